@@ -1,0 +1,109 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// BootstrapConfigSpec is a bundle applied to a member before it is Ready:
+// manifests applied in lexical order of their names, or a Job that runs real
+// tooling against the member.
+// +kubebuilder:validation:XValidation:rule="has(self.manifests) != has(self.job)",message="set exactly one of manifests or job"
+type BootstrapConfigSpec struct {
+	// manifests are applied in lexical order of their names.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=256
+	Manifests []BootstrapManifest `json:"manifests,omitempty"`
+
+	// job runs an image with the member's kubeconfig mounted.
+	// +optional
+	Job *BootstrapJob `json:"job,omitempty"`
+}
+
+// BootstrapManifest is one named YAML document stream.
+type BootstrapManifest struct {
+	// name orders the manifest among its siblings.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+
+	// content is YAML, possibly several documents.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=262144
+	Content string `json:"content"`
+}
+
+// BootstrapJob is a container run to completion against a member.
+type BootstrapJob struct {
+	// image to run.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	Image string `json:"image"`
+
+	// command overrides the image's entrypoint.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	Command []string `json:"command,omitempty"`
+
+	// args to the command.
+	// +optional
+	// +kubebuilder:validation:MaxItems=256
+	Args []string `json:"args,omitempty"`
+
+	// timeout for the job to complete.
+	// +optional
+	// +kubebuilder:default="10m"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+}
+
+// BootstrapConfigStatus is what the operator observed of the bundle.
+type BootstrapConfigStatus struct {
+	// observedGeneration is the generation this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// conditions of the bundle.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=8
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// BootstrapConfig is a reusable bundle that warms pool members up to the
+// state tests need (GitOps controllers, CRDs, dependencies).
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=bootcfg,categories=kobe
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type BootstrapConfig struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the bundle.
+	// +required
+	Spec BootstrapConfigSpec `json:"spec"`
+
+	// status is the observed bundle.
+	// +optional
+	Status BootstrapConfigStatus `json:"status,omitempty"`
+}
+
+// BootstrapConfigList is a list of BootstrapConfigs.
+// +kubebuilder:object:root=true
+type BootstrapConfigList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []BootstrapConfig `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&BootstrapConfig{}, &BootstrapConfigList{})
+}

@@ -1,0 +1,136 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// InstancePhase is where a member is in its life.
+// +kubebuilder:validation:Enum=Creating;Ready;Leased;Recycling;Quarantined
+type InstancePhase string
+
+const (
+	// InstanceCreating: the backend is building the member.
+	InstanceCreating InstancePhase = "Creating"
+	// InstanceReady: warm, healthy and waiting to be leased.
+	InstanceReady InstancePhase = "Ready"
+	// InstanceLeased: bound to a ClusterLease.
+	InstanceLeased InstancePhase = "Leased"
+	// InstanceRecycling: being destroyed; a member is never reused.
+	InstanceRecycling InstancePhase = "Recycling"
+	// InstanceQuarantined: cleanup could not be proven; kept for inspection.
+	InstanceQuarantined InstancePhase = "Quarantined"
+)
+
+// ClusterInstanceSpec is one member of a pool, frozen at creation from the
+// pool's template.
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.leaseRef) || has(self.leaseRef)",message="leaseRef cannot be removed once set: a member is never rebound"
+type ClusterInstanceSpec struct {
+	// poolRef is the pool this member was built for.
+	// +required
+	PoolRef ObjectRef `json:"poolRef"`
+
+	// ordinal is the member's number within its pool (pool-<pool>-<ordinal>).
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Ordinal int32 `json:"ordinal,omitempty"`
+
+	// backend the member is built with (copied from the pool).
+	// +required
+	Backend BackendSpec `json:"backend"`
+
+	// cluster describes the member (copied from the pool).
+	// +optional
+	Cluster ClusterTemplate `json:"cluster,omitempty"`
+
+	// templateHash is the hash of the pool template the member was built from.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	TemplateHash string `json:"templateHash,omitempty"`
+
+	// leaseRef is the lease the member is bound to. It is set once, by the
+	// bind, fenced by the member's resourceVersion; it never changes afterwards.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="leaseRef is immutable once set: a member is never rebound"
+	LeaseRef *ObjectRef `json:"leaseRef,omitempty"`
+}
+
+// ClusterInstanceStatus is what the member looks like now.
+type ClusterInstanceStatus struct {
+	// observedGeneration is the generation this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// phase of the member.
+	// +optional
+	Phase InstancePhase `json:"phase,omitempty"`
+
+	// leaseRef mirrors spec.leaseRef once the bind has been observed.
+	// +optional
+	LeaseRef *ObjectRef `json:"leaseRef,omitempty"`
+
+	// endpoint is the member's API server URL.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Endpoint string `json:"endpoint,omitempty"`
+
+	// accessSecretRef names the Secret holding the member's CA, client CA and
+	// admin kubeconfig.
+	// +optional
+	AccessSecretRef *LocalRef `json:"accessSecretRef,omitempty"`
+
+	// healthFailures counts consecutive failed health probes.
+	// +optional
+	HealthFailures int32 `json:"healthFailures,omitempty"`
+
+	// lastHealthCheck is when the member was last probed.
+	// +optional
+	LastHealthCheck *metav1.Time `json:"lastHealthCheck,omitempty"`
+
+	// lastPhaseChange is when phase last changed.
+	// +optional
+	LastPhaseChange *metav1.Time `json:"lastPhaseChange,omitempty"`
+
+	// conditions: Provisioned, Ready, Healthy, one per readiness gate.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=32
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// ClusterInstance is one member of a ClusterPool: a real cluster that is
+// built, handed out once, and destroyed.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=cinst,categories=kobe
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Pool",type=string,JSONPath=`.spec.poolRef.name`
+// +kubebuilder:printcolumn:name="Lease",type=string,JSONPath=`.spec.leaseRef.name`
+// +kubebuilder:printcolumn:name="Backend",type=string,JSONPath=`.spec.backend.type`
+// +kubebuilder:printcolumn:name="Endpoint",type=string,JSONPath=`.status.endpoint`,priority=1
+// +kubebuilder:printcolumn:name="Health-Failures",type=integer,JSONPath=`.status.healthFailures`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type ClusterInstance struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the member's template.
+	// +required
+	Spec ClusterInstanceSpec `json:"spec"`
+
+	// status is the observed member.
+	// +optional
+	Status ClusterInstanceStatus `json:"status,omitempty"`
+}
+
+// ClusterInstanceList is a list of ClusterInstances.
+// +kubebuilder:object:root=true
+type ClusterInstanceList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ClusterInstance `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&ClusterInstance{}, &ClusterInstanceList{})
+}

@@ -1,0 +1,371 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// BackendType names the provisioner that builds a pool's members.
+// +kubebuilder:validation:Enum=local;k3s;k0s;vcluster;capi
+type BackendType string
+
+const (
+	// BackendLocal runs each member's control plane as processes on the operator's host.
+	BackendLocal BackendType = "local"
+	// BackendK3s runs each member as a k3s server in the host cluster.
+	BackendK3s BackendType = "k3s"
+	// BackendK0s runs each member as a k0s controller in the host cluster.
+	BackendK0s BackendType = "k0s"
+	// BackendVCluster runs each member as a vcluster.
+	BackendVCluster BackendType = "vcluster"
+	// BackendCAPI provisions each member through Cluster API.
+	BackendCAPI BackendType = "capi"
+)
+
+// ClusterPoolSpec is the pool the operator keeps converging on.
+// +kubebuilder:validation:XValidation:rule="!has(self.scaling) || !has(self.scaling.minReady) || !has(self.scaling.maxClusters) || self.scaling.maxClusters >= self.scaling.minReady",message="scaling.maxClusters must be greater than or equal to scaling.minReady"
+type ClusterPoolSpec struct {
+	// size is the number of warm (Ready) members to keep. Ignored when scaling is set.
+	// +optional
+	// +kubebuilder:default=3
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=500
+	Size *int32 `json:"size,omitempty"`
+
+	// ttl is the lease duration used when a lease request names none.
+	// +optional
+	// +kubebuilder:default="1h"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="ttl must be greater than zero"
+	TTL *metav1.Duration `json:"ttl,omitempty"`
+
+	// backend selects the provisioner and holds its settings.
+	// +optional
+	// +kubebuilder:default={type: k3s}
+	Backend BackendSpec `json:"backend,omitempty"`
+
+	// cluster describes each member cluster.
+	// +optional
+	Cluster ClusterTemplate `json:"cluster,omitempty"`
+
+	// scaling makes the pool track demand between minReady and maxClusters.
+	// When set, size is ignored.
+	// +optional
+	Scaling *ScalingSpec `json:"scaling,omitempty"`
+
+	// healthCheck probes Ready members; a member failing failureThreshold
+	// consecutive probes is recycled without ever being offered.
+	// +optional
+	HealthCheck *HealthCheckSpec `json:"healthCheck,omitempty"`
+
+	// readinessGates must all pass before a member becomes Ready.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=16
+	ReadinessGates []ReadinessGate `json:"readinessGates,omitempty"`
+
+	// bootstraps are BootstrapConfigs applied to each member before it is Ready.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=32
+	Bootstraps []LocalRef `json:"bootstraps,omitempty"`
+
+	// snapshot restores new members from a backup of a golden cluster.
+	// +optional
+	Snapshot *SnapshotSpec `json:"snapshot,omitempty"`
+
+	// creatingTimeout is how long a member may stay Creating before it is
+	// destroyed and replaced.
+	// +optional
+	// +kubebuilder:default="10m"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="creatingTimeout must be greater than zero"
+	CreatingTimeout *metav1.Duration `json:"creatingTimeout,omitempty"`
+}
+
+// BackendSpec selects the backend and carries its specific settings.
+// +kubebuilder:validation:XValidation:rule="!has(self.local) || self.type == 'local'",message="backend.local may only be set when backend.type is local"
+// +kubebuilder:validation:XValidation:rule="!has(self.k3s) || self.type == 'k3s'",message="backend.k3s may only be set when backend.type is k3s"
+// +kubebuilder:validation:XValidation:rule="!has(self.k0s) || self.type == 'k0s'",message="backend.k0s may only be set when backend.type is k0s"
+// +kubebuilder:validation:XValidation:rule="!has(self.vcluster) || self.type == 'vcluster'",message="backend.vcluster may only be set when backend.type is vcluster"
+// +kubebuilder:validation:XValidation:rule="!has(self.capi) || self.type == 'capi'",message="backend.capi may only be set when backend.type is capi"
+type BackendSpec struct {
+	// type is the provisioner: local, k3s, k0s, vcluster or capi.
+	// +optional
+	// +kubebuilder:default=k3s
+	Type BackendType `json:"type,omitempty"`
+
+	// local configures the local backend.
+	// +optional
+	Local *LocalBackendSpec `json:"local,omitempty"`
+
+	// k3s configures the k3s backend.
+	// +optional
+	K3s *K3sBackendSpec `json:"k3s,omitempty"`
+
+	// k0s configures the k0s backend.
+	// +optional
+	K0s *K0sBackendSpec `json:"k0s,omitempty"`
+
+	// vcluster configures the vcluster backend.
+	// +optional
+	VCluster *VClusterBackendSpec `json:"vcluster,omitempty"`
+
+	// capi configures the Cluster API backend.
+	// +optional
+	CAPI *CAPIBackendSpec `json:"capi,omitempty"`
+}
+
+// LocalBackendSpec configures members run as processes on the operator's host.
+type LocalBackendSpec struct {
+	// scheduling adds kube-scheduler and a simulated node (kwok) to each
+	// member, so that pods are scheduled and reach Running.
+	// +optional
+	Scheduling bool `json:"scheduling,omitempty"`
+}
+
+// K3sBackendSpec configures k3s members.
+type K3sBackendSpec struct {
+	// image overrides the k3s server image.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Image string `json:"image,omitempty"`
+
+	// datastore is where the k3s server keeps its state.
+	// +optional
+	// +kubebuilder:validation:Enum=sqlite;postgres
+	Datastore string `json:"datastore,omitempty"`
+}
+
+// K0sBackendSpec configures k0s members.
+type K0sBackendSpec struct {
+	// image overrides the k0s controller image.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Image string `json:"image,omitempty"`
+}
+
+// VClusterBackendSpec configures vcluster members.
+type VClusterBackendSpec struct {
+	// chartVersion is the vcluster Helm chart version.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	ChartVersion string `json:"chartVersion,omitempty"`
+}
+
+// CAPIBackendSpec configures Cluster API members.
+type CAPIBackendSpec struct {
+	// clusterClass is the ClusterClass members are created from.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	ClusterClass string `json:"clusterClass,omitempty"`
+}
+
+// ClusterTemplate describes each member cluster.
+type ClusterTemplate struct {
+	// version is the Kubernetes version of each member, in the backend's notation.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	Version string `json:"version,omitempty"`
+
+	// servers is the number of control-plane servers of each member.
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=7
+	Servers *int32 `json:"servers,omitempty"`
+}
+
+// ScalingSpec makes a pool follow demand instead of holding a fixed size.
+type ScalingSpec struct {
+	// minReady is the number of Ready members kept at rest.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=500
+	MinReady *int32 `json:"minReady,omitempty"`
+
+	// maxClusters caps the members of any phase.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	MaxClusters *int32 `json:"maxClusters,omitempty"`
+
+	// scaleUpThreshold: start creating more when the Ready count drops to this.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=500
+	ScaleUpThreshold *int32 `json:"scaleUpThreshold,omitempty"`
+
+	// scaleDownAfter is how long demand must stay low before the pool shrinks.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
+	ScaleDownAfter *metav1.Duration `json:"scaleDownAfter,omitempty"`
+
+	// queueTimeout ends a lease that waited this long for a member.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="queueTimeout must be greater than zero"
+	QueueTimeout *metav1.Duration `json:"queueTimeout,omitempty"`
+}
+
+// HealthCheckSpec configures periodic probes of Ready members.
+type HealthCheckSpec struct {
+	// intervalSeconds between probes of a Ready member.
+	// +optional
+	// +kubebuilder:default=30
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=3600
+	IntervalSeconds int32 `json:"intervalSeconds,omitempty"`
+
+	// failureThreshold is the number of consecutive failed probes that recycles a member.
+	// +optional
+	// +kubebuilder:default=3
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	FailureThreshold int32 `json:"failureThreshold,omitempty"`
+}
+
+// ReadinessGate names a signal a member must show before it is Ready.
+// Built-in gates are evaluated by the operator (APIServerReachable,
+// InClusterToken, DefaultServiceAccount, NodesReady); any other type is a
+// condition that something else must set to True on the ClusterInstance.
+type ReadinessGate struct {
+	// type of the gate, or the ClusterInstance condition type it waits for.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[A-Za-z][A-Za-z0-9]*$`
+	Type string `json:"type"`
+}
+
+// SnapshotSpec restores members from a Velero backup of a golden cluster.
+type SnapshotSpec struct {
+	// velero names the backup to restore from.
+	// +required
+	Velero VeleroSnapshot `json:"velero"`
+}
+
+// VeleroSnapshot names a Velero backup.
+type VeleroSnapshot struct {
+	// backupName of the golden cluster's backup.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	BackupName string `json:"backupName"`
+
+	// namespace where Velero runs.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Namespace string `json:"namespace,omitempty"`
+}
+
+// PoolPhase summarises a pool at a glance.
+// +kubebuilder:validation:Enum=Filling;Healthy;Degraded;Quarantined;Terminating
+type PoolPhase string
+
+const (
+	// PoolFilling: fewer Ready members than wanted, and members are coming up.
+	PoolFilling PoolPhase = "Filling"
+	// PoolHealthy: the warm target is met.
+	PoolHealthy PoolPhase = "Healthy"
+	// PoolDegraded: the pool cannot reach its target (backend failing, gate never met).
+	PoolDegraded PoolPhase = "Degraded"
+	// PoolQuarantined: at least one member's cleanup could not be proven.
+	PoolQuarantined PoolPhase = "Quarantined"
+	// PoolTerminating: the pool is being deleted.
+	PoolTerminating PoolPhase = "Terminating"
+)
+
+// ClusterPoolStatus is what the pool looks like now.
+type ClusterPoolStatus struct {
+	// observedGeneration is the generation this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// phase summarises the pool.
+	// +optional
+	Phase PoolPhase `json:"phase,omitempty"`
+
+	// ready counts members in the Ready phase.
+	// +optional
+	Ready int32 `json:"ready"`
+	// leased counts members in the Leased phase.
+	// +optional
+	Leased int32 `json:"leased"`
+	// creating counts members in the Creating phase.
+	// +optional
+	Creating int32 `json:"creating"`
+	// recycling counts members being torn down.
+	// +optional
+	Recycling int32 `json:"recycling"`
+	// unhealthy counts Ready members failing health checks.
+	// +optional
+	Unhealthy int32 `json:"unhealthy"`
+	// quarantined counts members whose cleanup could not be proven.
+	// +optional
+	Quarantined int32 `json:"quarantined"`
+	// queueDepth counts leases waiting for a member.
+	// +optional
+	QueueDepth int32 `json:"queueDepth"`
+
+	// failures counts members that failed to become Ready.
+	// +optional
+	Failures int32 `json:"failures"`
+
+	// nextOrdinal is the ordinal the next member will be named with; ordinals
+	// are never reused.
+	// +optional
+	NextOrdinal int32 `json:"nextOrdinal,omitempty"`
+
+	// templateHash identifies the member template the pool builds now.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	TemplateHash string `json:"templateHash,omitempty"`
+
+	// conditions: Warm, Capacity, Ready, and one per accepted-but-unimplemented field.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=32
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// ClusterPool keeps a set of warm clusters standing by to be leased.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=cpool,categories=kobe
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.ready`
+// +kubebuilder:printcolumn:name="Leased",type=integer,JSONPath=`.status.leased`
+// +kubebuilder:printcolumn:name="Creating",type=integer,JSONPath=`.status.creating`
+// +kubebuilder:printcolumn:name="Failures",type=integer,JSONPath=`.status.failures`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type ClusterPool struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the desired pool.
+	// +required
+	Spec ClusterPoolSpec `json:"spec"`
+
+	// status is the observed pool.
+	// +optional
+	Status ClusterPoolStatus `json:"status,omitempty"`
+}
+
+// ClusterPoolList is a list of ClusterPools.
+// +kubebuilder:object:root=true
+type ClusterPoolList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ClusterPool `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&ClusterPool{}, &ClusterPoolList{})
+}

@@ -1,0 +1,114 @@
+package v1alpha1
+
+// Condition types. Event reasons equal condition reasons.
+const (
+	// ConditionReady is the summary condition of every kind.
+	ConditionReady = "Ready"
+
+	// ConditionWarm (pool): the warm target is met.
+	ConditionWarm = "Warm"
+	// ConditionCapacity (pool): the pool may create the members it wants.
+	ConditionCapacity = "Capacity"
+	// ConditionNotImplemented (pool): a field is accepted but not acted on yet.
+	ConditionNotImplemented = "FieldNotImplemented"
+
+	// ConditionProvisioned (instance): the backend reports the member built.
+	ConditionProvisioned = "Provisioned"
+	// ConditionHealthy (instance): the latest health probe passed.
+	ConditionHealthy = "Healthy"
+
+	// ConditionBound (lease): the lease holds a member.
+	ConditionBound = "Bound"
+	// ConditionEnded (lease): the lease is over; the reason says why.
+	ConditionEnded = "Ended"
+)
+
+// Condition reasons.
+const (
+	// ReasonWarm: ready >= the warm target.
+	ReasonWarm = "Warm"
+	// ReasonFilling: not warm yet, members are coming up.
+	ReasonFilling = "Filling"
+	// ReasonReadinessSignalAbsent: no member ever passed a readiness gate, so
+	// the pool will never warm; the message names the gate.
+	ReasonReadinessSignalAbsent = "ReadinessSignalAbsent"
+	// ReasonBackendFailing: the backend could not create members.
+	ReasonBackendFailing = "BackendFailing"
+	// ReasonBackendUnavailable: the pool's backend is not wired in this operator.
+	ReasonBackendUnavailable = "BackendUnavailable"
+	// ReasonCapacityAvailable: the pool may create what it wants.
+	ReasonCapacityAvailable = "CapacityAvailable"
+	// ReasonMaxClustersReached: wanted to create members, maxClusters forbade it.
+	ReasonMaxClustersReached = "MaxClustersReached"
+	// ReasonFieldNotImplemented: a spec field is accepted but not acted on.
+	ReasonFieldNotImplemented = "FieldNotImplemented"
+	// ReasonAllImplemented: every field set on the pool is acted on.
+	ReasonAllImplemented = "AllImplemented"
+
+	// ReasonCreating: the backend is building the member.
+	ReasonCreating = "Creating"
+	// ReasonProvisioned: the backend built the member.
+	ReasonProvisioned = "Provisioned"
+	// ReasonProvisionFailed: the backend reports the member failed.
+	ReasonProvisionFailed = "ProvisionFailed"
+	// ReasonCreatingTimeout: the member stayed Creating past creatingTimeout.
+	ReasonCreatingTimeout = "CreatingTimeout"
+	// ReasonGatePassed / ReasonGatePending: a readiness gate's state.
+	ReasonGatePassed  = "GatePassed"
+	ReasonGatePending = "GatePending"
+	// ReasonProbeSucceeded / ReasonProbeFailed: a health probe's outcome.
+	ReasonProbeSucceeded = "ProbeSucceeded"
+	ReasonProbeFailed    = "ProbeFailed"
+	// ReasonUnhealthy: the member failed failureThreshold probes in a row.
+	ReasonUnhealthy = "Unhealthy"
+	// ReasonLeaseEnded: the member's lease ended, so the member is destroyed.
+	ReasonLeaseEnded = "LeaseEnded"
+	// ReasonScaledDown: the pool no longer wants the member.
+	ReasonScaledDown = "ScaledDown"
+	// ReasonPoolDeleted: the member's pool is gone.
+	ReasonPoolDeleted = "PoolDeleted"
+	// ReasonNotAdoptable: after a restart the member could not be verified.
+	ReasonNotAdoptable = "NotAdoptable"
+	// ReasonAdopted: after a restart the member was verified and kept.
+	ReasonAdopted = "Adopted"
+	// ReasonDestroyed: the backend reports nothing of the member is left.
+	ReasonDestroyed = "Destroyed"
+
+	// ReasonBound: the lease was bound to a member.
+	ReasonBound = "Bound"
+	// ReasonQueued: the lease waits for a member.
+	ReasonQueued = "Queued"
+	// ReasonReleased: the holder released the lease.
+	ReasonReleased = "Released"
+	// ReasonExpired: the lease reached expiresAt.
+	ReasonExpired = "Expired"
+	// ReasonQueueTimeout: the lease waited longer than the pool's queueTimeout.
+	ReasonQueueTimeout = "QueueTimeout"
+	// ReasonPoolNotFound: the lease names a pool that does not exist.
+	ReasonPoolNotFound = "PoolNotFound"
+	// ReasonInstanceLost: the bound member disappeared or failed.
+	ReasonInstanceLost = "InstanceLost"
+	// ReasonExtended: the lease was extended.
+	ReasonExtended = "Extended"
+
+	// ReasonPolicyReady / ReasonPolicyInvalid (policy).
+	ReasonPolicyReady   = "PolicyReady"
+	ReasonPolicyInvalid = "PolicyInvalid"
+	// ReasonSecretNotFound: the token Secret is missing.
+	ReasonSecretNotFound = "SecretNotFound"
+	// ReasonIssuerUnreachable: OIDC discovery failed.
+	ReasonIssuerUnreachable = "IssuerUnreachable"
+)
+
+// Labels and annotations kobe puts on the objects it creates.
+const (
+	// LabelPool names the pool of a ClusterInstance.
+	LabelPool = "kobe.kunobi.ninja/pool"
+	// LabelInstance names the ClusterInstance a Secret belongs to.
+	LabelInstance = "kobe.kunobi.ninja/instance"
+	// LabelLease names the ClusterLease bound to a ClusterInstance.
+	LabelLease = "kobe.kunobi.ninja/lease"
+
+	// FinalizerInstance holds a ClusterInstance until its backend reports it gone.
+	FinalizerInstance = "kobe.kunobi.ninja/destroy-member"
+)

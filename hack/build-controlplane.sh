@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Builds the control-plane binaries that kobe's tests and the local backend run:
+# etcd, kube-apiserver, kube-controller-manager, kube-scheduler (from Go modules)
+# and kubectl-compatible tooling is not needed (kubectl comes from the system).
+#
+# Output: bin/controlplane/<k8s version>/, git-ignored. A binary that already
+# exists is not rebuilt, so a warm run costs nothing.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+k8s_version=${K8S_VERSION:-1.37.2}
+out=${CONTROLPLANE_DIR:-$root/bin/controlplane/$k8s_version}
+mkdir -p "$out"
+
+build() { # name, module dir, package
+	local name=$1 dir=$2 pkg=$3
+	if [ -x "$out/$name" ]; then
+		return 0
+	fi
+	echo "building $name into $out (first time: a few minutes)" >&2
+	(cd "$dir" && CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$out/$name.tmp" "$pkg")
+	mv "$out/$name.tmp" "$out/$name"
+}
+
+build etcd "$root/hack/controlplane/etcd" .
+for cmd in kube-apiserver kube-controller-manager kube-scheduler; do
+	build "$cmd" "$root/hack/controlplane/kubernetes" "k8s.io/kubernetes/cmd/$cmd"
+done
+echo "$out"

@@ -1,0 +1,8 @@
+//go:build tools
+
+// Package tools pins the versions of kobe's developer tools.
+package tools
+
+import (
+	_ "sigs.k8s.io/controller-tools/cmd/controller-gen"
+)

@@ -1,0 +1,119 @@
+// Package backend defines how kobe builds, observes and destroys pool
+// members. Each provisioner lives in its own sub-package and is wired
+// explicitly in cmd/kobe-operator; nothing registers itself.
+package backend
+
+import (
+	"context"
+	"errors"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+)
+
+// Member identifies one pool member to a backend. Namespace, Name and UID
+// come from the ClusterInstance; the UID is what makes a member unique across
+// deletions and re-creations of objects with the same name.
+type Member struct {
+	Namespace string
+	Name      string
+	UID       types.UID
+	// Pool is the name of the member's pool.
+	Pool string
+	// Spec is the ClusterInstance spec: backend settings and cluster template.
+	Spec kobev1.ClusterInstanceSpec
+}
+
+// State is what a backend says about a member.
+type State string
+
+const (
+	// StateProvisioning: the member is being built.
+	StateProvisioning State = "Provisioning"
+	// StateReady: the member's control plane is up and Access is filled in.
+	StateReady State = "Ready"
+	// StateFailed: the member cannot become (or stay) usable; it must be
+	// destroyed, never repaired.
+	StateFailed State = "Failed"
+	// StateAbsent: nothing of the member exists (never created, or destroyed).
+	StateAbsent State = "Absent"
+)
+
+// Access is what the operator needs to use a member and to mint per-lease
+// credentials for it. All fields are PEM or kubeconfig bytes.
+type Access struct {
+	// Endpoint is the member API server's URL, reachable by lease holders.
+	Endpoint string
+	// CACert is the CA that signed the member API server's serving certificate.
+	CACert []byte
+	// ClientCACert and ClientCAKey sign client certificates the member's API
+	// server accepts; the operator signs per-lease certificates with them.
+	ClientCACert []byte
+	ClientCAKey  []byte
+	// AdminKubeconfig is the operator's own credential for the member
+	// (readiness gates, health checks, bootstrap).
+	AdminKubeconfig []byte
+}
+
+// Observation is a member's state as the backend sees it now.
+type Observation struct {
+	State State
+	// Message explains Failed and Provisioning states to humans.
+	Message string
+	// Access is set when State is StateReady.
+	Access *Access
+}
+
+// Backend builds, observes and destroys members.
+//
+// Call order for one member: Create, then Observe until StateReady or
+// StateFailed (and afterwards, to notice failure), then Delete until it
+// reports gone. The operator may restart at any point and will then call
+// Observe (and Create, while the member is still Creating) again for members
+// it finds in the API, so every method must work from what the backend keeps
+// outside the process (files, processes, cloud objects), not from memory
+// alone.
+//
+// Idempotency: Create on a member that already exists is a no-op and returns
+// nil. Delete on a member that is already gone returns gone=true. Observe
+// never creates or destroys anything.
+type Backend interface {
+	// Type is the pool backend type this backend serves.
+	Type() kobev1.BackendType
+
+	// Create starts building the member and returns without waiting for it.
+	// It returns ErrUnavailable (wrapped) when the backend cannot build
+	// members at all, e.g. a binary it needs is missing.
+	Create(ctx context.Context, m Member) error
+
+	// Observe reports the member's current state.
+	Observe(ctx context.Context, m Member) (Observation, error)
+
+	// Delete destroys the member. It reports gone=true only once nothing of
+	// the member is left (processes, data, cloud resources); until then the
+	// caller retries.
+	Delete(ctx context.Context, m Member) (gone bool, err error)
+}
+
+// Sweeper is implemented by backends that can find members nobody owns.
+type Sweeper interface {
+	// Sweep destroys every member for which owned returns false. It is run
+	// once at operator start, after the cache has synced, so that nothing
+	// leaks across crashes.
+	Sweep(ctx context.Context, owned func(uid types.UID) bool) (removed []string, err error)
+}
+
+// ErrUnavailable says the backend cannot build members at all (missing
+// binary, missing credentials). Retrying the same call will not help until an
+// operator fixes the environment, so callers back off.
+var ErrUnavailable = errors.New("backend unavailable")
+
+// Registry maps backend types to the backends wired in this operator.
+type Registry map[kobev1.BackendType]Backend
+
+// For returns the backend for a type, or false when it is not wired.
+func (r Registry) For(t kobev1.BackendType) (Backend, bool) {
+	b, ok := r[t]
+	return b, ok
+}
