@@ -1,0 +1,86 @@
+package apiclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"syscall"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+// waitBackoff paces WaitBound's polls: 0.5s, growing by half each poll, at
+// most 5s apart.
+var waitBackoff = wait.Backoff{
+	Duration: 500 * time.Millisecond,
+	Factor:   1.5,
+	Jitter:   0.1,
+	Steps:    math.MaxInt32,
+	Cap:      5 * time.Second,
+}
+
+// WaitBound polls GET /v1/leases/{id} with backoff until the lease is Bound
+// and returns it (with its kubeconfig). onProgress, when not nil, is called
+// with the first answer and with every answer whose phase or queue position
+// changed. It fails with a *LeaseEndedError when the lease ends instead, with
+// the API's *Error on answers that retrying cannot fix (401, 403, 404, 400),
+// and with ctx's error (wrapping the last transient failure, if any) when ctx
+// ends first. Network errors, 429 and 5xx answers are retried.
+func (c *Client) WaitBound(ctx context.Context, id string, onProgress func(*Lease)) (*Lease, error) {
+	var (
+		bound   *Lease
+		last    *Lease
+		lastErr error
+	)
+	err := c.pollBackoff.DelayFunc().Until(ctx, true, false, func(ctx context.Context) (bool, error) {
+		l, err := c.GetLease(ctx, id)
+		if err != nil {
+			if ctx.Err() == nil && retryable(err) {
+				lastErr = err
+				return false, nil
+			}
+			return false, err
+		}
+		lastErr = nil
+		if onProgress != nil && (last == nil || last.Phase != l.Phase || last.QueuePosition != l.QueuePosition) {
+			onProgress(l)
+		}
+		last = l
+		switch {
+		case l.Phase == PhaseBound:
+			bound = l
+			return true, nil
+		case PhaseEnded(l.Phase):
+			return false, &LeaseEndedError{Lease: l}
+		}
+		return false, nil
+	})
+	if err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil && errors.Is(err, ctxErr) {
+			if lastErr != nil {
+				return nil, fmt.Errorf("waiting for lease %s to be bound: %w (last error: %v)", id, ctxErr, lastErr)
+			}
+			return nil, fmt.Errorf("waiting for lease %s to be bound: %w", id, ctxErr)
+		}
+		return nil, err
+	}
+	return bound, nil
+}
+
+// retryable reports whether a failed poll is worth repeating.
+func retryable(err error) bool {
+	var apiErr *Error
+	if !errors.As(err, &apiErr) {
+		// Connection refused, reset or timed out: the server may be
+		// restarting. Credential, TLS and decoding failures are not retried.
+		var netErr net.Error
+		return errors.As(err, &netErr) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+			errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET)
+	}
+	return apiErr.StatusCode == http.StatusTooManyRequests || apiErr.StatusCode >= 500
+}
