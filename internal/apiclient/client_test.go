@@ -144,9 +144,7 @@ func TestPoolsStatusWhoAmI(t *testing.T) {
 }
 
 func TestAPIErrors(t *testing.T) {
-	srv := apiclienttest.New(t)
-	srv.MaxExtensions = 0
-	srv.MaxConcurrentLeases = 1
+	srv := apiclienttest.New(t, apiclienttest.WithMaxExtensions(0), apiclienttest.WithMaxConcurrentLeases(1))
 	ctx := t.Context()
 	c := newClient(t, srv.URL, apiclient.BearerToken(apiclienttest.Token))
 
@@ -268,8 +266,7 @@ func TestParseEndpoint(t *testing.T) {
 
 func TestWaitBound(t *testing.T) {
 	t.Run("pending then bound", func(t *testing.T) {
-		srv := apiclienttest.New(t)
-		srv.PendingPolls = 3
+		srv := apiclienttest.New(t, apiclienttest.WithPendingPolls(3))
 		c := newClient(t, srv.URL, apiclient.BearerToken(apiclienttest.Token))
 		l, err := c.CreateLease(t.Context(), "ci-small", "30m")
 		if err != nil {
@@ -293,9 +290,7 @@ func TestWaitBound(t *testing.T) {
 		}
 	})
 	t.Run("ended while pending", func(t *testing.T) {
-		srv := apiclienttest.New(t)
-		srv.PendingPolls = 1
-		srv.EndWhilePending = apiclient.PhaseExpired
+		srv := apiclienttest.New(t, apiclienttest.WithPendingPolls(1), apiclienttest.WithEndWhilePending(apiclient.PhaseExpired))
 		c := newClient(t, srv.URL, apiclient.BearerToken(apiclienttest.Token))
 		l, err := c.CreateLease(t.Context(), "ci-small", "30m")
 		if err != nil {
@@ -311,8 +306,7 @@ func TestWaitBound(t *testing.T) {
 		}
 	})
 	t.Run("timeout", func(t *testing.T) {
-		srv := apiclienttest.New(t)
-		srv.PendingPolls = 1 << 20
+		srv := apiclienttest.New(t, apiclienttest.WithPendingPolls(1<<20))
 		c := newClient(t, srv.URL, apiclient.BearerToken(apiclienttest.Token))
 		l, err := c.CreateLease(t.Context(), "ci-small", "30m")
 		if err != nil {

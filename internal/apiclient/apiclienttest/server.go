@@ -22,8 +22,8 @@ import (
 // Token is the bearer token the fake accepts by default.
 const Token = "test-token"
 
-// Server is a running fake. Change its exported fields only before the
-// first request or under Lock/Unlock.
+// Server is a running fake. Set its exported fields with New's options;
+// once it runs, change them only under Lock/Unlock.
 type Server struct {
 	*httptest.Server
 
@@ -59,9 +59,27 @@ type lease struct {
 	waiting int
 }
 
+// Option sets up a Server before it starts serving.
+type Option func(*Server)
+
+// WithPendingPolls makes new leases answer Pending for n GETs.
+func WithPendingPolls(n int) Option { return func(s *Server) { s.PendingPolls = n } }
+
+// WithEndWhilePending ends Pending leases with phase instead of binding them.
+func WithEndWhilePending(phase string) Option { return func(s *Server) { s.EndWhilePending = phase } }
+
+// WithMaxExtensions caps extensions per lease.
+func WithMaxExtensions(n int) Option { return func(s *Server) { s.MaxExtensions = n } }
+
+// WithMaxConcurrentLeases caps the active leases of an identity.
+func WithMaxConcurrentLeases(n int) Option { return func(s *Server) { s.MaxConcurrentLeases = n } }
+
+// WithPool adds a pool.
+func WithPool(p apiclient.Pool) Option { return func(s *Server) { s.pools = append(s.pools, p) } }
+
 // New starts a fake with one fixed pool "ci-small" (three Ready members,
-// default TTL 1h) and stops it when the test ends.
-func New(t testing.TB) *Server {
+// default TTL 1h) plus what opts set up, and stops it when the test ends.
+func New(t testing.TB, opts ...Option) *Server {
 	t.Helper()
 	s := &Server{
 		MaxExtensions: 2,
@@ -75,6 +93,9 @@ func New(t testing.TB) *Server {
 	s.Authenticate = func(r *http.Request, _ []byte) (string, bool) {
 		return "tester", r.Header.Get("Authorization") == "Bearer "+Token
 	}
+	for _, opt := range opts {
+		opt(s)
+	}
 	s.Server = httptest.NewServer(s.handler())
 	t.Cleanup(s.Close)
 	return s
@@ -83,13 +104,6 @@ func New(t testing.TB) *Server {
 // Lock and Unlock guard changes to the exported fields while the server runs.
 func (s *Server) Lock()   { s.mu.Lock() }
 func (s *Server) Unlock() { s.mu.Unlock() }
-
-// AddPool adds a pool to the fake.
-func (s *Server) AddPool(p apiclient.Pool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.pools = append(s.pools, p)
-}
 
 // Requests returns "METHOD /path" of every request so far.
 func (s *Server) Requests() []string {

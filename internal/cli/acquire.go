@@ -1,0 +1,66 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/kunobi-ninja/kobe/internal/apiclient"
+)
+
+// errWaitTimeout is returned by acquire when the lease was not bound within
+// the wait timeout (the lease was released).
+var errWaitTimeout = errors.New("wait timed out")
+
+// acquire asks for a lease and, unless noWait, waits until it is Bound,
+// telling progress on progress. When waiting fails for any reason (timeout,
+// Ctrl-C, the lease ended) the lease is released so that nothing leaks, and
+// the error says so. It returns the lease as last seen.
+func acquire(ctx context.Context, c *apiclient.Client, pool, ttl string, noWait bool, waitTimeout time.Duration, progress io.Writer) (*apiclient.Lease, error) {
+	l, err := c.CreateLease(ctx, pool, ttl)
+	if err != nil {
+		return nil, fmt.Errorf("leasing from pool %s: %w", pool, err)
+	}
+	if l.Phase == apiclient.PhaseBound || noWait {
+		return l, nil
+	}
+	if apiclient.PhaseEnded(l.Phase) {
+		return l, &apiclient.LeaseEndedError{Lease: l}
+	}
+
+	waitCtx, cancel := context.WithTimeout(ctx, waitTimeout)
+	defer cancel()
+	bound, err := c.WaitBound(waitCtx, l.ID, func(p *apiclient.Lease) {
+		if p.Phase == apiclient.PhasePending {
+			fmt.Fprintf(progress, "Waiting for a cluster: lease %s is number %d in pool %s's queue\n", p.ID, p.QueuePosition, p.Pool)
+		}
+	})
+	if err == nil {
+		return bound, nil
+	}
+
+	var ended *apiclient.LeaseEndedError
+	if errors.As(err, &ended) {
+		return ended.Lease, err
+	}
+	releaseErr := releaseDetached(ctx, c, l.ID)
+	switch {
+	case ctx.Err() != nil:
+		err = context.Cause(ctx)
+		if releaseErr == nil {
+			return l, fmt.Errorf("lease %s was still Pending; released it: %w", l.ID, err)
+		}
+	case errors.Is(err, context.DeadlineExceeded):
+		err = fmt.Errorf("lease %s was not bound within --wait-timeout %s: %w", l.ID, humanDuration(waitTimeout), errWaitTimeout)
+		if releaseErr == nil {
+			return l, fmt.Errorf("%w; released it so nothing leaks: try again later or raise --wait-timeout", err)
+		}
+	default:
+		if releaseErr == nil {
+			return l, fmt.Errorf("%w; released lease %s", err, l.ID)
+		}
+	}
+	return l, fmt.Errorf("%w; and %v: it ends on its own at its TTL, or run `kobe release %s`", err, releaseErr, l.ID)
+}

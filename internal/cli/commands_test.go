@@ -1,0 +1,319 @@
+package cli
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/kunobi-ninja/kobe/internal/apiclient"
+	"github.com/kunobi-ninja/kobe/internal/apiclient/apiclienttest"
+)
+
+func TestLeaseWritesKubeconfig(t *testing.T) {
+	e := newTestEnv(t)
+	srv := apiclienttest.New(t)
+	e.withServer(t, srv)
+
+	r := mustKobe(t, "lease", "ci-small", "--ttl", "30m")
+	id := "lease-000000000001"
+	path := filepath.Join(e.runtimeDir, "kobe", "kubeconfig-"+id)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("kubeconfig not at the default path: %v\n%s", err, r)
+	}
+	if string(data) != apiclienttest.Kubeconfig(id) {
+		t.Errorf("kubeconfig content %q", data)
+	}
+	if got := fileMode(t, path); got != 0o600 {
+		t.Errorf("kubeconfig mode %o, want 600", got)
+	}
+	for _, want := range []string{
+		"# Lease " + id + " is Bound to cluster pool-ci-small-0 of pool ci-small.",
+		"# Expires at 2026-04-09T15:00:00Z",
+		"effective TTL 30m",
+		"export KUBECONFIG=" + path + "\n",
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, r)
+		}
+	}
+	// Every line but the export is a shell comment, so eval works.
+	for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+		if !strings.HasPrefix(line, "# ") && !strings.HasPrefix(line, "export ") {
+			t.Errorf("line not safe for eval: %q", line)
+		}
+	}
+
+	custom := filepath.Join(t.TempDir(), "nested", "dir", "kc.yaml")
+	r = mustKobe(t, "lease", "ci-small", "--kubeconfig", custom, "-o", "json")
+	var out map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
+		t.Fatalf("-o json: %v\n%s", err, r)
+	}
+	if out["id"] != "lease-000000000002" || out["phase"] != "Bound" || out["kubeconfig_path"] != custom || out["effective_ttl"] != "1h" {
+		t.Errorf("-o json: %v", out)
+	}
+	if _, leaked := out["kubeconfig"]; leaked {
+		t.Errorf("-o json must not print the kubeconfig: %s", r.stdout)
+	}
+	if got := fileMode(t, custom); got != 0o600 {
+		t.Errorf("custom kubeconfig mode %o", got)
+	}
+}
+
+func TestLeaseWaitsInQueue(t *testing.T) {
+	e := newTestEnv(t)
+	srv := apiclienttest.New(t, apiclienttest.WithPendingPolls(2))
+	e.withServer(t, srv)
+
+	r := mustKobe(t, "lease", "ci-small")
+	if !strings.Contains(r.stderr, "Waiting for a cluster: lease lease-000000000001 is number 1 in pool ci-small's queue") {
+		t.Errorf("no progress line on stderr: %s", r)
+	}
+	if !strings.Contains(r.stdout, "export KUBECONFIG=") {
+		t.Errorf("no export line: %s", r)
+	}
+}
+
+func TestLeaseWaitTimeoutReleases(t *testing.T) {
+	e := newTestEnv(t)
+	srv := apiclienttest.New(t, apiclienttest.WithPendingPolls(1<<20))
+	e.withServer(t, srv)
+
+	r := kobe(t, "lease", "ci-small", "--wait-timeout", "300ms")
+	if r.code != 1 {
+		t.Fatalf("want exit 1: %s", r)
+	}
+	if !strings.Contains(r.stderr, "was not bound within --wait-timeout") || !strings.Contains(r.stderr, "released it") {
+		t.Errorf("timeout message: %s", r)
+	}
+	if got := srv.Released(); len(got) != 1 || got[0] != "lease-000000000001" {
+		t.Errorf("lease not released after the timeout: %v", got)
+	}
+}
+
+func TestLeaseEndedWhileQueued(t *testing.T) {
+	e := newTestEnv(t)
+	srv := apiclienttest.New(t, apiclienttest.WithPendingPolls(1), apiclienttest.WithEndWhilePending(apiclient.PhaseExpired))
+	e.withServer(t, srv)
+
+	r := kobe(t, "lease", "ci-small")
+	if r.code != 1 || !strings.Contains(r.stderr, "ended before it was bound: phase Expired: queue timeout") {
+		t.Fatalf("%s", r)
+	}
+}
+
+func TestLeaseNoWait(t *testing.T) {
+	e := newTestEnv(t)
+	srv := apiclienttest.New(t, apiclienttest.WithPendingPolls(2))
+	e.withServer(t, srv)
+
+	r := mustKobe(t, "lease", "ci-small", "--no-wait")
+	if !strings.Contains(r.stdout, "is Pending: number 2 in pool ci-small's queue") ||
+		!strings.Contains(r.stdout, "export KOBE_LEASE_ID=lease-000000000001") {
+		t.Errorf("%s", r)
+	}
+	r = kobe(t, "kubeconfig", "lease-000000000001")
+	if r.code == 0 || !strings.Contains(r.stderr, "still Pending") {
+		t.Errorf("kubeconfig of a pending lease: %s", r)
+	}
+	r = mustKobe(t, "kubeconfig", "lease-000000000001")
+	if !strings.Contains(r.stdout, "export KUBECONFIG=") {
+		t.Errorf("kubeconfig once bound: %s", r)
+	}
+	if _, err := os.Stat(filepath.Join(e.runtimeDir, "kobe", "kubeconfig-lease-000000000001")); err != nil {
+		t.Error(err)
+	}
+
+	r = mustKobe(t, "lease", "ci-small", "--no-wait", "-o", "json")
+	var l apiclient.Lease
+	if err := json.Unmarshal([]byte(r.stdout), &l); err != nil || l.Phase != apiclient.PhasePending || l.QueuePosition != 2 {
+		t.Errorf("-o json: %v %+v", err, l)
+	}
+}
+
+func TestReleaseRemovesDefaultKubeconfig(t *testing.T) {
+	e := newTestEnv(t)
+	srv := apiclienttest.New(t)
+	e.withServer(t, srv)
+
+	mustKobe(t, "lease", "ci-small")
+	path := filepath.Join(e.runtimeDir, "kobe", "kubeconfig-lease-000000000001")
+	r := mustKobe(t, "release", "lease-000000000001")
+	if !strings.Contains(r.stdout, "Released lease lease-000000000001") {
+		t.Errorf("%s", r)
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Errorf("kubeconfig still there: %v", err)
+	}
+	r = mustKobe(t, "release", "lease-000000000001", "-o", "json")
+	if !strings.Contains(r.stdout, `"released": [`) {
+		t.Errorf("-o json: %s", r)
+	}
+	r = kobe(t, "release", "lease-999999999999")
+	if r.code != 1 || !strings.Contains(r.stderr, "lease not found") {
+		t.Errorf("unknown lease: %s", r)
+	}
+	if got := srv.Released(); len(got) != 2 {
+		t.Errorf("released %v", got)
+	}
+}
+
+func TestExtend(t *testing.T) {
+	e := newTestEnv(t)
+	srv := apiclienttest.New(t)
+	e.withServer(t, srv)
+	mustKobe(t, "lease", "ci-small", "--ttl", "30m")
+
+	r := mustKobe(t, "extend", "lease-000000000001")
+	if !strings.Contains(r.stdout, "now expires at 2026-04-09T15:30:00Z") || !strings.Contains(r.stdout, "1 of 2 extensions used") {
+		t.Errorf("%s", r)
+	}
+	r = mustKobe(t, "extend", "lease-000000000001", "--ttl", "1h", "-o", "json")
+	var out map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil || out["expires_at"] != "2026-04-09T16:30:00Z" || out["extensions"] != 2.0 {
+		t.Errorf("-o json: %v %v", err, out)
+	}
+	r = kobe(t, "extend", "lease-000000000001")
+	if r.code != 1 || !strings.Contains(r.stderr, "extension limit reached: lease lease-000000000001 has used 2 of 2 extensions") {
+		t.Errorf("refused extension must show the server's message: %s", r)
+	}
+}
+
+func TestListCommands(t *testing.T) {
+	e := newTestEnv(t)
+	srv := apiclienttest.New(t, apiclienttest.WithPool(apiclient.Pool{Name: "burst", Phase: "Scaling", QueueDepth: 2,
+		Policy: apiclient.PoolPolicy{Mode: "autoscaled", TTL: "30m", MaxClusters: 10}}))
+	e.withServer(t, srv)
+
+	r := mustKobe(t, "leases")
+	if !strings.Contains(r.stdout, "no active leases") {
+		t.Errorf("empty leases: %s", r)
+	}
+	mustKobe(t, "lease", "ci-small")
+
+	r = mustKobe(t, "leases")
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], "ID ") || !strings.Contains(lines[1], "lease-000000000001") ||
+		!strings.Contains(lines[1], "pool-ci-small-0") || !strings.Contains(lines[1], "0/2") {
+		t.Errorf("leases table: %s", r)
+	}
+	r = mustKobe(t, "leases", "-o", "json")
+	var leases []apiclient.Lease
+	if err := json.Unmarshal([]byte(r.stdout), &leases); err != nil || len(leases) != 1 || leases[0].Kubeconfig != "" {
+		t.Errorf("leases -o json: %v %s", err, r)
+	}
+	r = mustKobe(t, "leases", "--pool", "ci-small")
+	if !strings.Contains(r.stdout, "REQUESTER") || !strings.Contains(r.stdout, "tester") {
+		t.Errorf("pool leases: %s", r)
+	}
+
+	r = mustKobe(t, "pools")
+	if !strings.Contains(r.stdout, "QUEUE") || !strings.Contains(r.stdout, "burst") || !strings.Contains(r.stdout, "autoscaled") {
+		t.Errorf("pools: %s", r)
+	}
+	r = mustKobe(t, "pools", "burst", "-o", "json")
+	var p apiclient.Pool
+	if err := json.Unmarshal([]byte(r.stdout), &p); err != nil || p.QueueDepth != 2 || p.Policy.MaxClusters != 10 {
+		t.Errorf("pool -o json: %v %s", err, r)
+	}
+	if !strings.Contains(r.stdout, `"queueDepth": 2`) {
+		t.Errorf("pool JSON must keep the contract's names: %s", r.stdout)
+	}
+	r = kobe(t, "pools", "nope")
+	if r.code != 1 || !strings.Contains(r.stderr, "pool not found") {
+		t.Errorf("unknown pool: %s", r)
+	}
+}
+
+func TestStatusAndLogin(t *testing.T) {
+	e := newTestEnv(t)
+	srv := apiclienttest.New(t)
+	t.Setenv("KOBE_ENDPOINT", srv.URL)
+
+	r := mustKobe(t, "status")
+	for _, want := range []string{"Server version:", "v0.0.0-fake", "Auth methods:", "token", "Your credentials:", "none"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("status without credentials lacks %q: %s", want, r)
+		}
+	}
+	if strings.Contains(r.stdout, "ci-small") {
+		t.Errorf("pools shown without credentials: %s", r)
+	}
+	r = kobe(t, "login")
+	if r.code != 1 || !strings.Contains(r.stderr, "no credentials configured") {
+		t.Errorf("login without credentials: %s", r)
+	}
+
+	e.withServer(t, srv)
+	r = mustKobe(t, "status", "-o", "json")
+	var st apiclient.Status
+	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil || len(st.Pools) != 1 {
+		t.Errorf("status -o json: %v %s", err, r)
+	}
+	r = mustKobe(t, "login")
+	for _, want := range []string{"Logged in to " + srv.URL + " as tester", "fake-policy", "ci-small", "Max TTL:", "2h"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("login lacks %q: %s", want, r)
+		}
+	}
+	r = mustKobe(t, "login", "-o", "json")
+	var who apiclient.WhoAmI
+	if err := json.Unmarshal([]byte(r.stdout), &who); err != nil || who.Identity != "tester" {
+		t.Errorf("login -o json: %v %s", err, r)
+	}
+
+	t.Setenv("KOBE_TOKEN", "wrong")
+	r = kobe(t, "login")
+	if r.code != 1 || !strings.Contains(r.stderr, "unauthorized") || !strings.Contains(r.stderr, "hint: the server did not accept your credentials") {
+		t.Errorf("bad token: %s", r)
+	}
+}
+
+func TestErrorsSayWhatToFix(t *testing.T) {
+	newTestEnv(t)
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"leases"}, "error: no endpoint configured: run `kobe config set NAME --endpoint URL` or set KOBE_ENDPOINT"},
+		{[]string{"lease"}, "expects a pool name"},
+		{[]string{"lease", "Bad_Pool"}, `"Bad_Pool" is not a pool name`},
+		{[]string{"lease", "ci-small", "--ttl", "forever"}, `--ttl "forever" is not a positive duration`},
+		{[]string{"lease", "ci-small", "-o", "yaml"}, `unknown output format "yaml"`},
+		{[]string{"extend", "../etc"}, "is not a lease ID"},
+		{[]string{"lease", "ci-small", "--bogus"}, "unknown flag: --bogus\nRun 'kobe lease --help' for usage"},
+	}
+	for _, tt := range tests {
+		r := kobe(t, tt.args...)
+		if r.code != 1 || !strings.Contains(r.stderr, tt.want) {
+			t.Errorf("kobe %v: want exit 1 and %q: %s", tt.args, tt.want, r)
+		}
+	}
+
+	t.Setenv("KOBE_ENDPOINT", "http://127.0.0.1:1")
+	t.Setenv("KOBE_TOKEN", "t")
+	r := kobe(t, "leases")
+	if r.code != 1 || !strings.Contains(r.stderr, "http://127.0.0.1:1/v1/leases") || !strings.Contains(r.stderr, "hint: is the endpoint right") {
+		t.Errorf("unreachable endpoint: %s", r)
+	}
+}
+
+func TestVersionAndCompletion(t *testing.T) {
+	newTestEnv(t)
+	r := mustKobe(t, "version")
+	if !strings.HasPrefix(r.stdout, "kobe dev (") {
+		t.Errorf("version: %s", r)
+	}
+	r = mustKobe(t, "version", "-o", "json")
+	if !strings.Contains(r.stdout, `"version": "dev"`) {
+		t.Errorf("version -o json: %s", r)
+	}
+	for _, shell := range []string{"bash", "zsh", "fish"} {
+		if r := mustKobe(t, "completion", shell); !strings.Contains(r.stdout, "kobe") {
+			t.Errorf("completion %s: %s", shell, r)
+		}
+	}
+}

@@ -1,0 +1,171 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kunobi-ninja/kobe/internal/apiclient"
+)
+
+// LeaseOptions are the options of `kobe lease`.
+type LeaseOptions struct {
+	Pool           string
+	TTL            string
+	KubeconfigPath string
+	NoWait         bool
+	WaitTimeout    time.Duration
+	Output         string
+
+	flags   *ConfigFlags
+	streams IOStreams
+	client  *apiclient.Client
+	now     func() time.Time
+}
+
+// NewCmdLease returns `kobe lease POOL`.
+func NewCmdLease(flags *ConfigFlags, streams IOStreams) *cobra.Command {
+	o := &LeaseOptions{flags: flags, streams: streams, WaitTimeout: 10 * time.Minute, now: time.Now}
+	cmd := &cobra.Command{
+		Use:   "lease POOL",
+		Short: "Lease a cluster from a pool and write its kubeconfig",
+		Long: `Lease a cluster from POOL, wait until it is bound, and write its kubeconfig.
+
+When the pool has no Ready member the lease waits in the pool's queue; kobe
+prints its queue position on stderr while waiting. If it is not bound within
+--wait-timeout, or you press Ctrl-C, the lease is released so that nothing
+leaks.
+
+The kubeconfig is written with mode 0600 to --kubeconfig, by default to
+` + kubeconfigHelp + `
+
+Standard output can be evaluated by a shell: details come as comments and
+the last line is 'export KUBECONFIG=...'.`,
+		Example: `  kobe lease ci-small --ttl 30m
+  eval "$(kobe lease ci-small)" && kubectl get nodes
+  kobe lease ci-small --no-wait -o json`,
+		Args: exactArgs(1, "a pool name"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.Complete(args); err != nil {
+				return err
+			}
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	cmd.Flags().StringVar(&o.TTL, "ttl", "", "how long the lease lasts once bound, e.g. 30m (default: the pool's ttl; your policy may clamp it)")
+	cmd.Flags().StringVar(&o.KubeconfigPath, "kubeconfig", "", "where to write the kubeconfig (default: see above)")
+	cmd.Flags().BoolVar(&o.NoWait, "no-wait", false, "return at once when the lease is queued (fetch the kubeconfig later with `kobe kubeconfig ID`)")
+	cmd.Flags().DurationVar(&o.WaitTimeout, "wait-timeout", o.WaitTimeout, "how long to wait for a queued lease to be bound before releasing it")
+	addOutputFlag(cmd, &o.Output)
+	return cmd
+}
+
+// Complete fills the options from the arguments.
+func (o *LeaseOptions) Complete(args []string) error {
+	if len(args) > 0 {
+		o.Pool = args[0]
+	}
+	return nil
+}
+
+// Validate checks the options without calling the API.
+func (o *LeaseOptions) Validate() error {
+	if err := validatePoolName(o.Pool); err != nil {
+		return err
+	}
+	if err := validateTTL("--ttl", o.TTL, true); err != nil {
+		return err
+	}
+	if o.WaitTimeout <= 0 {
+		return fmt.Errorf("--wait-timeout must be positive, e.g. 10m (got %s)", o.WaitTimeout)
+	}
+	return validateOutput(o.Output)
+}
+
+// validateTTL checks a TTL flag: a positive Go duration such as 30m or 1h30m.
+func validateTTL(flag, ttl string, emptyOK bool) error {
+	if ttl == "" {
+		if emptyOK {
+			return nil
+		}
+		return fmt.Errorf("%s is empty: give a duration such as 30m", flag)
+	}
+	d, err := time.ParseDuration(ttl)
+	if err != nil || d <= 0 {
+		return fmt.Errorf("%s %q is not a positive duration: use a value such as 30m, 2h or 1h30m", flag, ttl)
+	}
+	return nil
+}
+
+// Run leases, waits and writes the kubeconfig.
+func (o *LeaseOptions) Run(ctx context.Context) error {
+	c, _, err := o.flags.NewClient(o.streams.ErrOut, true)
+	if err != nil {
+		return err
+	}
+	o.client = c
+	l, err := acquire(ctx, c, o.Pool, o.TTL, o.NoWait, o.WaitTimeout, o.streams.ErrOut)
+	if err != nil {
+		return err
+	}
+	if l.Phase != apiclient.PhaseBound {
+		if o.Output == OutputJSON {
+			return printJSON(o.streams.Out, toLeaseOutput(l, ""))
+		}
+		fmt.Fprintf(o.streams.Out, "# Lease %s is %s: number %d in pool %s's queue.\n", l.ID, l.Phase, l.QueuePosition, l.Pool)
+		fmt.Fprintf(o.streams.Out, "# Fetch its kubeconfig once it is Bound with: kobe kubeconfig %s\n", l.ID)
+		fmt.Fprintf(o.streams.Out, "# Release it with: kobe release %s\n", l.ID)
+		fmt.Fprintf(o.streams.Out, "export KOBE_LEASE_ID=%s\n", shellQuote(l.ID))
+		return nil
+	}
+
+	path, err := o.writeKubeconfig(ctx, l)
+	if err != nil {
+		return err
+	}
+	if o.Output == OutputJSON {
+		return printJSON(o.streams.Out, toLeaseOutput(l, path))
+	}
+	printBound(o.streams, l, path, o.now())
+	return nil
+}
+
+// writeKubeconfig writes a bound lease's kubeconfig; a lease whose
+// kubeconfig cannot be written is of no use, so it is released.
+func (o *LeaseOptions) writeKubeconfig(ctx context.Context, l *apiclient.Lease) (string, error) {
+	path := o.KubeconfigPath
+	err := error(nil)
+	if l.Kubeconfig == "" {
+		err = errors.New("the server sent no kubeconfig")
+	} else if path == "" {
+		path, err = defaultKubeconfigPath(o.flags.getenv, l.ID)
+	}
+	if err == nil {
+		err = writeKubeconfig(path, l.Kubeconfig)
+	}
+	if err == nil {
+		return path, nil
+	}
+	if rerr := releaseDetached(ctx, o.client, l.ID); rerr != nil {
+		return "", fmt.Errorf("lease %s is bound but %w; and %v", l.ID, err, rerr)
+	}
+	return "", fmt.Errorf("lease %s was bound but %w; released it", l.ID, err)
+}
+
+// printBound prints a bound lease as shell comments followed by the export
+// line, so that `eval "$(kobe lease POOL)"` works.
+func printBound(streams IOStreams, l *apiclient.Lease, path string, now time.Time) {
+	w := streams.Out
+	fmt.Fprintf(w, "# Lease %s is Bound to cluster %s of pool %s.\n", l.ID, dash(l.ClusterName), l.Pool)
+	fmt.Fprintf(w, "# Expires at %s; effective TTL %s, %d of %d extensions used.\n",
+		expiry(l.ExpiresAt, now), dash(l.EffectiveTTL), l.Extensions, l.MaxExtensions)
+	fmt.Fprintf(w, "# Kubeconfig written to %s\n", path)
+	fmt.Fprintf(w, "# Extend with `kobe extend %s`, release with `kobe release %s`.\n", l.ID, l.ID)
+	fmt.Fprintf(w, "export KUBECONFIG=%s\n", shellQuote(path))
+}

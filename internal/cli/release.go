@@ -1,0 +1,88 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+// ReleaseOptions are the options of `kobe release`.
+type ReleaseOptions struct {
+	IDs    []string
+	Output string
+
+	flags   *ConfigFlags
+	streams IOStreams
+}
+
+// NewCmdRelease returns `kobe release ID...`.
+func NewCmdRelease(flags *ConfigFlags, streams IOStreams) *cobra.Command {
+	o := &ReleaseOptions{flags: flags, streams: streams}
+	cmd := &cobra.Command{
+		Use:   "release ID...",
+		Short: "Release leases: their clusters are destroyed and replaced",
+		Long: `Release one or more of your leases. The operator destroys their clusters
+and builds fresh ones for the pool; releasing twice is harmless. The
+kubeconfig that 'kobe lease' wrote at its default path is removed.`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return fmt.Errorf("%s expects at least one lease ID: `kobe leases` lists yours", cmd.CommandPath())
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.IDs = args
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	addOutputFlag(cmd, &o.Output)
+	return cmd
+}
+
+// Validate checks the options without calling the API.
+func (o *ReleaseOptions) Validate() error {
+	for _, id := range o.IDs {
+		if err := validateLeaseID(id); err != nil {
+			return err
+		}
+	}
+	return validateOutput(o.Output)
+}
+
+// Run releases the leases one by one and reports every failure.
+func (o *ReleaseOptions) Run(ctx context.Context) error {
+	c, _, err := o.flags.NewClient(o.streams.ErrOut, true)
+	if err != nil {
+		return err
+	}
+	released := []string{}
+	var errs []error
+	for _, id := range o.IDs {
+		if err := c.ReleaseLease(ctx, id); err != nil {
+			errs = append(errs, fmt.Errorf("releasing lease %s: %w", id, err))
+			continue
+		}
+		released = append(released, id)
+		if path, err := defaultKubeconfigPath(o.flags.getenv, id); err == nil {
+			if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				fmt.Fprintf(o.streams.ErrOut, "warning: could not remove %s: %v\n", path, err)
+			}
+		}
+		if o.Output != OutputJSON {
+			fmt.Fprintf(o.streams.Out, "Released lease %s\n", id)
+		}
+	}
+	if o.Output == OutputJSON {
+		if err := printJSON(o.streams.Out, map[string][]string{"released": released}); err != nil {
+			return err
+		}
+	}
+	return errors.Join(errs...)
+}
