@@ -111,4 +111,6 @@ const (
 
 	// FinalizerInstance holds a ClusterInstance until its backend reports it gone.
 	FinalizerInstance = "kobe.kunobi.ninja/destroy-member"
+	// FinalizerPool holds a ClusterPool until its unbound members are gone.
+	FinalizerPool = "kobe.kunobi.ninja/pool-cleanup"
 )

@@ -1,0 +1,6 @@
+// Package pool decides what a ClusterPool needs: which members to create and
+// delete, its counters, phase and conditions, from the pool, its members, its
+// queue and the time. It is pure (no client, no clock of its own) so every
+// decision is table-tested; talking to the API server belongs to the
+// clusterpool controller.
+package pool

@@ -1,0 +1,43 @@
+package pool
+
+import (
+	"fmt"
+	"strings"
+
+	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+)
+
+// NotImplemented names every field set on the pool that kobe accepts but
+// does not act on yet, each with what happens instead. Backend-specific
+// fields are judged only when the backend is wired.
+func NotImplemented(spec *kobev1.ClusterPoolSpec, wired bool, b Capabilities) []string {
+	var out []string
+	if len(spec.Bootstraps) > 0 {
+		out = append(out, "bootstraps (BootstrapConfigs are not applied to members)")
+	}
+	if spec.Snapshot != nil {
+		out = append(out, "snapshot (members are not restored from Velero backups)")
+	}
+	if s := spec.Scaling; s != nil {
+		if s.ScaleUpThreshold != nil {
+			out = append(out, "scaling.scaleUpThreshold (the pool creates a member as soon as Ready plus Creating is below minReady plus the queue)")
+		}
+		if s.ScaleDownAfter != nil {
+			out = append(out, "scaling.scaleDownAfter (surplus Ready members are removed at once)")
+		}
+	}
+	if !wired {
+		return out
+	}
+	if v := spec.Cluster.Version; v != "" && b.KubernetesVersion != "" &&
+		strings.TrimPrefix(v, "v") != strings.TrimPrefix(b.KubernetesVersion, "v") {
+		out = append(out, fmt.Sprintf("cluster.version %q (the %s backend runs Kubernetes %s only)", v, spec.Backend.Type, b.KubernetesVersion))
+	}
+	if s := spec.Cluster.Servers; s != nil && b.MaxServers > 0 && *s > b.MaxServers {
+		out = append(out, fmt.Sprintf("cluster.servers %d (the %s backend runs %d server per member)", *s, spec.Backend.Type, b.MaxServers))
+	}
+	if l := spec.Backend.Local; l != nil && l.Scheduling && !b.Scheduling {
+		out = append(out, "backend.local.scheduling (this local backend runs no kube-scheduler or nodes)")
+	}
+	return out
+}

@@ -1,0 +1,63 @@
+package pool
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+)
+
+// MemberName is the name of a pool's member with the given ordinal.
+func MemberName(pool string, ordinal int32) string {
+	return fmt.Sprintf("pool-%s-%d", pool, ordinal)
+}
+
+// TemplateHash identifies what a pool's members are built from (backend and
+// cluster template); a member whose hash differs was built from an older
+// template.
+func TemplateHash(spec *kobev1.ClusterPoolSpec) string {
+	data, err := json.Marshal(struct {
+		Backend kobev1.BackendSpec     `json:"backend"`
+		Cluster kobev1.ClusterTemplate `json:"cluster"`
+	}{spec.Backend, spec.Cluster})
+	if err != nil {
+		panic(fmt.Sprintf("encoding a pool template: %v", err)) // plain structs always encode
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:8])
+}
+
+// NewMember renders the ClusterInstance for a pool's member: labelled with
+// the pool, controlled by it, its spec copied from the pool's template, and
+// already carrying the destroy finalizer so that no window exists in which
+// the member could be created without it.
+func NewMember(p *kobev1.ClusterPool, ordinal int32) *kobev1.ClusterInstance {
+	return &kobev1.ClusterInstance{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:       MemberName(p.Name, ordinal),
+			Namespace:  p.Namespace,
+			Labels:     map[string]string{kobev1.LabelPool: p.Name},
+			Finalizers: []string{kobev1.FinalizerInstance},
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion:         kobev1.GroupVersion.String(),
+				Kind:               "ClusterPool",
+				Name:               p.Name,
+				UID:                p.UID,
+				Controller:         ptr.To(true),
+				BlockOwnerDeletion: ptr.To(true),
+			}},
+		},
+		Spec: kobev1.ClusterInstanceSpec{
+			PoolRef:      kobev1.ObjectRef{Name: p.Name, UID: p.UID},
+			Ordinal:      ordinal,
+			Backend:      *p.Spec.Backend.DeepCopy(),
+			Cluster:      *p.Spec.Cluster.DeepCopy(),
+			TemplateHash: TemplateHash(&p.Spec),
+		},
+	}
+}

@@ -1,0 +1,328 @@
+package pool
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+)
+
+var now = time.Date(2026, 7, 1, 12, 0, 0, 0, time.UTC)
+
+var local = []kobev1.BackendType{kobev1.BackendLocal}
+
+func testPool(mut ...func(*kobev1.ClusterPool)) *kobev1.ClusterPool {
+	p := &kobev1.ClusterPool{
+		ObjectMeta: metav1.ObjectMeta{Name: "ci", Namespace: "ns", UID: "pool-uid", Generation: 1},
+		Spec: kobev1.ClusterPoolSpec{
+			Size:    ptr.To[int32](2),
+			Backend: kobev1.BackendSpec{Type: kobev1.BackendLocal},
+		},
+	}
+	for _, f := range mut {
+		f(p)
+	}
+	return p
+}
+
+// member builds a member of testPool with ordinal n in phase ph.
+func member(n int32, ph kobev1.InstancePhase, mut ...func(*kobev1.ClusterInstance)) kobev1.ClusterInstance {
+	m := NewMember(testPool(), n)
+	m.UID = types.UID("uid-" + MemberName("ci", n))
+	m.ResourceVersion = "1"
+	m.Status.Phase = ph
+	for _, f := range mut {
+		f(m)
+	}
+	return *m
+}
+
+func bound(m *kobev1.ClusterInstance) { m.Spec.LeaseRef = &kobev1.ObjectRef{Name: "l", UID: "l-uid"} }
+func deleting(m *kobev1.ClusterInstance) {
+	t := metav1.NewTime(now)
+	m.DeletionTimestamp = &t
+}
+func failures(n int32) func(*kobev1.ClusterInstance) {
+	return func(m *kobev1.ClusterInstance) { m.Status.HealthFailures = n }
+}
+func provisionedAgo(d time.Duration) func(*kobev1.ClusterInstance) {
+	return func(m *kobev1.ClusterInstance) {
+		m.Status.Conditions = append(m.Status.Conditions, metav1.Condition{
+			Type: kobev1.ConditionProvisioned, Status: metav1.ConditionTrue, Reason: kobev1.ReasonProvisioned,
+			LastTransitionTime: metav1.NewTime(now.Add(-d)),
+		})
+	}
+}
+func condition(t string, s metav1.ConditionStatus, reason string) func(*kobev1.ClusterInstance) {
+	return func(m *kobev1.ClusterInstance) {
+		m.Status.Conditions = append(m.Status.Conditions, metav1.Condition{Type: t, Status: s, Reason: reason, Message: "boom",
+			LastTransitionTime: metav1.NewTime(now)})
+	}
+}
+func gate(t string) func(*kobev1.ClusterPool) {
+	return func(p *kobev1.ClusterPool) {
+		p.Spec.ReadinessGates = append(p.Spec.ReadinessGates, kobev1.ReadinessGate{Type: t})
+	}
+}
+func size(n int32) func(*kobev1.ClusterPool) {
+	return func(p *kobev1.ClusterPool) { p.Spec.Size = ptr.To(n) }
+}
+func scaling(minReady, maxClusters int32) func(*kobev1.ClusterPool) {
+	return func(p *kobev1.ClusterPool) {
+		p.Spec.Scaling = &kobev1.ScalingSpec{MinReady: ptr.To(minReady), MaxClusters: ptr.To(maxClusters)}
+	}
+}
+
+func TestDecide(t *testing.T) {
+	type want struct {
+		create      []int32
+		delete      []string
+		next        int32
+		counters    Counters
+		phase       kobev1.PoolPhase
+		conds       map[string]string // type -> "Status/Reason"
+		msgContains map[string]string // type -> substring of the message
+		requeue     time.Duration
+	}
+	cases := []struct {
+		name string
+		in   Input
+		want want
+	}{{
+		name: "empty pool fills to size",
+		in:   Input{Pool: testPool()},
+		want: want{create: []int32{0, 1}, next: 2, phase: kobev1.PoolFilling,
+			conds: map[string]string{"Warm": "False/Filling", "Capacity": "True/CapacityAvailable", "FieldNotImplemented": "False/AllImplemented", "Ready": "False/Filling"}},
+	}, {
+		name: "ordinals are never reused: status.nextOrdinal wins over members",
+		in: Input{Pool: testPool(func(p *kobev1.ClusterPool) { p.Status.NextOrdinal = 7 }),
+			Members: []kobev1.ClusterInstance{member(2, kobev1.InstanceReady)}},
+		want: want{create: []int32{7}, next: 8, counters: Counters{Ready: 1}, phase: kobev1.PoolFilling},
+	}, {
+		name: "ordinals are never reused: members win over a stale status",
+		in: Input{Pool: testPool(func(p *kobev1.ClusterPool) { p.Status.NextOrdinal = 1 }),
+			Members: []kobev1.ClusterInstance{member(5, kobev1.InstanceReady)}},
+		want: want{create: []int32{6}, next: 7, counters: Counters{Ready: 1}, phase: kobev1.PoolFilling},
+	}, {
+		name: "warm pool does nothing",
+		in: Input{Pool: testPool(), Members: []kobev1.ClusterInstance{
+			member(0, kobev1.InstanceReady), member(1, kobev1.InstanceReady)}},
+		want: want{next: 2, counters: Counters{Ready: 2}, phase: kobev1.PoolHealthy,
+			conds: map[string]string{"Warm": "True/Warm", "Ready": "True/Warm"}},
+	}, {
+		name: "a member without a phase counts as Creating",
+		in: Input{Pool: testPool(), Members: []kobev1.ClusterInstance{
+			member(0, ""), member(1, kobev1.InstanceCreating)}},
+		want: want{next: 2, counters: Counters{Creating: 2}, phase: kobev1.PoolFilling},
+	}, {
+		name: "leased, bound, recycling and deleting members are replaced",
+		in: Input{Pool: testPool(size(4)), Members: []kobev1.ClusterInstance{
+			member(0, kobev1.InstanceLeased, bound),
+			member(1, kobev1.InstanceReady, bound), // bind seen before the instance controller
+			member(2, kobev1.InstanceRecycling),
+			member(3, kobev1.InstanceReady, deleting),
+			member(4, kobev1.InstanceReady),
+		}},
+		want: want{create: []int32{5, 6, 7}, next: 8, counters: Counters{Ready: 1, Leased: 2, Recycling: 2}, phase: kobev1.PoolFilling},
+	}, {
+		name: "unhealthy Ready members count in ready and unhealthy",
+		in: Input{Pool: testPool(), Members: []kobev1.ClusterInstance{
+			member(0, kobev1.InstanceReady, failures(1)), member(1, kobev1.InstanceReady)}},
+		want: want{next: 2, counters: Counters{Ready: 2, Unhealthy: 1}, phase: kobev1.PoolHealthy},
+	}, {
+		name: "scale down deletes Ready members only: stale template, then unhealthy, then oldest",
+		in: Input{Pool: testPool(size(1)), Members: []kobev1.ClusterInstance{
+			member(0, kobev1.InstanceReady),
+			member(1, kobev1.InstanceReady, failures(1)),
+			member(2, kobev1.InstanceReady, func(m *kobev1.ClusterInstance) { m.Spec.TemplateHash = "old" }),
+			member(3, kobev1.InstanceReady),
+			member(4, kobev1.InstanceLeased, bound),
+			member(5, kobev1.InstanceCreating),
+		}},
+		want: want{next: 6, delete: []string{"pool-ci-2", "pool-ci-1", "pool-ci-0"},
+			counters: Counters{Ready: 4, Unhealthy: 1, Leased: 1, Creating: 1}, phase: kobev1.PoolHealthy},
+	}, {
+		name: "scale down never deletes Creating members, and keeps Ready ones while Creating ones are pending",
+		in: Input{Pool: testPool(size(1)), Members: []kobev1.ClusterInstance{
+			member(0, kobev1.InstanceReady), member(1, kobev1.InstanceCreating), member(2, kobev1.InstanceCreating)}},
+		want: want{next: 3, counters: Counters{Ready: 1, Creating: 2}, phase: kobev1.PoolHealthy},
+	}, {
+		name: "scale down to zero",
+		in: Input{Pool: testPool(size(0)), Members: []kobev1.ClusterInstance{
+			member(0, kobev1.InstanceReady), member(1, kobev1.InstanceLeased, bound)}},
+		want: want{next: 2, delete: []string{"pool-ci-0"}, counters: Counters{Ready: 1, Leased: 1}, phase: kobev1.PoolHealthy},
+	}, {
+		name: "backend not wired: nothing created, Degraded, message names the wired backends",
+		in:   Input{Pool: testPool(func(p *kobev1.ClusterPool) { p.Spec.Backend.Type = kobev1.BackendK3s }), Wired: local},
+		want: want{next: 0, phase: kobev1.PoolDegraded,
+			conds:       map[string]string{"Capacity": "False/BackendUnavailable", "Ready": "False/BackendUnavailable"},
+			msgContains: map[string]string{"Capacity": `backend "k3s" is not wired in this operator; wired backends: local`}},
+	}, {
+		name: "a member the backend cannot build makes the pool Degraded with BackendFailing",
+		in: Input{Pool: testPool(), Members: []kobev1.ClusterInstance{
+			member(0, kobev1.InstanceCreating, condition(kobev1.ConditionProvisioned, metav1.ConditionFalse, kobev1.ReasonBackendUnavailable)),
+			member(1, kobev1.InstanceCreating)}},
+		want: want{next: 2, counters: Counters{Creating: 2}, phase: kobev1.PoolDegraded,
+			conds:       map[string]string{"Capacity": "False/BackendFailing"},
+			msgContains: map[string]string{"Capacity": "member pool-ci-0: BackendUnavailable: boom"}},
+	}, {
+		name: "scaling: minReady plus queue",
+		in:   Input{Pool: testPool(scaling(1, 10)), QueueDepth: 2},
+		want: want{create: []int32{0, 1, 2}, next: 3, phase: kobev1.PoolFilling},
+	}, {
+		name: "scaling: maxClusters caps members of any phase",
+		in: Input{Pool: testPool(scaling(2, 3)), QueueDepth: 2, Members: []kobev1.ClusterInstance{
+			member(0, kobev1.InstanceLeased, bound), member(1, kobev1.InstanceRecycling)}},
+		want: want{create: []int32{2}, next: 3, counters: Counters{Leased: 1, Recycling: 1}, phase: kobev1.PoolFilling,
+			conds:       map[string]string{"Capacity": "False/MaxClustersReached", "Ready": "False/Filling"},
+			msgContains: map[string]string{"Capacity": "wanted 4 members more, scaling.maxClusters 3 allows 1"}},
+	}, {
+		name: "scaling: a fixed-size pool ignores the queue",
+		in:   Input{Pool: testPool(size(1)), QueueDepth: 5, Members: []kobev1.ClusterInstance{member(0, kobev1.InstanceReady)}},
+		want: want{next: 1, counters: Counters{Ready: 1}, phase: kobev1.PoolHealthy},
+	}, {
+		name: "readiness signal absent once a member is Provisioned longer than the grace",
+		in: Input{Pool: testPool(gate("ExternalSignal")), Members: []kobev1.ClusterInstance{
+			member(0, kobev1.InstanceCreating, provisionedAgo(31*time.Second),
+				condition("APIServerReachable", metav1.ConditionTrue, "GatePassed"),
+				condition("InClusterToken", metav1.ConditionTrue, "GatePassed")),
+			member(1, kobev1.InstanceCreating, provisionedAgo(5*time.Second)),
+		}},
+		want: want{next: 2, counters: Counters{Creating: 2}, phase: kobev1.PoolDegraded,
+			conds:       map[string]string{"Warm": "False/ReadinessSignalAbsent", "Ready": "False/ReadinessSignalAbsent"},
+			msgContains: map[string]string{"Warm": `no member has published the "ExternalSignal" condition (pool-ci-0 Provisioned for more than 30s)`}},
+	}, {
+		name: "readiness signal: within the grace the pool is Filling and requeues when it ends",
+		in: Input{Pool: testPool(gate("ExternalSignal")), Members: []kobev1.ClusterInstance{
+			member(0, kobev1.InstanceCreating, provisionedAgo(20*time.Second)),
+			member(1, kobev1.InstanceCreating, provisionedAgo(25*time.Second)),
+		}},
+		want: want{next: 2, counters: Counters{Creating: 2}, phase: kobev1.PoolFilling, requeue: 5 * time.Second,
+			conds: map[string]string{"Warm": "False/Filling"}},
+	}, {
+		name: "readiness signal: one member that ever passed the gate is enough",
+		in: Input{Pool: testPool(gate("ExternalSignal")), Members: []kobev1.ClusterInstance{
+			member(0, kobev1.InstanceLeased, bound),
+			member(1, kobev1.InstanceCreating, provisionedAgo(time.Hour)),
+		}},
+		want: want{next: 3, create: []int32{2}, counters: Counters{Leased: 1, Creating: 1}, phase: kobev1.PoolFilling,
+			conds: map[string]string{"Warm": "False/Filling"}},
+	}, {
+		name: "readiness signal: the grace is an option",
+		in: Input{Pool: testPool(size(1), gate("NodesReady")), SignalGrace: 2 * time.Second, Members: []kobev1.ClusterInstance{
+			member(0, kobev1.InstanceCreating, provisionedAgo(3*time.Second))}},
+		want: want{next: 1, counters: Counters{Creating: 1}, phase: kobev1.PoolDegraded,
+			msgContains: map[string]string{"Warm": `no member has passed the readiness gate "APIServerReachable"`}},
+	}, {
+		name: "quarantined members make the pool Quarantined",
+		in: Input{Pool: testPool(), Members: []kobev1.ClusterInstance{
+			member(0, kobev1.InstanceQuarantined), member(1, kobev1.InstanceReady), member(2, kobev1.InstanceReady)}},
+		want: want{next: 3, counters: Counters{Ready: 2, Quarantined: 1}, phase: kobev1.PoolQuarantined},
+	}, {
+		name: "a pool being deleted plans nothing",
+		in: Input{Pool: testPool(func(p *kobev1.ClusterPool) {
+			ts := metav1.NewTime(now)
+			p.DeletionTimestamp = &ts
+		}), Members: []kobev1.ClusterInstance{member(0, kobev1.InstanceReady)}},
+		want: want{next: 1, counters: Counters{Ready: 1}, phase: kobev1.PoolTerminating},
+	}, {
+		name: "fields set but not implemented are named",
+		in: Input{Pool: testPool(func(p *kobev1.ClusterPool) {
+			p.Spec.Bootstraps = []kobev1.LocalRef{{Name: "flux"}}
+			p.Spec.Snapshot = &kobev1.SnapshotSpec{Velero: kobev1.VeleroSnapshot{BackupName: "golden"}}
+			p.Spec.Scaling = &kobev1.ScalingSpec{ScaleUpThreshold: ptr.To[int32](0), ScaleDownAfter: &metav1.Duration{Duration: time.Minute}}
+			p.Spec.Cluster.Version = "v1.31.3"
+			p.Spec.Backend.Local = &kobev1.LocalBackendSpec{Scheduling: true}
+		}), Backend: Capabilities{KubernetesVersion: "1.37.2"}},
+		want: want{next: 0, phase: kobev1.PoolHealthy,
+			conds:       map[string]string{"FieldNotImplemented": "True/FieldNotImplemented"},
+			msgContains: map[string]string{"FieldNotImplemented": `bootstraps (BootstrapConfigs are not applied to members); snapshot (members are not restored from Velero backups); scaling.scaleUpThreshold (the pool creates a member as soon as Ready plus Creating is below minReady plus the queue); scaling.scaleDownAfter (surplus Ready members are removed at once); cluster.version "v1.31.3" (the local backend runs Kubernetes 1.37.2 only); backend.local.scheduling`}},
+	}, {
+		name: "cluster.version matching the local backend is implemented",
+		in: Input{Pool: testPool(size(0), func(p *kobev1.ClusterPool) { p.Spec.Cluster.Version = "v1.37.2" }),
+			Backend: Capabilities{KubernetesVersion: "1.37.2", Scheduling: true}},
+		want: want{phase: kobev1.PoolHealthy, conds: map[string]string{"FieldNotImplemented": "False/AllImplemented"}},
+	}}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.in.Wired == nil {
+				tc.in.Wired = local
+			}
+			tc.in.Now = now
+			got := Decide(tc.in)
+			if !equalInts(got.Create, tc.want.create) {
+				t.Errorf("Create = %v, want %v", got.Create, tc.want.create)
+			}
+			var del []string
+			for _, m := range got.Delete {
+				del = append(del, m.Name)
+			}
+			if strings.Join(del, ",") != strings.Join(tc.want.delete, ",") {
+				t.Errorf("Delete = %v, want %v", del, tc.want.delete)
+			}
+			if got.NextOrdinal != tc.want.next {
+				t.Errorf("NextOrdinal = %d, want %d", got.NextOrdinal, tc.want.next)
+			}
+			if got.Counters != tc.want.counters {
+				t.Errorf("Counters = %+v, want %+v", got.Counters, tc.want.counters)
+			}
+			if got.Phase != tc.want.phase {
+				t.Errorf("Phase = %s, want %s", got.Phase, tc.want.phase)
+			}
+			if got.RequeueAfter != tc.want.requeue {
+				t.Errorf("RequeueAfter = %s, want %s", got.RequeueAfter, tc.want.requeue)
+			}
+			for typ, sr := range tc.want.conds {
+				c := meta.FindStatusCondition(got.Conditions, typ)
+				if c == nil || string(c.Status)+"/"+c.Reason != sr {
+					t.Errorf("condition %s = %+v, want %s", typ, c, sr)
+				}
+			}
+			for typ, sub := range tc.want.msgContains {
+				c := meta.FindStatusCondition(got.Conditions, typ)
+				if c == nil || !strings.Contains(c.Message, sub) {
+					t.Errorf("condition %s message = %q, want it to contain %q", typ, c.Message, sub)
+				}
+			}
+		})
+	}
+}
+
+func equalInts(a, b []int32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestNewMember(t *testing.T) {
+	p := testPool(func(p *kobev1.ClusterPool) { p.Spec.Cluster.Version = "1.37.2" })
+	m := NewMember(p, 4)
+	if m.Name != "pool-ci-4" || m.Namespace != "ns" || m.Labels[kobev1.LabelPool] != "ci" {
+		t.Fatalf("name/labels: %s/%s %v", m.Namespace, m.Name, m.Labels)
+	}
+	ref := metav1.GetControllerOf(m)
+	if ref == nil || ref.UID != p.UID || ref.Kind != "ClusterPool" {
+		t.Fatalf("controller ref = %+v", ref)
+	}
+	if m.Spec.PoolRef.UID != p.UID || m.Spec.Ordinal != 4 || m.Spec.Cluster.Version != "1.37.2" || m.Spec.TemplateHash != TemplateHash(&p.Spec) {
+		t.Fatalf("spec = %+v", m.Spec)
+	}
+	if TemplateHash(&p.Spec) == TemplateHash(&testPool().Spec) {
+		t.Fatal("template hash ignores cluster.version")
+	}
+	if len(m.Finalizers) != 1 || m.Finalizers[0] != kobev1.FinalizerInstance {
+		t.Fatalf("finalizers = %v", m.Finalizers)
+	}
+}
