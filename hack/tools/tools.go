@@ -4,5 +4,6 @@
 package tools
 
 import (
+	_ "github.com/golangci/golangci-lint/v2/cmd/golangci-lint"
 	_ "sigs.k8s.io/controller-tools/cmd/controller-gen"
 )

@@ -4,20 +4,20 @@
 package testenv
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+
+	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+	kobescheme "github.com/kunobi-ninja/kobe/internal/scheme"
 )
 
 // KubernetesVersion is the control-plane version the tests run against.
@@ -47,16 +47,7 @@ func BinDir() string {
 }
 
 // Scheme returns a scheme with the built-in kinds and kobe's kinds.
-func Scheme() *k8sruntime.Scheme {
-	s := k8sruntime.NewScheme()
-	if err := clientgoscheme.AddToScheme(s); err != nil {
-		panic(fmt.Sprintf("adding client-go scheme: %v", err)) // programming error
-	}
-	if err := kobev1.AddToScheme(s); err != nil {
-		panic(fmt.Sprintf("adding kobe scheme: %v", err))
-	}
-	return s
-}
+func Scheme() *k8sruntime.Scheme { return kobescheme.New() }
 
 // Start brings up etcd and kube-apiserver with the CRDs from
 // config/crd/bases, and stops them when the test ends.

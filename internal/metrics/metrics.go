@@ -1,0 +1,85 @@
+// Package metrics defines kobe's Prometheus collectors (prefix kobe_),
+// registered on controller-runtime's registry so that the operator's metrics
+// endpoint and the HTTP API's /metrics serve the same numbers.
+package metrics
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+var (
+	leaseRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kobe_lease_requests_total",
+		Help: "Lease API requests by pool and outcome (bound, pending, refused, error).",
+	}, []string{"pool", "outcome"})
+
+	leasesEnded = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kobe_leases_ended_total",
+		Help: "Leases that ended, by pool and reason (Released, Expired, QueueTimeout, InstanceLost).",
+	}, []string{"pool", "reason"})
+
+	bindLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "kobe_bind_duration_seconds",
+		Help:    "Time from lease creation to Bound, by pool and path (api: fast path, controller: from the queue).",
+		Buckets: []float64{0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300},
+	}, []string{"pool", "path"})
+
+	queueDepth = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "kobe_pool_queue_depth",
+		Help: "Leases waiting for a member, by pool.",
+	}, []string{"namespace", "pool"})
+
+	poolMembers = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "kobe_pool_members",
+		Help: "Pool members by phase (ready, leased, creating, recycling, unhealthy, quarantined).",
+	}, []string{"namespace", "pool", "phase"})
+
+	poolFailures = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "kobe_pool_failures",
+		Help: "Members of a pool that failed to become Ready, as counted in the pool's status.",
+	}, []string{"namespace", "pool"})
+)
+
+func init() {
+	crmetrics.Registry.MustRegister(leaseRequests, leasesEnded, bindLatency, queueDepth, poolMembers, poolFailures)
+}
+
+// LeaseRequest counts one lease API request outcome.
+func LeaseRequest(pool, outcome string) { leaseRequests.WithLabelValues(pool, outcome).Inc() }
+
+// LeaseBound records the time from a lease's creation to its bind.
+func LeaseBound(pool, path string, d time.Duration) {
+	bindLatency.WithLabelValues(pool, path).Observe(d.Seconds())
+}
+
+// LeaseEnded counts a lease that ended.
+func LeaseEnded(pool, reason string) { leasesEnded.WithLabelValues(pool, reason).Inc() }
+
+// PoolCounters publishes a pool's status counters.
+type PoolCounters struct {
+	Ready, Leased, Creating, Recycling, Unhealthy, Quarantined, QueueDepth, Failures int32
+}
+
+// SetPool publishes a pool's counters.
+func SetPool(namespace, pool string, c PoolCounters) {
+	for phase, v := range map[string]int32{
+		"ready": c.Ready, "leased": c.Leased, "creating": c.Creating, "recycling": c.Recycling,
+		"unhealthy": c.Unhealthy, "quarantined": c.Quarantined,
+	} {
+		poolMembers.WithLabelValues(namespace, pool, phase).Set(float64(v))
+	}
+	queueDepth.WithLabelValues(namespace, pool).Set(float64(c.QueueDepth))
+	poolFailures.WithLabelValues(namespace, pool).Set(float64(c.Failures))
+}
+
+// DeletePool forgets a deleted pool's series.
+func DeletePool(namespace, pool string) {
+	for _, phase := range []string{"ready", "leased", "creating", "recycling", "unhealthy", "quarantined"} {
+		poolMembers.DeleteLabelValues(namespace, pool, phase)
+	}
+	queueDepth.DeleteLabelValues(namespace, pool)
+	poolFailures.DeleteLabelValues(namespace, pool)
+}
