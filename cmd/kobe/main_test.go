@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -33,7 +34,7 @@ func TestMain(m *testing.M) {
 	if err := build.Run(); err == nil {
 		code = m.Run()
 	} else {
-		os.Stderr.WriteString("building kobe: " + err.Error() + "\n")
+		fmt.Fprintln(os.Stderr, "building kobe:", err)
 	}
 	_ = os.RemoveAll(dir)
 	os.Exit(code)

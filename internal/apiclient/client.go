@@ -168,7 +168,7 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any, wantS
 		req.Header.Set("User-Agent", c.userAgent)
 	}
 	if err := c.creds.Apply(req, body); err != nil {
-		return 0, fmt.Errorf("authenticating %s %s: %w", method, u, err)
+		return 0, &credentialsError{err: fmt.Errorf("authenticating %s %s: %w", method, u, err)}
 	}
 
 	resp, err := c.http.Do(req)

@@ -56,3 +56,10 @@ func (f BearerTokenFile) Apply(req *http.Request, body []byte) error {
 	}
 	return BearerToken(tok).Apply(req, body)
 }
+
+// credentialsError marks a failure to produce credentials (unreadable token
+// file, no SSH agent): retrying the request cannot fix it.
+type credentialsError struct{ err error }
+
+func (e *credentialsError) Error() string { return e.err.Error() }
+func (e *credentialsError) Unwrap() error { return e.err }

@@ -74,6 +74,10 @@ func (c *Client) WaitBound(ctx context.Context, id string, onProgress func(*Leas
 
 // retryable reports whether a failed poll is worth repeating.
 func retryable(err error) bool {
+	var credErr *credentialsError
+	if errors.As(err, &credErr) {
+		return false
+	}
 	var apiErr *Error
 	if !errors.As(err, &apiErr) {
 		// Connection refused, reset or timed out: the server may be

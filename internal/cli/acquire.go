@@ -34,7 +34,7 @@ func acquire(ctx context.Context, c *apiclient.Client, pool, ttl string, noWait 
 	defer cancel()
 	bound, err := c.WaitBound(waitCtx, l.ID, func(p *apiclient.Lease) {
 		if p.Phase == apiclient.PhasePending {
-			fmt.Fprintf(progress, "Waiting for a cluster: lease %s is number %d in pool %s's queue\n", p.ID, p.QueuePosition, p.Pool)
+			warnf(progress, "Waiting for a cluster: lease %s is number %d in pool %s's queue\n", p.ID, p.QueuePosition, p.Pool)
 		}
 	})
 	if err == nil {

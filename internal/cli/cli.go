@@ -101,9 +101,9 @@ func Execute(ctx context.Context, args []string, streams IOStreams) int {
 		err = exitErr.Err
 	}
 	if err != nil {
-		fmt.Fprintf(streams.ErrOut, "error: %v\n", err)
+		warnf(streams.ErrOut, "error: %v\n", err)
 		if h := hint(err); h != "" {
-			fmt.Fprintf(streams.ErrOut, "hint: %s\n", h)
+			warnf(streams.ErrOut, "hint: %s\n", h)
 		}
 	}
 	return code

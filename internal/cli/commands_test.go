@@ -1,11 +1,15 @@
 package cli
 
 import (
+	"crypto/ed25519"
+	"crypto/rand"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"golang.org/x/crypto/ssh"
 
 	"github.com/kunobi-ninja/kobe/internal/apiclient"
 	"github.com/kunobi-ninja/kobe/internal/apiclient/apiclienttest"
@@ -315,5 +319,35 @@ func TestVersionAndCompletion(t *testing.T) {
 		if r := mustKobe(t, "completion", shell); !strings.Contains(r.stdout, "kobe") {
 			t.Errorf("completion %s: %s", shell, r)
 		}
+	}
+}
+
+func TestSSHAuth(t *testing.T) {
+	newTestEnv(t)
+	ag := apiclienttest.StartSSHAgent(t)
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := ag.Add(t, priv, "alice@laptop")
+	pubFile := filepath.Join(t.TempDir(), "id_ed25519.pub")
+	if err := os.WriteFile(pubFile, ssh.MarshalAuthorizedKey(pub), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := apiclienttest.New(t, apiclienttest.WithSSHKeys(map[string]string{ssh.FingerprintSHA256(pub): "alice"}))
+	t.Setenv("SSH_AUTH_SOCK", ag.Socket)
+
+	mustKobe(t, "config", "set", "dev", "--endpoint", srv.URL, "--auth", "ssh", "--ssh-key", pubFile)
+	r := mustKobe(t, "login")
+	if !strings.Contains(r.stdout, "as alice") {
+		t.Errorf("login with the agent key: %s", r)
+	}
+	r = mustKobe(t, "lease", "ci-small", "-o", "json")
+	if !strings.Contains(r.stdout, `"requester": "alice"`) {
+		t.Errorf("signed POST: %s", r)
+	}
+	r = kobe(t, "login", "--ssh-key", "bob@desktop")
+	if r.code != 1 || !strings.Contains(r.stderr, `no key in the SSH agent matches "bob@desktop"`) {
+		t.Errorf("unknown key: %s", r)
 	}
 }

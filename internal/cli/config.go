@@ -103,8 +103,8 @@ func (o *ConfigSetOptions) Run(context.Context) error {
 	if cfg.CurrentContext == o.Name {
 		current = " (current)"
 	}
-	fmt.Fprintf(o.streams.Out, "Context %s%s saved to %s\n", o.Name, current, path)
-	return nil
+	_, err = fmt.Fprintf(o.streams.Out, "Context %s%s saved to %s\n", o.Name, current, path)
+	return err
 }
 
 // applyContextFlags creates or updates context name in cfg from the flags
@@ -215,8 +215,8 @@ func newCmdConfigUse(flags *ConfigFlags, streams IOStreams) *cobra.Command {
 			if err := SaveConfig(path, cfg); err != nil {
 				return err
 			}
-			fmt.Fprintf(streams.Out, "Switched to context %s (%s)\n", c.Name, c.Endpoint)
-			return nil
+			_, err = fmt.Fprintf(streams.Out, "Switched to context %s (%s)\n", c.Name, c.Endpoint)
+			return err
 		},
 	}
 }
@@ -244,22 +244,22 @@ func newCmdConfigView(flags *ConfigFlags, streams IOStreams) *cobra.Command {
 			masked := maskConfig(cfg)
 			for _, env := range overridingEnv {
 				if flags.getenv(env) != "" {
-					fmt.Fprintf(streams.ErrOut, "note: %s is set and overrides the file\n", env)
+					warnf(streams.ErrOut, "note: %s is set and overrides the file\n", env)
 				}
 			}
 			if output == OutputJSON {
 				return printJSON(streams.Out, masked)
 			}
 			if len(cfg.Contexts) == 0 {
-				fmt.Fprintf(streams.Out, "# %s has no contexts: create one with `kobe config set NAME --endpoint URL`\n", path)
-				return nil
+				_, err = fmt.Fprintf(streams.Out, "# %s has no contexts: create one with `kobe config set NAME --endpoint URL`\n", path)
+				return err
 			}
 			data, err := yaml.Marshal(masked)
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(streams.Out, "# %s\n%s", path, data)
-			return nil
+			_, err = fmt.Fprintf(streams.Out, "# %s\n%s", path, data)
+			return err
 		},
 	}
 	addOutputFlag(cmd, &output)

@@ -90,12 +90,13 @@ func (o *ExtendOptions) Run(ctx context.Context) error {
 		out.Kubeconfig = ""
 		return printJSON(o.streams.Out, out)
 	}
-	fmt.Fprintf(o.streams.Out, "Lease %s now expires at %s; %d of %d extensions used.\n",
+	p := &printer{w: o.streams.Out}
+	p.printf("Lease %s now expires at %s; %d of %d extensions used.\n",
 		o.ID, expiry(r.ExpiresAt, o.now()), r.Extensions, r.MaxExtensions)
 	if path != "" {
-		fmt.Fprintf(o.streams.Out, "Kubeconfig updated at %s\n", path)
+		p.printf("Kubeconfig updated at %s\n", path)
 	}
-	return nil
+	return p.err
 }
 
 // updateKubeconfig writes a re-minted kubeconfig, if the server sent one.
@@ -110,7 +111,7 @@ func (o *ExtendOptions) updateKubeconfig(kubeconfig string) (string, error) {
 			return "", nil
 		}
 		if _, err := os.Stat(p); errors.Is(err, fs.ErrNotExist) {
-			fmt.Fprintf(o.streams.ErrOut, "The server re-minted the kubeconfig; fetch it with `kobe kubeconfig %s`.\n", o.ID)
+			warnf(o.streams.ErrOut, "The server re-minted the kubeconfig; fetch it with `kobe kubeconfig %s`.\n", o.ID)
 			return "", nil
 		}
 		path = p

@@ -82,7 +82,7 @@ func (f *ConfigFlags) loadConfig(warn io.Writer) (string, *Config, error) {
 		return "", nil, err
 	}
 	if mode, loose := configLooseMode(path, cfg); loose && warn != nil {
-		fmt.Fprintf(warn, "warning: %s holds tokens but has mode %04o; run: chmod 600 %s\n", path, mode, path)
+		warnf(warn, "warning: %s holds tokens but has mode %04o; run: chmod 600 %s\n", path, mode, path)
 	}
 	return path, cfg, nil
 }

@@ -76,11 +76,11 @@ func (o *LeasesOptions) Run(ctx context.Context) error {
 	}
 	if len(leases) == 0 {
 		if o.Pool != "" {
-			fmt.Fprintf(o.streams.Out, "No active leases in pool %s.\n", o.Pool)
+			_, err = fmt.Fprintf(o.streams.Out, "No active leases in pool %s.\n", o.Pool)
 		} else {
-			fmt.Fprintln(o.streams.Out, "You have no active leases. Lease a cluster with `kobe lease POOL`.")
+			_, err = fmt.Fprintln(o.streams.Out, "You have no active leases. Lease a cluster with `kobe lease POOL`.")
 		}
-		return nil
+		return err
 	}
 	return printLeaseTable(o.streams.Out, leases, o.now(), o.Pool != "")
 }
@@ -150,8 +150,8 @@ func (o *PoolsOptions) Run(ctx context.Context) error {
 		return printJSON(o.streams.Out, pools)
 	}
 	if len(pools) == 0 {
-		fmt.Fprintln(o.streams.Out, "No pools you may lease from: `kobe login` shows what your AccessPolicy allows.")
-		return nil
+		_, err = fmt.Fprintln(o.streams.Out, "No pools you may lease from: `kobe login` shows what your AccessPolicy allows.")
+		return err
 	}
 	return printPoolTable(o.streams.Out, pools)
 }
@@ -210,7 +210,9 @@ func (o *StatusOptions) Run(ctx context.Context) error {
 		return err
 	}
 	if len(st.Pools) > 0 {
-		fmt.Fprintln(o.streams.Out)
+		if _, err := fmt.Fprintln(o.streams.Out); err != nil {
+			return err
+		}
 		return printPoolTable(o.streams.Out, st.Pools)
 	}
 	return nil
@@ -258,7 +260,9 @@ func (o *LoginOptions) Run(ctx context.Context) error {
 	if o.Output == OutputJSON {
 		return printJSON(o.streams.Out, who)
 	}
-	fmt.Fprintf(o.streams.Out, "Logged in to %s as %s\n", c.Endpoint(), who.Identity)
+	if _, err := fmt.Fprintf(o.streams.Out, "Logged in to %s as %s\n", c.Endpoint(), who.Identity); err != nil {
+		return err
+	}
 	tw := newTable(o.streams.Out)
 	row(tw, "Policy:", fmt.Sprintf("%s (auth %s)", dash(who.Policy), dash(who.Method)))
 	row(tw, "Pools:", dash(strings.Join(who.Pools, ", ")))

@@ -81,6 +81,5 @@ func (o *KubeconfigOptions) Run(ctx context.Context) error {
 	if o.Output == OutputJSON {
 		return printJSON(o.streams.Out, toLeaseOutput(l, path))
 	}
-	printBound(o.streams, l, path, o.now())
-	return nil
+	return printBound(o.streams.Out, l, path, o.now())
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -118,11 +119,12 @@ func (o *LeaseOptions) Run(ctx context.Context) error {
 		if o.Output == OutputJSON {
 			return printJSON(o.streams.Out, toLeaseOutput(l, ""))
 		}
-		fmt.Fprintf(o.streams.Out, "# Lease %s is %s: number %d in pool %s's queue.\n", l.ID, l.Phase, l.QueuePosition, l.Pool)
-		fmt.Fprintf(o.streams.Out, "# Fetch its kubeconfig once it is Bound with: kobe kubeconfig %s\n", l.ID)
-		fmt.Fprintf(o.streams.Out, "# Release it with: kobe release %s\n", l.ID)
-		fmt.Fprintf(o.streams.Out, "export KOBE_LEASE_ID=%s\n", shellQuote(l.ID))
-		return nil
+		p := &printer{w: o.streams.Out}
+		p.printf("# Lease %s is %s: number %d in pool %s's queue.\n", l.ID, l.Phase, l.QueuePosition, l.Pool)
+		p.printf("# Fetch its kubeconfig once it is Bound with: kobe kubeconfig %s\n", l.ID)
+		p.printf("# Release it with: kobe release %s\n", l.ID)
+		p.printf("export KOBE_LEASE_ID=%s\n", shellQuote(l.ID))
+		return p.err
 	}
 
 	path, err := o.writeKubeconfig(ctx, l)
@@ -132,8 +134,7 @@ func (o *LeaseOptions) Run(ctx context.Context) error {
 	if o.Output == OutputJSON {
 		return printJSON(o.streams.Out, toLeaseOutput(l, path))
 	}
-	printBound(o.streams, l, path, o.now())
-	return nil
+	return printBound(o.streams.Out, l, path, o.now())
 }
 
 // writeKubeconfig writes a bound lease's kubeconfig; a lease whose
@@ -160,12 +161,13 @@ func (o *LeaseOptions) writeKubeconfig(ctx context.Context, l *apiclient.Lease) 
 
 // printBound prints a bound lease as shell comments followed by the export
 // line, so that `eval "$(kobe lease POOL)"` works.
-func printBound(streams IOStreams, l *apiclient.Lease, path string, now time.Time) {
-	w := streams.Out
-	fmt.Fprintf(w, "# Lease %s is Bound to cluster %s of pool %s.\n", l.ID, dash(l.ClusterName), l.Pool)
-	fmt.Fprintf(w, "# Expires at %s; effective TTL %s, %d of %d extensions used.\n",
+func printBound(w io.Writer, l *apiclient.Lease, path string, now time.Time) error {
+	p := &printer{w: w}
+	p.printf("# Lease %s is Bound to cluster %s of pool %s.\n", l.ID, dash(l.ClusterName), l.Pool)
+	p.printf("# Expires at %s; effective TTL %s, %d of %d extensions used.\n",
 		expiry(l.ExpiresAt, now), dash(l.EffectiveTTL), l.Extensions, l.MaxExtensions)
-	fmt.Fprintf(w, "# Kubeconfig written to %s\n", path)
-	fmt.Fprintf(w, "# Extend with `kobe extend %s`, release with `kobe release %s`.\n", l.ID, l.ID)
-	fmt.Fprintf(w, "export KUBECONFIG=%s\n", shellQuote(path))
+	p.printf("# Kubeconfig written to %s\n", path)
+	p.printf("# Extend with `kobe extend %s`, release with `kobe release %s`.\n", l.ID, l.ID)
+	p.printf("export KUBECONFIG=%s\n", shellQuote(path))
+	return p.err
 }

@@ -33,6 +33,25 @@ func validateOutput(output string) error {
 	return fmt.Errorf("unknown output format %q: use -o json, or leave -o out for text", output)
 }
 
+// printer writes to w and keeps the first error, so that a command prints
+// freely and reports a failed write (a closed pipe) once.
+type printer struct {
+	w   io.Writer
+	err error
+}
+
+func (p *printer) printf(format string, args ...any) {
+	if p.err == nil {
+		_, p.err = fmt.Fprintf(p.w, format, args...)
+	}
+}
+
+// warnf writes a diagnostic (progress, warning, error) to w; one that cannot
+// be written has nowhere else to go, so its error is dropped.
+func warnf(w io.Writer, format string, args ...any) {
+	_, _ = fmt.Fprintf(w, format, args...)
+}
+
 func printJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
@@ -49,7 +68,8 @@ func row(w io.Writer, cells ...any) {
 	for i, c := range cells {
 		parts[i] = fmt.Sprint(c)
 	}
-	fmt.Fprintln(w, strings.Join(parts, "\t"))
+	// Errors surface from the tabwriter's Flush.
+	_, _ = fmt.Fprintln(w, strings.Join(parts, "\t"))
 }
 
 // dash shows an empty value as "-".

@@ -72,11 +72,13 @@ func (o *ReleaseOptions) Run(ctx context.Context) error {
 		released = append(released, id)
 		if path, err := defaultKubeconfigPath(o.flags.getenv, id); err == nil {
 			if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				fmt.Fprintf(o.streams.ErrOut, "warning: could not remove %s: %v\n", path, err)
+				warnf(o.streams.ErrOut, "warning: could not remove %s: %v\n", path, err)
 			}
 		}
 		if o.Output != OutputJSON {
-			fmt.Fprintf(o.streams.Out, "Released lease %s\n", id)
+			if _, err := fmt.Fprintf(o.streams.Out, "Released lease %s\n", id); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 	if o.Output == OutputJSON {

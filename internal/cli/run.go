@@ -116,7 +116,7 @@ func (o *RunOptions) Validate() error {
 
 func (o *RunOptions) logf(format string, args ...any) {
 	if !o.Quiet {
-		fmt.Fprintf(o.streams.ErrOut, "kobe: "+format+"\n", args...)
+		warnf(o.streams.ErrOut, "kobe: "+format+"\n", args...)
 	}
 }
 
@@ -155,7 +155,7 @@ func (o *RunOptions) Run(ctx context.Context) error {
 
 	code, err := o.runBound(ctx, path, l)
 	if rerr := releaseDetached(ctx, c, l.ID); rerr != nil {
-		fmt.Fprintf(o.streams.ErrOut, "kobe: warning: %v; it ends at its TTL (%s), or run `kobe release %s`\n",
+		warnf(o.streams.ErrOut, "kobe: warning: %v; it ends at its TTL (%s), or run `kobe release %s`\n",
 			rerr, expiry(l.ExpiresAt, o.now()), l.ID)
 	} else {
 		o.logf("released lease %s", l.ID)

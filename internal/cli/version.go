@@ -29,8 +29,8 @@ func NewCmdVersion(streams IOStreams) *cobra.Command {
 			if output == OutputJSON {
 				return printJSON(streams.Out, info)
 			}
-			fmt.Fprintf(streams.Out, "kobe %s (%s, %s)\n", info.Version, info.GoVersion, info.Platform)
-			return nil
+			_, err := fmt.Fprintf(streams.Out, "kobe %s (%s, %s)\n", info.Version, info.GoVersion, info.Platform)
+			return err
 		},
 	}
 	addOutputFlag(cmd, &output)

@@ -54,7 +54,6 @@ type Server struct {
 type lease struct {
 	apiclient.Lease
 	owner   string
-	polls   int
 	ttl     time.Duration
 	waiting int
 }
