@@ -1,0 +1,540 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/types"
+
+	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+	"github.com/kunobi-ninja/kobe/internal/backend"
+)
+
+// DefaultBinDir is where `make controlplane` (hack/build-controlplane.sh)
+// puts the control-plane binaries, relative to the repository root.
+const DefaultBinDir = "bin/controlplane/1.37.2"
+
+// Options configure a Backend.
+type Options struct {
+	// BinDir holds etcd, kube-apiserver, kube-controller-manager and, for
+	// members with scheduling, kube-scheduler and kwok. Default DefaultBinDir
+	// (relative to the working directory).
+	BinDir string
+	// DataRoot holds one data directory per member. Required: every
+	// directory and process under it that no member owns is removed by
+	// Sweep, so two operators must never share one.
+	DataRoot string
+	// AdvertiseHost is the host name or IP address in members' endpoints,
+	// reachable by lease holders. Default 127.0.0.1. When it is not a
+	// loopback address the API servers listen on all addresses.
+	AdvertiseHost string
+	// Logger receives the backend's own log lines (never credentials).
+	Logger logr.Logger
+	// ProvisionTimeout is how long a member may take from Create to Ready
+	// before Observe reports it Failed. Default 3 minutes.
+	ProvisionTimeout time.Duration
+	// StopGracePeriod is how long Delete waits after SIGTERM before it
+	// sends SIGKILL. Default 5 seconds.
+	StopGracePeriod time.Duration
+}
+
+// Backend runs members as local processes. It is safe for concurrent use.
+type Backend struct {
+	opts   Options
+	log    logr.Logger
+	tuning tuning
+	// pickPort chooses the API server's port (freePort; tests replace it).
+	pickPort func(host string) (int, error)
+
+	// ctx bounds the start-up supervisors; Close cancels it.
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	members map[types.UID]*memberRT
+}
+
+// memberRT is what one Backend instance holds in memory about a member. It
+// is never the only record: everything needed to observe or destroy the
+// member is in its data directory.
+type memberRT struct {
+	// mu serialises operations on the member's files and processes.
+	mu sync.Mutex
+	// children are the member's processes this instance started (and reaps).
+	children map[int]*child
+	// sup is the running start-up supervisor, if any.
+	sup *supervisor
+}
+
+type supervisor struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	// status is what the supervisor is waiting for (guarded by memberRT.mu).
+	status string
+}
+
+var (
+	_ backend.Backend = (*Backend)(nil)
+	_ backend.Sweeper = (*Backend)(nil)
+)
+
+// New returns a local backend. It creates DataRoot; missing binaries are
+// reported by Create (wrapping backend.ErrUnavailable), not here, so an
+// operator without them still starts and serves its other backends.
+func New(opts Options) (*Backend, error) {
+	if opts.DataRoot == "" {
+		return nil, errors.New("local backend: DataRoot is required")
+	}
+	if opts.BinDir == "" {
+		opts.BinDir = DefaultBinDir
+	}
+	if opts.AdvertiseHost == "" {
+		opts.AdvertiseHost = "127.0.0.1"
+	}
+	if opts.ProvisionTimeout <= 0 {
+		opts.ProvisionTimeout = 3 * time.Minute
+	}
+	if opts.StopGracePeriod <= 0 {
+		opts.StopGracePeriod = 5 * time.Second
+	}
+	if opts.Logger.GetSink() == nil {
+		opts.Logger = logr.Discard()
+	}
+	var err error
+	// Paths are compared with process command lines: make them absolute.
+	if opts.BinDir, err = filepath.Abs(opts.BinDir); err != nil {
+		return nil, fmt.Errorf("local backend: %w", err)
+	}
+	if opts.DataRoot, err = filepath.Abs(opts.DataRoot); err != nil {
+		return nil, fmt.Errorf("local backend: %w", err)
+	}
+	if err := os.MkdirAll(opts.DataRoot, 0o700); err != nil {
+		return nil, fmt.Errorf("local backend: creating data root: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Backend{
+		opts:     opts,
+		log:      opts.Logger.WithName("local-backend"),
+		tuning:   defaultTuning(),
+		pickPort: freePort,
+		ctx:      ctx,
+		cancel:   cancel,
+		members:  map[types.UID]*memberRT{},
+	}, nil
+}
+
+// Close stops the start-up supervisors of this instance. Members' processes
+// keep running: a new Backend over the same DataRoot adopts them.
+func (b *Backend) Close() {
+	b.cancel()
+	b.wg.Wait()
+}
+
+// Type implements backend.Backend.
+func (b *Backend) Type() kobev1.BackendType { return kobev1.BackendLocal }
+
+func (b *Backend) paths(m backend.Member) paths {
+	return paths{dir: filepath.Join(b.opts.DataRoot, memberDirName(m))}
+}
+
+func (b *Backend) member(uid types.UID) *memberRT {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	rt, ok := b.members[uid]
+	if !ok {
+		rt = &memberRT{children: map[int]*child{}}
+		b.members[uid] = rt
+	}
+	return rt
+}
+
+// components of a member, in start order.
+func components(scheduling bool) []string {
+	if scheduling {
+		return []string{compEtcd, compAPIServer, compKCM, compScheduler, compKwok}
+	}
+	return []string{compEtcd, compAPIServer, compKCM}
+}
+
+// checkBinaries returns an error wrapping backend.ErrUnavailable naming the
+// first binary that is missing.
+func (b *Backend) checkBinaries(scheduling bool) error {
+	for _, c := range components(scheduling) {
+		bin := filepath.Join(b.opts.BinDir, c)
+		fi, err := os.Stat(bin)
+		if err != nil {
+			return fmt.Errorf("%w: %s is missing (build it with `make controlplane`): %w", backend.ErrUnavailable, bin, err)
+		}
+		if fi.IsDir() || fi.Mode().Perm()&0o111 == 0 {
+			return fmt.Errorf("%w: %s is not an executable file", backend.ErrUnavailable, bin)
+		}
+	}
+	return nil
+}
+
+func scheduling(m backend.Member) bool {
+	return m.Spec.Backend.Local != nil && m.Spec.Backend.Local.Scheduling
+}
+
+// Create implements backend.Backend. It writes the member's certificates,
+// keys and state file, starts etcd and kube-apiserver, and leaves the rest
+// of the start-up (kube-controller-manager once the API server answers,
+// retries after a port clash) to a background supervisor. Calling it again
+// for a member that exists only resumes that supervisor if an operator
+// restart interrupted it.
+func (b *Backend) Create(ctx context.Context, m backend.Member) error {
+	if m.UID == "" {
+		return errors.New("local backend: member has no UID")
+	}
+	if err := b.checkBinaries(scheduling(m)); err != nil {
+		return err
+	}
+	rt := b.member(m.UID)
+	p := b.paths(m)
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+
+	st, err := readState(p)
+	switch {
+	case err == nil:
+		if st.Failure == "" && !st.Started && rt.sup == nil {
+			b.startSupervisor(m, rt, p)
+		}
+		return nil
+	case !errors.Is(err, errNoState):
+		// An unreadable state file: Observe reports Failed and the member
+		// is destroyed; Create must not paper over it.
+		return nil
+	}
+
+	// No state file: nothing was created, or a Create was interrupted
+	// before its commit point. Start from a clean directory either way.
+	if _, err := os.Stat(p.dir); err == nil {
+		if err := b.destroy(ctx, rt, p); err != nil {
+			return fmt.Errorf("clearing interrupted creation of %s: %w", p.dir, err)
+		}
+	}
+	log := b.log.WithValues("member", m.Namespace+"/"+m.Name, "uid", m.UID)
+	if err := os.MkdirAll(p.dir, 0o700); err != nil {
+		return fmt.Errorf("creating data directory: %w", err)
+	}
+	if err := writeAssets(p, b.opts.AdvertiseHost); err != nil {
+		return fmt.Errorf("creating certificates for %s: %w", p.dir, err)
+	}
+	st = &state{
+		Version:    stateVersion,
+		Namespace:  m.Namespace,
+		Name:       m.Name,
+		UID:        m.UID,
+		Scheduling: scheduling(m),
+		StartedAt:  time.Now().UTC(),
+	}
+	if err := b.launchCore(rt, p, st); err != nil {
+		b.killChildren(rt)
+		return err
+	}
+	log.Info("Started member control plane", "dir", p.dir, "endpoint", st.Endpoint)
+	b.startSupervisor(m, rt, p)
+	return nil
+}
+
+// launchCore starts etcd and kube-apiserver on a fresh port and writes the
+// state file. Called with rt.mu held.
+func (b *Backend) launchCore(rt *memberRT, p paths, st *state) error {
+	bindHost := "127.0.0.1"
+	if !isLoopbackHost(b.opts.AdvertiseHost) {
+		bindHost = "0.0.0.0"
+	}
+	port, err := b.pickPort(bindHost)
+	if err != nil {
+		return err
+	}
+	st.Attempt++
+	st.APIServerPort = port
+	st.Endpoint = endpointURL(b.opts.AdvertiseHost, port)
+	st.Processes = nil
+	for _, c := range []string{compEtcd, compAPIServer} {
+		pr, err := b.startComponent(rt, p, st, c)
+		if err != nil {
+			return err
+		}
+		st.Processes = append(st.Processes, pr)
+	}
+	return writeState(p, st)
+}
+
+// Observe implements backend.Backend.
+func (b *Backend) Observe(ctx context.Context, m backend.Member) (backend.Observation, error) {
+	rt := b.member(m.UID)
+	p := b.paths(m)
+	rt.mu.Lock()
+	obs, st, done := b.observeLocked(rt, p, m)
+	rt.mu.Unlock()
+	if done {
+		return obs, nil
+	}
+
+	// Every process runs: ask the API server, without holding the lock.
+	acc, err := access(p, st.Endpoint)
+	if err != nil {
+		return failed("reading member credentials: %v", err), nil
+	}
+	probeErr := probeReady(ctx, acc.adminKubeconfig, st.ReadyAt == nil)
+	if probeErr != nil {
+		if ctx.Err() != nil {
+			return backend.Observation{}, ctx.Err()
+		}
+		switch {
+		case st.ReadyAt != nil:
+			// Once ready, a failing probe is for the operator's health
+			// checks to judge (they count consecutive failures); Observe
+			// reports Failed only for what cannot heal.
+			return ready(st, acc, fmt.Sprintf("readiness probe failing: %v", probeErr)), nil
+		case time.Since(st.StartedAt) > b.opts.ProvisionTimeout:
+			return failed("not ready %s after start: %v", b.opts.ProvisionTimeout, probeErr), nil
+		}
+		return backend.Observation{State: backend.StateProvisioning, Message: fmt.Sprintf("waiting for the API server: %v", probeErr)}, nil
+	}
+	if st.ReadyAt == nil {
+		b.markReady(rt, p, m)
+	}
+	return ready(st, acc, ""), nil
+}
+
+// observeLocked judges a member from its files and processes. done is false
+// when every process runs and only the API server can tell the rest.
+func (b *Backend) observeLocked(rt *memberRT, p paths, m backend.Member) (obs backend.Observation, st *state, done bool) {
+	st, err := readState(p)
+	if errors.Is(err, errNoState) {
+		if _, statErr := os.Stat(p.dir); errors.Is(statErr, fs.ErrNotExist) {
+			return backend.Observation{State: backend.StateAbsent}, nil, true
+		}
+		return failed("data directory %s has no state file: its creation was interrupted", p.dir), nil, true
+	}
+	if err == nil {
+		err = st.validate(m)
+	}
+	if err != nil {
+		return failed("inconsistent state in %s: %v", p.dir, err), nil, true
+	}
+	if st.Failure != "" {
+		return failed("%s", st.Failure), nil, true
+	}
+	for _, c := range components(st.Scheduling) {
+		if !st.Started && (c != compEtcd && c != compAPIServer) {
+			continue
+		}
+		i := slices.IndexFunc(st.Processes, func(pr process) bool { return pr.Component == c })
+		if i < 0 {
+			return failed("state file lists no %s process", c), nil, true
+		}
+		if alive, why := b.alive(rt, p, st.Processes[i]); !alive {
+			if rt.sup != nil {
+				// The supervisor decides: a port clash is retried.
+				return provisioning(rt.sup.status), nil, true
+			}
+			return failed("%s (pid %d) %s; its log is %s: %s", c, st.Processes[i].PID, why, p.log(c), lastLogLine(p, c)), nil, true
+		}
+	}
+	if !st.Started {
+		switch {
+		case rt.sup != nil:
+			return provisioning(rt.sup.status), nil, true
+		case time.Since(st.StartedAt) > b.opts.ProvisionTimeout:
+			return failed("start-up did not finish within %s", b.opts.ProvisionTimeout), nil, true
+		}
+		// The operator restarted during start-up; its next Create resumes it.
+		return provisioning("start-up interrupted by an operator restart; Create resumes it"), nil, true
+	}
+	return backend.Observation{}, st, false
+}
+
+// alive reports whether pr still runs as this member's process.
+func (b *Backend) alive(rt *memberRT, p paths, pr process) (bool, string) {
+	if ch, ok := rt.children[pr.PID]; ok {
+		if exited, err := ch.exited(); exited {
+			if err == nil {
+				return false, "exited with status 0"
+			}
+			return false, err.Error()
+		}
+		return true, ""
+	}
+	info, ok := readProc(pr.PID)
+	switch {
+	case !ok || info.zombie:
+		return false, "is not running"
+	case !info.isOurs(p.dir) || info.component() != pr.Component:
+		// The pid was recycled by an unrelated process.
+		return false, "is not running (its pid now belongs to another program)"
+	}
+	return true, ""
+}
+
+func (b *Backend) markReady(rt *memberRT, p paths, m backend.Member) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	st, err := readState(p)
+	if err != nil || st.validate(m) != nil || st.ReadyAt != nil {
+		return
+	}
+	now := time.Now().UTC()
+	st.ReadyAt = &now
+	if err := writeState(p, st); err != nil {
+		b.log.Error(err, "Recording readiness failed", "dir", p.dir)
+		return
+	}
+	b.log.Info("Member ready", "dir", p.dir, "after", now.Sub(st.StartedAt).Round(time.Millisecond).String())
+}
+
+func ready(st *state, a *accessFiles, msg string) backend.Observation {
+	return backend.Observation{
+		State:   backend.StateReady,
+		Message: msg,
+		Access: &backend.Access{
+			Endpoint:        st.Endpoint,
+			CACert:          a.serverCA,
+			ClientCACert:    a.clientCACert,
+			ClientCAKey:     a.clientCAKey,
+			AdminKubeconfig: a.adminKubeconfig,
+		},
+	}
+}
+
+func failed(format string, args ...any) backend.Observation {
+	return backend.Observation{State: backend.StateFailed, Message: fmt.Sprintf(format, args...)}
+}
+
+func provisioning(msg string) backend.Observation {
+	return backend.Observation{State: backend.StateProvisioning, Message: msg}
+}
+
+// Delete implements backend.Backend: it stops the member's processes
+// (SIGTERM to each process group, SIGKILL after StopGracePeriod), waits until
+// they are gone and removes the data directory.
+func (b *Backend) Delete(ctx context.Context, m backend.Member) (bool, error) {
+	rt := b.member(m.UID)
+	p := b.paths(m)
+	b.stopSupervisor(rt)
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if err := b.destroy(ctx, rt, p); err != nil {
+		if errors.Is(err, errStillRunning) {
+			b.log.Info("Member processes still running; will retry", "dir", p.dir, "reason", err.Error())
+			return false, nil
+		}
+		return false, err
+	}
+	b.forget(m.UID, rt)
+	return true, nil
+}
+
+// forget drops the in-memory record of a destroyed member.
+func (b *Backend) forget(uid types.UID, rt *memberRT) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.members[uid] == rt {
+		delete(b.members, uid)
+	}
+}
+
+var errStillRunning = errors.New("processes still running")
+
+// destroy kills every process of the member directory p (those in its state
+// file and any other whose command line refers to it) and removes the
+// directory. Called with rt.mu held.
+func (b *Backend) destroy(ctx context.Context, rt *memberRT, p paths) error {
+	if err := b.killProcs(ctx, rt, p.dir); err != nil {
+		return err
+	}
+	if _, err := os.Stat(p.dir); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err := os.RemoveAll(p.dir); err != nil {
+		return fmt.Errorf("removing %s: %w", p.dir, err)
+	}
+	b.log.Info("Member destroyed", "dir", p.dir)
+	return nil
+}
+
+// killProcs stops every process referring to dir and waits until they are
+// gone; errStillRunning when they outlive the wait.
+func (b *Backend) killProcs(ctx context.Context, rt *memberRT, dir string) error {
+	procs, err := scanProcs(dir)
+	if err != nil {
+		return err
+	}
+	if len(procs) == 0 {
+		return nil
+	}
+	for _, pr := range procs {
+		if err := signal(pr, syscall.SIGTERM); err != nil {
+			return fmt.Errorf("stopping %s (pid %d): %w", pr.component(), pr.pid, err)
+		}
+	}
+	if b.waitGone(ctx, rt, procs, b.opts.StopGracePeriod) {
+		return nil
+	}
+	for _, pr := range procs {
+		if b.isGone(rt, pr) {
+			continue
+		}
+		b.log.V(1).Info("Killing process that ignored SIGTERM", "component", pr.component(), "pid", pr.pid)
+		if err := signal(pr, syscall.SIGKILL); err != nil {
+			return fmt.Errorf("killing %s (pid %d): %w", pr.component(), pr.pid, err)
+		}
+	}
+	if b.waitGone(ctx, rt, procs, 10*time.Second) {
+		return nil
+	}
+	return fmt.Errorf("%w: %d process(es) of %s survived SIGKILL", errStillRunning, len(procs), dir)
+}
+
+// isGone reports whether a process has exited (and, if it is our child,
+// has been reaped).
+func (b *Backend) isGone(rt *memberRT, pr procInfo) bool {
+	if ch, ok := rt.children[pr.pid]; ok {
+		exited, _ := ch.exited()
+		return exited
+	}
+	info, ok := readProc(pr.pid)
+	// A zombie that is not our child is reaped by its parent (init).
+	return !ok || info.zombie || !slices.Equal(info.argv, pr.argv)
+}
+
+func (b *Backend) waitGone(ctx context.Context, rt *memberRT, procs []procInfo, timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	for {
+		if !slices.ContainsFunc(procs, func(pr procInfo) bool { return !b.isGone(rt, pr) }) {
+			return true
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return false
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// killChildren kills what this instance started for a member whose Create
+// failed half-way. Called with rt.mu held.
+func (b *Backend) killChildren(rt *memberRT) {
+	for pid, ch := range rt.children {
+		if exited, _ := ch.exited(); !exited {
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
+			<-ch.done
+		}
+	}
+}

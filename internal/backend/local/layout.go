@@ -1,0 +1,195 @@
+package local
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kunobi-ninja/kobe/internal/backend"
+)
+
+// A member's data directory is <DataRoot>/<namespace>_<name>_<uid>. Namespace
+// and name are DNS names (no "_"), so the UID is whatever follows the last
+// "_"; the name part is cut short so the directory name stays a valid file
+// name whatever the object's name length.
+const (
+	maxDirNamePrefix = 120
+	stateFileName    = "state.json"
+	stateVersion     = 1
+)
+
+var uidPattern = regexp.MustCompile(`^[0-9a-zA-Z-]{1,64}$`)
+
+// memberDirName is the data directory name of a member.
+func memberDirName(m backend.Member) string {
+	prefix := m.Namespace + "_" + m.Name
+	if len(prefix) > maxDirNamePrefix {
+		prefix = prefix[:maxDirNamePrefix]
+	}
+	return prefix + "_" + string(m.UID)
+}
+
+// uidFromDirName returns the member UID a data directory name carries.
+func uidFromDirName(name string) (types.UID, bool) {
+	i := strings.LastIndexByte(name, '_')
+	if i < 0 || strings.Count(name, "_") < 2 {
+		return "", false
+	}
+	uid := name[i+1:]
+	if !uidPattern.MatchString(uid) {
+		return "", false
+	}
+	return types.UID(uid), true
+}
+
+// paths are the files of one member.
+type paths struct {
+	dir string
+}
+
+func (p paths) state() string              { return filepath.Join(p.dir, stateFileName) }
+func (p paths) pki(name string) string     { return filepath.Join(p.dir, "pki", name) }
+func (p paths) etcdData() string           { return filepath.Join(p.dir, "etcd") }
+func (p paths) kubeconfig(c string) string { return filepath.Join(p.dir, c+".kubeconfig") }
+func (p paths) log(c string) string        { return filepath.Join(p.dir, "logs", c+".log") }
+func (p paths) config(name string) string  { return filepath.Join(p.dir, "config", name) }
+
+// Names of the files under pki/.
+const (
+	serverCACert      = "server-ca.crt"
+	clientCACert      = "client-ca.crt"
+	clientCAKey       = "client-ca.key"
+	apiserverCert     = "apiserver.crt"
+	apiserverKey      = "apiserver.key"
+	adminCert         = "admin.crt"
+	adminKey          = "admin.key"
+	serviceAccountKey = "sa.key"
+	serviceAccountPub = "sa.pub"
+)
+
+// Component names; they are also the names of the binaries.
+const (
+	compEtcd      = "etcd"
+	compAPIServer = "kube-apiserver"
+	compKCM       = "kube-controller-manager"
+	compScheduler = "kube-scheduler"
+	compKwok      = "kwok"
+)
+
+// knownComponents are the binaries a member may run; a process is only ever
+// taken for a member's when its argv[0] is one of them.
+var knownComponents = []string{compEtcd, compAPIServer, compKCM, compScheduler, compKwok}
+
+// state is what the backend writes to a member's state file. It is the
+// commit point of Create: a data directory without it is a creation that was
+// interrupted.
+type state struct {
+	Version   int       `json:"version"`
+	Namespace string    `json:"namespace"`
+	Name      string    `json:"name"`
+	UID       types.UID `json:"uid"`
+	// Scheduling is whether kube-scheduler and kwok belong to the member.
+	Scheduling bool `json:"scheduling,omitempty"`
+	// Endpoint is the API server URL handed out in Access.
+	Endpoint string `json:"endpoint"`
+	// APIServerPort is the API server's port, chosen at (the last) start.
+	// etcd listens on unix sockets in the data directory, so it needs none.
+	APIServerPort int `json:"apiServerPort"`
+	// Attempt counts starts; a port taken by someone else between choosing
+	// and binding it causes another.
+	Attempt int `json:"attempt"`
+	// StartedAt is when the first attempt started; the provisioning deadline
+	// counts from it.
+	StartedAt time.Time `json:"startedAt"`
+	// Started is true once every component of the member has been started.
+	Started bool `json:"started,omitempty"`
+	// ReadyAt is when the member was first seen ready.
+	ReadyAt *time.Time `json:"readyAt,omitempty"`
+	// Failure, once set, is why the member can never become usable.
+	Failure string `json:"failure,omitempty"`
+	// Processes are the member's running components.
+	Processes []process `json:"processes"`
+}
+
+type process struct {
+	Component string    `json:"component"`
+	PID       int       `json:"pid"`
+	StartedAt time.Time `json:"startedAt"`
+}
+
+var errNoState = errors.New("no state file")
+
+func readState(p paths) (*state, error) {
+	data, err := os.ReadFile(p.state())
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, errNoState
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading state file: %w", err)
+	}
+	var s state
+	if err := json.Unmarshal(data, &s); err != nil {
+		return nil, fmt.Errorf("parsing state file %s: %w", p.state(), err)
+	}
+	return &s, nil
+}
+
+// validate reports whether s could have been written for m.
+func (s *state) validate(m backend.Member) error {
+	switch {
+	case s.Version != stateVersion:
+		return fmt.Errorf("state file version %d, want %d", s.Version, stateVersion)
+	case s.UID != m.UID:
+		return fmt.Errorf("state file belongs to UID %s, not %s", s.UID, m.UID)
+	case s.Endpoint == "" || s.APIServerPort <= 0:
+		return errors.New("state file lacks endpoint or port")
+	case s.StartedAt.IsZero():
+		return errors.New("state file lacks start time")
+	}
+	for _, pr := range s.Processes {
+		if pr.PID <= 0 || pr.Component == "" {
+			return fmt.Errorf("state file has an invalid process entry %+v", pr)
+		}
+	}
+	return nil
+}
+
+// writeState replaces the state file atomically.
+func writeState(p paths, s *state) error {
+	data, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encoding state: %w", err)
+	}
+	return writeFileAtomic(p.state(), data, 0o600)
+}
+
+func writeFileAtomic(path string, data []byte, perm fs.FileMode) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	defer func() { _ = os.Remove(tmp.Name()) }()
+	if _, err := tmp.Write(data); err != nil {
+		_ = tmp.Close()
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := tmp.Chmod(perm); err != nil {
+		_ = tmp.Close()
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
+}

@@ -1,0 +1,517 @@
+package local
+
+import (
+	"errors"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
+
+	"github.com/kunobi-ninja/kobe/internal/backend"
+	"github.com/kunobi-ninja/kobe/internal/pki"
+)
+
+// TestMemberLifecycle builds a real member and uses it the way a CI job
+// and the operator would, then destroys it.
+func TestMemberLifecycle(t *testing.T) {
+	b := newBackend(t)
+	m := newMember("lifecycle")
+
+	start := time.Now()
+	if err := b.Create(t.Context(), m); err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("Create took %s; it must return without waiting for the control plane", d)
+	}
+	if err := b.Create(t.Context(), m); err != nil {
+		t.Fatalf("second Create: %v", err)
+	}
+	obs := waitFor(t, b, m, backend.StateReady, readyDeadline)
+	t.Logf("ready %s after Create", time.Since(start).Round(time.Millisecond))
+	acc := obs.Access
+	if acc == nil {
+		t.Fatal("Ready without Access")
+	}
+	u, err := url.Parse(acc.Endpoint)
+	if err != nil || u.Scheme != "https" || u.Hostname() != "127.0.0.1" || u.Port() == "" {
+		t.Errorf("Endpoint %q, want https://127.0.0.1:<port>", acc.Endpoint)
+	}
+	for name, v := range map[string][]byte{"CACert": acc.CACert, "ClientCACert": acc.ClientCACert, "ClientCAKey": acc.ClientCAKey, "AdminKubeconfig": acc.AdminKubeconfig} {
+		if len(v) == 0 {
+			t.Errorf("Access.%s is empty", name)
+		}
+	}
+
+	t.Run("kubectl with the admin kubeconfig", func(t *testing.T) {
+		kc := acc.AdminKubeconfig
+		mustKubectl(t, kc, "create", "namespace", "ci")
+		mustKubectl(t, kc, "-n", "ci", "create", "deployment", "web", "--image=registry.k8s.io/pause:3.10", "--replicas=2")
+		eventually(t, 30*time.Second, "ReplicaSet of the Deployment", func() error {
+			out, err := kubectl(t, kc, "-n", "ci", "get", "replicasets", "-l", "app=web", "-o", "name")
+			if err != nil {
+				return errors.New(out)
+			}
+			if !strings.HasPrefix(out, "replicaset.apps/web-") {
+				return errors.New("no ReplicaSet yet: " + out)
+			}
+			return nil
+		})
+		eventually(t, 30*time.Second, "default ServiceAccount of the namespace", func() error {
+			out, err := kubectl(t, kc, "-n", "ci", "get", "serviceaccount", "default", "-o", "name")
+			if err != nil {
+				return errors.New(out)
+			}
+			return nil
+		})
+		eventually(t, 30*time.Second, "kube-root-ca.crt ConfigMap of the namespace", func() error {
+			out, err := kubectl(t, kc, "-n", "ci", "get", "configmap", "kube-root-ca.crt", "-o", "name")
+			if err != nil {
+				return errors.New(out)
+			}
+			return nil
+		})
+	})
+
+	t.Run("client certificate minted from ClientCAKey", func(t *testing.T) {
+		ca, err := pki.LoadCA(acc.ClientCACert, acc.ClientCAKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := time.Now()
+		certPEM, keyPEM, err := ca.IssueClient("lease-holder", []string{"system:masters"}, now.Add(-time.Minute), now.Add(10*time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		kc, err := pki.Kubeconfig(pki.KubeconfigInput{ClusterName: "lease", Server: acc.Endpoint, CAData: acc.CACert, UserName: "lease-holder", ClientCertPEM: certPEM, ClientKeyPEM: keyPEM})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out := mustKubectl(t, kc, "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"); out != "lease-holder" {
+			t.Errorf("kubectl auth whoami = %q, want lease-holder", out)
+		}
+		mustKubectl(t, kc, "create", "configmap", "from-lease", "--from-literal=a=b")
+
+		// A certificate from another CA is refused.
+		other, err := pki.NewCA("other", time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		certPEM, keyPEM, err = other.IssueClient("intruder", []string{"system:masters"}, now.Add(-time.Minute), now.Add(10*time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		kc, err = pki.Kubeconfig(pki.KubeconfigInput{ClusterName: "lease", Server: acc.Endpoint, CAData: acc.CACert, ClientCertPEM: certPEM, ClientKeyPEM: keyPEM})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out, err := kubectl(t, kc, "get", "configmaps"); err == nil || !strings.Contains(out, "Unauthorized") {
+			t.Errorf("kubectl with a foreign certificate: err=%v out=%q, want Unauthorized", err, out)
+		}
+	})
+
+	t.Run("TokenRequest and TokenReview round-trip", func(t *testing.T) {
+		cfg, err := clientcmd.RESTConfigFromKubeConfig(acc.AdminKubeconfig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := t.Context()
+		if _, err := cs.CoreV1().ServiceAccounts("default").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "ci-runner"}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		tr, err := cs.CoreV1().ServiceAccounts("default").CreateToken(ctx, "ci-runner", &authenticationv1.TokenRequest{
+			Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("TokenRequest: %v", err)
+		}
+		rev, err := cs.AuthenticationV1().TokenReviews().Create(ctx, &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: tr.Status.Token}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("TokenReview: %v", err)
+		}
+		if !rev.Status.Authenticated || rev.Status.User.Username != "system:serviceaccount:default:ci-runner" {
+			t.Errorf("TokenReview status %+v, want authenticated as system:serviceaccount:default:ci-runner", rev.Status)
+		}
+		// The token also works as a bearer credential.
+		kc, err := pki.Kubeconfig(pki.KubeconfigInput{ClusterName: "sa", Server: acc.Endpoint, CAData: acc.CACert, Token: tr.Status.Token})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out := mustKubectl(t, kc, "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"); out != "system:serviceaccount:default:ci-runner" {
+			t.Errorf("kubectl auth whoami with the token = %q", out)
+		}
+	})
+
+	t.Run("processes log to the data directory", func(t *testing.T) {
+		for _, c := range []string{compEtcd, compAPIServer, compKCM} {
+			fi, err := os.Stat(b.paths(m).log(c))
+			if err != nil || fi.Size() == 0 {
+				t.Errorf("log of %s: %v (size %d)", c, err, sizeOf(fi))
+			}
+		}
+	})
+
+	dir := b.paths(m).dir
+	gone, err := b.Delete(t.Context(), m)
+	if err != nil || !gone {
+		t.Fatalf("Delete = %v, %v; want gone", gone, err)
+	}
+	if pids := runningUnder(t, dir); len(pids) > 0 {
+		t.Errorf("processes left after Delete: %v", pids)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("data directory left after Delete: %v", err)
+	}
+	if gone, err := b.Delete(t.Context(), m); err != nil || !gone {
+		t.Errorf("second Delete = %v, %v; want gone", gone, err)
+	}
+	if obs, err := b.Observe(t.Context(), m); err != nil || obs.State != backend.StateAbsent {
+		t.Errorf("Observe after Delete = %+v, %v; want Absent", obs, err)
+	}
+}
+
+func sizeOf(fi os.FileInfo) int64 {
+	if fi == nil {
+		return 0
+	}
+	return fi.Size()
+}
+
+// TestKilledAPIServerIsFailed: a member whose process died cannot heal.
+func TestKilledAPIServerIsFailed(t *testing.T) {
+	b := newBackend(t)
+	m := newMember("killed")
+	if err := b.Create(t.Context(), m); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, b, m, backend.StateReady, readyDeadline)
+	st, err := readState(b.paths(m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(st.Processes, func(p process) bool { return p.Component == compAPIServer })
+	if i < 0 {
+		t.Fatalf("no kube-apiserver in state %+v", st.Processes)
+	}
+	if err := syscall.Kill(st.Processes[i].PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	obs := waitFor(t, b, m, backend.StateFailed, 10*time.Second)
+	if !strings.Contains(obs.Message, compAPIServer) {
+		t.Errorf("Failed message %q does not name %s", obs.Message, compAPIServer)
+	}
+	dir := b.paths(m).dir
+	if gone, err := b.Delete(t.Context(), m); err != nil || !gone {
+		t.Fatalf("Delete = %v, %v", gone, err)
+	}
+	if pids := runningUnder(t, dir); len(pids) > 0 {
+		t.Errorf("processes left after Delete: %v", pids)
+	}
+}
+
+// TestPortClashIsRetried: when the API server's port is taken between
+// choosing and binding it, start-up goes on with another port.
+func TestPortClashIsRetried(t *testing.T) {
+	b := newBackend(t)
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = taken.Close() }()
+	takenPort := taken.Addr().(*net.TCPAddr).Port
+	first := true
+	b.pickPort = func(host string) (int, error) {
+		if first {
+			first = false
+			return takenPort, nil
+		}
+		return freePort(host)
+	}
+	m := newMember("clash")
+	if err := b.Create(t.Context(), m); err != nil {
+		t.Fatal(err)
+	}
+	obs := waitFor(t, b, m, backend.StateReady, readyDeadline)
+	st, err := readState(b.paths(m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Attempt != 2 || st.APIServerPort == takenPort || !strings.HasSuffix(obs.Access.Endpoint, ":"+strconv.Itoa(st.APIServerPort)) {
+		t.Errorf("after a clash: attempt %d port %d endpoint %s; want attempt 2 on a port other than %d", st.Attempt, st.APIServerPort, obs.Access.Endpoint, takenPort)
+	}
+}
+
+// TestAdoptAfterOperatorCrash: members outlive an operator killed with
+// SIGKILL, a new Backend adopts them (also one whose start-up the crash
+// interrupted) and Sweep removes the ones nobody owns.
+func TestAdoptAfterOperatorCrash(t *testing.T) {
+	b := newBackend(t)
+	ready := newMember("adopt-ready")
+	interrupted := newMember("adopt-interrupted")
+	createInHelper(t, b, ready, true)
+	createInHelper(t, b, interrupted, false)
+
+	obs := waitFor(t, b, ready, backend.StateReady, 10*time.Second)
+	if out := mustKubectl(t, obs.Access.AdminKubeconfig, "get", "namespace", "default", "-o", "name"); out != "namespace/default" {
+		t.Errorf("kubectl against the adopted member: %q", out)
+	}
+	// The helper died before the controller-manager could be started; the
+	// member waits for Create to resume its start-up.
+	if obs, err := b.Observe(t.Context(), interrupted); err != nil || obs.State != backend.StateProvisioning {
+		t.Fatalf("Observe interrupted member = %+v, %v; want Provisioning", obs, err)
+	}
+	if err := b.Create(t.Context(), interrupted); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, b, interrupted, backend.StateReady, readyDeadline)
+
+	// A third, fresh instance sees the same.
+	b2, err := New(b.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b2.Close()
+	waitFor(t, b2, ready, backend.StateReady, 10*time.Second)
+
+	readyDir, interruptedDir := b.paths(ready).dir, b.paths(interrupted).dir
+	removed, err := b2.Sweep(t.Context(), func(uid types.UID) bool { return uid == ready.UID })
+	if err != nil {
+		t.Fatalf("Sweep: %v", err)
+	}
+	if !slices.Equal(removed, []string{filepath.Base(interruptedDir)}) {
+		t.Errorf("Sweep removed %v, want only %s", removed, filepath.Base(interruptedDir))
+	}
+	if pids := runningUnder(t, interruptedDir); len(pids) > 0 {
+		t.Errorf("processes of the swept member still run: %v", pids)
+	}
+	if _, err := os.Stat(interruptedDir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("data directory of the swept member still exists: %v", err)
+	}
+	waitFor(t, b2, ready, backend.StateReady, 10*time.Second)
+
+	// Processes whose directory vanished are strays: Sweep stops them.
+	if err := os.RemoveAll(readyDir); err != nil {
+		t.Fatal(err)
+	}
+	removed, err = b2.Sweep(t.Context(), func(types.UID) bool { return true })
+	if err != nil {
+		t.Fatalf("Sweep: %v", err)
+	}
+	if !slices.Equal(removed, []string{"processes of " + filepath.Base(readyDir)}) {
+		t.Errorf("Sweep removed %v, want the processes of %s", removed, filepath.Base(readyDir))
+	}
+	if pids := runningUnder(t, readyDir); len(pids) > 0 {
+		t.Errorf("stray processes still run: %v", pids)
+	}
+}
+
+// TestObserveFromDisk covers the states Observe derives from the data
+// directory alone, without starting a control plane.
+func TestObserveFromDisk(t *testing.T) {
+	b := newBackend(t)
+	// An unrelated process that stands in for a recycled pid: it is alive,
+	// but it is not one of the member's.
+	sleeper := exec.Command("sleep", "300")
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = sleeper.Process.Kill()
+		_ = sleeper.Wait()
+	})
+	now := time.Now().UTC()
+	valid := func(m backend.Member) *state {
+		return &state{
+			Version: stateVersion, Namespace: m.Namespace, Name: m.Name, UID: m.UID,
+			Endpoint: "https://127.0.0.1:1", APIServerPort: 1, Attempt: 1, StartedAt: now, Started: true, ReadyAt: &now,
+			Processes: []process{
+				{Component: compEtcd, PID: sleeper.Process.Pid},
+				{Component: compAPIServer, PID: sleeper.Process.Pid},
+				{Component: compKCM, PID: sleeper.Process.Pid},
+			},
+		}
+	}
+	tests := []struct {
+		name    string
+		setup   func(t *testing.T, p paths, m backend.Member)
+		want    backend.State
+		message string
+	}{
+		{name: "nothing", setup: func(*testing.T, paths, backend.Member) {}, want: backend.StateAbsent},
+		{
+			name:    "directory without state file",
+			setup:   func(t *testing.T, p paths, _ backend.Member) { mkdir(t, p.dir) },
+			want:    backend.StateFailed,
+			message: "creation was interrupted",
+		},
+		{
+			name: "corrupt state file",
+			setup: func(t *testing.T, p paths, _ backend.Member) {
+				mkdir(t, p.dir)
+				writeFile(t, p.state(), "{not json")
+			},
+			want:    backend.StateFailed,
+			message: "inconsistent state",
+		},
+		{
+			name: "state file of another UID",
+			setup: func(t *testing.T, p paths, m backend.Member) {
+				mkdir(t, p.dir)
+				st := valid(m)
+				st.UID = "someone-else"
+				if err := writeState(p, st); err != nil {
+					t.Fatal(err)
+				}
+			},
+			want:    backend.StateFailed,
+			message: "belongs to UID",
+		},
+		{
+			name: "recycled pid",
+			setup: func(t *testing.T, p paths, m backend.Member) {
+				mkdir(t, p.dir)
+				if err := writeState(p, valid(m)); err != nil {
+					t.Fatal(err)
+				}
+			},
+			want:    backend.StateFailed,
+			message: "belongs to another program",
+		},
+		{
+			name: "pid gone",
+			setup: func(t *testing.T, p paths, m backend.Member) {
+				mkdir(t, p.dir)
+				st := valid(m)
+				st.Processes[0].PID = deadPID(t)
+				if err := writeState(p, st); err != nil {
+					t.Fatal(err)
+				}
+			},
+			want:    backend.StateFailed,
+			message: "etcd (pid",
+		},
+		{
+			name: "recorded failure",
+			setup: func(t *testing.T, p paths, m backend.Member) {
+				mkdir(t, p.dir)
+				st := valid(m)
+				st.Failure = "it broke"
+				if err := writeState(p, st); err != nil {
+					t.Fatal(err)
+				}
+			},
+			want:    backend.StateFailed,
+			message: "it broke",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := newMember(strings.ReplaceAll(tt.name, " ", "-"))
+			p := b.paths(m)
+			tt.setup(t, p, m)
+			obs, err := b.Observe(t.Context(), m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if obs.State != tt.want || !strings.Contains(obs.Message, tt.message) {
+				t.Errorf("Observe = %s %q, want %s with %q", obs.State, obs.Message, tt.want, tt.message)
+			}
+			if gone, err := b.Delete(t.Context(), m); err != nil || !gone {
+				t.Errorf("Delete = %v, %v", gone, err)
+			}
+			if _, err := os.Stat(p.dir); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("Delete left %s", p.dir)
+			}
+		})
+	}
+	// Delete must not have signalled the unrelated process.
+	if err := sleeper.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Errorf("Delete killed an unrelated process with a recorded pid: %v", err)
+	}
+}
+
+func TestCreateWithoutBinaries(t *testing.T) {
+	dir := t.TempDir()
+	b, err := New(Options{BinDir: dir, DataRoot: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	err = b.Create(t.Context(), newMember("nobin"))
+	if !errors.Is(err, backend.ErrUnavailable) || !strings.Contains(err.Error(), filepath.Join(dir, compEtcd)) {
+		t.Errorf("Create without binaries = %v; want ErrUnavailable naming %s", err, filepath.Join(dir, compEtcd))
+	}
+}
+
+func TestNewRequiresDataRoot(t *testing.T) {
+	if _, err := New(Options{}); err == nil {
+		t.Error("New without DataRoot succeeded")
+	}
+}
+
+func TestDirNames(t *testing.T) {
+	long := strings.Repeat("n", 253)
+	tests := []struct {
+		m backend.Member
+	}{
+		{backend.Member{Namespace: "ns", Name: "pool-a-0", UID: "0f9d3a5e-1c2b-4d6e-8f00-112233445566"}},
+		{backend.Member{Namespace: strings.Repeat("s", 63), Name: long, UID: "0f9d3a5e-1c2b-4d6e-8f00-112233445566"}},
+	}
+	for _, tt := range tests {
+		name := memberDirName(tt.m)
+		if len(name) > 255 {
+			t.Errorf("directory name of %d bytes", len(name))
+		}
+		if uid, ok := uidFromDirName(name); !ok || uid != tt.m.UID {
+			t.Errorf("uidFromDirName(%q) = %q, %v; want %q", name, uid, ok, tt.m.UID)
+		}
+	}
+	for _, bad := range []string{"lost+found", "a_b", "ns_name_", "ns_name_../x"} {
+		if uid, ok := uidFromDirName(bad); ok {
+			t.Errorf("uidFromDirName(%q) = %q, want no UID", bad, uid)
+		}
+	}
+}
+
+func mkdir(t *testing.T, dir string) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func writeFile(t *testing.T, path, data string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// deadPID returns the pid of a process that has exited and been reaped.
+func deadPID(t *testing.T) int {
+	t.Helper()
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd.Process.Pid
+}

@@ -1,0 +1,84 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Sweep implements backend.Sweeper: it destroys every member directory under
+// DataRoot whose UID owned rejects, then stops any member process whose
+// directory no longer exists. removed names what was destroyed.
+func (b *Backend) Sweep(ctx context.Context, owned func(uid types.UID) bool) (removed []string, err error) {
+	entries, err := os.ReadDir(b.opts.DataRoot)
+	if err != nil {
+		return nil, fmt.Errorf("listing %s: %w", b.opts.DataRoot, err)
+	}
+	var errs []error
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		uid, ok := uidFromDirName(e.Name())
+		if !ok {
+			b.log.Info("Ignoring directory that is not a member's", "dir", filepath.Join(b.opts.DataRoot, e.Name()))
+			continue
+		}
+		if owned(uid) {
+			continue
+		}
+		if err := b.destroyUnowned(ctx, uid, filepath.Join(b.opts.DataRoot, e.Name())); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		removed = append(removed, e.Name())
+	}
+
+	procs, err := scanProcs(b.opts.DataRoot)
+	if err != nil {
+		return removed, errors.Join(append(errs, err)...)
+	}
+	strays := map[string]bool{}
+	for _, pr := range procs {
+		dir, ok := pr.memberDir(b.opts.DataRoot)
+		if !ok {
+			continue
+		}
+		if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+			strays[dir] = true
+		}
+	}
+	for dir := range strays {
+		rt := &memberRT{children: map[int]*child{}}
+		if uid, ok := uidFromDirName(filepath.Base(dir)); ok {
+			rt = b.member(uid)
+		}
+		rt.mu.Lock()
+		err := b.killProcs(ctx, rt, dir)
+		rt.mu.Unlock()
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		b.log.Info("Stopped processes of a member whose directory is gone", "dir", dir)
+		removed = append(removed, "processes of "+filepath.Base(dir))
+	}
+	return removed, errors.Join(errs...)
+}
+
+func (b *Backend) destroyUnowned(ctx context.Context, uid types.UID, dir string) error {
+	rt := b.member(uid)
+	b.stopSupervisor(rt)
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if err := b.destroy(ctx, rt, paths{dir: dir}); err != nil {
+		return fmt.Errorf("sweeping %s: %w", dir, err)
+	}
+	b.forget(uid, rt)
+	return nil
+}
