@@ -4,6 +4,7 @@
 package testenv
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -53,10 +54,25 @@ func Scheme() *k8sruntime.Scheme { return kobescheme.New() }
 // config/crd/bases, and stops them when the test ends.
 func Start(t testing.TB) *Env {
 	t.Helper()
+	env, stop, err := New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Logf("stopping test control plane: %v", err)
+		}
+	})
+	return env
+}
+
+// New brings up a control plane outside a test (TestMain); the caller must
+// call stop. dir receives the admin kubeconfig.
+func New(dir string) (env *Env, stop func() error, err error) {
 	bin := BinDir()
 	for _, name := range []string{"etcd", "kube-apiserver"} {
 		if _, err := os.Stat(filepath.Join(bin, name)); err != nil {
-			t.Fatalf("control-plane binary %s missing in %s: run `make controlplane` first (%v)", name, bin, err)
+			return nil, nil, fmt.Errorf("control-plane binary %s missing in %s: run `make controlplane` first (%w)", name, bin, err)
 		}
 	}
 	scheme := Scheme()
@@ -68,30 +84,29 @@ func Start(t testing.TB) *Env {
 	}
 	cfg, err := te.Start()
 	if err != nil {
-		t.Fatalf("starting test control plane: %v", err)
+		return nil, nil, fmt.Errorf("starting test control plane: %w", err)
 	}
-	t.Cleanup(func() {
-		if err := te.Stop(); err != nil {
-			t.Logf("stopping test control plane: %v", err)
-		}
-	})
+	fail := func(err error) (*Env, func() error, error) {
+		_ = te.Stop()
+		return nil, nil, err
+	}
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
-		t.Fatalf("creating client: %v", err)
+		return fail(fmt.Errorf("creating client: %w", err))
 	}
 	user, err := te.ControlPlane.AddUser(envtest.User{Name: "kobe-test-admin", Groups: []string{"system:masters"}}, nil)
 	if err != nil {
-		t.Fatalf("adding admin user: %v", err)
+		return fail(fmt.Errorf("adding admin user: %w", err))
 	}
 	kc, err := user.KubeConfig()
 	if err != nil {
-		t.Fatalf("rendering kubeconfig: %v", err)
+		return fail(fmt.Errorf("rendering kubeconfig: %w", err))
 	}
-	path := filepath.Join(t.TempDir(), "kubeconfig")
+	path := filepath.Join(dir, "kubeconfig")
 	if err := os.WriteFile(path, kc, 0o600); err != nil {
-		t.Fatalf("writing kubeconfig: %v", err)
+		return fail(fmt.Errorf("writing kubeconfig: %w", err))
 	}
-	return &Env{Config: cfg, Client: c, Scheme: scheme, Kubeconfig: path}
+	return &Env{Config: cfg, Client: c, Scheme: scheme, Kubeconfig: path}, te.Stop, nil
 }
 
 // GVK is a small helper for tests that build unstructured objects.

@@ -1,0 +1,210 @@
+// Command kobe-operator runs kobe: the pool, instance, lease and access
+// policy controllers (on the elected leader) and the lease HTTP API (on every
+// replica). Backends are wired here explicitly.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+	"github.com/kunobi-ninja/kobe/internal/apiserver"
+	"github.com/kunobi-ninja/kobe/internal/auth"
+	"github.com/kunobi-ninja/kobe/internal/backend"
+	"github.com/kunobi-ninja/kobe/internal/backend/local"
+	"github.com/kunobi-ninja/kobe/internal/binding"
+	"github.com/kunobi-ninja/kobe/internal/controller/accesspolicy"
+	"github.com/kunobi-ninja/kobe/internal/controller/clusterinstance"
+	"github.com/kunobi-ninja/kobe/internal/controller/clusterlease"
+	"github.com/kunobi-ninja/kobe/internal/controller/clusterpool"
+	"github.com/kunobi-ninja/kobe/internal/index"
+	kobescheme "github.com/kunobi-ninja/kobe/internal/scheme"
+	"github.com/kunobi-ninja/kobe/internal/version"
+)
+
+// options are the operator's flags.
+type options struct {
+	namespace         string
+	apiAddr           string
+	metricsAddr       string
+	probeAddr         string
+	leaderElect       bool
+	localBinDir       string
+	localDataRoot     string
+	localAdvertise    string
+	leaseRetention    time.Duration
+	apiTLSCert        string
+	apiTLSKey         string
+	apiMaxInFlight    int
+	repairGrace       time.Duration
+	disableLocal      bool
+	localProvisionMax time.Duration
+}
+
+func (o *options) bind(fs *flag.FlagSet) {
+	ns := os.Getenv("POD_NAMESPACE")
+	if ns == "" {
+		ns = "default"
+	}
+	fs.StringVar(&o.namespace, "namespace", ns, "Namespace whose pools, instances, leases and access policies the operator manages and the API serves.")
+	fs.StringVar(&o.apiAddr, "api-bind-address", ":8090", "Address of the lease HTTP API.")
+	fs.StringVar(&o.apiTLSCert, "api-tls-cert-file", "", "Serve the lease API over HTTPS with this certificate (and --api-tls-key-file).")
+	fs.StringVar(&o.apiTLSKey, "api-tls-key-file", "", "Key of --api-tls-cert-file.")
+	fs.IntVar(&o.apiMaxInFlight, "api-max-in-flight", apiserver.DefaultMaxInFlight, "Concurrent API requests served before answering 429.")
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address of the controller metrics endpoint; 0 disables it.")
+	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz probes.")
+	fs.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader so that several replicas can run; only the leader reconciles.")
+	fs.StringVar(&o.localBinDir, "local-bin-dir", local.DefaultBinDir, "Directory with etcd, kube-apiserver and kube-controller-manager for the local backend.")
+	fs.StringVar(&o.localDataRoot, "local-data-dir", filepath.Join(os.TempDir(), "kobe-local"), "Directory holding the local backend's member data; anything in it that no ClusterInstance owns is removed at start.")
+	fs.StringVar(&o.localAdvertise, "local-advertise-host", "127.0.0.1", "Host name or IP in local members' endpoints, reachable by lease holders.")
+	fs.DurationVar(&o.localProvisionMax, "local-provision-timeout", 3*time.Minute, "How long a local member may take to start before it is reported failed.")
+	fs.BoolVar(&o.disableLocal, "disable-local-backend", false, "Do not wire the local backend.")
+	fs.DurationVar(&o.leaseRetention, "lease-retention", time.Hour, "How long ended leases are kept before deletion.")
+	fs.DurationVar(&o.repairGrace, "bind-repair-grace", 10*time.Second, "How long a half-written bind is left to its writer before the controller completes or undoes it.")
+}
+
+func main() {
+	var o options
+	o.bind(flag.CommandLine)
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(flag.CommandLine)
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	if err := run(ctrl.SetupSignalHandler(), o); err != nil {
+		ctrl.Log.Error(err, "Operator failed")
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, o options) error {
+	log := ctrl.Log.WithName("kobe")
+	scheme := kobescheme.New()
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("loading kubeconfig: %w", err)
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                  scheme,
+		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
+		HealthProbeBindAddress:  o.probeAddr,
+		LeaderElection:          o.leaderElect,
+		LeaderElectionID:        "kobe-operator.kobe.kunobi.ninja",
+		LeaderElectionNamespace: o.namespace,
+		Cache: cache.Options{
+			// One namespace: pools, leases, the access Secrets of members
+			// and the token Secrets of policies all live there.
+			DefaultNamespaces: map[string]cache.Config{o.namespace: {}},
+		},
+		Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Event{}}}},
+	})
+	if err != nil {
+		return fmt.Errorf("creating manager: %w", err)
+	}
+	if err := index.Setup(ctx, mgr); err != nil {
+		return err
+	}
+
+	backends := backend.Registry{}
+	if !o.disableLocal {
+		lb, err := local.New(local.Options{
+			BinDir: o.localBinDir, DataRoot: o.localDataRoot, AdvertiseHost: o.localAdvertise,
+			Logger: log.WithName("local-backend"), ProvisionTimeout: o.localProvisionMax,
+		})
+		if err != nil {
+			return fmt.Errorf("wiring local backend: %w", err)
+		}
+		backends[kobev1.BackendLocal] = lb
+	}
+
+	clk := clock.RealClock{}
+	binder := &binding.Binder{Client: mgr.GetClient(), Reader: mgr.GetClient(), Clock: clk}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("creating clientset: %w", err)
+	}
+
+	if err := setupControllers(mgr, backends, binder, clk, o); err != nil {
+		return err
+	}
+
+	authn := auth.NewAuthenticator(auth.Options{
+		Reader:        mgr.GetClient(),
+		Namespace:     o.namespace,
+		TokenReviewer: kube.AuthenticationV1().TokenReviews(),
+		Logger:        log.WithName("auth"),
+	})
+	api := apiserver.New(apiserver.Options{
+		Addr: o.apiAddr, Namespace: o.namespace,
+		Client: mgr.GetClient(), Reader: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
+		Binder: binder, Auth: authn, Recorder: mgr.GetEventRecorder("kobe-api"), Clock: clk,
+		Log: log.WithName("api"), Version: version.Version, MaxInFlight: o.apiMaxInFlight,
+		TLSCertFile: o.apiTLSCert, TLSKeyFile: o.apiTLSKey,
+		Ready: func() bool { return mgr.GetCache().WaitForCacheSync(ctx) },
+	})
+	if err := mgr.Add(api); err != nil {
+		return fmt.Errorf("adding API server: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return err
+	}
+	log.Info("Starting kobe operator", "version", version.Version, "namespace", o.namespace, "api", o.apiAddr, "backends", backendNames(backends))
+	return mgr.Start(ctx)
+}
+
+func setupControllers(mgr ctrl.Manager, backends backend.Registry, binder *binding.Binder, clk clock.Clock, o options) error {
+	pools := &clusterpool.Reconciler{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
+		Recorder: mgr.GetEventRecorder("kobe-pool"), Backends: backends, Clock: clk,
+	}
+	if err := pools.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up pool controller: %w", err)
+	}
+	instances := &clusterinstance.Reconciler{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
+		Recorder: mgr.GetEventRecorder("kobe-instance"), Backends: backends, Clock: clk,
+	}
+	if err := instances.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up instance controller: %w", err)
+	}
+	leases := &clusterlease.Reconciler{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Binder: binder,
+		Recorder: mgr.GetEventRecorder("kobe-lease"), Clock: clk,
+		Retention: o.leaseRetention, RepairGrace: o.repairGrace,
+	}
+	if err := leases.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up lease controller: %w", err)
+	}
+	policies := &accesspolicy.Reconciler{Client: mgr.GetClient()}
+	if err := policies.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up access policy controller: %w", err)
+	}
+	if err := mgr.Add(&clusterinstance.SweepRunnable{Backends: backends, Reader: mgr.GetAPIReader()}); err != nil {
+		return fmt.Errorf("adding sweep: %w", err)
+	}
+	return nil
+}
+
+func backendNames(r backend.Registry) []string {
+	out := make([]string, 0, len(r))
+	for t := range r {
+		out = append(out, string(t))
+	}
+	return out
+}

@@ -1,0 +1,79 @@
+package apiserver
+
+import (
+	"k8s.io/apimachinery/pkg/api/meta"
+
+	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+	"github.com/kunobi-ninja/kobe/internal/apiclient"
+	"github.com/kunobi-ninja/kobe/internal/lease"
+)
+
+// toWireLease renders a ClusterLease as the API's lease object. The
+// requester is shown only to its owner.
+func toWireLease(l *kobev1.ClusterLease, pool *kobev1.ClusterPool, owner bool) apiclient.Lease {
+	phase := string(l.Status.Phase)
+	if phase == "" {
+		phase = apiclient.PhasePending
+	}
+	out := apiclient.Lease{
+		ID:            l.Name,
+		Phase:         phase,
+		Pool:          l.Spec.Pool,
+		Profile:       l.Spec.Pool,
+		QueuePosition: int(l.Status.QueuePosition),
+		EffectiveTTL:  apiclient.FormatTTL(lease.TTL(l, pool)),
+		Extensions:    int(l.Status.Extensions),
+		MaxExtensions: int(lease.MaxExtensions(l)),
+		CreatedAt:     apiclient.WireTime(l.CreationTimestamp.Time),
+	}
+	if l.Status.InstanceRef != nil {
+		out.ClusterName = l.Status.InstanceRef.Name
+	}
+	if l.Status.ExpiresAt != nil {
+		out.ExpiresAt = apiclient.WireTime(l.Status.ExpiresAt.Time)
+	}
+	if l.Status.BoundAt != nil {
+		out.BoundAt = apiclient.WireTime(l.Status.BoundAt.Time)
+	}
+	if owner {
+		out.Requester = l.Spec.Requester.Identity
+	}
+	if c := meta.FindStatusCondition(l.Status.Conditions, kobev1.ConditionEnded); c != nil && lease.IsEnded(l.Status.Phase) {
+		out.Reason = c.Reason
+	} else if c := meta.FindStatusCondition(l.Status.Conditions, kobev1.ConditionBound); c != nil {
+		out.Reason = c.Reason
+	}
+	return out
+}
+
+// toWirePool renders a ClusterPool as the API's pool object.
+func toWirePool(p *kobev1.ClusterPool) apiclient.Pool {
+	out := apiclient.Pool{
+		Name:        p.Name,
+		Phase:       string(p.Status.Phase),
+		Ready:       int(p.Status.Ready),
+		Leased:      int(p.Status.Leased),
+		Creating:    int(p.Status.Creating),
+		Recycling:   int(p.Status.Recycling),
+		Unhealthy:   int(p.Status.Unhealthy),
+		Quarantined: int(p.Status.Quarantined),
+		QueueDepth:  int(p.Status.QueueDepth),
+		Policy:      apiclient.PoolPolicy{Mode: "fixed", TTL: apiclient.FormatTTL(lease.PoolTTL(p))},
+	}
+	if sc := p.Spec.Scaling; sc != nil {
+		out.Policy.Mode = "autoscaled"
+		if sc.MinReady != nil {
+			out.Policy.WarmTarget = int(*sc.MinReady)
+		}
+		if sc.MaxClusters != nil {
+			out.Policy.MaxClusters = int(*sc.MaxClusters)
+		}
+		if sc.ScaleDownAfter != nil {
+			out.Policy.ScaleDownAfter = apiclient.FormatTTL(sc.ScaleDownAfter.Duration)
+		}
+		out.Policy.QueueTimeout = apiclient.FormatTTL(lease.QueueTimeout(p))
+	} else if p.Spec.Size != nil {
+		out.Policy.WarmTarget = int(*p.Spec.Size)
+	}
+	return out
+}

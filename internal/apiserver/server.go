@@ -1,0 +1,201 @@
+// Package apiserver is kobe's HTTP API (/v1/leases, /v1/pools, /v1/status),
+// embedded in the operator as a manager.Runnable that every replica serves.
+// Handlers authenticate and authorise through package auth, read from the
+// manager's cache, and write ClusterLeases; binding goes through package
+// binding. Nothing here reconciles.
+package apiserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/kunobi-ninja/kobe/internal/auth"
+	"github.com/kunobi-ninja/kobe/internal/binding"
+)
+
+// Defaults of Options.
+const (
+	DefaultMaxInFlight  = 200
+	DefaultMaxBodyBytes = 64 << 10
+)
+
+// Authenticator turns a request into a Principal (see package auth).
+type Authenticator interface {
+	Authenticate(ctx context.Context, r *http.Request, body []byte) (*auth.Principal, error)
+	Methods() []string
+}
+
+// Options configure the API server.
+type Options struct {
+	// Addr to listen on, e.g. ":8090".
+	Addr string
+	// Namespace holds the pools, leases and policies the API serves.
+	Namespace string
+	// Client writes; Reader reads from the cache; APIReader reads uncached.
+	Client    client.Client
+	Reader    client.Reader
+	APIReader client.Reader
+	Binder    *binding.Binder
+	Auth      Authenticator
+	Recorder  events.EventRecorder
+	Clock     clock.PassiveClock
+	Log       logr.Logger
+	// Version is reported by /v1/status.
+	Version string
+	// MaxInFlight bounds concurrent requests (429 beyond it); infrastructure
+	// routes are exempt.
+	MaxInFlight int
+	// MaxBodyBytes bounds request bodies (413 beyond it).
+	MaxBodyBytes int64
+	// Ready reports whether the process can serve (caches synced).
+	Ready func() bool
+	// TLSCertFile and TLSKeyFile serve HTTPS when both are set.
+	TLSCertFile, TLSKeyFile string
+}
+
+// Server is the HTTP API.
+type Server struct {
+	opts     Options
+	handler  http.Handler
+	inFlight chan struct{}
+	// identityLocks serialise count-then-create per identity, so concurrent
+	// requests of one caller cannot exceed maxConcurrentLeases in a replica.
+	identityLocks sync.Map
+	listener      net.Listener
+	listenerMu    sync.Mutex
+}
+
+// New builds the server and its routes.
+func New(opts Options) *Server {
+	if opts.MaxInFlight <= 0 {
+		opts.MaxInFlight = DefaultMaxInFlight
+	}
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if opts.Ready == nil {
+		opts.Ready = func() bool { return true }
+	}
+	s := &Server{opts: opts, inFlight: make(chan struct{}, opts.MaxInFlight)}
+	s.handler = s.routes()
+	return s
+}
+
+// Handler returns the root handler (for tests and embedding).
+func (s *Server) Handler() http.Handler { return s.handler }
+
+func (s *Server) routes() http.Handler {
+	api := http.NewServeMux()
+	api.HandleFunc("POST /v1/leases", s.createLease)
+	api.HandleFunc("GET /v1/leases", s.listLeases)
+	api.HandleFunc("GET /v1/leases/{id}", s.getLease)
+	api.HandleFunc("DELETE /v1/leases/{id}", s.releaseLease)
+	api.HandleFunc("PATCH /v1/leases/{id}", s.extendLease)
+	api.HandleFunc("GET /v1/pools", s.listPools)
+	api.HandleFunc("GET /v1/pools/{name}", s.getPool)
+	api.HandleFunc("GET /v1/pools/{name}/leases", s.listPoolLeases)
+	api.HandleFunc("GET /v1/status", s.status)
+	api.HandleFunc("GET /v1/whoami", s.whoami)
+	api.HandleFunc("/", s.notFound)
+	limited := s.limitInFlight(jsonMethodErrors(api))
+
+	root := http.NewServeMux()
+	root.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { writeText(w, http.StatusOK, "ok") })
+	root.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !s.opts.Ready() {
+			writeText(w, http.StatusServiceUnavailable, "caches not synced")
+			return
+		}
+		writeText(w, http.StatusOK, "ok")
+	})
+	root.Handle("GET /metrics", promhttp.HandlerFor(crmetrics.Registry, promhttp.HandlerOpts{}))
+	root.Handle("/", limited)
+	return recoverPanics(s.opts.Log, root)
+}
+
+// limitInFlight answers 429 with Retry-After once MaxInFlight requests are
+// being served.
+func (s *Server) limitInFlight(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case s.inFlight <- struct{}{}:
+			defer func() { <-s.inFlight }()
+			next.ServeHTTP(w, r)
+		default:
+			w.Header().Set("Retry-After", "1")
+			writeError(w, http.StatusTooManyRequests, "too many requests", "the server is handling "+strconv.Itoa(cap(s.inFlight))+" requests; retry after a second")
+		}
+	})
+}
+
+func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
+	writeError(w, http.StatusNotFound, "not found", fmt.Sprintf("no route %s %s; see GET /v1/status", r.Method, r.URL.Path))
+}
+
+// Start serves until ctx ends (manager.Runnable).
+func (s *Server) Start(ctx context.Context) error {
+	ln, err := net.Listen("tcp", s.opts.Addr)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", s.opts.Addr, err)
+	}
+	s.listenerMu.Lock()
+	s.listener = ln
+	s.listenerMu.Unlock()
+	srv := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+	}
+	errc := make(chan error, 1)
+	go func() {
+		if s.opts.TLSCertFile != "" && s.opts.TLSKeyFile != "" {
+			errc <- srv.ServeTLS(ln, s.opts.TLSCertFile, s.opts.TLSKeyFile)
+		} else {
+			errc <- srv.Serve(ln)
+		}
+	}()
+	s.opts.Log.Info("Serving lease API", "addr", ln.Addr().String(), "namespace", s.opts.Namespace)
+	select {
+	case err := <-errc:
+		if errors.Is(err, http.ErrServerClosed) {
+			return nil
+		}
+		return fmt.Errorf("serving lease API: %w", err)
+	case <-ctx.Done():
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		return srv.Shutdown(shutdownCtx)
+	}
+}
+
+// Addr is the address the server listens on once started.
+func (s *Server) Addr() string {
+	s.listenerMu.Lock()
+	defer s.listenerMu.Unlock()
+	if s.listener == nil {
+		return ""
+	}
+	return s.listener.Addr().String()
+}
+
+// NeedLeaderElection is false: every replica serves the API.
+func (s *Server) NeedLeaderElection() bool { return false }

@@ -1,0 +1,402 @@
+// Package e2e runs kobe end to end: the real kobe-operator binary with the
+// local backend against a real host API server, the real HTTP API, the real
+// kobe CLI, and kubectl against the kubeconfigs leases return.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+	"github.com/kunobi-ninja/kobe/internal/apiclient"
+	"github.com/kunobi-ninja/kobe/internal/testenv"
+)
+
+const (
+	namespace = "default"
+	devPool   = "dev"
+	// memberDeadline bounds waits that include building a member (a real
+	// control plane: ~10-20 s each, slower when several start on 2 cores).
+	memberDeadline = 4 * time.Minute
+)
+
+// suite is the shared fixture: one host control plane and one operator.
+type suite struct {
+	env      *testenv.Env
+	work     string
+	dataRoot string
+	bin      string // directory with kobe-operator and kobe
+	apiURL   string
+	token    string
+	operator *exec.Cmd
+	opLog    *os.File
+	apiPort  int
+}
+
+var s *suite
+
+func TestMain(m *testing.M) {
+	code, err := runSuite(m)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		if code == 0 {
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+func runSuite(m *testing.M) (int, error) {
+	work, err := os.MkdirTemp("", "kobe-e2e-")
+	if err != nil {
+		return 1, err
+	}
+	defer os.RemoveAll(work)
+	s = &suite{work: work, dataRoot: filepath.Join(work, "members"), bin: filepath.Join(work, "bin")}
+	if err := s.build(); err != nil {
+		return 1, err
+	}
+	env, stop, err := testenv.New(work)
+	if err != nil {
+		return 1, err
+	}
+	defer func() { _ = stop() }()
+	s.env = env
+	if err := s.install(); err != nil {
+		return 1, err
+	}
+	if err := s.startOperator(); err != nil {
+		return 1, err
+	}
+	code := m.Run()
+	if err := s.teardown(); err != nil {
+		return code, err
+	}
+	return code, nil
+}
+
+func (s *suite) build() error {
+	root := testenv.RepoRoot()
+	for _, cmd := range []string{"kobe-operator", "kobe"} {
+		c := exec.Command("go", "build", "-o", filepath.Join(s.bin, cmd), "./cmd/"+cmd)
+		c.Dir = root
+		if out, err := c.CombinedOutput(); err != nil {
+			return fmt.Errorf("building %s: %v\n%s", cmd, err, out)
+		}
+	}
+	return nil
+}
+
+// install creates the demo token, its AccessPolicy and the dev pool.
+func (s *suite) install() error {
+	ctx := context.Background()
+	s.token = "e2e-" + fmt.Sprint(time.Now().UnixNano())
+	objs := []client.Object{
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "e2e-token", Namespace: namespace}, StringData: map[string]string{"token": s.token}},
+		&kobev1.AccessPolicy{
+			ObjectMeta: metav1.ObjectMeta{Name: "e2e", Namespace: namespace},
+			Spec: kobev1.AccessPolicySpec{
+				Auth:     kobev1.AuthSpec{Token: &kobev1.TokenAuth{SecretRef: kobev1.SecretKeyRef{Name: "e2e-token"}}},
+				Identity: "e2e-ci",
+				Rules:    []kobev1.AccessRule{{Pools: []string{"*"}, MaxExtensions: ptr.To[int32](2)}},
+			},
+		},
+		newPool(devPool, 2),
+	}
+	for _, o := range objs {
+		if err := s.env.Client.Create(ctx, o); err != nil {
+			return fmt.Errorf("creating %T %s: %w", o, o.GetName(), err)
+		}
+	}
+	return nil
+}
+
+func newPool(name string, size int32) *kobev1.ClusterPool {
+	return &kobev1.ClusterPool{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
+		Spec: kobev1.ClusterPoolSpec{
+			Size:        ptr.To(size),
+			TTL:         &metav1.Duration{Duration: 30 * time.Minute},
+			Backend:     kobev1.BackendSpec{Type: kobev1.BackendLocal},
+			HealthCheck: &kobev1.HealthCheckSpec{IntervalSeconds: 5, FailureThreshold: 3},
+		},
+	}
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// startOperator starts kobe-operator and waits for its API to answer.
+func (s *suite) startOperator() error {
+	if s.apiPort == 0 {
+		p, err := freePort()
+		if err != nil {
+			return err
+		}
+		s.apiPort = p
+		s.apiURL = fmt.Sprintf("http://127.0.0.1:%d", p)
+	}
+	logFile, err := os.OpenFile(filepath.Join(s.work, "operator.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(filepath.Join(s.bin, "kobe-operator"),
+		"--kubeconfig", s.env.Kubeconfig,
+		"--namespace", namespace,
+		"--api-bind-address", fmt.Sprintf("127.0.0.1:%d", s.apiPort),
+		"--metrics-bind-address", "0",
+		"--health-probe-bind-address", "127.0.0.1:0",
+		"--local-bin-dir", testenv.BinDir(),
+		"--local-data-dir", s.dataRoot,
+		"--lease-retention", "1h",
+		"--bind-repair-grace", "3s",
+	)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting operator: %w", err)
+	}
+	s.operator, s.opLog = cmd, logFile
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get(s.apiURL + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return fmt.Errorf("operator API did not become ready; log: %s", s.tail())
+}
+
+// killOperator kills the operator with SIGKILL, as a crash would.
+func (s *suite) killOperator() {
+	_ = s.operator.Process.Signal(syscall.SIGKILL)
+	_ = s.operator.Wait()
+	_ = s.opLog.Close()
+}
+
+func (s *suite) tail() string {
+	b, _ := os.ReadFile(filepath.Join(s.work, "operator.log"))
+	if len(b) > 6000 {
+		b = b[len(b)-6000:]
+	}
+	return string(b)
+}
+
+// teardown deletes every lease, pool and member through the operator, then
+// stops it and checks that no member process or directory is left.
+func (s *suite) teardown() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c := s.env.Client
+	_ = c.DeleteAllOf(ctx, &kobev1.ClusterLease{}, client.InNamespace(namespace))
+	_ = c.DeleteAllOf(ctx, &kobev1.ClusterPool{}, client.InNamespace(namespace))
+	_ = c.DeleteAllOf(ctx, &kobev1.ClusterInstance{}, client.InNamespace(namespace))
+	for ctx.Err() == nil {
+		var l kobev1.ClusterInstanceList
+		if err := c.List(ctx, &l, client.InNamespace(namespace)); err == nil && len(l.Items) == 0 {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	s.killOperator()
+	var errs []string
+	if procs := memberProcesses(s.dataRoot); len(procs) > 0 {
+		errs = append(errs, fmt.Sprintf("member processes left after teardown: %v", procs))
+		for _, p := range procs {
+			_ = syscall.Kill(p, syscall.SIGKILL)
+		}
+	}
+	if dirs := memberDirs(s.dataRoot); len(dirs) > 0 {
+		errs = append(errs, fmt.Sprintf("member directories left after teardown: %v", dirs))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%s", strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// memberProcesses lists pids whose command line references root.
+func memberProcesses(root string) []int {
+	entries, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range entries {
+		var pid int
+		if _, err := fmt.Sscanf(e.Name(), "%d", &pid); err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		if bytes.Contains(cmdline, []byte(root)) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+func memberDirs(root string) []string {
+	entries, _ := os.ReadDir(root)
+	var out []string
+	for _, e := range entries {
+		out = append(out, e.Name())
+	}
+	return out
+}
+
+// kobe runs the CLI with the suite's endpoint and token.
+func kobe(t *testing.T, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), memberDeadline)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(s.bin, "kobe"), args...)
+	cmd.Env = append(os.Environ(), "KOBE_ENDPOINT="+s.apiURL, "KOBE_TOKEN="+s.token, "KOBE_CONFIG="+filepath.Join(t.TempDir(), "config.yaml"))
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err = cmd.Run()
+	return o.String(), e.String(), err
+}
+
+// kubectl runs kubectl with a kubeconfig.
+func kubectl(t *testing.T, kubeconfig string, args ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "kubectl", append([]string{"--kubeconfig", kubeconfig, "--request-timeout", "10s"}, args...)...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// api calls the HTTP API directly.
+func api(t *testing.T, method, path, token string, body io.Reader) (int, []byte, http.Header) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, s.apiURL+path, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b, resp.Header
+}
+
+func decodeLease(t *testing.T, b []byte) apiclient.Lease {
+	t.Helper()
+	var l apiclient.Lease
+	if err := json.Unmarshal(b, &l); err != nil {
+		t.Fatalf("decoding lease %s: %v", b, err)
+	}
+	return l
+}
+
+// eventually polls cond until it holds or the deadline passes.
+func eventually(t *testing.T, within time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	last := ""
+	for {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		last = state
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s; last state: %s\noperator log tail:\n%s", within, what, last, s.tail())
+		}
+		select {
+		case <-t.Context().Done():
+			t.Fatalf("test context ended waiting for %s", what)
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+func getPool(t *testing.T, name string) *kobev1.ClusterPool {
+	t.Helper()
+	p := &kobev1.ClusterPool{}
+	if err := s.env.Client.Get(t.Context(), types.NamespacedName{Namespace: namespace, Name: name}, p); err != nil {
+		t.Fatalf("reading pool %s: %v", name, err)
+	}
+	return p
+}
+
+// waitPoolReady waits until the pool has n Ready members.
+func waitPoolReady(t *testing.T, name string, n int32) {
+	t.Helper()
+	eventually(t, memberDeadline, fmt.Sprintf("pool %s to have %d ready members", name, n), func() (bool, string) {
+		p := getPool(t, name)
+		return p.Status.Ready >= n, fmt.Sprintf("%+v", p.Status)
+	})
+}
+
+func getLease(t *testing.T, id string) *kobev1.ClusterLease {
+	t.Helper()
+	l := &kobev1.ClusterLease{}
+	err := s.env.Client.Get(t.Context(), types.NamespacedName{Namespace: namespace, Name: id}, l)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatalf("reading lease %s: %v", id, err)
+	}
+	return l
+}
+
+// instanceGone reports whether a member's object, processes and data
+// directory are all gone.
+func instanceGone(t *testing.T, name string) (bool, string) {
+	inst := &kobev1.ClusterInstance{}
+	err := s.env.Client.Get(t.Context(), types.NamespacedName{Namespace: namespace, Name: name}, inst)
+	if err == nil {
+		return false, fmt.Sprintf("instance %s still exists in phase %s", name, inst.Status.Phase)
+	}
+	for _, d := range memberDirs(s.dataRoot) {
+		if strings.Contains(d, name) {
+			return false, "data directory " + d + " still exists"
+		}
+	}
+	for _, pid := range memberProcesses(s.dataRoot) {
+		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if bytes.Contains(cmdline, []byte(name)) {
+			return false, fmt.Sprintf("process %d still runs", pid)
+		}
+	}
+	return true, ""
+}
