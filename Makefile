@@ -15,6 +15,8 @@ VERSION         ?= $(shell git describe --tags --always --dirty 2>/dev/null || e
 LDFLAGS         := -X github.com/kunobi-ninja/kobe/internal/version.Version=$(VERSION)
 GO_TEST_FLAGS   ?= -race -count=1
 export CONTROLPLANE_DIR
+# Tests find kubectl on PATH; the control-plane dir holds one when the machine has none.
+export PATH := $(PATH):$(CONTROLPLANE_DIR)
 
 .PHONY: all
 all: build

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the control-plane binaries that kobe's tests and the local backend run:
 # etcd, kube-apiserver, kube-controller-manager, kube-scheduler (from Go modules)
-# and kubectl-compatible tooling is not needed (kubectl comes from the system).
+# (and kubectl when the machine has none).
 #
 # Output: bin/controlplane/<k8s version>/, git-ignored. A binary that already
 # exists is not rebuilt, so a warm run costs nothing.
@@ -26,4 +26,9 @@ build etcd "$root/hack/controlplane/etcd" .
 for cmd in kube-apiserver kube-controller-manager kube-scheduler; do
 	build "$cmd" "$root/hack/controlplane/kubernetes" "k8s.io/kubernetes/cmd/$cmd"
 done
+# kubectl comes with the machine; build it from the same module when it
+# does not, so that tests and `make run` find one on PATH.
+if ! command -v kubectl >/dev/null 2>&1; then
+	build kubectl "$root/hack/controlplane/kubernetes" "k8s.io/kubernetes/cmd/kubectl"
+fi
 echo "$out"

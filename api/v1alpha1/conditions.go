@@ -88,6 +88,9 @@ const (
 	ReasonPoolNotFound = "PoolNotFound"
 	// ReasonInstanceLost: the bound member disappeared or failed.
 	ReasonInstanceLost = "InstanceLost"
+	// ReasonCleanupModeUnsupported: the lease asks for a cleanup mode no
+	// wired backend can prove; it is refused before binding.
+	ReasonCleanupModeUnsupported = "CleanupModeUnsupported"
 	// ReasonExtended: the lease was extended.
 	ReasonExtended = "Extended"
 
@@ -98,6 +101,14 @@ const (
 	ReasonSecretNotFound = "SecretNotFound"
 	// ReasonIssuerUnreachable: OIDC discovery failed.
 	ReasonIssuerUnreachable = "IssuerUnreachable"
+)
+
+// Event reasons that are not condition reasons: actions a controller took.
+const (
+	// EventMemberCreated: the pool created a member.
+	EventMemberCreated = "MemberCreated"
+	// EventMemberDeleted: the pool deleted a member (scale-down or pool deletion).
+	EventMemberDeleted = "MemberDeleted"
 )
 
 // Labels and annotations kobe puts on the objects it creates.

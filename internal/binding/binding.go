@@ -43,6 +43,10 @@ var ErrNoReadyMember = errors.New("no ready member")
 // won, or it ended); re-read it and decide again.
 var ErrLeaseChanged = errors.New("lease changed while binding")
 
+// ErrCleanupModeUnsupported: no wired backend can prove a VerifiedDestroy,
+// so such leases are refused before binding, never silently downgraded.
+var ErrCleanupModeUnsupported = errors.New("cleanupMode VerifiedDestroy is not supported by the wired backends")
+
 // maxAttempts bounds how many members one Bind call tries.
 const maxAttempts = 8
 
@@ -69,6 +73,9 @@ type Result struct {
 // Bind binds l (which must be queued, with a current resourceVersion) to a
 // Ready member of its pool, with the given TTL counted from now.
 func (b *Binder) Bind(ctx context.Context, l *kobev1.ClusterLease, ttl time.Duration) (*Result, error) {
+	if l.Spec.CleanupMode == kobev1.CleanupVerifiedDestroy {
+		return nil, ErrCleanupModeUnsupported
+	}
 	var members kobev1.ClusterInstanceList
 	if err := b.Reader.List(ctx, &members, client.InNamespace(l.Namespace), client.MatchingLabels{kobev1.LabelPool: l.Spec.Pool}); err != nil {
 		return nil, fmt.Errorf("listing members of pool %s: %w", l.Spec.Pool, err)

@@ -185,6 +185,11 @@ func (r *Reconciler) reconcileQueued(ctx context.Context, l *kobev1.ClusterLease
 	if apierrors.IsNotFound(poolErr) {
 		pool = nil
 	}
+	if l.Spec.CleanupMode == kobev1.CleanupVerifiedDestroy {
+		// Refused before binding rather than silently downgraded (spec 000).
+		return ctrl.Result{}, r.end(ctx, l, kobev1.LeaseReleased, kobev1.ReasonCleanupModeUnsupported,
+			"cleanupMode VerifiedDestroy is not supported by any backend wired in this operator; use Standard")
+	}
 	end := lease.CheckEnd(l, lease.QueueTimeout(pool), now)
 	if end.End {
 		return ctrl.Result{}, r.end(ctx, l, end.Phase, end.Reason, end.Message)
