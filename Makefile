@@ -85,6 +85,12 @@ fuzz: ## Run each fuzz target for FUZZTIME.
 		go test -run='^$$' -fuzz="^$$target\$$" -fuzztime=$(FUZZTIME) $$pkg; \
 	done
 
+##@ Benchmarks
+
+.PHONY: bench
+bench: controlplane ## Hand-out latency (request -> Bound kubeconfig) against a real API server; figures go to docs/benchmarks.md by hand.
+	go test -run='^$$' -bench=BenchmarkHandout -benchtime=40x -count=1 -timeout 20m ./test/bench/
+
 ##@ Run
 
 .PHONY: run

@@ -132,6 +132,7 @@ func (s *Server) createLease(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusCreated, out)
 		return
 	}
+	s.markPending(ctx, l)
 	metrics.LeaseRequest(poolName, "pending")
 	s.audit(p, "create", l.Name, poolName, "pending")
 	s.opts.Recorder.Eventf(l, nil, "Normal", kobev1.ReasonQueued, "Create", "Requested by %s (policy %s, method %s); waiting for a ready member", p.Identity, p.Policy, p.Method)
@@ -194,7 +195,7 @@ func (s *Server) tryFastBind(ctx context.Context, l *kobev1.ClusterLease, ttl ti
 	if err := s.opts.Reader.List(ctx, &ls, client.InNamespace(l.Namespace), client.MatchingFields{index.LeasePool: l.Spec.Pool}); err != nil {
 		return nil, false
 	}
-	if lease.Position(lease.Queue(ls.Items, l.Spec.Pool), l) > 1 {
+	if lease.Position(lease.Waiting(lease.Queue(ls.Items, l.Spec.Pool), s.opts.Clock.Now()), l) > 1 {
 		return nil, false
 	}
 	for attempt := 0; attempt < 3; attempt++ {
@@ -223,6 +224,21 @@ func (s *Server) tryFastBind(ctx context.Context, l *kobev1.ClusterLease, ttl ti
 		}
 	}
 	return nil, false
+}
+
+// markPending records that the fast path could not bind the lease, so that
+// the lease controller queues it at once. Best effort: the controller marks
+// it anyway once InFlightGrace has passed.
+func (s *Server) markPending(ctx context.Context, l *kobev1.ClusterLease) {
+	if l.Status.Phase != "" {
+		return
+	}
+	before := l.DeepCopy()
+	l.Status.Phase = kobev1.LeasePending
+	if err := s.opts.Client.Status().Patch(ctx, l, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		s.opts.Log.V(1).Info("Could not mark lease pending", "lease", l.Name, "error", err.Error())
+		*l = *before
+	}
 }
 
 // kubeconfig mints a kubeconfig for a bound lease from its member's access

@@ -29,6 +29,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -62,7 +63,15 @@ type Binder struct {
 	// that concurrent requests in one replica spread over members instead of
 	// colliding on the first one. Correctness never depends on it.
 	inFlight sync.Map
+	// taken holds members this process bound (UID -> time). A member is
+	// never reused, so once bound it is skipped even while the cache still
+	// shows it Ready; entries are forgotten after takenMemory.
+	taken sync.Map
 }
+
+// takenMemory is how long a bound member is remembered; far longer than any
+// cache lag.
+const takenMemory = 10 * time.Minute
 
 // Result is a successful bind.
 type Result struct {
@@ -94,6 +103,9 @@ func (b *Binder) Bind(ctx context.Context, l *kobev1.ClusterLease, ttl time.Dura
 		if attempts >= maxAttempts {
 			break
 		}
+		if _, done := b.taken.Load(inst.UID); done {
+			continue
+		}
 		if _, busy := b.inFlight.LoadOrStore(inst.UID, struct{}{}); busy {
 			continue
 		}
@@ -101,6 +113,7 @@ func (b *Binder) Bind(ctx context.Context, l *kobev1.ClusterLease, ttl time.Dura
 		res, err := b.bindTo(ctx, l, inst.DeepCopy(), ttl)
 		b.inFlight.Delete(inst.UID)
 		if err == nil {
+			b.remember(inst.UID)
 			return res, nil
 		}
 		if errors.Is(err, ErrLeaseChanged) || ctx.Err() != nil {
@@ -109,6 +122,17 @@ func (b *Binder) Bind(ctx context.Context, l *kobev1.ClusterLease, ttl time.Dura
 		// The member was taken or changed: try the next one.
 	}
 	return nil, ErrNoReadyMember
+}
+
+func (b *Binder) remember(uid types.UID) {
+	now := b.Clock.Now()
+	b.taken.Store(uid, now)
+	b.taken.Range(func(k, v any) bool {
+		if now.Sub(v.(time.Time)) > takenMemory {
+			b.taken.Delete(k)
+		}
+		return true
+	})
 }
 
 // Available reports whether a member can be bound now.

@@ -54,6 +54,24 @@ func Queue(all []kobev1.ClusterLease, pool string) []*kobev1.ClusterLease {
 	return q
 }
 
+// InFlightGrace is how long a lease that no binder has looked at yet (empty
+// phase) is presumed to be in the middle of the HTTP API's fast path rather
+// than waiting in the queue.
+const InFlightGrace = 5 * time.Second
+
+// Waiting keeps the leases of a queue that are really waiting: marked
+// Pending, or unmarked for longer than InFlightGrace. A request on the fast
+// path must not queue behind other requests that are themselves being bound.
+func Waiting(queue []*kobev1.ClusterLease, now time.Time) []*kobev1.ClusterLease {
+	out := make([]*kobev1.ClusterLease, 0, len(queue))
+	for _, l := range queue {
+		if l.Status.Phase == kobev1.LeasePending || now.Sub(l.CreationTimestamp.Time) > InFlightGrace {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
 // Position is the 1-based place of l in its pool's queue. l need not be in
 // the list (a cache may not have seen it yet): then it counts the queued
 // leases that come before it.

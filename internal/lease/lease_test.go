@@ -165,3 +165,22 @@ func equal(a, b []string) bool {
 	}
 	return true
 }
+
+func TestWaitingSkipsLeasesOnTheFastPath(t *testing.T) {
+	now := t0.Add(time.Minute)
+	marked := mkLease("marked", now.Add(-time.Second), kobev1.LeasePending)
+	fresh := mkLease("fresh", now.Add(-time.Second), "")
+	stale := mkLease("stale", now.Add(-time.Minute), "")
+	got := Waiting([]*kobev1.ClusterLease{&marked, &fresh, &stale}, now)
+	if len(got) != 2 || got[0].Name != "marked" || got[1].Name != "stale" {
+		t.Fatalf("Waiting = %v, want [marked stale]", names(got))
+	}
+}
+
+func names(ls []*kobev1.ClusterLease) []string {
+	var out []string
+	for _, l := range ls {
+		out = append(out, l.Name)
+	}
+	return out
+}

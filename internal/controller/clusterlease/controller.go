@@ -194,6 +194,11 @@ func (r *Reconciler) reconcileQueued(ctx context.Context, l *kobev1.ClusterLease
 	if end.End {
 		return ctrl.Result{}, r.end(ctx, l, end.Phase, end.Reason, end.Message)
 	}
+	if wait := lease.InFlightGrace - now.Sub(l.CreationTimestamp.Time); l.Status.Phase == "" && wait > 0 {
+		// The HTTP API is binding it on the request path, or will mark it
+		// Pending; stepping in now would only make the two collide.
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
 
 	var ls kobev1.ClusterLeaseList
 	if err := r.Client.List(ctx, &ls, client.InNamespace(l.Namespace), client.MatchingFields{index.LeasePool: l.Spec.Pool}); err != nil {
