@@ -103,4 +103,3 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
-
