@@ -51,7 +51,7 @@ type OIDCAuth struct {
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512
-	// +kubebuilder:validation:Pattern=`^https?://`
+	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getScheme() in ['http', 'https'] && url(self).getHostname() != ''",message="issuer must be an absolute http(s) URL with a host"
 	Issuer string `json:"issuer"`
 
 	// audience lists accepted "aud" values; a token must carry one of them.
@@ -113,14 +113,15 @@ type AccessRule struct {
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=64
 	// +kubebuilder:validation:items:MaxLength=253
-	// +kubebuilder:validation:items:Pattern=`^(\*|[a-z0-9]([-a-z0-9.]*[a-z0-9])?\*?)$`
+	// +kubebuilder:validation:items:Pattern=`^(\*|[a-z0-9]([-a-z0-9.]*[a-z0-9])?|[a-z0-9][-a-z0-9.]*\*)$`
 	Pools []string `json:"pools"`
 
 	// maxTtl caps a lease's TTL; a longer request is clamped to it.
 	// +optional
 	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
-	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="maxTtl must be greater than zero"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || duration(self) > duration('0s')",message="maxTtl must be greater than zero"
 	MaxTTL *metav1.Duration `json:"maxTtl,omitempty"`
 
 	// maxConcurrentLeases caps the leases the identity may hold at once.

@@ -59,7 +59,9 @@ type BootstrapJob struct {
 	// +optional
 	// +kubebuilder:default="10m"
 	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || duration(self) > duration('0s')",message="timeout must be greater than zero"
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
 }
 

@@ -67,8 +67,9 @@ type ClusterLeaseSpec struct {
 	// ttl is how long the lease lasts once bound; the pool's ttl when empty.
 	// +optional
 	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
-	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="ttl must be greater than zero"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || duration(self) > duration('0s')",message="ttl must be greater than zero"
 	TTL *metav1.Duration `json:"ttl,omitempty"`
 
 	// requester is who asked for the lease.

@@ -35,8 +35,9 @@ type ClusterPoolSpec struct {
 	// +optional
 	// +kubebuilder:default="1h"
 	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
-	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="ttl must be greater than zero"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || duration(self) > duration('0s')",message="ttl must be greater than zero"
 	TTL *metav1.Duration `json:"ttl,omitempty"`
 
 	// backend selects the provisioner and holds its settings.
@@ -81,8 +82,9 @@ type ClusterPoolSpec struct {
 	// +optional
 	// +kubebuilder:default="10m"
 	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
-	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="creatingTimeout must be greater than zero"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || duration(self) > duration('0s')",message="creatingTimeout must be greater than zero"
 	CreatingTimeout *metav1.Duration `json:"creatingTimeout,omitempty"`
 }
 
@@ -202,14 +204,16 @@ type ScalingSpec struct {
 	// scaleDownAfter is how long demand must stay low before the pool shrinks.
 	// +optional
 	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
 	ScaleDownAfter *metav1.Duration `json:"scaleDownAfter,omitempty"`
 
 	// queueTimeout ends a lease that waited this long for a member.
 	// +optional
 	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
-	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="queueTimeout must be greater than zero"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || duration(self) > duration('0s')",message="queueTimeout must be greater than zero"
 	QueueTimeout *metav1.Duration `json:"queueTimeout,omitempty"`
 }
 

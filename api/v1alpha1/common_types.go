@@ -4,7 +4,10 @@ import "k8s.io/apimachinery/pkg/types"
 
 // DurationPattern accepts Go duration strings such as "30m", "1h30m" or "90s".
 // Lease and pool durations are written the way people say them, never in
-// nanoseconds.
+// nanoseconds. A CEL rule that compares such a duration first checks this
+// pattern ("!self.matches(...) || duration(self) > ..."), so that a malformed
+// value is reported once, by the pattern, and not again as a CEL type
+// conversion error.
 const DurationPattern = `^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
 
 // ObjectRef names another kobe object in the same namespace and pins it by

@@ -1,0 +1,303 @@
+package crd_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kunobi-ninja/kobe/internal/testenv"
+)
+
+const (
+	pool      = "ClusterPool"
+	policy    = "AccessPolicy"
+	lease     = "ClusterLease"
+	instance  = "ClusterInstance"
+	bootstrap = "BootstrapConfig"
+)
+
+// validCase is an object the API server must accept. When update is set the
+// object is created from spec, then update (a merge patch of the spec) must
+// be accepted too.
+type validCase struct {
+	name   string
+	kind   string
+	spec   string
+	update string
+	// want maps a dotted field path to its value after the API server
+	// defaulted the object, compared as printed by fmt.Sprint.
+	want map[string]string
+}
+
+// invalidCase is an object the API server must reject. When update is set the
+// object is created from spec (which must succeed), then update (a merge
+// patch of the spec) must be rejected.
+type invalidCase struct {
+	name   string
+	kind   string
+	spec   string
+	update string
+	// want are substrings of the rejection: the field and what is wrong with it.
+	want []string
+}
+
+const (
+	// policyRules completes an AccessPolicy spec whose case is about auth.
+	policyRules = "\nrules: [{pools: [\"*\"]}]"
+	// policyAuth completes an AccessPolicy spec whose case is about rules.
+	policyAuth = "auth: {serviceAccount: {}}\n"
+	// instanceSpec is a ClusterInstance already bound to lease-a.
+	instanceSpec = "poolRef: {name: ci-small}\nbackend: {type: k3s}\nleaseRef: {name: lease-a}"
+)
+
+var invalidCases = []invalidCase{
+	// ClusterPool
+	{name: "pool size negative", kind: pool, spec: `size: -1`,
+		want: []string{"spec.size", "should be greater than or equal to 0"}},
+	{name: "pool size above the maximum", kind: pool, spec: `size: 501`,
+		want: []string{"spec.size", "should be less than or equal to 500"}},
+	{name: "pool ttl malformed", kind: pool, spec: `ttl: "1 hour"`,
+		want: []string{`spec.ttl: Invalid value: "1 hour"`, "should match"}},
+	{name: "pool ttl zero", kind: pool, spec: `ttl: 0s`,
+		want: []string{"spec.ttl", "ttl must be greater than zero"}},
+	{name: "pool backend type unknown", kind: pool, spec: `backend: {type: kind}`,
+		want: []string{`spec.backend.type: Unsupported value: "kind"`, `"local", "k3s", "k0s", "vcluster", "capi"`}},
+	{name: "pool scaling maxClusters below minReady", kind: pool, spec: `scaling: {minReady: 5, maxClusters: 2}`,
+		want: []string{"scaling.maxClusters must be greater than or equal to scaling.minReady"}},
+	{name: "pool scaling queueTimeout zero", kind: pool, spec: `scaling: {queueTimeout: 0s}`,
+		want: []string{"spec.scaling.queueTimeout", "queueTimeout must be greater than zero"}},
+	{name: "pool healthCheck intervalSeconds zero", kind: pool, spec: `healthCheck: {intervalSeconds: 0}`,
+		want: []string{"spec.healthCheck.intervalSeconds", "should be greater than or equal to 1"}},
+	{name: "pool healthCheck failureThreshold zero", kind: pool, spec: `healthCheck: {failureThreshold: 0}`,
+		want: []string{"spec.healthCheck.failureThreshold", "should be greater than or equal to 1"}},
+	{name: "pool creatingTimeout malformed", kind: pool, spec: `creatingTimeout: "ten minutes"`,
+		want: []string{`spec.creatingTimeout: Invalid value: "ten minutes"`, "should match"}},
+	{name: "pool backend local set with type k3s", kind: pool, spec: `backend: {type: k3s, local: {scheduling: true}}`,
+		want: []string{"spec.backend", "backend.local may only be set when backend.type is local"}},
+	{name: "pool backend local set with the default type", kind: pool, spec: `backend: {local: {}}`,
+		want: []string{"backend.local may only be set when backend.type is local"}},
+	{name: "pool backend k3s datastore unknown", kind: pool, spec: `backend: {type: k3s, k3s: {datastore: etcd}}`,
+		want: []string{`spec.backend.k3s.datastore: Unsupported value: "etcd"`}},
+	{name: "pool cluster servers zero", kind: pool, spec: `cluster: {servers: 0}`,
+		want: []string{"spec.cluster.servers", "should be greater than or equal to 1"}},
+	{name: "pool readiness gate type malformed", kind: pool, spec: `readinessGates: [{type: "nodes ready"}]`,
+		want: []string{`spec.readinessGates[0].type: Invalid value: "nodes ready"`, "should match"}},
+	{name: "pool readiness gate listed twice", kind: pool, spec: `readinessGates: [{type: NodesReady}, {type: NodesReady}]`,
+		want: []string{"spec.readinessGates[1]: Duplicate value"}},
+
+	// AccessPolicy
+	{name: "policy without auth", kind: policy, spec: `rules: [{pools: ["*"]}]`,
+		want: []string{"spec.auth: Required value"}},
+	{name: "policy with no auth method", kind: policy, spec: `auth: {}` + policyRules,
+		want: []string{"spec.auth", "auth must set exactly one of oidc, ssh, token or serviceAccount"}},
+	{name: "policy with two auth methods", kind: policy,
+		spec: `auth: {oidc: {issuer: "https://token.actions.githubusercontent.com", audience: [kobe]}, serviceAccount: {}}` + policyRules,
+		want: []string{"spec.auth", "auth must set exactly one of oidc, ssh, token or serviceAccount"}},
+	{name: "policy with empty rules", kind: policy, spec: policyAuth + `rules: []`,
+		want: []string{"spec.rules", "should have at least 1 items"}},
+	{name: "policy maxTtl malformed", kind: policy, spec: policyAuth + `rules: [{pools: ["*"], maxTtl: "1 hour"}]`,
+		want: []string{`spec.rules[0].maxTtl: Invalid value: "1 hour"`, "should match"}},
+	{name: "policy maxTtl zero", kind: policy, spec: policyAuth + `rules: [{pools: ["*"], maxTtl: 0s}]`,
+		want: []string{"spec.rules[0].maxTtl", "maxTtl must be greater than zero"}},
+	{name: "policy maxConcurrentLeases zero", kind: policy, spec: policyAuth + `rules: [{pools: ["*"], maxConcurrentLeases: 0}]`,
+		want: []string{"spec.rules[0].maxConcurrentLeases", "should be greater than or equal to 1"}},
+	{name: "policy pool glob with a leading star", kind: policy, spec: policyAuth + `rules: [{pools: ["*-small"]}]`,
+		want: []string{`spec.rules[0].pools[0]: Invalid value: "*-small"`, "should match"}},
+	{name: "policy pool glob with a star inside", kind: policy, spec: policyAuth + `rules: [{pools: ["ci-*-small"]}]`,
+		want: []string{`spec.rules[0].pools[0]: Invalid value: "ci-*-small"`, "should match"}},
+	{name: "policy rule without pools", kind: policy, spec: policyAuth + `rules: [{pools: []}]`,
+		want: []string{"spec.rules[0].pools", "should have at least 1 items"}},
+	{name: "policy oidc issuer not a URL", kind: policy, spec: `auth: {oidc: {issuer: token.actions.githubusercontent.com, audience: [kobe]}}` + policyRules,
+		want: []string{`spec.auth.oidc.issuer: Invalid value: "token.actions.githubusercontent.com"`, "issuer must be an absolute http(s) URL with a host"}},
+	{name: "policy oidc issuer without host", kind: policy, spec: `auth: {oidc: {issuer: "https://", audience: [kobe]}}` + policyRules,
+		want: []string{"spec.auth.oidc.issuer", "issuer must be an absolute http(s) URL with a host"}},
+	{name: "policy oidc with empty audience", kind: policy, spec: `auth: {oidc: {issuer: "https://token.actions.githubusercontent.com", audience: []}}` + policyRules,
+		want: []string{"spec.auth.oidc.audience", "should have at least 1 items"}},
+	{name: "policy ssh without keys", kind: policy, spec: `auth: {ssh: {authorizedKeys: []}}` + policyRules,
+		want: []string{"spec.auth.ssh.authorizedKeys", "should have at least 1 items"}},
+	{name: "policy token without secret name", kind: policy, spec: `auth: {token: {secretRef: {key: token}}}` + policyRules,
+		want: []string{"spec.auth.token.secretRef.name: Required value"}},
+
+	// ClusterLease
+	{name: "lease without pool", kind: lease, spec: `ttl: 30m`,
+		want: []string{"spec.pool: Required value"}},
+	{name: "lease ttl zero", kind: lease, spec: `{pool: ci-small, ttl: 0s}`,
+		want: []string{"spec.ttl", "ttl must be greater than zero"}},
+	{name: "lease ttl malformed", kind: lease, spec: `{pool: ci-small, ttl: "30 minutes"}`,
+		want: []string{`spec.ttl: Invalid value: "30 minutes"`, "should match"}},
+	{name: "lease cleanupMode unknown", kind: lease, spec: `{pool: ci-small, cleanupMode: Paranoid}`,
+		want: []string{`spec.cleanupMode: Unsupported value: "Paranoid"`, `"Standard", "VerifiedDestroy"`}},
+	{name: "lease maxExtensions negative", kind: lease, spec: `{pool: ci-small, maxExtensions: -1}`,
+		want: []string{"spec.maxExtensions", "should be greater than or equal to 0"}},
+	{name: "lease cleanupMode changed after creation", kind: lease,
+		spec: `{pool: ci-small}`, update: `{cleanupMode: VerifiedDestroy}`,
+		want: []string{"spec.cleanupMode", "cleanupMode is write-once"}},
+	{name: "lease cleanupMode downgraded after creation", kind: lease,
+		spec: `{pool: ci-small, cleanupMode: VerifiedDestroy}`, update: `{cleanupMode: Standard}`,
+		want: []string{"spec.cleanupMode", "cleanupMode is write-once"}},
+	{name: "lease pool changed after creation", kind: lease,
+		spec: `{pool: ci-small}`, update: `{pool: ci-large}`,
+		want: []string{"spec.pool", "pool is immutable"}},
+
+	// ClusterInstance
+	{name: "instance without backend", kind: instance, spec: `poolRef: {name: ci-small}`,
+		want: []string{"spec.backend: Required value"}},
+	{name: "instance leaseRef changed after set", kind: instance,
+		spec: instanceSpec, update: `leaseRef: {name: lease-b}`,
+		want: []string{"spec.leaseRef", "leaseRef is immutable once set"}},
+	{name: "instance leaseRef uid changed after set", kind: instance,
+		spec: instanceSpec, update: `leaseRef: {uid: 6f1c3c5e-0000-4000-8000-000000000001}`,
+		want: []string{"spec.leaseRef", "leaseRef is immutable once set"}},
+	{name: "instance leaseRef removed after set", kind: instance,
+		spec: instanceSpec, update: `leaseRef: null`,
+		want: []string{"spec", "leaseRef cannot be removed once set"}},
+
+	// BootstrapConfig
+	{name: "bootstrap with both manifests and job", kind: bootstrap,
+		spec: `{manifests: [{name: a, content: "kind: Namespace"}], job: {image: busybox}}`,
+		want: []string{"spec", "set exactly one of manifests or job"}},
+	{name: "bootstrap with neither manifests nor job", kind: bootstrap, spec: `{}`,
+		want: []string{"spec", "set exactly one of manifests or job"}},
+	{name: "bootstrap with empty manifests", kind: bootstrap, spec: `{manifests: []}`,
+		want: []string{"spec.manifests", "should have at least 1 items"}},
+	{name: "bootstrap job without image", kind: bootstrap, spec: `{job: {args: [install]}}`,
+		want: []string{"spec.job.image: Required value"}},
+	{name: "bootstrap job timeout zero", kind: bootstrap, spec: `{job: {image: busybox, timeout: 0s}}`,
+		want: []string{"spec.job.timeout", "timeout must be greater than zero"}},
+	{name: "bootstrap job timeout malformed", kind: bootstrap, spec: `{job: {image: busybox, timeout: "5 minutes"}}`,
+		want: []string{`spec.job.timeout: Invalid value: "5 minutes"`, "should match"}},
+}
+
+var validCases = []validCase{
+	{name: "minimal pool gets defaults", kind: pool, spec: `{}`,
+		want: map[string]string{"spec.size": "3", "spec.ttl": "1h", "spec.backend.type": "k3s", "spec.creatingTimeout": "10m"}},
+	{name: "pool cluster gets one server", kind: pool, spec: `cluster: {version: "v1.31.3+k3s1"}`,
+		want: map[string]string{"spec.cluster.servers": "1"}},
+	{name: "pool empty healthCheck gets defaults", kind: pool, spec: `healthCheck: {}`,
+		want: map[string]string{"spec.healthCheck.intervalSeconds": "30", "spec.healthCheck.failureThreshold": "3"}},
+	{name: "pool of size zero", kind: pool, spec: `size: 0`,
+		want: map[string]string{"spec.size": "0"}},
+	{name: "pool of the maximum size", kind: pool, spec: `size: 500`,
+		want: map[string]string{"spec.size": "500"}},
+	{name: "pool ttl compound", kind: pool, spec: `ttl: 1h30m`,
+		want: map[string]string{"spec.ttl": "1h30m"}},
+	{name: "pool ttl fractional", kind: pool, spec: `ttl: 1.5h`,
+		want: map[string]string{"spec.ttl": "1.5h"}},
+	{name: "pool scaling with minReady equal to maxClusters", kind: pool, spec: `scaling: {minReady: 3, maxClusters: 3}`,
+		want: map[string]string{"spec.scaling.maxClusters": "3"}},
+	{name: "pool scaling with minReady zero and no maxClusters", kind: pool, spec: `scaling: {minReady: 0}`,
+		want: map[string]string{"spec.scaling.minReady": "0"}},
+	{name: "pool local backend without settings", kind: pool, spec: `backend: {type: local}`,
+		want: map[string]string{"spec.backend.type": "local"}},
+	{name: "pool local backend with scheduling", kind: pool, spec: `backend: {type: local, local: {scheduling: true}}`,
+		want: map[string]string{"spec.backend.local.scheduling": "true"}},
+	{name: "policy pool globs", kind: policy, spec: policyAuth + `rules: [{pools: ["*", "ci-*", "team.a-*", "ci*", "exact-name"]}]`,
+		want: map[string]string{"spec.rules": `[map[pools:[* ci-* team.a-* ci* exact-name]]]`}},
+	{name: "policy http issuer with a port and path", kind: policy, spec: `auth: {oidc: {issuer: "http://dex.kobe-system.svc:5556/dex", audience: [kobe]}}` + policyRules,
+		want: map[string]string{"spec.auth.oidc.issuer": "http://dex.kobe-system.svc:5556/dex"}},
+	{name: "policy maxExtensions zero", kind: policy, spec: policyAuth + `rules: [{pools: ["*"], maxExtensions: 0}]`,
+		want: map[string]string{"spec.rules": `[map[maxExtensions:0 pools:[*]]]`}},
+	{name: "minimal lease gets Standard cleanup", kind: lease, spec: `{pool: ci-small}`,
+		want: map[string]string{"spec.cleanupMode": "Standard"}},
+	{name: "lease update restating cleanupMode", kind: lease,
+		spec: `{pool: ci-small, cleanupMode: VerifiedDestroy}`, update: `{cleanupMode: VerifiedDestroy, maxExtensions: 1}`,
+		want: map[string]string{"spec.cleanupMode": "VerifiedDestroy", "spec.maxExtensions": "1"}},
+	{name: "instance leaseRef set by the bind", kind: instance,
+		spec: "poolRef: {name: ci-small}\nbackend: {type: k3s}", update: `leaseRef: {name: lease-a, uid: 6f1c3c5e-0000-4000-8000-000000000001}`,
+		want: map[string]string{"spec.leaseRef.name": "lease-a"}},
+	{name: "instance update keeping leaseRef", kind: instance,
+		spec: instanceSpec, update: `templateHash: abc123`,
+		want: map[string]string{"spec.leaseRef.name": "lease-a", "spec.templateHash": "abc123"}},
+	{name: "bootstrap job gets a timeout", kind: bootstrap, spec: `{job: {image: busybox}}`,
+		want: map[string]string{"spec.job.timeout": "10m"}},
+	{name: "bootstrap single manifest", kind: bootstrap, spec: `{manifests: [{name: a, content: "kind: Namespace"}]}`,
+		want: map[string]string{"spec.manifests": "[map[content:kind: Namespace name:a]]"}},
+}
+
+func testInvalidObjectsRejected(t *testing.T, env *testenv.Env) {
+	ns := newNamespace(t, env, "invalid")
+	for i, tc := range invalidCases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			obj := object(t, tc.kind, ns, fmt.Sprintf("invalid-%02d", i), tc.spec)
+			err := env.Client.Create(t.Context(), obj)
+			if tc.update != "" {
+				if err != nil {
+					t.Fatalf("creating the object to update: %v", err)
+				}
+				err = env.Client.Patch(t.Context(), obj, specPatch(t, tc.update))
+			}
+			if err == nil {
+				t.Fatalf("accepted, want rejected with %q", tc.want)
+			}
+			if !apierrors.IsInvalid(err) {
+				t.Fatalf("error is not Invalid (422): %v", err)
+			}
+			t.Logf("rejected: %v", err)
+			// A CEL rule that fails to evaluate (a malformed duration fed to
+			// duration()) adds a message about the rule, not about the value.
+			if strings.Contains(err.Error(), "evaluating rule") {
+				t.Errorf("a validation rule failed to evaluate instead of saying what is wrong:\n%v", err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error lacks %q:\n%v", w, err)
+				}
+			}
+		})
+	}
+}
+
+func testValidEdgeCasesAccepted(t *testing.T, env *testenv.Env) {
+	ns := newNamespace(t, env, "valid")
+	for i, tc := range validCases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			obj := object(t, tc.kind, ns, fmt.Sprintf("valid-%02d", i), tc.spec)
+			if err := env.Client.Create(t.Context(), obj); err != nil {
+				t.Fatalf("rejected: %v", err)
+			}
+			if tc.update != "" {
+				if err := env.Client.Patch(t.Context(), obj, specPatch(t, tc.update)); err != nil {
+					t.Fatalf("update rejected: %v", err)
+				}
+			}
+			got := &unstructured.Unstructured{}
+			got.SetGroupVersionKind(obj.GroupVersionKind())
+			if err := env.Client.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: obj.GetName()}, got); err != nil {
+				t.Fatal(err)
+			}
+			for path, want := range tc.want {
+				v, found, err := unstructured.NestedFieldNoCopy(got.Object, strings.Split(path, ".")...)
+				if err != nil || !found {
+					t.Errorf("%s: not set (%v) in %v", path, err, got.Object["spec"])
+					continue
+				}
+				if s := fmt.Sprint(v); s != want {
+					t.Errorf("%s = %s, want %s", path, s, want)
+				}
+			}
+		})
+	}
+}
+
+// specPatch turns a YAML fragment of a spec into a JSON merge patch.
+func specPatch(t *testing.T, spec string) client.Patch {
+	t.Helper()
+	var s any
+	if err := yaml.Unmarshal([]byte(spec), &s); err != nil {
+		t.Fatalf("test bug: update is not YAML: %v", err)
+	}
+	b, err := json.Marshal(map[string]any{"spec": s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client.RawPatch(types.MergePatchType, b)
+}
