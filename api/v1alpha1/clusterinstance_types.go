@@ -24,6 +24,7 @@ const (
 // ClusterInstanceSpec is one member of a pool, frozen at creation from the
 // pool's template.
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.leaseRef) || has(self.leaseRef)",message="leaseRef cannot be removed once set: a member is never rebound"
+// +kubebuilder:validation:XValidation:rule="self.poolRef == oldSelf.poolRef && self.backend == oldSelf.backend && (has(self.cluster) == has(oldSelf.cluster)) && (!has(self.cluster) || self.cluster == oldSelf.cluster) && (has(self.templateHash) == has(oldSelf.templateHash)) && (!has(self.templateHash) || self.templateHash == oldSelf.templateHash)",message="a member's poolRef, backend, cluster and templateHash are frozen at creation"
 type ClusterInstanceSpec struct {
 	// poolRef is the pool this member was built for.
 	// +required

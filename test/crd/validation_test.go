@@ -158,6 +158,12 @@ var invalidCases = []invalidCase{
 	{name: "instance leaseRef removed after set", kind: instance,
 		spec: instanceSpec, update: `leaseRef: null`,
 		want: []string{"spec", "leaseRef cannot be removed once set"}},
+	{name: "instance templateHash changed after creation", kind: instance,
+		spec: instanceSpec, update: `templateHash: abc123`,
+		want: []string{"spec", "frozen at creation"}},
+	{name: "instance moved to another pool", kind: instance,
+		spec: instanceSpec, update: `poolRef: {name: other}`,
+		want: []string{"spec", "frozen at creation"}},
 
 	// BootstrapConfig
 	{name: "bootstrap with both manifests and job", kind: bootstrap,
@@ -213,8 +219,8 @@ var validCases = []validCase{
 		spec: "poolRef: {name: ci-small}\nbackend: {type: k3s}", update: `leaseRef: {name: lease-a, uid: 6f1c3c5e-0000-4000-8000-000000000001}`,
 		want: map[string]string{"spec.leaseRef.name": "lease-a"}},
 	{name: "instance update keeping leaseRef", kind: instance,
-		spec: instanceSpec, update: `templateHash: abc123`,
-		want: map[string]string{"spec.leaseRef.name": "lease-a", "spec.templateHash": "abc123"}},
+		spec: instanceSpec, update: `leaseRef: {name: lease-a}`,
+		want: map[string]string{"spec.leaseRef.name": "lease-a", "spec.poolRef.name": "ci-small"}},
 	{name: "bootstrap job gets a timeout", kind: bootstrap, spec: `{job: {image: busybox}}`,
 		want: map[string]string{"spec.job.timeout": "10m"}},
 	{name: "bootstrap single manifest", kind: bootstrap, spec: `{manifests: [{name: a, content: "kind: Namespace"}]}`,
