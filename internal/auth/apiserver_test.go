@@ -1,0 +1,254 @@
+package auth
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	authnv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+	"github.com/kunobi-ninja/kobe/internal/testenv"
+)
+
+// countingReviewer counts the TokenReviews that reach the API server.
+type countingReviewer struct {
+	TokenReviewer
+	calls atomic.Int32
+}
+
+func (c *countingReviewer) Create(ctx context.Context, r *authnv1.TokenReview, o metav1.CreateOptions) (*authnv1.TokenReview, error) {
+	c.calls.Add(1)
+	return c.TokenReviewer.Create(ctx, r, o)
+}
+
+// TestAgainstAPIServer runs the methods that read the API server (token
+// Secrets, TokenReview) and live policy edits against a real kube-apiserver.
+func TestAgainstAPIServer(t *testing.T) {
+	env := testenv.Start(t)
+	ctx := t.Context()
+	c := env.Client
+	kube, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range []string{testNS, "ci"} {
+		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reviewer := &countingReviewer{TokenReviewer: kube.AuthenticationV1().TokenReviews()}
+	// The direct client reads the API server on every call, so an edit is
+	// visible to the very next request.
+	a := NewAuthenticator(Options{Reader: c, Namespace: testNS, TokenReviewer: reviewer})
+
+	create := func(objs ...client.Object) {
+		t.Helper()
+		for _, o := range objs {
+			if err := c.Create(ctx, o); err != nil {
+				t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
+			}
+		}
+	}
+
+	t.Run("no credentials", func(t *testing.T) {
+		if _, err := authenticate(t, a, ""); !errors.Is(err, ErrNoCredentials) {
+			t.Fatalf("got %v", err)
+		}
+		if _, err := authenticate(t, a, "Basic dXNlcjpwYXNz"); !errors.Is(err, ErrInvalidCredentials) {
+			t.Fatalf("basic auth: got %v", err)
+		}
+	})
+
+	t.Run("token", func(t *testing.T) {
+		create(
+			&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "ci-token", Namespace: testNS}, Data: map[string][]byte{"token": []byte("s3cret-one\n")}},
+			newPolicy("static-ci", "", kobev1.AuthSpec{Token: &kobev1.TokenAuth{SecretRef: kobev1.SecretKeyRef{Name: "ci-token"}}}, allow("ci-*")),
+			newPolicy("static-missing", "", kobev1.AuthSpec{Token: &kobev1.TokenAuth{SecretRef: kobev1.SecretKeyRef{Name: "absent", Key: "k"}}}, allow("*")),
+		)
+		p, err := authenticate(t, a, "Bearer s3cret-one")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Identity != "static-ci" || p.Method != MethodToken || !p.AllowsPool("ci-x") {
+			t.Fatalf("principal %+v", p)
+		}
+		for _, bad := range []string{"s3cret-on", "s3cret-one2", "S3CRET-ONE", "x"} {
+			_, err := authenticate(t, a, "Bearer "+bad)
+			if !errors.Is(err, ErrInvalidCredentials) || strings.Contains(err.Error(), bad) {
+				t.Fatalf("token %q: got %v", bad, err)
+			}
+		}
+
+		// Rotation: the next request compares with the new value.
+		var s corev1.Secret
+		if err := c.Get(ctx, client.ObjectKey{Namespace: testNS, Name: "ci-token"}, &s); err != nil {
+			t.Fatal(err)
+		}
+		s.Data["token"] = []byte("s3cret-two")
+		if err := c.Update(ctx, &s); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := authenticate(t, a, "Bearer s3cret-one"); !errors.Is(err, ErrInvalidCredentials) {
+			t.Fatalf("old token after rotation: %v", err)
+		}
+		if _, err := authenticate(t, a, "Bearer s3cret-two"); err != nil {
+			t.Fatalf("new token after rotation: %v", err)
+		}
+
+		// The Secret gone: nobody authenticates with it (fail closed).
+		if err := c.Delete(ctx, &s); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := authenticate(t, a, "Bearer s3cret-two"); !errors.Is(err, ErrInvalidCredentials) {
+			t.Fatalf("token without Secret: %v", err)
+		}
+	})
+
+	t.Run("serviceAccount", func(t *testing.T) {
+		create(
+			&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "deployer", Namespace: "ci"}},
+			&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "intruder", Namespace: "ci"}},
+			newPolicy("in-cluster", "{namespace}/{serviceaccount}",
+				kobev1.AuthSpec{ServiceAccount: &kobev1.ServiceAccountAuth{Audiences: []string{"kobe"}}},
+				kobev1.AccessRule{Match: &kobev1.ClaimMatch{Claim: "sub", Value: "system:serviceaccount:ci:deployer"}, Pools: []string{"ci-*"}, MaxConcurrentLeases: ptr.To[int32](2)},
+			),
+		)
+		token := func(sa, audience string) string {
+			t.Helper()
+			tr, err := kube.CoreV1().ServiceAccounts("ci").CreateToken(ctx, sa, &authnv1.TokenRequest{
+				Spec: authnv1.TokenRequestSpec{Audiences: []string{audience}, ExpirationSeconds: ptr.To[int64](600)},
+			}, metav1.CreateOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return tr.Status.Token
+		}
+		deployer := token("deployer", "kobe")
+
+		before := reviewer.calls.Load()
+		p, err := authenticate(t, a, "Bearer "+deployer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Identity != "ci/deployer" || p.Method != MethodServiceAccount || p.Policy != "in-cluster" || !p.AllowsPool("ci-a") {
+			t.Fatalf("principal %+v", p)
+		}
+		if n, ok := p.MaxConcurrentLeases(); !ok || n != 2 {
+			t.Fatalf("maxConcurrentLeases %d %v", n, ok)
+		}
+		if _, err := authenticate(t, a, "Bearer "+deployer); err != nil {
+			t.Fatal(err)
+		}
+		if got := reviewer.calls.Load() - before; got != 1 {
+			t.Fatalf("%d TokenReviews for two requests with one token, want 1 (cached)", got)
+		}
+
+		if _, err := authenticate(t, a, "Bearer "+token("intruder", "kobe")); !errors.Is(err, ErrNoMatchingRule) {
+			t.Fatalf("other ServiceAccount: got %v, want ErrNoMatchingRule", err)
+		}
+		if _, err := authenticate(t, a, "Bearer "+token("deployer", "someone-else")); !errors.Is(err, ErrInvalidCredentials) {
+			t.Fatalf("token for another audience: got %v, want ErrInvalidCredentials", err)
+		}
+		// A JWT that is no ServiceAccount token.
+		forged := unsigned(map[string]any{"iss": "https://kubernetes.default.svc", "sub": "system:serviceaccount:ci:deployer"})
+		if _, err := authenticate(t, a, "Bearer "+forged); !errors.Is(err, ErrInvalidCredentials) {
+			t.Fatalf("forged token: got %v", err)
+		}
+	})
+
+	t.Run("policy edits apply to the next request", func(t *testing.T) {
+		create(
+			&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "edit-token", Namespace: testNS}, Data: map[string][]byte{"t": []byte("edit-me")}},
+			newPolicy("editable", "", kobev1.AuthSpec{Token: &kobev1.TokenAuth{SecretRef: kobev1.SecretKeyRef{Name: "edit-token", Key: "t"}}},
+				allow("small")),
+		)
+		p, err := authenticate(t, a, "Bearer edit-me")
+		if err != nil || !p.AllowsPool("small") || p.AllowsPool("big") {
+			t.Fatalf("before edit: %+v %v", p, err)
+		}
+		edit := func(rules ...kobev1.AccessRule) {
+			t.Helper()
+			var pol kobev1.AccessPolicy
+			if err := c.Get(ctx, client.ObjectKey{Namespace: testNS, Name: "editable"}, &pol); err != nil {
+				t.Fatal(err)
+			}
+			pol.Spec.Rules = rules
+			if err := c.Update(ctx, &pol); err != nil {
+				t.Fatal(err)
+			}
+		}
+		edit(allowIf("sub", "someone-else", "small"))
+		if _, err := authenticate(t, a, "Bearer edit-me"); !errors.Is(err, ErrNoMatchingRule) {
+			t.Fatalf("after restricting: got %v", err)
+		}
+		edit(allowIf("sub", "editable", "big"), allow("small"))
+		p, err = authenticate(t, a, "Bearer edit-me")
+		if err != nil || !p.AllowsPool("big") || p.AllowsPool("small") || p.RuleIndex != 0 {
+			t.Fatalf("after widening: %+v %v", p, err)
+		}
+	})
+
+	t.Run("methods", func(t *testing.T) {
+		got := a.Methods()
+		want := []string{MethodServiceAccount, MethodToken}
+		if !slices.Equal(got, want) {
+			t.Fatalf("Methods() = %v, want %v", got, want)
+		}
+	})
+
+	t.Run("cached reader", func(t *testing.T) {
+		// The operator reads through the manager's informer cache; a policy
+		// created after start shows up there within moments.
+		cached := newCachedReader(t, env)
+		ca := NewAuthenticator(Options{Reader: cached, Namespace: testNS, TokenReviewer: reviewer})
+		create(
+			&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "late-token", Namespace: testNS}, Data: map[string][]byte{"token": []byte("late")}},
+			newPolicy("late", "", kobev1.AuthSpec{Token: &kobev1.TokenAuth{SecretRef: kobev1.SecretKeyRef{Name: "late-token"}}}, allow("x")),
+		)
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			p, err := authenticate(t, ca, "Bearer late")
+			if err == nil && p.Policy == "late" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("cache never served the new policy: %v", err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
+}
+
+// newCachedReader starts a controller-runtime informer cache on testNS, like
+// the operator's manager cache.
+func newCachedReader(t *testing.T, env *testenv.Env) client.Reader {
+	t.Helper()
+	c, err := cache.New(env.Config, cache.Options{Scheme: env.Scheme, DefaultNamespaces: map[string]cache.Config{testNS: {}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := c.Start(ctx); err != nil {
+			t.Errorf("cache: %v", err)
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	if !c.WaitForCacheSync(ctx) {
+		t.Fatal("cache did not sync")
+	}
+	return c
+}

@@ -1,0 +1,198 @@
+package auth
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"errors"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+
+	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+)
+
+func TestOIDC(t *testing.T) {
+	iss := newIssuer(t)
+	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ecKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherRSA, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	iss.publish(rsaKey, "rsa-1", jose.RS256)
+	iss.publish(ecKey, "ec-1", jose.ES256)
+
+	// A second, real issuer that no policy trusts.
+	foreign := newIssuer(t)
+	foreign.publish(otherRSA, "rsa-1", jose.RS256)
+
+	pol := newPolicy("github-ci", "{repository}:{ref}",
+		kobev1.AuthSpec{OIDC: &kobev1.OIDCAuth{Issuer: iss.URL, Audience: []string{"https://kobe.example.com", "kobe"}}},
+		allowIf("repository", "my-org/my-repo", "ci-*"),
+		allowIf("repository_owner", "my-org", "shared"),
+	)
+	a := NewAuthenticator(Options{Reader: storeReader(t, pol), Namespace: testNS})
+
+	now := time.Now()
+	claims := func(edit func(map[string]any)) map[string]any {
+		c := map[string]any{
+			"iss":              iss.URL,
+			"aud":              "https://kobe.example.com",
+			"sub":              "repo:my-org/my-repo:ref:refs/heads/main",
+			"repository":       "my-org/my-repo",
+			"repository_owner": "my-org",
+			"ref":              "refs/heads/main",
+			"iat":              now.Unix(),
+			"nbf":              now.Add(-time.Minute).Unix(),
+			"exp":              now.Add(5 * time.Minute).Unix(),
+		}
+		if edit != nil {
+			edit(c)
+		}
+		return c
+	}
+
+	t.Run("valid RS256 token", func(t *testing.T) {
+		p, err := authenticate(t, a, "Bearer "+sign(t, rsaKey, "rsa-1", jose.RS256, claims(nil)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Identity != "my-org/my-repo:refs/heads/main" || p.Policy != "github-ci" || p.Method != MethodOIDC || p.RuleIndex != 0 {
+			t.Fatalf("principal %+v", p)
+		}
+		if !p.AllowsPool("ci-small") || p.AllowsPool("shared") {
+			t.Fatalf("pools %v", p.Rule.Pools)
+		}
+	})
+	t.Run("valid ES256 token, second audience as a list, second rule", func(t *testing.T) {
+		tok := sign(t, ecKey, "ec-1", jose.ES256, claims(func(c map[string]any) {
+			c["aud"] = []string{"someone-else", "kobe"}
+			c["repository"] = "my-org/other"
+		}))
+		p, err := authenticate(t, a, "Bearer "+tok)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.RuleIndex != 1 || !p.AllowsPool("shared") || p.Identity != "my-org/other:refs/heads/main" {
+			t.Fatalf("principal %+v", p)
+		}
+	})
+	t.Run("within the leeway", func(t *testing.T) {
+		tok := sign(t, rsaKey, "rsa-1", jose.RS256, claims(func(c map[string]any) {
+			c["exp"] = now.Add(-10 * time.Second).Unix()
+			c["nbf"] = now.Add(10 * time.Second).Unix()
+		}))
+		if _, err := authenticate(t, a, "Bearer "+tok); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	refused := []struct {
+		name   string
+		token  string
+		want   error
+		detail string
+	}{
+		{"expired", sign(t, rsaKey, "rsa-1", jose.RS256, claims(func(c map[string]any) { c["exp"] = now.Add(-time.Minute).Unix() })),
+			ErrInvalidCredentials, "expired"},
+		{"no exp", sign(t, rsaKey, "rsa-1", jose.RS256, claims(func(c map[string]any) { delete(c, "exp") })),
+			ErrInvalidCredentials, "exp"},
+		{"not yet valid", sign(t, rsaKey, "rsa-1", jose.RS256, claims(func(c map[string]any) { c["nbf"] = now.Add(2 * time.Minute).Unix() })),
+			ErrInvalidCredentials, "not valid yet"},
+		{"wrong audience", sign(t, rsaKey, "rsa-1", jose.RS256, claims(func(c map[string]any) { c["aud"] = "https://evil.example.com" })),
+			ErrInvalidCredentials, "audience"},
+		{"wrong issuer", sign(t, otherRSA, "rsa-1", jose.RS256, claims(func(c map[string]any) { c["iss"] = foreign.URL })),
+			ErrInvalidCredentials, "no access policy accepts"},
+		{"bad signature (other key, known kid)", sign(t, otherRSA, "rsa-1", jose.RS256, claims(nil)),
+			ErrInvalidCredentials, "does not verify"},
+		{"alg none", unsigned(claims(nil)), ErrInvalidCredentials, "does not verify"},
+		{"HS256 (algorithm confusion)", signHS256(t, claims(nil)), ErrInvalidCredentials, "does not verify"},
+		{"unknown key id", sign(t, otherRSA, "rsa-unknown", jose.RS256, claims(nil)), ErrInvalidCredentials, "does not verify"},
+		{"claims match no rule", sign(t, rsaKey, "rsa-1", jose.RS256, claims(func(c map[string]any) {
+			c["repository"] = "evil/repo"
+			c["repository_owner"] = "evil"
+		})), ErrNoMatchingRule, `no rule of policy github-ci matches "evil/repo:refs/heads/main"`},
+		{"identity claim missing", sign(t, rsaKey, "rsa-1", jose.RS256, claims(func(c map[string]any) { delete(c, "ref") })),
+			ErrNoMatchingRule, `claim "ref"`},
+	}
+	for _, tc := range refused {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := authenticate(t, a, "Bearer "+tc.token)
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("got %+v, %v; want %v", p, err, tc.want)
+			}
+			if !strings.Contains(err.Error(), tc.detail) {
+				t.Fatalf("detail %q does not mention %q", err, tc.detail)
+			}
+			if strings.Contains(err.Error(), tc.token) || strings.Contains(err.Error(), strings.Split(tc.token, ".")[1]) {
+				t.Fatal("error echoes the token")
+			}
+		})
+	}
+
+	t.Run("key rotation is picked up", func(t *testing.T) {
+		newKey, err := rsa.GenerateKey(rand.Reader, 2048)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tok := sign(t, newKey, "rsa-2", jose.RS256, claims(nil))
+		if _, err := authenticate(t, a, "Bearer "+tok); !errors.Is(err, ErrInvalidCredentials) {
+			t.Fatalf("unpublished key accepted: %v", err)
+		}
+		before := iss.jwksFetches.Load()
+		iss.publish(newKey, "rsa-2", jose.RS256)
+		if _, err := authenticate(t, a, "Bearer "+tok); err != nil {
+			t.Fatalf("rotated key refused: %v", err)
+		}
+		if iss.jwksFetches.Load() <= before {
+			t.Fatal("JWKS was not fetched again")
+		}
+		// Known keys are served from the cache.
+		before = iss.jwksFetches.Load()
+		if _, err := authenticate(t, a, "Bearer "+sign(t, rsaKey, "rsa-1", jose.RS256, claims(nil))); err != nil {
+			t.Fatal(err)
+		}
+		if iss.jwksFetches.Load() != before {
+			t.Fatal("JWKS fetched for a cached key")
+		}
+	})
+}
+
+// signHS256 signs with HMAC, the classic algorithm-confusion attack; the
+// verifier must refuse the algorithm before looking at keys.
+func signHS256(t *testing.T, claims map[string]any) string {
+	t.Helper()
+	return sign(t, []byte("secret-bytes-secret-bytes-secret"), "rsa-1", jose.HS256, claims)
+}
+
+func TestOIDCUnreachableIssuerFailsClosed(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := "http://" + l.Addr().String()
+	_ = l.Close()
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol := newPolicy("dead", "", kobev1.AuthSpec{OIDC: &kobev1.OIDCAuth{Issuer: dead, Audience: []string{"kobe"}}}, allow("*"))
+	a := NewAuthenticator(Options{Reader: storeReader(t, pol), Namespace: testNS})
+	tok := sign(t, key, "k", jose.RS256, map[string]any{"iss": dead, "aud": "kobe", "sub": "x", "exp": time.Now().Add(time.Hour).Unix()})
+	for range 2 { // the second attempt is answered from the backoff
+		if _, err := authenticate(t, a, "Bearer "+tok); !errors.Is(err, ErrInvalidCredentials) || !strings.Contains(err.Error(), "unreachable") {
+			t.Fatalf("got %v", err)
+		}
+	}
+}

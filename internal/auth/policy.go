@@ -1,0 +1,53 @@
+package auth
+
+import (
+	"errors"
+	"fmt"
+
+	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+)
+
+// ValidatePolicy reports what makes a policy unusable beyond what the CRD
+// already refuses: not exactly one method, an identity template or a claim
+// match that cannot work, authorizedKeys entries that are left out. Its
+// messages name fields, never secret values.
+func ValidatePolicy(p *kobev1.AccessPolicy) error {
+	var errs []error
+	a := p.Spec.Auth
+	n := 0
+	for _, set := range []bool{a.OIDC != nil, a.SSH != nil, a.Token != nil, a.ServiceAccount != nil} {
+		if set {
+			n++
+		}
+	}
+	if n != 1 {
+		errs = append(errs, errors.New("auth must set exactly one of oidc, ssh, token or serviceAccount"))
+	}
+	if err := ValidateTemplate(p.Spec.Identity); err != nil {
+		errs = append(errs, fmt.Errorf("identity: %w", err))
+	}
+	if len(p.Spec.Rules) == 0 {
+		errs = append(errs, errors.New("rules: at least one rule is needed"))
+	}
+	for i, r := range p.Spec.Rules {
+		if len(r.Pools) == 0 {
+			errs = append(errs, fmt.Errorf("rules[%d].pools is empty", i))
+		}
+		if r.Match != nil && r.Match.Claim == "" {
+			errs = append(errs, fmt.Errorf("rules[%d].match.claim is empty", i))
+		}
+	}
+	if a.OIDC != nil && len(a.OIDC.Audience) == 0 {
+		errs = append(errs, errors.New("oidc.audience is empty"))
+	}
+	if a.SSH != nil {
+		keys, err := ParseAuthorizedKeys(a.SSH.AuthorizedKeys)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if len(keys) == 0 {
+			errs = append(errs, errors.New("ssh.authorizedKeys holds no usable key"))
+		}
+	}
+	return errors.Join(errs...)
+}

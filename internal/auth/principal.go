@@ -1,0 +1,91 @@
+package auth
+
+import (
+	"strings"
+	"time"
+
+	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+)
+
+// Authentication methods, as policies name them and Principal.Method reports.
+const (
+	MethodOIDC           = "oidc"
+	MethodSSH            = "ssh"
+	MethodToken          = "token"
+	MethodServiceAccount = "serviceAccount"
+)
+
+// DefaultMaxExtensions applies when a rule does not set maxExtensions.
+const DefaultMaxExtensions int32 = 2
+
+// Principal is an authenticated and authorised caller.
+type Principal struct {
+	// Identity is rendered from the policy's identity template.
+	Identity string
+	// Policy is the AccessPolicy's name.
+	Policy string
+	// Method is MethodOIDC, MethodSSH, MethodToken or MethodServiceAccount.
+	Method string
+	// Rule is a copy of the first rule whose match held.
+	Rule kobev1.AccessRule
+	// RuleIndex is Rule's index in the policy's rules.
+	RuleIndex int
+}
+
+// AllowsPool reports whether the rule grants pool: an exact name, a
+// "prefix*" glob or "*".
+func (p *Principal) AllowsPool(pool string) bool {
+	if p == nil || pool == "" {
+		return false
+	}
+	for _, pattern := range p.Rule.Pools {
+		if poolMatches(pattern, pool) {
+			return true
+		}
+	}
+	return false
+}
+
+func poolMatches(pattern, pool string) bool {
+	if prefix, ok := strings.CutSuffix(pattern, "*"); ok {
+		return strings.HasPrefix(pool, prefix)
+	}
+	return pattern == pool
+}
+
+// ClampTTL caps requested at the rule's maxTtl and reports whether it did.
+func (p *Principal) ClampTTL(requested time.Duration) (effective time.Duration, clamped bool) {
+	if p == nil || p.Rule.MaxTTL == nil || p.Rule.MaxTTL.Duration <= 0 || requested <= p.Rule.MaxTTL.Duration {
+		return requested, false
+	}
+	return p.Rule.MaxTTL.Duration, true
+}
+
+// MaxExtensions is how often a lease may be extended (DefaultMaxExtensions
+// unless the rule says otherwise).
+func (p *Principal) MaxExtensions() int32 {
+	if p == nil {
+		return 0
+	}
+	if p.Rule.MaxExtensions == nil {
+		return DefaultMaxExtensions
+	}
+	return *p.Rule.MaxExtensions
+}
+
+// MaxConcurrentLeases is the rule's cap on leases held at once; false means
+// unlimited.
+func (p *Principal) MaxConcurrentLeases() (int32, bool) {
+	if p == nil || p.Rule.MaxConcurrentLeases == nil {
+		return 0, false
+	}
+	return *p.Rule.MaxConcurrentLeases, true
+}
+
+// AuditFields are key/values describing p that are safe to log.
+func AuditFields(p *Principal) []any {
+	if p == nil {
+		return []any{"identity", "", "policy", "", "method", ""}
+	}
+	return []any{"identity", p.Identity, "policy", p.Policy, "method", p.Method}
+}

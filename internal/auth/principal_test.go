@@ -1,0 +1,101 @@
+package auth
+
+import (
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+)
+
+func TestAllowsPool(t *testing.T) {
+	cases := []struct {
+		pools []string
+		pool  string
+		want  bool
+	}{
+		{[]string{"ci-small"}, "ci-small", true},
+		{[]string{"ci-small"}, "ci-small-2", false},
+		{[]string{"ci-small"}, "ci", false},
+		{[]string{"ci-*"}, "ci-small", true},
+		{[]string{"ci-*"}, "ci-", true},
+		{[]string{"ci-*"}, "ci", false},
+		{[]string{"ci-*"}, "prod-ci-small", false},
+		{[]string{"ci*"}, "ci", true},
+		{[]string{"*"}, "anything", true},
+		{[]string{"*"}, "", false},
+		{[]string{"a", "b-*"}, "b-1", true},
+		{[]string{"a", "b-*"}, "c", false},
+		{nil, "a", false},
+	}
+	for _, tc := range cases {
+		p := &Principal{Rule: kobev1.AccessRule{Pools: tc.pools}}
+		if got := p.AllowsPool(tc.pool); got != tc.want {
+			t.Errorf("pools %v AllowsPool(%q) = %v, want %v", tc.pools, tc.pool, got, tc.want)
+		}
+	}
+	var nilP *Principal
+	if nilP.AllowsPool("a") {
+		t.Error("nil principal allows a pool")
+	}
+}
+
+func TestClampTTL(t *testing.T) {
+	hour := &metav1.Duration{Duration: time.Hour}
+	cases := []struct {
+		max     *metav1.Duration
+		req     time.Duration
+		want    time.Duration
+		clamped bool
+	}{
+		{nil, 5 * time.Hour, 5 * time.Hour, false},
+		{hour, 30 * time.Minute, 30 * time.Minute, false},
+		{hour, time.Hour, time.Hour, false},
+		{hour, time.Hour + time.Second, time.Hour, true},
+		{hour, 48 * time.Hour, time.Hour, true},
+	}
+	for _, tc := range cases {
+		p := &Principal{Rule: kobev1.AccessRule{MaxTTL: tc.max}}
+		got, clamped := p.ClampTTL(tc.req)
+		if got != tc.want || clamped != tc.clamped {
+			t.Errorf("max %v ClampTTL(%s) = %s, %v; want %s, %v", tc.max, tc.req, got, clamped, tc.want, tc.clamped)
+		}
+	}
+}
+
+func TestLimits(t *testing.T) {
+	p := &Principal{}
+	if got := p.MaxExtensions(); got != 2 {
+		t.Errorf("default MaxExtensions = %d, want 2", got)
+	}
+	if _, limited := p.MaxConcurrentLeases(); limited {
+		t.Error("no maxConcurrentLeases should be unlimited")
+	}
+	p.Rule.MaxExtensions = ptr.To[int32](0)
+	p.Rule.MaxConcurrentLeases = ptr.To[int32](3)
+	if got := p.MaxExtensions(); got != 0 {
+		t.Errorf("MaxExtensions = %d, want 0", got)
+	}
+	if n, limited := p.MaxConcurrentLeases(); !limited || n != 3 {
+		t.Errorf("MaxConcurrentLeases = %d, %v; want 3, true", n, limited)
+	}
+}
+
+func TestAuditFields(t *testing.T) {
+	p := &Principal{Identity: "a/b:main", Policy: "github-ci", Method: MethodOIDC}
+	got := AuditFields(p)
+	want := []any{"identity", "a/b:main", "policy", "github-ci", "method", "oidc"}
+	if len(got) != len(want) {
+		t.Fatalf("AuditFields = %v", got)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("AuditFields = %v, want %v", got, want)
+		}
+	}
+	if len(AuditFields(nil))%2 != 0 {
+		t.Fatal("AuditFields(nil) not key/value pairs")
+	}
+}

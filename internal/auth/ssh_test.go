@@ -1,0 +1,117 @@
+package auth
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+	"github.com/kunobi-ninja/kobe/internal/sshsig"
+	"github.com/kunobi-ninja/kobe/internal/sshsig/sshsigtest"
+)
+
+// TestSSH signs requests with keys made by ssh-keygen and held by a real
+// ssh-agent, sends them over HTTP, and authenticates them like the server.
+func TestSSH(t *testing.T) {
+	agent := sshsigtest.StartAgent(t)
+	alicePath, alice := agent.Keygen("ed25519", "alice@laptop")
+	bobPath, bob := agent.Keygen("ed25519", "bob@laptop")
+	evePath, eve := agent.Keygen("ed25519", "eve@laptop")
+	for _, p := range []string{alicePath, bobPath, evePath} {
+		agent.Add(p)
+	}
+	aliceSigner, bobSigner, eveSigner := agent.Signer(alice), agent.Signer(bob), agent.Signer(eve)
+
+	pol := newPolicy("developers", "",
+		kobev1.AuthSpec{SSH: &kobev1.SSHAuth{AuthorizedKeys: []string{alice, bob, "not a key"}}},
+		allowIf("comment", "alice@laptop", "dev-*"),
+	)
+	a := NewAuthenticator(Options{Reader: storeReader(t, pol), Namespace: testNS})
+	srv := authServer(t, a)
+
+	type result struct {
+		code int
+		text string
+		p    Principal
+	}
+	send := func(method, path, header string, body []byte) result {
+		t.Helper()
+		req, err := http.NewRequest(method, srv.URL+path, bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", header)
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = resp.Body.Close() }()
+		out, _ := io.ReadAll(resp.Body)
+		r := result{code: resp.StatusCode, text: string(out)}
+		if resp.StatusCode == http.StatusOK {
+			if err := json.Unmarshal(out, &r.p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return r
+	}
+	sign := func(s ssh.Signer, method, path string, body []byte, at time.Time) string {
+		t.Helper()
+		req, err := http.NewRequest(method, srv.URL+path, bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sshsig.SignRequest(req, body, s, at); err != nil {
+			t.Fatal(err)
+		}
+		return req.Header.Get("Authorization")
+	}
+	body := []byte(`{"pool":"dev-small","ttl":"30m"}`)
+
+	hdr := sign(aliceSigner, "POST", "/v1/leases", body, time.Now())
+	got := send("POST", "/v1/leases", hdr, body)
+	if got.code != http.StatusOK {
+		t.Fatalf("signed request: %d %s", got.code, got.text)
+	}
+	if got.p.Identity != "alice@laptop" || got.p.Method != MethodSSH || got.p.Policy != "developers" || !(&got.p).AllowsPool("dev-small") {
+		t.Fatalf("principal %+v", got.p)
+	}
+
+	for _, tc := range []struct {
+		name   string
+		method string
+		path   string
+		header string
+		body   []byte
+		code   int
+		detail string
+	}{
+		{"replayed signature", "POST", "/v1/leases", hdr, body, 401, "already used"},
+		{"tampered path", "POST", "/v1/leases/lease-victim",
+			sign(aliceSigner, "POST", "/v1/leases", body, time.Now()), body, 401, "does not match"},
+		{"tampered body", "POST", "/v1/leases",
+			sign(aliceSigner, "POST", "/v1/leases", body, time.Now()), []byte(`{"pool":"prod"}`), 401, "does not match"},
+		{"timestamp too old", "POST", "/v1/leases",
+			sign(aliceSigner, "POST", "/v1/leases", body, time.Now().Add(-2*time.Minute)), body, 401, "window"},
+		{"timestamp in the future", "POST", "/v1/leases",
+			sign(aliceSigner, "POST", "/v1/leases", body, time.Now().Add(2*time.Minute)), body, 401, "window"},
+		{"key not in authorizedKeys", "POST", "/v1/leases",
+			sign(eveSigner, "POST", "/v1/leases", body, time.Now()), body, 401, "SSH key " + ssh.FingerprintSHA256(eveSigner.PublicKey()) + " is not authorised"},
+		{"authorised key, no rule", "POST", "/v1/leases",
+			sign(bobSigner, "POST", "/v1/leases", body, time.Now()), body, 403, `no rule of policy developers matches "bob@laptop"`},
+		{"garbage header", "GET", "/v1/leases", "KobeSSH v=1,key=x", nil, 401, "malformed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := send(tc.method, tc.path, tc.header, tc.body)
+			if got.code != tc.code || !strings.Contains(got.text, tc.detail) {
+				t.Fatalf("got %d %q; want %d containing %q", got.code, got.text, tc.code, tc.detail)
+			}
+		})
+	}
+}
