@@ -1,0 +1,536 @@
+package clusterinstance
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+	"github.com/kunobi-ninja/kobe/internal/backend"
+	"github.com/kunobi-ninja/kobe/internal/memberaccess"
+	"github.com/kunobi-ninja/kobe/internal/pool"
+	"github.com/kunobi-ninja/kobe/internal/testenv"
+)
+
+// fakeBackend stands in for a provisioner: a member "is" the test API
+// server itself, so the readiness gates run for real against it. What each
+// member does is set by name before it is created.
+type fakeBackend struct {
+	kubeconfig []byte
+	endpoint   string
+
+	mu      sync.Mutex
+	plans   map[string]*memberPlan
+	creates map[string]int
+	deletes map[string]int
+	state   map[string]backend.State
+	swept   []types.UID
+}
+
+type memberPlan struct {
+	createErr   error
+	after       backend.State // state after Create; Ready when empty
+	slowDeletes int           // Delete reports "not gone yet" this many times
+}
+
+func newFake(kubeconfig []byte, endpoint string) *fakeBackend {
+	return &fakeBackend{kubeconfig: kubeconfig, endpoint: endpoint, plans: map[string]*memberPlan{},
+		creates: map[string]int{}, deletes: map[string]int{}, state: map[string]backend.State{}}
+}
+
+func (f *fakeBackend) Type() kobev1.BackendType { return kobev1.BackendLocal }
+
+func (f *fakeBackend) plan(name string) *memberPlan {
+	if p, ok := f.plans[name]; ok {
+		return p
+	}
+	return &memberPlan{}
+}
+
+func (f *fakeBackend) set(name string, p memberPlan) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.plans[name] = &p
+}
+
+func (f *fakeBackend) setState(name string, s backend.State) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.state[name] = s
+}
+
+func (f *fakeBackend) count(m map[string]int, name string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return m[name]
+}
+
+func key(m backend.Member) string { return m.Namespace + "/" + m.Name }
+
+func (f *fakeBackend) Create(_ context.Context, m backend.Member) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.creates[key(m)]++
+	p := f.plan(key(m))
+	if p.createErr != nil {
+		return p.createErr
+	}
+	if _, ok := f.state[key(m)]; !ok {
+		f.state[key(m)] = backend.StateReady
+		if p.after != "" {
+			f.state[key(m)] = p.after
+		}
+	}
+	return nil
+}
+
+func (f *fakeBackend) Observe(_ context.Context, m backend.Member) (backend.Observation, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, ok := f.state[key(m)]
+	switch {
+	case !ok:
+		return backend.Observation{State: backend.StateAbsent}, nil
+	case s == backend.StateReady:
+		return backend.Observation{State: s, Access: &backend.Access{Endpoint: f.endpoint, CACert: []byte("ca"),
+			ClientCACert: []byte("client-ca"), ClientCAKey: []byte("client-ca-key"), AdminKubeconfig: f.kubeconfig}}, nil
+	}
+	return backend.Observation{State: s, Message: "fake says " + string(s)}, nil
+}
+
+func (f *fakeBackend) Delete(_ context.Context, m backend.Member) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.deletes[key(m)]++
+	if p := f.plan(key(m)); f.deletes[key(m)] <= p.slowDeletes {
+		return false, nil
+	}
+	delete(f.state, key(m))
+	return true, nil
+}
+
+func (f *fakeBackend) Sweep(_ context.Context, owned func(types.UID) bool) ([]string, error) {
+	var removed []string
+	f.mu.Lock()
+	uids := append([]types.UID(nil), f.swept...)
+	f.mu.Unlock()
+	for _, uid := range uids {
+		if !owned(uid) {
+			removed = append(removed, string(uid))
+		}
+	}
+	f.mu.Lock()
+	f.swept = append(f.swept[:0], types.UID(strings.Join(removed, ",")))
+	f.mu.Unlock()
+	return removed, nil
+}
+
+type harness struct {
+	env  *testenv.Env
+	c    client.Client
+	fake *fakeBackend
+}
+
+func startHarness(t *testing.T) *harness {
+	env := testenv.Start(t)
+	if os.Getenv("KOBE_TEST_LOG") != "" {
+		ctrl.SetLogger(zap.New(zap.UseDevMode(true)))
+	} else {
+		ctrl.SetLogger(logr.Discard())
+	}
+	kubeconfig, err := os.ReadFile(env.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The "member" is the test API server: its default ServiceAccount is
+	// what InClusterToken needs (there is no controller manager here).
+	if err := env.Client.Create(t.Context(), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: "default"}}); err != nil {
+		t.Fatal(err)
+	}
+	fake := newFake(kubeconfig, env.Config.Host)
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme:     env.Scheme,
+		Metrics:    metricsserver.Options{BindAddress: "0"},
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
+		Backends: backend.Registry{kobev1.BackendLocal: fake}, PollInterval: 200 * time.Millisecond}
+	if err := r.SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	})
+	return &harness{env: env, c: env.Client, fake: fake}
+}
+
+// namespace creates a namespace for one subtest.
+func (h *harness) namespace(t *testing.T) string {
+	name := fmt.Sprintf("t%d", time.Now().UnixNano()%1_000_000_000)
+	if err := h.c.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+// poolAndMember creates a pool (no pool controller runs here) and one member
+// of it named like the pool controller would.
+func (h *harness) poolAndMember(t *testing.T, ns string, mut func(*kobev1.ClusterPool)) (*kobev1.ClusterPool, *kobev1.ClusterInstance) {
+	p := &kobev1.ClusterPool{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: ns},
+		Spec: kobev1.ClusterPoolSpec{Size: ptr.To[int32](0), Backend: kobev1.BackendSpec{Type: kobev1.BackendLocal}}}
+	if mut != nil {
+		mut(p)
+	}
+	if err := h.c.Create(t.Context(), p); err != nil {
+		t.Fatal(err)
+	}
+	return p, h.member(t, p, 0)
+}
+
+func (h *harness) member(t *testing.T, p *kobev1.ClusterPool, n int32) *kobev1.ClusterInstance {
+	m := pool.NewMember(p, n)
+	m.Finalizers = nil // the instance controller adds it
+	if err := h.c.Create(t.Context(), m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	last := ""
+	for {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		last = state
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s; last: %s", what, timeout, last)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (h *harness) get(t *testing.T, m *kobev1.ClusterInstance) (*kobev1.ClusterInstance, bool) {
+	got := &kobev1.ClusterInstance{}
+	err := h.c.Get(t.Context(), client.ObjectKeyFromObject(m), got)
+	if apierrors.IsNotFound(err) {
+		return nil, false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got, true
+}
+
+func (h *harness) waitPhase(t *testing.T, m *kobev1.ClusterInstance, phase kobev1.InstancePhase, timeout time.Duration) *kobev1.ClusterInstance {
+	t.Helper()
+	var got *kobev1.ClusterInstance
+	eventually(t, timeout, fmt.Sprintf("%s %s", m.Name, phase), func() (bool, string) {
+		var ok bool
+		got, ok = h.get(t, m)
+		if !ok {
+			return false, "gone"
+		}
+		return got.Status.Phase == phase, fmt.Sprintf("phase %q conditions %v", got.Status.Phase, got.Status.Conditions)
+	})
+	return got
+}
+
+func (h *harness) waitGone(t *testing.T, m *kobev1.ClusterInstance, timeout time.Duration) {
+	t.Helper()
+	eventually(t, timeout, m.Name+" gone", func() (bool, string) {
+		got, ok := h.get(t, m)
+		if !ok {
+			return true, ""
+		}
+		return false, fmt.Sprintf("phase %q deleting %v", got.Status.Phase, got.DeletionTimestamp != nil)
+	})
+}
+
+// hasEvent reports whether an event with reason was recorded about obj.
+func (h *harness) hasEvent(t *testing.T, ns, name, reason string) bool {
+	var list eventsv1.EventList
+	if err := h.c.List(t.Context(), &list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range list.Items {
+		if e.Regarding.Name == name && e.Reason == reason {
+			return true
+		}
+	}
+	return false
+}
+
+func (h *harness) waitEvent(t *testing.T, ns, name, reason string) {
+	t.Helper()
+	eventually(t, 10*time.Second, "event "+reason+" on "+name, func() (bool, string) {
+		return h.hasEvent(t, ns, name, reason), ""
+	})
+}
+
+func (h *harness) failures(t *testing.T, p *kobev1.ClusterPool) int32 {
+	got := &kobev1.ClusterPool{}
+	if err := h.c.Get(t.Context(), client.ObjectKeyFromObject(p), got); err != nil {
+		t.Fatal(err)
+	}
+	return got.Status.Failures
+}
+
+func TestInstanceController(t *testing.T) {
+	h := startHarness(t)
+
+	t.Run("a member is built, gated, Ready, and destroyed with its access Secret", func(t *testing.T) {
+		ns := h.namespace(t)
+		_, m := h.poolAndMember(t, ns, nil)
+		got := h.waitPhase(t, m, kobev1.InstanceReady, 30*time.Second)
+		for _, c := range []string{kobev1.ConditionProvisioned, "APIServerReachable", "InClusterToken", kobev1.ConditionReady, kobev1.ConditionHealthy} {
+			if !meta.IsStatusConditionTrue(got.Status.Conditions, c) {
+				t.Errorf("condition %s not True: %v", c, got.Status.Conditions)
+			}
+		}
+		if got.Status.Endpoint != h.env.Config.Host || got.Status.AccessSecretRef == nil || got.Status.LastPhaseChange == nil {
+			t.Errorf("status = %+v", got.Status)
+		}
+		if len(got.Finalizers) != 1 || got.Finalizers[0] != kobev1.FinalizerInstance {
+			t.Errorf("finalizers = %v", got.Finalizers)
+		}
+		sec := &corev1.Secret{}
+		if err := h.c.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: memberaccess.SecretName(m.Name)}, sec); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := memberaccess.FromSecret(sec); err != nil {
+			t.Error(err)
+		}
+		h.waitEvent(t, ns, m.Name, kobev1.ReasonProvisioned)
+
+		if err := h.c.Delete(t.Context(), m); err != nil {
+			t.Fatal(err)
+		}
+		h.waitGone(t, m, 15*time.Second)
+		if n := h.fake.count(h.fake.deletes, ns+"/"+m.Name); n < 1 {
+			t.Errorf("backend Delete called %d times", n)
+		}
+		err := h.c.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: memberaccess.SecretName(m.Name)}, &corev1.Secret{})
+		if !apierrors.IsNotFound(err) {
+			t.Errorf("access Secret after destroy: %v", err)
+		}
+	})
+
+	t.Run("the finalizer holds until the backend reports the member gone", func(t *testing.T) {
+		ns := h.namespace(t)
+		h.fake.set(ns+"/pool-p-0", memberPlan{slowDeletes: 3})
+		_, m := h.poolAndMember(t, ns, nil)
+		h.waitPhase(t, m, kobev1.InstanceReady, 30*time.Second)
+		if err := h.c.Delete(t.Context(), m); err != nil {
+			t.Fatal(err)
+		}
+		got := h.waitPhase(t, m, kobev1.InstanceRecycling, 10*time.Second)
+		if c := meta.FindStatusCondition(got.Status.Conditions, kobev1.ConditionReady); c == nil || c.Reason != kobev1.ReasonScaledDown {
+			t.Errorf("Ready condition = %+v", c)
+		}
+		h.waitGone(t, m, 15*time.Second)
+		if n := h.fake.count(h.fake.deletes, ns+"/"+m.Name); n < 4 {
+			t.Errorf("backend Delete called %d times, want at least 4", n)
+		}
+	})
+
+	t.Run("failing health probes recycle a Ready member within interval x threshold", func(t *testing.T) {
+		ns := h.namespace(t)
+		p, m := h.poolAndMember(t, ns, func(p *kobev1.ClusterPool) {
+			p.Spec.HealthCheck = &kobev1.HealthCheckSpec{IntervalSeconds: 1, FailureThreshold: 2}
+		})
+		h.waitPhase(t, m, kobev1.InstanceReady, 30*time.Second)
+		start := time.Now()
+		h.fake.setState(ns+"/"+m.Name, backend.StateFailed)
+		h.waitGone(t, m, 10*time.Second)
+		t.Logf("recycled %s after the member failed", time.Since(start).Round(100*time.Millisecond))
+		if time.Since(start) > 1*2*time.Second+3*time.Second {
+			t.Errorf("recycled after %s", time.Since(start))
+		}
+		h.waitEvent(t, ns, m.Name, kobev1.ReasonProbeFailed)
+		h.waitEvent(t, ns, m.Name, kobev1.ReasonUnhealthy)
+		if f := h.failures(t, p); f != 0 {
+			t.Errorf("pool failures = %d; an unhealthy Ready member is not a failure to become Ready", f)
+		}
+	})
+
+	t.Run("a member the backend reports Failed is recycled and counted once", func(t *testing.T) {
+		ns := h.namespace(t)
+		h.fake.set(ns+"/pool-p-0", memberPlan{after: backend.StateFailed})
+		p, m := h.poolAndMember(t, ns, nil)
+		h.waitGone(t, m, 15*time.Second)
+		h.waitEvent(t, ns, m.Name, kobev1.ReasonProvisionFailed)
+		if f := h.failures(t, p); f != 1 {
+			t.Errorf("pool failures = %d, want 1", f)
+		}
+	})
+
+	t.Run("a member still Creating after creatingTimeout is recycled and counted", func(t *testing.T) {
+		ns := h.namespace(t)
+		h.fake.set(ns+"/pool-p-0", memberPlan{after: backend.StateProvisioning})
+		p, m := h.poolAndMember(t, ns, func(p *kobev1.ClusterPool) { p.Spec.CreatingTimeout = &metav1.Duration{Duration: 3 * time.Second} })
+		got := h.waitPhase(t, m, kobev1.InstanceCreating, 10*time.Second)
+		start := got.CreationTimestamp.Time
+		h.waitGone(t, m, 20*time.Second)
+		if d := time.Since(start); d < 2*time.Second {
+			t.Errorf("recycled after %s, before the timeout", d)
+		}
+		h.waitEvent(t, ns, m.Name, kobev1.ReasonCreatingTimeout)
+		if f := h.failures(t, p); f != 1 {
+			t.Errorf("pool failures = %d, want 1", f)
+		}
+	})
+
+	t.Run("an unavailable backend is reported and retried with backoff, not in a hot loop", func(t *testing.T) {
+		ns := h.namespace(t)
+		h.fake.set(ns+"/pool-p-0", memberPlan{createErr: fmt.Errorf("%w: kube-apiserver is missing", backend.ErrUnavailable)})
+		_, m := h.poolAndMember(t, ns, nil)
+		eventually(t, 10*time.Second, "Provisioned=False BackendUnavailable", func() (bool, string) {
+			got, _ := h.get(t, m)
+			c := meta.FindStatusCondition(got.Status.Conditions, kobev1.ConditionProvisioned)
+			return c != nil && c.Reason == kobev1.ReasonBackendUnavailable && strings.Contains(c.Message, "kube-apiserver is missing"), fmt.Sprint(c)
+		})
+		first := h.fake.count(h.fake.creates, ns+"/"+m.Name)
+		deadline := time.Now().Add(3 * time.Second)
+		for time.Now().Before(deadline) {
+			time.Sleep(100 * time.Millisecond) // measuring a rate over a fixed window
+		}
+		if n := h.fake.count(h.fake.creates, ns+"/"+m.Name) - first; n > 30 {
+			t.Errorf("Create called %d times in 3s", n)
+		}
+		h.waitEvent(t, ns, m.Name, kobev1.ReasonBackendUnavailable)
+		if err := h.c.Delete(t.Context(), m); err != nil {
+			t.Fatal(err)
+		}
+		h.waitGone(t, m, 15*time.Second)
+	})
+
+	t.Run("a bound member is Leased while its lease holds it and recycled when it ends", func(t *testing.T) {
+		ns := h.namespace(t)
+		p, m := h.poolAndMember(t, ns, nil)
+		m2 := h.member(t, p, 1)
+		m3 := h.member(t, p, 2)
+		for _, x := range []*kobev1.ClusterInstance{m, m2, m3} {
+			h.waitPhase(t, x, kobev1.InstanceReady, 30*time.Second)
+		}
+		l1 := h.bind(t, m, "l1")
+		l2 := h.bind(t, m2, "l2")
+		l3 := h.bind(t, m3, "l3")
+		for _, x := range []*kobev1.ClusterInstance{m, m2, m3} {
+			got := h.waitPhase(t, x, kobev1.InstanceLeased, 10*time.Second)
+			if got.Status.LeaseRef == nil || got.Status.LeaseRef.Name != got.Spec.LeaseRef.Name {
+				t.Errorf("status.leaseRef = %+v", got.Status.LeaseRef)
+			}
+		}
+
+		// Released: noticed through the lease watch, within a second or so.
+		start := time.Now()
+		l1.Status.Phase = kobev1.LeaseReleased
+		if err := h.c.Status().Update(t.Context(), l1); err != nil {
+			t.Fatal(err)
+		}
+		h.waitGone(t, m, 10*time.Second)
+		t.Logf("released lease noticed and member destroyed in %s", time.Since(start).Round(100*time.Millisecond))
+		h.waitEvent(t, ns, m.Name, kobev1.ReasonLeaseEnded)
+
+		// Deleted lease.
+		if err := h.c.Delete(t.Context(), l2); err != nil {
+			t.Fatal(err)
+		}
+		h.waitGone(t, m2, 10*time.Second)
+
+		// A lease that names another member.
+		l3.Status.InstanceRef = &kobev1.ObjectRef{Name: "someone-else", UID: "x"}
+		if err := h.c.Status().Update(t.Context(), l3); err != nil {
+			t.Fatal(err)
+		}
+		h.waitGone(t, m3, 10*time.Second)
+		if f := h.failures(t, p); f != 0 {
+			t.Errorf("pool failures = %d after leases ended", f)
+		}
+	})
+
+	t.Run("the start-up sweep asks backends about UIDs and lists live", func(t *testing.T) {
+		ns := h.namespace(t)
+		_, m := h.poolAndMember(t, ns, nil)
+		got := h.waitPhase(t, m, kobev1.InstanceReady, 30*time.Second)
+		h.fake.mu.Lock()
+		h.fake.swept = []types.UID{got.UID, "orphan-uid"}
+		h.fake.mu.Unlock()
+		s := &SweepRunnable{Backends: backend.Registry{kobev1.BackendLocal: h.fake}, Reader: h.c}
+		if !s.NeedLeaderElection() {
+			t.Error("the sweep must run on the leader only")
+		}
+		if err := s.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		h.fake.mu.Lock()
+		removed := h.fake.swept
+		h.fake.mu.Unlock()
+		if len(removed) != 1 || removed[0] != "orphan-uid" {
+			t.Errorf("removed = %v, want only the orphan", removed)
+		}
+		if err := h.c.Delete(t.Context(), m); err != nil {
+			t.Fatal(err)
+		}
+		h.waitGone(t, m, 15*time.Second)
+	})
+}
+
+// bind does what the binder does: the lease is Bound to the member first,
+// then the member names the lease.
+func (h *harness) bind(t *testing.T, m *kobev1.ClusterInstance, name string) *kobev1.ClusterLease {
+	t.Helper()
+	l := &kobev1.ClusterLease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: m.Namespace}, Spec: kobev1.ClusterLeaseSpec{Pool: m.Spec.PoolRef.Name}}
+	if err := h.c.Create(t.Context(), l); err != nil {
+		t.Fatal(err)
+	}
+	cur, _ := h.get(t, m)
+	l.Status.Phase = kobev1.LeaseBound
+	l.Status.InstanceRef = &kobev1.ObjectRef{Name: cur.Name, UID: cur.UID}
+	if err := h.c.Status().Update(t.Context(), l); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		cur, _ = h.get(t, m)
+		cur.Spec.LeaseRef = &kobev1.ObjectRef{Name: l.Name, UID: l.UID}
+		cur.Labels[kobev1.LabelLease] = l.Name
+		err := h.c.Update(t.Context(), cur)
+		if err == nil {
+			return l
+		}
+		if !apierrors.IsConflict(err) {
+			t.Fatal(err)
+		}
+	}
+}

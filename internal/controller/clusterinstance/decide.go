@@ -1,0 +1,126 @@
+package clusterinstance
+
+import (
+	"fmt"
+	"time"
+
+	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+	"github.com/kunobi-ninja/kobe/internal/gates"
+)
+
+// Defaults for pools that leave these unset. Health checks run even when a
+// pool has no healthCheck block: a member that died while waiting must never
+// be handed out, and spec 000 documents 30s/3 as the usual settings.
+const (
+	DefaultCreatingTimeout  = 10 * time.Minute
+	DefaultHealthInterval   = 30 * time.Second
+	DefaultFailureThreshold = 3
+)
+
+// settings are what an instance takes from its pool; a member whose pool is
+// gone (it was leased and its pool deleted) uses the defaults.
+type settings struct {
+	creatingTimeout time.Duration
+	interval        time.Duration
+	threshold       int32
+	gates           []string
+}
+
+func settingsFor(p *kobev1.ClusterPool) settings {
+	s := settings{
+		creatingTimeout: DefaultCreatingTimeout,
+		interval:        DefaultHealthInterval,
+		threshold:       DefaultFailureThreshold,
+		gates:           gates.Effective(nil),
+	}
+	if p == nil {
+		return s
+	}
+	if p.Spec.CreatingTimeout != nil && p.Spec.CreatingTimeout.Duration > 0 {
+		s.creatingTimeout = p.Spec.CreatingTimeout.Duration
+	}
+	if hc := p.Spec.HealthCheck; hc != nil {
+		if hc.IntervalSeconds > 0 {
+			s.interval = time.Duration(hc.IntervalSeconds) * time.Second
+		}
+		if hc.FailureThreshold > 0 {
+			s.threshold = hc.FailureThreshold
+		}
+	}
+	s.gates = gates.Effective(p.Spec.ReadinessGates)
+	return s
+}
+
+// creatingSince is when the member entered Creating.
+func creatingSince(inst *kobev1.ClusterInstance) time.Time {
+	if t := inst.Status.LastPhaseChange; t != nil && inst.Status.Phase == kobev1.InstanceCreating {
+		return t.Time
+	}
+	return inst.CreationTimestamp.Time
+}
+
+// creatingLeft is how long the member may still stay Creating; <= 0 means
+// it has timed out.
+func creatingLeft(inst *kobev1.ClusterInstance, timeout time.Duration, now time.Time) time.Duration {
+	return creatingSince(inst).Add(timeout).Sub(now)
+}
+
+// healthDue is how long until the next probe of a Ready member; <= 0 means now.
+func healthDue(inst *kobev1.ClusterInstance, interval time.Duration, now time.Time) time.Duration {
+	if inst.Status.LastHealthCheck == nil {
+		return 0
+	}
+	return inst.Status.LastHealthCheck.Add(interval).Sub(now)
+}
+
+// healthVerdict returns the consecutive failure count after a probe and
+// whether the member must be recycled.
+func healthVerdict(failures int32, probeErr error, threshold int32) (int32, bool) {
+	if probeErr == nil {
+		return 0, false
+	}
+	failures++
+	return failures, failures >= threshold
+}
+
+// leaseState is what a member's lease says about the member.
+type leaseState int
+
+const (
+	// leaseActive: the lease is Bound to this member.
+	leaseActive leaseState = iota
+	// leaseBinding: the bind is in progress (the lease is not Bound yet and
+	// names no other member); wait.
+	leaseBinding
+	// leaseEnded: the lease ended, is being deleted, is gone, or holds
+	// another member; the member must be destroyed.
+	leaseEnded
+)
+
+// judgeLease decides from the lease named by inst.spec.leaseRef (nil when it
+// does not exist) whether the member is still held.
+func judgeLease(inst *kobev1.ClusterInstance, l *kobev1.ClusterLease) (leaseState, string) {
+	ref := inst.Spec.LeaseRef
+	switch {
+	case l == nil:
+		return leaseEnded, fmt.Sprintf("lease %s is gone", ref.Name)
+	case ref.UID != "" && l.UID != ref.UID:
+		return leaseEnded, fmt.Sprintf("lease %s was deleted and re-created", ref.Name)
+	case !l.DeletionTimestamp.IsZero():
+		return leaseEnded, fmt.Sprintf("lease %s is being deleted", l.Name)
+	case l.Status.InstanceRef != nil && (l.Status.InstanceRef.Name != inst.Name ||
+		(l.Status.InstanceRef.UID != "" && l.Status.InstanceRef.UID != inst.UID)):
+		return leaseEnded, fmt.Sprintf("lease %s holds member %s, not this one", l.Name, l.Status.InstanceRef.Name)
+	}
+	switch l.Status.Phase {
+	case kobev1.LeaseBound:
+		if l.Status.InstanceRef == nil {
+			return leaseBinding, fmt.Sprintf("lease %s is Bound but names no member yet", l.Name)
+		}
+		return leaseActive, fmt.Sprintf("bound to lease %s", l.Name)
+	case kobev1.LeaseReleased, kobev1.LeaseExpired, kobev1.LeaseRecycling, kobev1.LeaseQuarantined:
+		return leaseEnded, fmt.Sprintf("lease %s is %s", l.Name, l.Status.Phase)
+	default:
+		return leaseBinding, fmt.Sprintf("lease %s is being bound", l.Name)
+	}
+}

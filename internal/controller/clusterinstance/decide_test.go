@@ -1,0 +1,110 @@
+package clusterinstance
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+)
+
+var t0 = time.Date(2026, 7, 1, 12, 0, 0, 0, time.UTC)
+
+func TestSettingsFor(t *testing.T) {
+	s := settingsFor(nil)
+	if s.creatingTimeout != 10*time.Minute || s.interval != 30*time.Second || s.threshold != 3 || len(s.gates) != 2 {
+		t.Errorf("defaults = %+v", s)
+	}
+	p := &kobev1.ClusterPool{Spec: kobev1.ClusterPoolSpec{
+		CreatingTimeout: &metav1.Duration{Duration: time.Minute},
+		HealthCheck:     &kobev1.HealthCheckSpec{IntervalSeconds: 2, FailureThreshold: 5},
+		ReadinessGates:  []kobev1.ReadinessGate{{Type: "NodesReady"}},
+	}}
+	s = settingsFor(p)
+	if s.creatingTimeout != time.Minute || s.interval != 2*time.Second || s.threshold != 5 || len(s.gates) != 3 || s.gates[2] != "NodesReady" {
+		t.Errorf("from pool = %+v", s)
+	}
+}
+
+func TestCreatingLeft(t *testing.T) {
+	inst := &kobev1.ClusterInstance{ObjectMeta: metav1.ObjectMeta{CreationTimestamp: metav1.NewTime(t0)}}
+	if got := creatingLeft(inst, time.Minute, t0.Add(20*time.Second)); got != 40*time.Second {
+		t.Errorf("from creation: %s", got)
+	}
+	inst.Status.Phase = kobev1.InstanceCreating
+	inst.Status.LastPhaseChange = ptr.To(metav1.NewTime(t0.Add(10 * time.Second)))
+	if got := creatingLeft(inst, time.Minute, t0.Add(80*time.Second)); got != -10*time.Second {
+		t.Errorf("from phase change: %s", got)
+	}
+}
+
+func TestHealth(t *testing.T) {
+	inst := &kobev1.ClusterInstance{}
+	if healthDue(inst, time.Second, t0) != 0 {
+		t.Error("never probed must be due")
+	}
+	inst.Status.LastHealthCheck = ptr.To(metav1.NewTime(t0))
+	if got := healthDue(inst, 2*time.Second, t0.Add(500*time.Millisecond)); got != 1500*time.Millisecond {
+		t.Errorf("due = %s", got)
+	}
+	boom := errors.New("boom")
+	cases := []struct {
+		failures  int32
+		err       error
+		threshold int32
+		want      int32
+		recycle   bool
+	}{
+		{0, nil, 3, 0, false},
+		{2, nil, 3, 0, false}, // a success resets the counter
+		{0, boom, 3, 1, false},
+		{1, boom, 2, 2, true},
+		{0, boom, 1, 1, true},
+	}
+	for _, c := range cases {
+		got, rec := healthVerdict(c.failures, c.err, c.threshold)
+		if got != c.want || rec != c.recycle {
+			t.Errorf("healthVerdict(%d, %v, %d) = %d, %v; want %d, %v", c.failures, c.err, c.threshold, got, rec, c.want, c.recycle)
+		}
+	}
+}
+
+func TestJudgeLease(t *testing.T) {
+	inst := &kobev1.ClusterInstance{ObjectMeta: metav1.ObjectMeta{Name: "m", UID: "m-uid"},
+		Spec: kobev1.ClusterInstanceSpec{LeaseRef: &kobev1.ObjectRef{Name: "l", UID: "l-uid"}}}
+	lease := func(mut func(*kobev1.ClusterLease)) *kobev1.ClusterLease {
+		l := &kobev1.ClusterLease{ObjectMeta: metav1.ObjectMeta{Name: "l", UID: "l-uid"},
+			Status: kobev1.ClusterLeaseStatus{Phase: kobev1.LeaseBound, InstanceRef: &kobev1.ObjectRef{Name: "m", UID: "m-uid"}}}
+		if mut != nil {
+			mut(l)
+		}
+		return l
+	}
+	now := metav1.NewTime(t0)
+	cases := []struct {
+		name string
+		l    *kobev1.ClusterLease
+		want leaseState
+	}{
+		{"bound to us", lease(nil), leaseActive},
+		{"gone", nil, leaseEnded},
+		{"re-created", lease(func(l *kobev1.ClusterLease) { l.UID = "other" }), leaseEnded},
+		{"deleting", lease(func(l *kobev1.ClusterLease) { l.DeletionTimestamp = &now }), leaseEnded},
+		{"holds another member", lease(func(l *kobev1.ClusterLease) { l.Status.InstanceRef.Name = "x" }), leaseEnded},
+		{"holds a re-created member of our name", lease(func(l *kobev1.ClusterLease) { l.Status.InstanceRef.UID = "old" }), leaseEnded},
+		{"released", lease(func(l *kobev1.ClusterLease) { l.Status.Phase = kobev1.LeaseReleased }), leaseEnded},
+		{"expired", lease(func(l *kobev1.ClusterLease) { l.Status.Phase = kobev1.LeaseExpired }), leaseEnded},
+		{"recycling", lease(func(l *kobev1.ClusterLease) { l.Status.Phase = kobev1.LeaseRecycling }), leaseEnded},
+		{"quarantined", lease(func(l *kobev1.ClusterLease) { l.Status.Phase = kobev1.LeaseQuarantined }), leaseEnded},
+		{"pending, bind in progress", lease(func(l *kobev1.ClusterLease) { l.Status.Phase = kobev1.LeasePending; l.Status.InstanceRef = nil }), leaseBinding},
+		{"no phase yet", lease(func(l *kobev1.ClusterLease) { l.Status.Phase = "" }), leaseBinding},
+	}
+	for _, c := range cases {
+		if got, msg := judgeLease(inst, c.l); got != c.want {
+			t.Errorf("%s: got %v (%s), want %v", c.name, got, msg, c.want)
+		}
+	}
+}

@@ -1,0 +1,67 @@
+package clusterinstance
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+	"github.com/kunobi-ninja/kobe/internal/memberaccess"
+)
+
+// finalize destroys a deleted member: Recycling until the backend reports
+// nothing of it is left, then its access Secret goes (no garbage collector is
+// assumed), then the finalizer.
+func (r *Reconciler) finalize(ctx context.Context, s *scope) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(s.inst, kobev1.FinalizerInstance) {
+		return ctrl.Result{}, nil
+	}
+	if s.inst.Status.Phase != kobev1.InstanceRecycling {
+		reason, msg := kobev1.ReasonScaledDown, "the member was deleted"
+		switch {
+		case s.inst.Spec.LeaseRef != nil:
+			reason, msg = kobev1.ReasonLeaseEnded, "the member was deleted while bound to lease "+s.inst.Spec.LeaseRef.Name
+		case s.pool == nil || !s.pool.DeletionTimestamp.IsZero():
+			reason, msg = kobev1.ReasonPoolDeleted, "the member's pool is being deleted"
+		}
+		r.setPhase(s, kobev1.InstanceRecycling, reason, msg)
+	}
+	if s.backend == nil {
+		r.mark(s, kobev1.ConditionProvisioned, metav1.ConditionFalse, kobev1.ReasonBackendUnavailable,
+			fmt.Sprintf("cannot destroy the member: backend %q is not wired in this operator", s.inst.Spec.Backend.Type), corev1.EventTypeWarning)
+		return ctrl.Result{RequeueAfter: time.Minute}, nil
+	}
+	gone, err := s.backend.Delete(ctx, s.member())
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("destroying member %s: %w", s.inst.Name, err)
+	}
+	if !gone {
+		return ctrl.Result{RequeueAfter: r.pollInterval()}, nil
+	}
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: s.inst.Namespace, Name: memberaccess.SecretName(s.inst.Name)}}
+	if err := r.Client.Delete(ctx, sec); err != nil && !apierrors.IsNotFound(err) {
+		return ctrl.Result{}, fmt.Errorf("deleting access Secret %s: %w", sec.Name, err)
+	}
+	r.event(s, corev1.EventTypeNormal, kobev1.ReasonDestroyed, "Destroy", "the backend reports nothing of the member is left")
+	if err := r.commit(ctx, s); err != nil || s.stale || s.gone {
+		return ctrl.Result{}, err
+	}
+	controllerutil.RemoveFinalizer(s.inst, kobev1.FinalizerInstance)
+	err = r.Client.Patch(ctx, s.inst, client.MergeFromWithOptions(s.before, client.MergeFromWithOptimisticLock{}))
+	switch {
+	case apierrors.IsConflict(err):
+		s.stale = true
+		return ctrl.Result{}, nil
+	case err != nil && !apierrors.IsNotFound(err):
+		return ctrl.Result{}, fmt.Errorf("removing finalizer of %s: %w", s.inst.Name, err)
+	}
+	s.gone = true
+	return ctrl.Result{}, nil
+}

@@ -1,0 +1,119 @@
+package clusterinstance
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+)
+
+// commit writes the status if it changed, fenced by the resourceVersion it
+// was computed from: conditions are a list that a JSON merge patch replaces
+// whole, so an unfenced patch could drop a gate condition someone else just
+// set, or overwrite a bind that happened meanwhile.
+//
+// A conflict is not an error: it marks the scope stale, and the reconcile
+// ends and decides again from a fresh read.
+func (r *Reconciler) commit(ctx context.Context, s *scope) error {
+	if s.gone || s.stale {
+		return nil
+	}
+	s.inst.Status.ObservedGeneration = s.inst.Generation
+	if equality.Semantic.DeepEqual(s.before.Status, s.inst.Status) {
+		return nil
+	}
+	err := r.Client.Status().Patch(ctx, s.inst, client.MergeFromWithOptions(s.before, client.MergeFromWithOptimisticLock{}))
+	switch {
+	case apierrors.IsNotFound(err):
+		s.gone = true
+		return nil
+	case apierrors.IsConflict(err):
+		s.stale = true
+		return nil
+	case err != nil:
+		return fmt.Errorf("patching status of %s: %w", s.inst.Name, err)
+	}
+	s.before = s.inst.DeepCopy()
+	return nil
+}
+
+// setPhase moves the instance to phase, records when, sets its Ready
+// condition, and tells the story in an event.
+func (r *Reconciler) setPhase(s *scope, phase kobev1.InstancePhase, reason, msg string) {
+	st := &s.inst.Status
+	ready := metav1.ConditionFalse
+	if phase == kobev1.InstanceReady {
+		ready = metav1.ConditionTrue
+	}
+	r.setCondition(s, kobev1.ConditionReady, ready, reason, msg)
+	if st.Phase == phase {
+		return
+	}
+	s.log.Info("Phase changed", "from", st.Phase, "to", phase, "reason", reason)
+	st.Phase = phase
+	t := metav1.NewTime(s.now)
+	st.LastPhaseChange = &t
+	kind := corev1.EventTypeNormal
+	if phase == kobev1.InstanceRecycling && reason != kobev1.ReasonLeaseEnded && reason != kobev1.ReasonScaledDown && reason != kobev1.ReasonPoolDeleted {
+		kind = corev1.EventTypeWarning
+	}
+	r.event(s, kind, reason, string(phase), msg)
+}
+
+// setCondition sets a condition; it reports whether its status or reason changed.
+func (r *Reconciler) setCondition(s *scope, t string, status metav1.ConditionStatus, reason, msg string) bool {
+	old := meta.FindStatusCondition(s.inst.Status.Conditions, t)
+	changed := old == nil || old.Status != status || old.Reason != reason
+	meta.SetStatusCondition(&s.inst.Status.Conditions, metav1.Condition{
+		Type: t, Status: status, Reason: reason, Message: msg,
+		ObservedGeneration: s.inst.Generation, LastTransitionTime: metav1.NewTime(s.now),
+	})
+	return changed
+}
+
+// mark sets a condition and, when its status or reason changed, records an
+// event of kind with the condition's reason.
+func (r *Reconciler) mark(s *scope, t string, status metav1.ConditionStatus, reason, msg, kind string) {
+	if r.setCondition(s, t, status, reason, msg) {
+		r.event(s, kind, reason, t, msg)
+	}
+}
+
+func (r *Reconciler) event(s *scope, kind, reason, action, msg string) {
+	if r.Recorder != nil {
+		r.Recorder.Eventf(s.inst, nil, kind, reason, action, "%s", msg)
+	}
+}
+
+// countFailure adds one to the pool's status.failures. The read-modify-write
+// is fenced by the pool's resourceVersion and retried on conflict, and only
+// ever follows the one status patch that moved the member from Creating to
+// Recycling, so a member is counted at most once.
+func (r *Reconciler) countFailure(ctx context.Context, s *scope) error {
+	key := types.NamespacedName{Namespace: s.inst.Namespace, Name: s.inst.Spec.PoolRef.Name}
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		pool := &kobev1.ClusterPool{}
+		if err := r.APIReader.Get(ctx, key, pool); err != nil {
+			return err
+		}
+		if s.inst.Spec.PoolRef.UID != "" && pool.UID != s.inst.Spec.PoolRef.UID {
+			return nil
+		}
+		before := pool.DeepCopy()
+		pool.Status.Failures++
+		return r.Client.Status().Patch(ctx, pool, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+	})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("counting the failure of %s on pool %s: %w", s.inst.Name, key.Name, err)
+	}
+	return nil
+}

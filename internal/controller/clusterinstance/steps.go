@@ -1,0 +1,267 @@
+package clusterinstance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+	"github.com/kunobi-ninja/kobe/internal/backend"
+	"github.com/kunobi-ninja/kobe/internal/gates"
+	"github.com/kunobi-ninja/kobe/internal/memberaccess"
+)
+
+// reconcileCreating builds the member, publishes its access Secret once the
+// backend reports it Ready, then runs its readiness gates. A member that
+// fails, or is still Creating after creatingTimeout, is recycled and counted
+// as a pool failure.
+func (r *Reconciler) reconcileCreating(ctx context.Context, s *scope) (ctrl.Result, error) {
+	left := creatingLeft(s.inst, s.settings.creatingTimeout, s.now)
+	if left <= 0 {
+		return r.recycle(ctx, s, kobev1.ReasonCreatingTimeout,
+			fmt.Sprintf("still Creating after creatingTimeout %s", s.settings.creatingTimeout), true)
+	}
+	if !meta.IsStatusConditionTrue(s.inst.Status.Conditions, kobev1.ConditionProvisioned) {
+		if err := s.backend.Create(ctx, s.member()); err != nil {
+			if errors.Is(err, backend.ErrUnavailable) {
+				// The workqueue's exponential backoff paces the retries.
+				r.mark(s, kobev1.ConditionProvisioned, metav1.ConditionFalse, kobev1.ReasonBackendUnavailable, err.Error(), corev1.EventTypeWarning)
+			}
+			return ctrl.Result{}, fmt.Errorf("creating member %s: %w", s.inst.Name, err)
+		}
+	}
+	obs, err := s.backend.Observe(ctx, s.member())
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("observing member %s: %w", s.inst.Name, err)
+	}
+	switch obs.State {
+	case backend.StateFailed:
+		r.setCondition(s, kobev1.ConditionProvisioned, metav1.ConditionFalse, kobev1.ReasonProvisionFailed, obs.Message)
+		return r.recycle(ctx, s, kobev1.ReasonProvisionFailed, "the backend reports the member failed: "+obs.Message, true)
+	case backend.StateReady:
+		if err := r.publishAccess(ctx, s, obs.Access); err != nil {
+			return ctrl.Result{}, err
+		}
+	default:
+		msg := obs.Message
+		if msg == "" {
+			msg = "the backend is building the member (" + string(obs.State) + ")"
+		}
+		r.setCondition(s, kobev1.ConditionProvisioned, metav1.ConditionFalse, kobev1.ReasonCreating, msg)
+		return ctrl.Result{RequeueAfter: min(r.pollInterval(), left)}, nil
+	}
+	return r.runGates(ctx, s, left)
+}
+
+// publishAccess writes the access Secret and points the status at it.
+func (r *Reconciler) publishAccess(ctx context.Context, s *scope, a *backend.Access) error {
+	if meta.IsStatusConditionTrue(s.inst.Status.Conditions, kobev1.ConditionProvisioned) && s.inst.Status.AccessSecretRef != nil {
+		return nil
+	}
+	if a == nil {
+		return fmt.Errorf("backend reports member %s Ready without access material", s.inst.Name)
+	}
+	want := memberaccess.Secret(s.inst, a)
+	err := r.Client.Create(ctx, want)
+	if apierrors.IsAlreadyExists(err) {
+		got := &corev1.Secret{}
+		if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: want.Namespace, Name: want.Name}, got); err != nil {
+			return fmt.Errorf("reading access Secret %s: %w", want.Name, err)
+		}
+		err = nil
+		if !equality.Semantic.DeepEqual(got.Data, want.Data) {
+			got.Data = want.Data
+			err = r.Client.Update(ctx, got)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("writing access Secret %s: %w", want.Name, err)
+	}
+	s.inst.Status.Endpoint = a.Endpoint
+	s.inst.Status.AccessSecretRef = &kobev1.LocalRef{Name: want.Name}
+	r.mark(s, kobev1.ConditionProvisioned, metav1.ConditionTrue, kobev1.ReasonProvisioned,
+		"the backend built the member; access in Secret "+want.Name, corev1.EventTypeNormal)
+	return nil
+}
+
+// runGates evaluates the readiness gates; built-in ones become conditions on
+// the instance. All passed makes the member Ready.
+func (r *Reconciler) runGates(ctx context.Context, s *scope, left time.Duration) (ctrl.Result, error) {
+	kubeconfig, err := r.adminKubeconfig(ctx, s)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	results := gates.Evaluate(ctx, kubeconfig, s.settings.gates, s.inst.Status.Conditions, r.probeTimeout(s))
+	var pending []string
+	for _, g := range results {
+		if !g.Passed {
+			pending = append(pending, g.Type)
+		}
+		if !gates.IsBuiltin(g.Type) {
+			continue // the condition is the gate; someone else owns it
+		}
+		if g.Passed {
+			r.mark(s, g.Type, metav1.ConditionTrue, kobev1.ReasonGatePassed, g.Message, corev1.EventTypeNormal)
+		} else {
+			r.setCondition(s, g.Type, metav1.ConditionFalse, kobev1.ReasonGatePending, g.Message)
+		}
+	}
+	if len(pending) > 0 {
+		r.setCondition(s, kobev1.ConditionReady, metav1.ConditionFalse, kobev1.ReasonGatePending,
+			"waiting for readiness gates: "+strings.Join(pending, ", "))
+		return ctrl.Result{RequeueAfter: min(r.pollInterval(), left)}, nil
+	}
+	s.inst.Status.HealthFailures = 0
+	t := metav1.NewTime(s.now)
+	s.inst.Status.LastHealthCheck = &t
+	r.setCondition(s, kobev1.ConditionHealthy, metav1.ConditionTrue, kobev1.ReasonProbeSucceeded, "the readiness gates passed")
+	r.setPhase(s, kobev1.InstanceReady, kobev1.ReasonGatePassed,
+		fmt.Sprintf("all %d readiness gates passed: %s", len(results), strings.Join(s.settings.gates, ", ")))
+	return ctrl.Result{RequeueAfter: s.settings.interval}, nil
+}
+
+// reconcileReady probes a warm member every health interval; failureThreshold
+// consecutive failures recycle it without it ever being offered again.
+func (r *Reconciler) reconcileReady(ctx context.Context, s *scope) (ctrl.Result, error) {
+	if due := healthDue(s.inst, s.settings.interval, s.now); due > 0 {
+		return ctrl.Result{RequeueAfter: due}, nil
+	}
+	probeErr := r.probe(ctx, s)
+	failures, recycle := healthVerdict(s.inst.Status.HealthFailures, probeErr, s.settings.threshold)
+	st := &s.inst.Status
+	st.HealthFailures = failures
+	t := metav1.NewTime(s.now)
+	st.LastHealthCheck = &t
+	if probeErr == nil {
+		r.setCondition(s, kobev1.ConditionHealthy, metav1.ConditionTrue, kobev1.ReasonProbeSucceeded, "GET /readyz succeeded")
+		return ctrl.Result{RequeueAfter: s.settings.interval}, nil
+	}
+	msg := fmt.Sprintf("probe failed %d of %d times in a row: %v", failures, s.settings.threshold, probeErr)
+	r.setCondition(s, kobev1.ConditionHealthy, metav1.ConditionFalse, kobev1.ReasonProbeFailed, msg)
+	r.event(s, corev1.EventTypeWarning, kobev1.ReasonProbeFailed, "Probe", msg)
+	if recycle {
+		return r.recycle(ctx, s, kobev1.ReasonUnhealthy, msg, false)
+	}
+	return ctrl.Result{RequeueAfter: s.settings.interval}, nil
+}
+
+// probe is the health probe: the backend still reports the member Ready and
+// its API server answers /readyz.
+func (r *Reconciler) probe(ctx context.Context, s *scope) error {
+	obs, err := s.backend.Observe(ctx, s.member())
+	if err != nil {
+		return fmt.Errorf("observing: %w", err)
+	}
+	if obs.State != backend.StateReady {
+		return fmt.Errorf("backend reports %s: %s", obs.State, obs.Message)
+	}
+	kubeconfig, err := r.adminKubeconfig(ctx, s)
+	if err != nil {
+		return err
+	}
+	return gates.Probe(ctx, kubeconfig, r.probeTimeout(s))
+}
+
+// reconcileLeased keeps a bound member Leased while its lease holds it, and
+// recycles it once the lease ended, is going or gone, or holds another member.
+func (r *Reconciler) reconcileLeased(ctx context.Context, s *scope) (ctrl.Result, error) {
+	ref := s.inst.Spec.LeaseRef
+	if s.inst.Status.LeaseRef == nil || *s.inst.Status.LeaseRef != *ref {
+		s.inst.Status.LeaseRef = ref.DeepCopy()
+	}
+	state, msg, err := r.lookupLease(ctx, s)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	switch state {
+	case leaseEnded:
+		return r.recycle(ctx, s, kobev1.ReasonLeaseEnded, msg, false)
+	case leaseBinding:
+		return ctrl.Result{RequeueAfter: r.pollInterval()}, nil
+	}
+	r.setPhase(s, kobev1.InstanceLeased, kobev1.ReasonBound, msg)
+	return ctrl.Result{}, nil // the lease watch brings the end
+}
+
+// lookupLease judges the member's lease from the cache, and confirms with a
+// live read before reporting anything but an active lease: a lagging cache
+// must not destroy a member in use.
+func (r *Reconciler) lookupLease(ctx context.Context, s *scope) (leaseState, string, error) {
+	key := types.NamespacedName{Namespace: s.inst.Namespace, Name: s.inst.Spec.LeaseRef.Name}
+	l := &kobev1.ClusterLease{}
+	err := r.Client.Get(ctx, key, l)
+	if err == nil {
+		if state, msg := judgeLease(s.inst, l); state == leaseActive {
+			return state, msg, nil
+		}
+	} else if !apierrors.IsNotFound(err) {
+		return 0, "", fmt.Errorf("getting lease %s: %w", key.Name, err)
+	}
+	l = &kobev1.ClusterLease{}
+	err = r.APIReader.Get(ctx, key, l)
+	if apierrors.IsNotFound(err) {
+		state, msg := judgeLease(s.inst, nil)
+		return state, msg, nil
+	}
+	if err != nil {
+		return 0, "", fmt.Errorf("reading lease %s: %w", key.Name, err)
+	}
+	state, msg := judgeLease(s.inst, l)
+	return state, msg, nil
+}
+
+// recycle moves the member to Recycling, counts a pool failure if it never
+// became Ready, and deletes the object; the finalizer destroys the member.
+func (r *Reconciler) recycle(ctx context.Context, s *scope, reason, msg string, failure bool) (ctrl.Result, error) {
+	r.setPhase(s, kobev1.InstanceRecycling, reason, msg)
+	if err := r.commit(ctx, s); err != nil || s.stale || s.gone {
+		return ctrl.Result{}, err
+	}
+	if failure {
+		if err := r.countFailure(ctx, s); err != nil {
+			// At most once: the member is Recycling now and is not counted again.
+			s.log.Error(err, "Failure not counted")
+		}
+	}
+	return r.deleteInstance(ctx, s)
+}
+
+func (r *Reconciler) deleteInstance(ctx context.Context, s *scope) (ctrl.Result, error) {
+	uid := s.inst.UID
+	if err := r.Client.Delete(ctx, s.inst, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
+		return ctrl.Result{}, fmt.Errorf("deleting %s: %w", s.inst.Name, err)
+	}
+	return ctrl.Result{}, nil
+}
+
+// backendNotWired holds a member whose backend this operator lacks: it
+// cannot be built, and it must not be forgotten either.
+func (r *Reconciler) backendNotWired(_ context.Context, s *scope) (ctrl.Result, error) {
+	msg := fmt.Sprintf("backend %q is not wired in this operator", s.inst.Spec.Backend.Type)
+	r.mark(s, kobev1.ConditionProvisioned, metav1.ConditionFalse, kobev1.ReasonBackendUnavailable, msg, corev1.EventTypeWarning)
+	return ctrl.Result{RequeueAfter: time.Minute}, nil
+}
+
+func (r *Reconciler) adminKubeconfig(ctx context.Context, s *scope) ([]byte, error) {
+	sec := &corev1.Secret{}
+	name := memberaccess.SecretName(s.inst.Name)
+	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: s.inst.Namespace, Name: name}, sec); err != nil {
+		return nil, fmt.Errorf("reading access Secret %s: %w", name, err)
+	}
+	a, err := memberaccess.FromSecret(sec)
+	if err != nil {
+		return nil, err
+	}
+	return a.AdminKubeconfig, nil
+}

@@ -1,0 +1,102 @@
+package clusterinstance
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+	"github.com/kunobi-ninja/kobe/internal/backend"
+)
+
+// SweepRunnable is a manager.Runnable that, once at start (on the leader,
+// after the cache has synced), asks every backend that can find members
+// nobody owns to destroy them: what a crash left behind between a
+// ClusterInstance's deletion and its member's destruction, or before a
+// member's object was ever written.
+type SweepRunnable struct {
+	Backends backend.Registry
+	// Reader lists ClusterInstances live (the manager's APIReader), so that
+	// ownership is never judged from a cache.
+	Reader client.Reader
+	// Cache, when set, is waited for before sweeping.
+	Cache interface {
+		WaitForCacheSync(ctx context.Context) bool
+	}
+}
+
+// NeedLeaderElection: only the leader destroys anything.
+func (s *SweepRunnable) NeedLeaderElection() bool { return true }
+
+// Start sweeps once and returns; a failed sweep is logged, not fatal: the
+// next start sweeps again.
+func (s *SweepRunnable) Start(ctx context.Context) error {
+	log := ctrl.LoggerFrom(ctx).WithName("sweep")
+	if s.Cache != nil && !s.Cache.WaitForCacheSync(ctx) {
+		return nil // stopping
+	}
+	owned, err := s.ownedFunc(ctx)
+	if err != nil {
+		log.Error(err, "Sweep skipped")
+		return nil
+	}
+	names := make([]string, 0, len(s.Backends))
+	for t := range s.Backends {
+		names = append(names, string(t))
+	}
+	sort.Strings(names)
+	for _, t := range names {
+		sw, ok := s.Backends[kobev1.BackendType(t)].(backend.Sweeper)
+		if !ok {
+			continue
+		}
+		removed, err := sw.Sweep(ctx, owned)
+		if err != nil {
+			log.Error(err, "Sweep failed", "backend", t, "removed", removed)
+			continue
+		}
+		log.Info("Swept members nobody owns", "backend", t, "removed", removed)
+	}
+	return nil
+}
+
+// ownedFunc returns owned(uid): a ClusterInstance with that UID exists. It
+// starts from one live list and lists again before answering "not owned", so
+// that a member whose object was created after the first list (and whose
+// data therefore appeared after it) is never taken for an orphan.
+func (s *SweepRunnable) ownedFunc(ctx context.Context) (func(types.UID) bool, error) {
+	list := func() (map[types.UID]bool, error) {
+		var l kobev1.ClusterInstanceList
+		if err := s.Reader.List(ctx, &l); err != nil {
+			return nil, fmt.Errorf("listing ClusterInstances: %w", err)
+		}
+		uids := make(map[types.UID]bool, len(l.Items))
+		for i := range l.Items {
+			uids[l.Items[i].UID] = true
+		}
+		return uids, nil
+	}
+	known, err := list()
+	if err != nil {
+		return nil, err
+	}
+	var mu sync.Mutex
+	return func(uid types.UID) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if known[uid] {
+			return true
+		}
+		fresh, err := list()
+		if err != nil {
+			return true // when in doubt, keep
+		}
+		known = fresh
+		return known[uid]
+	}, nil
+}

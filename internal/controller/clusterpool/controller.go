@@ -1,0 +1,213 @@
+package clusterpool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+	"github.com/kunobi-ninja/kobe/internal/backend"
+	"github.com/kunobi-ninja/kobe/internal/pool"
+)
+
+// ControllerName names the controller and its events' reporter.
+const ControllerName = "kobe-clusterpool"
+
+// DefaultCapabilities describe the backends kobe ships, for naming the pool
+// fields they do not act on.
+var DefaultCapabilities = map[kobev1.BackendType]pool.Capabilities{
+	kobev1.BackendLocal: {KubernetesVersion: "1.37.2", MaxServers: 1, Scheduling: true},
+}
+
+// Reconciler keeps each ClusterPool's members at what internal/pool decides.
+type Reconciler struct {
+	Client client.Client
+	// APIReader lists members live: creating and deleting from a lagging
+	// cache could overshoot the target or delete a member just bound.
+	APIReader client.Reader
+	Scheme    *runtime.Scheme
+	// Recorder is from mgr.GetEventRecorder(ControllerName).
+	Recorder events.EventRecorder
+	Backends backend.Registry
+	Clock    clock.PassiveClock
+
+	// SignalGrace is how long a member may be Provisioned without passing a
+	// readiness gate before the pool reports ReadinessSignalAbsent;
+	// pool.DefaultSignalGrace when zero.
+	SignalGrace time.Duration
+	// Capabilities of the wired backends; DefaultCapabilities when nil.
+	Capabilities map[kobev1.BackendType]pool.Capabilities
+}
+
+// Reconcile converges one pool: finalizer, plan, reserve ordinals, create,
+// delete, and one status patch at the end.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, retErr error) {
+	p := &kobev1.ClusterPool{}
+	if err := r.Client.Get(ctx, req.NamespacedName, p); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !p.DeletionTimestamp.IsZero() {
+		return r.finalize(ctx, p)
+	}
+	if controllerutil.AddFinalizer(p, kobev1.FinalizerPool) {
+		if err := r.Client.Update(ctx, p); err != nil {
+			return ctrl.Result{}, fmt.Errorf("adding finalizer: %w", err)
+		}
+	}
+	plan, queue, err := r.plan(ctx, p)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.reserveOrdinals(ctx, p, plan.NextOrdinal); apierrors.IsConflict(err) {
+		return ctrl.Result{RequeueAfter: time.Second}, nil // decide again from a fresh pool
+	} else if err != nil {
+		return ctrl.Result{}, err
+	}
+
+	before := p.DeepCopy()
+	defer func() { retErr = errors.Join(retErr, r.patchStatus(ctx, before, p)) }()
+	r.setStatus(p, plan, queue)
+
+	if err := r.createMembers(ctx, p, plan); err != nil {
+		return ctrl.Result{}, err
+	}
+	raced, err := r.deleteMembers(ctx, p, plan.Delete, "scaled down: the pool wants "+fmt.Sprint(plan.Target)+" Ready or Creating members")
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if raced {
+		return ctrl.Result{RequeueAfter: time.Second}, nil
+	}
+	return ctrl.Result{RequeueAfter: plan.RequeueAfter}, nil
+}
+
+// plan gathers the pool's members and queue and asks internal/pool.
+func (r *Reconciler) plan(ctx context.Context, p *kobev1.ClusterPool) (pool.Plan, int32, error) {
+	members, err := r.members(ctx, p)
+	if err != nil {
+		return pool.Plan{}, 0, err
+	}
+	queue, err := r.queueDepth(ctx, p)
+	if err != nil {
+		return pool.Plan{}, 0, err
+	}
+	caps := r.Capabilities
+	if caps == nil {
+		caps = DefaultCapabilities
+	}
+	wired := make([]kobev1.BackendType, 0, len(r.Backends))
+	for t := range r.Backends {
+		wired = append(wired, t)
+	}
+	slices.Sort(wired)
+	return pool.Decide(pool.Input{
+		Pool: p, Members: members, QueueDepth: queue, Wired: wired,
+		Backend: caps[p.Spec.Backend.Type], Now: r.Clock.Now(), SignalGrace: r.SignalGrace,
+	}), queue, nil
+}
+
+// members lists the pool's ClusterInstances live, including those bound to
+// leases; members of an earlier pool with the same name are not this pool's.
+func (r *Reconciler) members(ctx context.Context, p *kobev1.ClusterPool) ([]kobev1.ClusterInstance, error) {
+	var list kobev1.ClusterInstanceList
+	if err := r.APIReader.List(ctx, &list, client.InNamespace(p.Namespace), client.MatchingLabels{kobev1.LabelPool: p.Name}); err != nil {
+		return nil, fmt.Errorf("listing members of pool %s: %w", p.Name, err)
+	}
+	return slices.DeleteFunc(list.Items, func(m kobev1.ClusterInstance) bool {
+		return m.Spec.PoolRef.UID != "" && m.Spec.PoolRef.UID != p.UID
+	}), nil
+}
+
+// queueDepth counts the pool's leases that wait for a member.
+func (r *Reconciler) queueDepth(ctx context.Context, p *kobev1.ClusterPool) (int32, error) {
+	var list kobev1.ClusterLeaseList
+	if err := r.Client.List(ctx, &list, client.InNamespace(p.Namespace)); err != nil {
+		return 0, fmt.Errorf("listing leases of pool %s: %w", p.Name, err)
+	}
+	var n int32
+	for i := range list.Items {
+		l := &list.Items[i]
+		if l.Spec.Pool == p.Name && l.DeletionTimestamp.IsZero() &&
+			(l.Status.Phase == "" || l.Status.Phase == kobev1.LeasePending) {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// SetupWithManager registers the controller: it watches pools, their
+// members (by label, since a bound member's owner is its lease) and the
+// leases naming them.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Clock == nil {
+		r.Clock = clock.RealClock{}
+	}
+	if r.APIReader == nil {
+		r.APIReader = mgr.GetAPIReader()
+	}
+	if r.Recorder == nil {
+		r.Recorder = mgr.GetEventRecorder(ControllerName)
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named(ControllerName).
+		For(&kobev1.ClusterPool{}).
+		Watches(&kobev1.ClusterInstance{}, handler.EnqueueRequestsFromMapFunc(poolOfMember),
+			builder.WithPredicates(predicate.Funcs{UpdateFunc: memberChanged})).
+		Watches(&kobev1.ClusterLease{}, handler.EnqueueRequestsFromMapFunc(poolOfLease)).
+		Complete(r)
+}
+
+// memberChanged filters out member updates the pool does not read: a
+// successful health probe only moves status.lastHealthCheck.
+func memberChanged(e event.UpdateEvent) bool {
+	o, ok1 := e.ObjectOld.(*kobev1.ClusterInstance)
+	n, ok2 := e.ObjectNew.(*kobev1.ClusterInstance)
+	if !ok1 || !ok2 {
+		return true
+	}
+	was, is := o.Status.DeepCopy(), n.Status.DeepCopy()
+	was.LastHealthCheck, is.LastHealthCheck = nil, nil
+	return !equality.Semantic.DeepEqual(was, is) || !equality.Semantic.DeepEqual(o.Spec, n.Spec) ||
+		!equality.Semantic.DeepEqual(o.Labels, n.Labels) || !o.DeletionTimestamp.Equal(n.DeletionTimestamp)
+}
+
+func poolOfMember(_ context.Context, o client.Object) []reconcile.Request {
+	name := o.GetLabels()[kobev1.LabelPool]
+	if name == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
+}
+
+func poolOfLease(_ context.Context, o client.Object) []reconcile.Request {
+	l, ok := o.(*kobev1.ClusterLease)
+	if !ok || l.Spec.Pool == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: l.Namespace, Name: l.Spec.Pool}}}
+}
+
+// event records an event about the pool; related (a member, or nil) also
+// keeps events about different members from being folded into one series.
+func (r *Reconciler) event(p *kobev1.ClusterPool, related runtime.Object, kind, reason, action, note string, args ...any) {
+	if r.Recorder != nil {
+		r.Recorder.Eventf(p, related, kind, reason, action, note, args...)
+	}
+}

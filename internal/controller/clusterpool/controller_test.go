@@ -1,0 +1,613 @@
+package clusterpool
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+	"github.com/kunobi-ninja/kobe/internal/backend"
+	"github.com/kunobi-ninja/kobe/internal/backend/local"
+	"github.com/kunobi-ninja/kobe/internal/controller/clusterinstance"
+	"github.com/kunobi-ninja/kobe/internal/memberaccess"
+	"github.com/kunobi-ninja/kobe/internal/testenv"
+)
+
+// Deadlines are generous: CI has two cores, and every member is a real
+// etcd, kube-apiserver and kube-controller-manager.
+const (
+	memberReady = 3 * time.Minute
+	shortWait   = 30 * time.Second
+)
+
+type harness struct {
+	env      *testenv.Env
+	c        client.Client
+	dataRoot string
+}
+
+// startHarness runs the pool and instance controllers in a manager in this
+// process, against a real API server, with the real local backend.
+func startHarness(t *testing.T) *harness {
+	env := testenv.Start(t)
+	if os.Getenv("KOBE_TEST_LOG") != "" {
+		ctrl.SetLogger(zap.New(zap.UseDevMode(true)))
+	} else {
+		ctrl.SetLogger(logr.Discard())
+	}
+	dataRoot := t.TempDir()
+	lb, err := local.New(local.Options{BinDir: testenv.BinDir(), DataRoot: dataRoot})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		// Whatever a failed test left behind must not outlive it.
+		lb.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if removed, err := lb.Sweep(ctx, func(types.UID) bool { return false }); err != nil || len(removed) > 0 {
+			t.Logf("final sweep removed %v (%v)", removed, err)
+		}
+	})
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme:     env.Scheme,
+		Metrics:    metricsserver.Options{BindAddress: "0"},
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	backends := backend.Registry{kobev1.BackendLocal: lb}
+	pools := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
+		Backends: backends, SignalGrace: 5 * time.Second}
+	if err := pools.SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	instances := &clusterinstance.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
+		Backends: backends, PollInterval: 500 * time.Millisecond}
+	if err := instances.SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	if err := mgr.Add(&clusterinstance.SweepRunnable{Backends: backends, Reader: mgr.GetAPIReader(), Cache: mgr.GetCache()}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	})
+	return &harness{env: env, c: env.Client, dataRoot: dataRoot}
+}
+
+func (h *harness) namespace(t *testing.T) string {
+	name := fmt.Sprintf("t%d", time.Now().UnixNano()%1_000_000_000)
+	if err := h.c.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+func (h *harness) createPool(t *testing.T, ns, name string, mut func(*kobev1.ClusterPool)) *kobev1.ClusterPool {
+	p := &kobev1.ClusterPool{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: kobev1.ClusterPoolSpec{Size: ptr.To[int32](2), Backend: kobev1.BackendSpec{Type: kobev1.BackendLocal}}}
+	if mut != nil {
+		mut(p)
+	}
+	if err := h.c.Create(t.Context(), p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func (h *harness) pool(t *testing.T, p *kobev1.ClusterPool) (*kobev1.ClusterPool, bool) {
+	got := &kobev1.ClusterPool{}
+	err := h.c.Get(t.Context(), client.ObjectKeyFromObject(p), got)
+	if apierrors.IsNotFound(err) {
+		return nil, false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got, true
+}
+
+func (h *harness) members(t *testing.T, p *kobev1.ClusterPool) []kobev1.ClusterInstance {
+	var list kobev1.ClusterInstanceList
+	if err := h.c.List(t.Context(), &list, client.InNamespace(p.Namespace), client.MatchingLabels{kobev1.LabelPool: p.Name}); err != nil {
+		t.Fatal(err)
+	}
+	return list.Items
+}
+
+func summary(ms []kobev1.ClusterInstance) string {
+	var s []string
+	for _, m := range ms {
+		d := ""
+		if m.DeletionTimestamp != nil {
+			d = ",deleting"
+		}
+		s = append(s, fmt.Sprintf("%s=%s%s", m.Name, m.Status.Phase, d))
+	}
+	return strings.Join(s, " ")
+}
+
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s; last: %s", what, timeout, state)
+		}
+		select {
+		case <-t.Context().Done():
+			t.Fatalf("%s: %v", what, t.Context().Err())
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// waitPool waits until the pool's status satisfies cond.
+func (h *harness) waitPool(t *testing.T, p *kobev1.ClusterPool, timeout time.Duration, what string, cond func(*kobev1.ClusterPool) bool) *kobev1.ClusterPool {
+	t.Helper()
+	var got *kobev1.ClusterPool
+	eventually(t, timeout, p.Name+": "+what, func() (bool, string) {
+		var ok bool
+		got, ok = h.pool(t, p)
+		if !ok {
+			return false, "pool gone"
+		}
+		st := got.Status
+		return cond(got), fmt.Sprintf("phase %s ready %d leased %d creating %d recycling %d failures %d; members %s; conditions %v",
+			st.Phase, st.Ready, st.Leased, st.Creating, st.Recycling, st.Failures, summary(h.members(t, p)), st.Conditions)
+	})
+	return got
+}
+
+func readyIs(n int32) func(*kobev1.ClusterPool) bool {
+	return func(p *kobev1.ClusterPool) bool { return p.Status.Ready == n }
+}
+
+func (h *harness) adminKubeconfig(t *testing.T, m *kobev1.ClusterInstance) []byte {
+	sec := &corev1.Secret{}
+	if err := h.c.Get(t.Context(), types.NamespacedName{Namespace: m.Namespace, Name: memberaccess.SecretName(m.Name)}, sec); err != nil {
+		t.Fatal(err)
+	}
+	a, err := memberaccess.FromSecret(sec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a.AdminKubeconfig
+}
+
+func kubectl(t *testing.T, kubeconfig []byte, args ...string) (string, error) {
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(path, kubeconfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "/usr/bin/kubectl", append([]string{"--kubeconfig", path}, args...)...).CombinedOutput()
+	return strings.TrimSpace(string(out)), err
+}
+
+// memberDir is the member's data directory under the local backend's root.
+func (h *harness) memberDir(t *testing.T, m *kobev1.ClusterInstance) string {
+	entries, err := os.ReadDir(h.dataRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), "_"+string(m.UID)) {
+			return filepath.Join(h.dataRoot, e.Name())
+		}
+	}
+	t.Fatalf("no data directory for %s (%s) in %s", m.Name, m.UID, h.dataRoot)
+	return ""
+}
+
+// apiServerPID reads the member's kube-apiserver pid from the local
+// backend's state file.
+func (h *harness) apiServerPID(t *testing.T, m *kobev1.ClusterInstance) int {
+	data, err := os.ReadFile(filepath.Join(h.memberDir(t, m), "state.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st struct {
+		Processes []struct {
+			Component string `json:"component"`
+			PID       int    `json:"pid"`
+		} `json:"processes"`
+	}
+	if err := json.Unmarshal(data, &st); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range st.Processes {
+		if p.Component == "kube-apiserver" {
+			return p.PID
+		}
+	}
+	t.Fatalf("no kube-apiserver in %s", data)
+	return 0
+}
+
+// running lists live processes (not zombies) whose command line mentions
+// dir, straight from /proc.
+func running(t *testing.T, dir string) []string {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil || !bytes.Contains(cmdline, []byte(dir)) {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		if f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:])); len(f) > 0 && f[0] == "Z" {
+			continue
+		}
+		out = append(out, e.Name()+" "+strings.ReplaceAll(string(cmdline[:min(len(cmdline), 60)]), "\x00", " "))
+	}
+	return out
+}
+
+func (h *harness) events(t *testing.T, ns, name, reason string) []string {
+	var list eventsv1.EventList
+	if err := h.c.List(t.Context(), &list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range list.Items {
+		if e.Regarding.Name == name && e.Reason == reason {
+			out = append(out, e.Note)
+		}
+	}
+	return out
+}
+
+// bind does what the binder does (lease first, then the member).
+func (h *harness) bind(t *testing.T, m *kobev1.ClusterInstance, name string) *kobev1.ClusterLease {
+	t.Helper()
+	l := &kobev1.ClusterLease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: m.Namespace}, Spec: kobev1.ClusterLeaseSpec{Pool: m.Spec.PoolRef.Name}}
+	if err := h.c.Create(t.Context(), l); err != nil {
+		t.Fatal(err)
+	}
+	l.Status.Phase = kobev1.LeaseBound
+	l.Status.InstanceRef = &kobev1.ObjectRef{Name: m.Name, UID: m.UID}
+	if err := h.c.Status().Update(t.Context(), l); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		cur := &kobev1.ClusterInstance{}
+		if err := h.c.Get(t.Context(), client.ObjectKeyFromObject(m), cur); err != nil {
+			t.Fatal(err)
+		}
+		cur.Spec.LeaseRef = &kobev1.ObjectRef{Name: l.Name, UID: l.UID}
+		cur.Labels[kobev1.LabelLease] = l.Name
+		err := h.c.Update(t.Context(), cur)
+		if err == nil {
+			return l
+		}
+		if !apierrors.IsConflict(err) {
+			t.Fatal(err)
+		}
+	}
+}
+
+func (h *harness) setSize(t *testing.T, p *kobev1.ClusterPool, n int32) {
+	got, _ := h.pool(t, p)
+	patch := client.MergeFrom(got.DeepCopy())
+	got.Spec.Size = ptr.To(n)
+	if err := h.c.Patch(t.Context(), got, patch); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestPoolController(t *testing.T) {
+	h := startHarness(t)
+
+	t.Run("a pool whose backend is not wired creates nothing and says which backends are", func(t *testing.T) {
+		ns := h.namespace(t)
+		p := h.createPool(t, ns, "k3s", func(p *kobev1.ClusterPool) { p.Spec.Backend.Type = kobev1.BackendK3s })
+		got := h.waitPool(t, p, shortWait, "Capacity=False BackendUnavailable", func(p *kobev1.ClusterPool) bool {
+			c := meta.FindStatusCondition(p.Status.Conditions, kobev1.ConditionCapacity)
+			return c != nil && c.Status == metav1.ConditionFalse && c.Reason == kobev1.ReasonBackendUnavailable
+		})
+		c := meta.FindStatusCondition(got.Status.Conditions, kobev1.ConditionCapacity)
+		if !strings.Contains(c.Message, `"k3s"`) || !strings.Contains(c.Message, "wired backends: local") {
+			t.Errorf("Capacity message = %q", c.Message)
+		}
+		if got.Status.Phase != kobev1.PoolDegraded || got.Status.ObservedGeneration != got.Generation {
+			t.Errorf("phase %s observedGeneration %d generation %d", got.Status.Phase, got.Status.ObservedGeneration, got.Generation)
+		}
+		if ms := h.members(t, p); len(ms) != 0 {
+			t.Errorf("members created: %s", summary(ms))
+		}
+		if len(h.events(t, ns, p.Name, kobev1.ReasonBackendUnavailable)) == 0 {
+			t.Error("no BackendUnavailable event on the pool")
+		}
+
+		// status.failures belongs to the instance controller: the pool's own
+		// status patches must never overwrite it.
+		before := got.DeepCopy()
+		got.Status.Failures = 5
+		if err := h.c.Status().Patch(t.Context(), got, client.MergeFrom(before)); err != nil {
+			t.Fatal(err)
+		}
+		h.setSize(t, p, 4)
+		got = h.waitPool(t, p, shortWait, "observedGeneration 2", func(p *kobev1.ClusterPool) bool { return p.Status.ObservedGeneration == 2 })
+		if got.Status.Failures != 5 {
+			t.Errorf("failures = %d after the pool patched its status, want 5", got.Status.Failures)
+		}
+		if err := h.c.Delete(t.Context(), p); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, shortWait, "pool gone", func() (bool, string) { _, ok := h.pool(t, p); return !ok, "" })
+	})
+
+	t.Run("a readiness gate nothing sets is reported as ReadinessSignalAbsent", func(t *testing.T) {
+		ns := h.namespace(t)
+		p := h.createPool(t, ns, "signal", func(p *kobev1.ClusterPool) {
+			p.Spec.Size = ptr.To[int32](1)
+			p.Spec.ReadinessGates = []kobev1.ReadinessGate{{Type: "ExternalSignal"}}
+			p.Spec.Cluster.Version = "v1.31.3"
+			p.Spec.Bootstraps = []kobev1.LocalRef{{Name: "flux"}}
+		})
+		got := h.waitPool(t, p, memberReady, "Warm=False ReadinessSignalAbsent", func(p *kobev1.ClusterPool) bool {
+			c := meta.FindStatusCondition(p.Status.Conditions, kobev1.ConditionWarm)
+			return c != nil && c.Reason == kobev1.ReasonReadinessSignalAbsent
+		})
+		c := meta.FindStatusCondition(got.Status.Conditions, kobev1.ConditionWarm)
+		t.Logf("Warm: %s", c.Message)
+		if c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, `"ExternalSignal"`) {
+			t.Errorf("Warm = %+v", c)
+		}
+		if got.Status.Phase != kobev1.PoolDegraded {
+			t.Errorf("phase = %s", got.Status.Phase)
+		}
+		ni := meta.FindStatusCondition(got.Status.Conditions, kobev1.ConditionNotImplemented)
+		if ni == nil || ni.Status != metav1.ConditionTrue || !strings.Contains(ni.Message, "bootstraps") ||
+			!strings.Contains(ni.Message, `cluster.version "v1.31.3" (the local backend runs Kubernetes 1.37.2 only)`) {
+			t.Errorf("FieldNotImplemented = %+v", ni)
+		}
+		ms := h.members(t, p)
+		if len(ms) != 1 {
+			t.Fatalf("members: %s", summary(ms))
+		}
+		// The built-in gates passed; only the external one is missing.
+		for _, g := range []string{"APIServerReachable", "InClusterToken"} {
+			if !meta.IsStatusConditionTrue(ms[0].Status.Conditions, g) {
+				t.Errorf("gate %s not passed: %v", g, ms[0].Status.Conditions)
+			}
+		}
+
+		// Once something publishes the signal, the member is Ready and the pool warm.
+		m := ms[0].DeepCopy()
+		meta.SetStatusCondition(&m.Status.Conditions, metav1.Condition{Type: "ExternalSignal", Status: metav1.ConditionTrue, Reason: "Published", Message: "by the test"})
+		if err := h.c.Status().Patch(t.Context(), m, client.MergeFromWithOptions(&ms[0], client.MergeFromWithOptimisticLock{})); err != nil {
+			t.Fatal(err)
+		}
+		got = h.waitPool(t, p, shortWait, "Warm", func(p *kobev1.ClusterPool) bool {
+			return meta.IsStatusConditionTrue(p.Status.Conditions, kobev1.ConditionWarm)
+		})
+		if got.Status.Phase != kobev1.PoolHealthy || got.Status.Ready != 1 {
+			t.Errorf("phase %s ready %d", got.Status.Phase, got.Status.Ready)
+		}
+		h.deletePoolAndWait(t, p)
+	})
+
+	t.Run("a local pool fills, serves kubectl, replaces a killed member, scales and cleans up", func(t *testing.T) {
+		ns := h.namespace(t)
+		p := h.createPool(t, ns, "ci", func(p *kobev1.ClusterPool) {
+			p.Spec.HealthCheck = &kobev1.HealthCheckSpec{IntervalSeconds: 2, FailureThreshold: 2}
+		})
+
+		start := time.Now()
+		got := h.waitPool(t, p, memberReady, "ready 2", readyIs(2))
+		t.Logf("pool of 2 Ready after %s", time.Since(start).Round(time.Second))
+		if got.Status.Phase != kobev1.PoolHealthy || !meta.IsStatusConditionTrue(got.Status.Conditions, kobev1.ConditionWarm) ||
+			!meta.IsStatusConditionTrue(got.Status.Conditions, kobev1.ConditionCapacity) || got.Status.NextOrdinal != 2 {
+			t.Errorf("status = %+v", got.Status)
+		}
+		ms := h.members(t, p)
+		for i := range ms {
+			m := &ms[i]
+			ref := metav1.GetControllerOf(m)
+			if ref == nil || ref.UID != got.UID || m.Spec.TemplateHash != got.Status.TemplateHash {
+				t.Errorf("%s: controller %v, template %s", m.Name, ref, m.Spec.TemplateHash)
+			}
+		}
+		if n := len(h.events(t, ns, p.Name, kobev1.EventMemberCreated)); n != 2 {
+			t.Errorf("%d MemberCreated events, want 2", n)
+		}
+
+		t.Log("kubectl with each member's admin kubeconfig: a namespace and a Deployment that gets its ReplicaSet")
+		for i := range ms {
+			kc := h.adminKubeconfig(t, &ms[i])
+			for _, args := range [][]string{
+				{"create", "namespace", "demo"},
+				{"-n", "demo", "create", "deployment", "web", "--image=registry.k8s.io/pause:3.10"},
+			} {
+				if out, err := kubectl(t, kc, args...); err != nil {
+					t.Fatalf("%s: kubectl %v: %v\n%s", ms[i].Name, args, err, out)
+				}
+			}
+			eventually(t, time.Minute, ms[i].Name+": ReplicaSet of web", func() (bool, string) {
+				out, err := kubectl(t, kc, "-n", "demo", "get", "replicasets", "-l", "app=web", "-o", "name")
+				return err == nil && strings.HasPrefix(out, "replicaset.apps/web-"), out
+			})
+		}
+
+		t.Log("kill -9 of one member's kube-apiserver")
+		victim := ms[0]
+		pid := h.apiServerPID(t, &victim)
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		killed := time.Now()
+		limit := 2*2*time.Second + 10*time.Second // interval x threshold + margin
+		eventually(t, limit, victim.Name+" recycled", func() (bool, string) {
+			cur := &kobev1.ClusterInstance{}
+			err := h.c.Get(t.Context(), client.ObjectKeyFromObject(&victim), cur)
+			if apierrors.IsNotFound(err) {
+				return true, ""
+			}
+			return cur.Status.Phase == kobev1.InstanceRecycling || cur.DeletionTimestamp != nil,
+				fmt.Sprintf("phase %s failures %d", cur.Status.Phase, cur.Status.HealthFailures)
+		})
+		t.Logf("%s recycled %s after kill -9", victim.Name, time.Since(killed).Round(100*time.Millisecond))
+		eventually(t, shortWait, victim.Name+" destroyed", func() (bool, string) {
+			err := h.c.Get(t.Context(), client.ObjectKeyFromObject(&victim), &kobev1.ClusterInstance{})
+			return apierrors.IsNotFound(err), fmt.Sprint(err)
+		})
+		if len(h.events(t, ns, victim.Name, kobev1.ReasonUnhealthy)) == 0 {
+			t.Errorf("no Unhealthy event on %s", victim.Name)
+		}
+		got = h.waitPool(t, p, memberReady, "ready 2 again", readyIs(2))
+		t.Logf("replacement Ready %s after kill -9", time.Since(killed).Round(time.Second))
+		if got.Status.NextOrdinal != 3 {
+			t.Errorf("nextOrdinal = %d, want 3", got.Status.NextOrdinal)
+		}
+
+		t.Log("a bound member leaves Ready: the pool replaces it")
+		ms = h.members(t, p)
+		held := ms[0]
+		lease := h.bind(t, &held, "held")
+		h.waitPool(t, p, memberReady, "ready 2, leased 1", func(p *kobev1.ClusterPool) bool {
+			return p.Status.Ready == 2 && p.Status.Leased == 1 && p.Status.Creating == 0
+		})
+
+		t.Log("size 2 -> 3")
+		h.setSize(t, p, 3)
+		h.waitPool(t, p, memberReady, "ready 3, leased 1", func(p *kobev1.ClusterPool) bool {
+			return p.Status.Ready == 3 && p.Status.Leased == 1 && p.Status.Creating == 0
+		})
+		readyBefore := map[string]string{}
+		for _, m := range h.members(t, p) {
+			if m.Status.Phase == kobev1.InstanceReady {
+				readyBefore[m.Name] = h.memberDir(t, &m)
+			}
+		}
+
+		t.Log("size 3 -> 1: only Ready members go")
+		h.setSize(t, p, 1)
+		h.waitPool(t, p, shortWait, "ready 1, leased 1, nothing else", func(p *kobev1.ClusterPool) bool {
+			return p.Status.Ready == 1 && p.Status.Leased == 1 && p.Status.Creating == 0 && p.Status.Recycling == 0 &&
+				len(h.members(t, p)) == 2
+		})
+		deleted := h.events(t, ns, p.Name, kobev1.EventMemberDeleted)
+		if len(deleted) != 2 {
+			t.Errorf("MemberDeleted events: %q", deleted)
+		}
+		for _, e := range deleted {
+			if !strings.Contains(e, "(Ready)") {
+				t.Errorf("a member that was not Ready was deleted: %s", e)
+			}
+		}
+		cur := &kobev1.ClusterInstance{}
+		if err := h.c.Get(t.Context(), client.ObjectKeyFromObject(&held), cur); err != nil || cur.Status.Phase != kobev1.InstanceLeased {
+			t.Errorf("the leased member: %v %s", err, cur.Status.Phase)
+		}
+		for name, dir := range readyBefore {
+			if slices.ContainsFunc(h.members(t, p), func(m kobev1.ClusterInstance) bool { return m.Name == name }) {
+				continue
+			}
+			if procs := running(t, dir); len(procs) > 0 {
+				t.Errorf("scaled-down member %s still runs: %v", name, procs)
+			}
+			if _, err := os.Stat(dir); !os.IsNotExist(err) {
+				t.Errorf("scaled-down member %s still has its data directory: %v", name, err)
+			}
+		}
+
+		t.Log("deleting the pool removes its unbound members and leaves the leased one to its lease")
+		if err := h.c.Delete(t.Context(), p); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, shortWait, "pool gone", func() (bool, string) {
+			_, ok := h.pool(t, p)
+			return !ok, summary(h.members(t, p))
+		})
+		rest := h.members(t, p)
+		if len(rest) != 1 || rest[0].Name != held.Name || rest[0].Status.Phase != kobev1.InstanceLeased {
+			t.Fatalf("after pool deletion: %s", summary(rest))
+		}
+		lease.Status.Phase = kobev1.LeaseReleased
+		if err := h.c.Status().Update(t.Context(), lease); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, shortWait, "released member destroyed", func() (bool, string) {
+			return len(h.members(t, p)) == 0, summary(h.members(t, p))
+		})
+		h.expectNothingLeft(t)
+	})
+}
+
+// deletePoolAndWait deletes a pool and waits until it and its members are gone.
+func (h *harness) deletePoolAndWait(t *testing.T, p *kobev1.ClusterPool) {
+	t.Helper()
+	if err := h.c.Delete(t.Context(), p); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, shortWait, "pool and members gone", func() (bool, string) {
+		_, ok := h.pool(t, p)
+		ms := h.members(t, p)
+		return !ok && len(ms) == 0, summary(ms)
+	})
+	h.expectNothingLeft(t)
+}
+
+// expectNothingLeft checks /proc and the data root: no member process runs
+// and no member directory is left.
+func (h *harness) expectNothingLeft(t *testing.T) {
+	t.Helper()
+	if procs := running(t, h.dataRoot); len(procs) > 0 {
+		t.Errorf("member processes still running: %v", procs)
+	}
+	entries, err := os.ReadDir(h.dataRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		t.Errorf("left in the data root: %s", e.Name())
+	}
+}

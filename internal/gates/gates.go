@@ -1,0 +1,222 @@
+package gates
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	authnv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
+
+	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+)
+
+// Built-in gate types, evaluated by the operator against the member.
+const (
+	// APIServerReachable: GET /readyz on the member's API server succeeds.
+	APIServerReachable = "APIServerReachable"
+	// InClusterToken: a token minted for the "default" ServiceAccount of the
+	// "default" namespace authenticates (TokenRequest, then TokenReview).
+	InClusterToken = "InClusterToken"
+	// DefaultServiceAccount: the "default" ServiceAccount of the "default"
+	// namespace exists (the member's controller manager runs).
+	DefaultServiceAccount = "DefaultServiceAccount"
+	// NodesReady: at least one node reports Ready.
+	NodesReady = "NodesReady"
+)
+
+// Always are the gates evaluated for every member whether or not the pool
+// lists them: a member whose API server does not answer, or whose
+// ServiceAccount tokens do not work, is never handed out.
+var Always = []string{APIServerReachable, InClusterToken}
+
+var builtin = []string{APIServerReachable, InClusterToken, DefaultServiceAccount, NodesReady}
+
+// IsBuiltin reports whether the operator evaluates gate type t itself.
+func IsBuiltin(t string) bool { return slices.Contains(builtin, t) }
+
+// Effective returns the gate types a member must pass: Always first, then the
+// pool's gates in their order, without duplicates.
+func Effective(spec []kobev1.ReadinessGate) []string {
+	out := slices.Clone(Always)
+	for _, g := range spec {
+		if !slices.Contains(out, g.Type) {
+			out = append(out, g.Type)
+		}
+	}
+	return out
+}
+
+// Result is the outcome of one gate.
+type Result struct {
+	Type   string
+	Passed bool
+	// Message says what is missing; it never carries credentials.
+	Message string
+}
+
+// AllPassed reports whether every result passed.
+func AllPassed(rs []Result) bool {
+	for _, r := range rs {
+		if !r.Passed {
+			return false
+		}
+	}
+	return true
+}
+
+// Evaluate runs the gates in order with the member's admin kubeconfig.
+// External gates are read from conds, the ClusterInstance's conditions. When
+// the API server is unreachable, the other built-in gates are reported
+// pending without being tried. timeout bounds every request.
+func Evaluate(ctx context.Context, kubeconfig []byte, types []string, conds []metav1.Condition, timeout time.Duration) []Result {
+	var cs *kubernetes.Clientset
+	var connectErr error
+	needAPI := slices.ContainsFunc(types, IsBuiltin)
+	if needAPI {
+		var closeIdle func()
+		cs, closeIdle, connectErr = newClient(kubeconfig, timeout)
+		if closeIdle != nil {
+			defer closeIdle()
+		}
+	}
+	reachable := connectErr == nil
+	out := make([]Result, 0, len(types))
+	for _, t := range types {
+		r := Result{Type: t}
+		var err error
+		switch {
+		case !IsBuiltin(t):
+			err = external(conds, t)
+		case connectErr != nil:
+			err = connectErr
+		case t == APIServerReachable:
+			err = readyz(ctx, cs)
+			reachable = err == nil
+		case !reachable:
+			err = errors.New("waiting for " + APIServerReachable)
+		case t == InClusterToken:
+			err = inClusterToken(ctx, cs)
+		case t == DefaultServiceAccount:
+			err = defaultServiceAccount(ctx, cs)
+		case t == NodesReady:
+			err = nodesReady(ctx, cs)
+		}
+		r.Passed = err == nil
+		if err != nil {
+			r.Message = err.Error()
+		} else {
+			r.Message = "passed"
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// Probe is the health probe of a Ready member: GET /readyz within timeout.
+func Probe(ctx context.Context, kubeconfig []byte, timeout time.Duration) error {
+	cs, closeIdle, err := newClient(kubeconfig, timeout)
+	if err != nil {
+		return err
+	}
+	defer closeIdle()
+	return readyz(ctx, cs)
+}
+
+// newClient builds a clientset with its own transport, so that closing its
+// idle connections afterwards leaves nothing behind.
+func newClient(kubeconfig []byte, timeout time.Duration) (*kubernetes.Clientset, func(), error) {
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
+	if err != nil {
+		return nil, nil, fmt.Errorf("parsing the member's admin kubeconfig: %w", err)
+	}
+	cfg.Timeout = timeout
+	cfg.QPS, cfg.Burst = -1, 0 // a handful of requests; no client-side throttling
+	cfg.UserAgent = "kobe-operator/gates"
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("building an HTTP client for the member: %w", err)
+	}
+	cs, err := kubernetes.NewForConfigAndClient(cfg, hc)
+	if err != nil {
+		hc.CloseIdleConnections()
+		return nil, nil, fmt.Errorf("building a client for the member: %w", err)
+	}
+	return cs, hc.CloseIdleConnections, nil
+}
+
+func readyz(ctx context.Context, cs *kubernetes.Clientset) error {
+	if _, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx); err != nil {
+		return fmt.Errorf("GET /readyz: %w", err)
+	}
+	return nil
+}
+
+func inClusterToken(ctx context.Context, cs *kubernetes.Clientset) error {
+	tr, err := cs.CoreV1().ServiceAccounts(metav1.NamespaceDefault).CreateToken(ctx, "default",
+		&authnv1.TokenRequest{Spec: authnv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)}}, metav1.CreateOptions{})
+	if apierrors.IsNotFound(err) {
+		return errors.New(`ServiceAccount default/default does not exist yet`)
+	}
+	if err != nil {
+		return fmt.Errorf("requesting a token for ServiceAccount default/default: %w", err)
+	}
+	rev, err := cs.AuthenticationV1().TokenReviews().Create(ctx,
+		&authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: tr.Status.Token}}, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("reviewing the ServiceAccount token: %w", err)
+	}
+	if !rev.Status.Authenticated {
+		return fmt.Errorf("the ServiceAccount token does not authenticate: %s", rev.Status.Error)
+	}
+	if want := "system:serviceaccount:default:default"; rev.Status.User.Username != want {
+		return fmt.Errorf("the ServiceAccount token authenticates as %q, not %q", rev.Status.User.Username, want)
+	}
+	return nil
+}
+
+func defaultServiceAccount(ctx context.Context, cs *kubernetes.Clientset) error {
+	_, err := cs.CoreV1().ServiceAccounts(metav1.NamespaceDefault).Get(ctx, "default", metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return errors.New(`ServiceAccount default/default does not exist yet`)
+	}
+	if err != nil {
+		return fmt.Errorf("getting ServiceAccount default/default: %w", err)
+	}
+	return nil
+}
+
+func nodesReady(ctx context.Context, cs *kubernetes.Clientset) error {
+	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("listing nodes: %w", err)
+	}
+	for _, n := range nodes.Items {
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("none of %d nodes is Ready", len(nodes.Items))
+}
+
+func external(conds []metav1.Condition, t string) error {
+	c := meta.FindStatusCondition(conds, t)
+	switch {
+	case c == nil:
+		return fmt.Errorf("condition %s is not set on the ClusterInstance", t)
+	case c.Status != metav1.ConditionTrue:
+		return fmt.Errorf("condition %s is %s: %s", t, c.Status, c.Message)
+	}
+	return nil
+}
