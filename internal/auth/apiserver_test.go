@@ -119,7 +119,7 @@ func TestAgainstAPIServer(t *testing.T) {
 		create(
 			&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "deployer", Namespace: "ci"}},
 			&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "intruder", Namespace: "ci"}},
-			newPolicy("in-cluster", "{namespace}/{serviceaccount}",
+			newPolicy("in-cluster", "",
 				kobev1.AuthSpec{ServiceAccount: &kobev1.ServiceAccountAuth{Audiences: []string{"kobe"}}},
 				kobev1.AccessRule{Match: &kobev1.ClaimMatch{Claim: "sub", Value: "system:serviceaccount:ci:deployer"}, Pools: []string{"ci-*"}, MaxConcurrentLeases: ptr.To[int32](2)},
 			),
@@ -141,7 +141,7 @@ func TestAgainstAPIServer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if p.Identity != "ci/deployer" || p.Method != MethodServiceAccount || p.Policy != "in-cluster" || !p.AllowsPool("ci-a") {
+		if p.Identity != "system:serviceaccount:ci:deployer" || p.Method != MethodServiceAccount || p.Policy != "in-cluster" || !p.AllowsPool("ci-a") {
 			t.Fatalf("principal %+v", p)
 		}
 		if n, ok := p.MaxConcurrentLeases(); !ok || n != 2 {

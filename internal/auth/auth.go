@@ -67,8 +67,9 @@ type Options struct {
 	SSHMaxNonces int
 	// OIDCLeeway is the clock skew allowed on exp and nbf (DefaultOIDCLeeway).
 	OIDCLeeway time.Duration
-	// ReviewCacheTTL is how long a successful TokenReview is reused
-	// (DefaultReviewCacheTTL, at most 10s is advisable).
+	// ReviewCacheTTL is how long a successful TokenReview is reused; at
+	// most (and by default) DefaultReviewCacheTTL, so a deleted
+	// ServiceAccount loses access within seconds.
 	ReviewCacheTTL time.Duration
 	// Logger defaults to discarding.
 	Logger logr.Logger
@@ -100,7 +101,7 @@ func NewAuthenticator(opts Options) *Authenticator {
 	if opts.OIDCLeeway <= 0 {
 		opts.OIDCLeeway = DefaultOIDCLeeway
 	}
-	if opts.ReviewCacheTTL <= 0 {
+	if opts.ReviewCacheTTL <= 0 || opts.ReviewCacheTTL > DefaultReviewCacheTTL {
 		opts.ReviewCacheTTL = DefaultReviewCacheTTL
 	}
 	if opts.Logger.GetSink() == nil {
@@ -174,8 +175,14 @@ func (c *credential) describe() string {
 	switch {
 	case c.ssh != nil:
 		return "SSH signatures"
+	case c.jwt && c.issuer != "":
+		iss := c.issuer
+		if len(iss) > 128 {
+			iss = iss[:128] + "..."
+		}
+		return fmt.Sprintf("tokens of issuer %q", iss)
 	case c.jwt:
-		return "this JWT (issuer and ServiceAccount policies)"
+		return "this JWT"
 	}
 	return "this bearer token"
 }
@@ -333,9 +340,7 @@ func jwtIssuer(token string) (isJWT bool, issuer string) {
 		return false, ""
 	}
 	for _, p := range parts {
-		if strings.ContainsFunc(p, func(r rune) bool {
-			return !(r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '=')
-		}) {
+		if strings.ContainsFunc(p, notBase64URL) {
 			return false, ""
 		}
 	}
@@ -351,6 +356,11 @@ func jwtIssuer(token string) (isJWT bool, issuer string) {
 	}
 	iss, _ := claims.Issuer.(string)
 	return true, iss
+}
+
+func notBase64URL(r rune) bool {
+	isAlnum := r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9'
+	return !isAlnum && r != '-' && r != '_' && r != '='
 }
 
 func appendOnce(list []string, s string) []string {
