@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/go-logr/logr"
 
@@ -43,31 +44,37 @@ func writeAuthError(w http.ResponseWriter, err error) {
 	}
 }
 
-// jsonMethodErrors turns the mux's plain-text 405 into the API's JSON error.
-func jsonMethodErrors(next http.Handler) http.Handler {
+// jsonMuxErrors turns the mux's own plain-text 404 and 405 answers (no
+// route, wrong method) into the API's JSON error. Handlers never write a
+// 404 or 405 as text, so only the mux's are caught.
+func jsonMuxErrors(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		next.ServeHTTP(&methodErrorWriter{ResponseWriter: w, r: r}, r)
+		next.ServeHTTP(&muxErrorWriter{ResponseWriter: w, r: r}, r)
 	})
 }
 
-type methodErrorWriter struct {
+type muxErrorWriter struct {
 	http.ResponseWriter
 	r          *http.Request
 	suppressed bool
 }
 
-func (m *methodErrorWriter) WriteHeader(code int) {
-	if code == http.StatusMethodNotAllowed && !m.suppressed {
+func (m *muxErrorWriter) WriteHeader(code int) {
+	plain := strings.HasPrefix(m.Header().Get("Content-Type"), "text/plain")
+	if !m.suppressed && plain && (code == http.StatusMethodNotAllowed || code == http.StatusNotFound) {
 		m.suppressed = true
-		allow := m.Header().Get("Allow")
 		m.Header().Del("X-Content-Type-Options")
-		writeError(m.ResponseWriter, code, "method not allowed", fmt.Sprintf("%s is not allowed on %s; allowed: %s", m.r.Method, m.r.URL.Path, allow))
+		if code == http.StatusNotFound {
+			writeError(m.ResponseWriter, code, "not found", fmt.Sprintf("no route %s %s; see GET /v1/status", m.r.Method, m.r.URL.Path))
+			return
+		}
+		writeError(m.ResponseWriter, code, "method not allowed", fmt.Sprintf("%s is not allowed on %s; allowed: %s", m.r.Method, m.r.URL.Path, m.Header().Get("Allow")))
 		return
 	}
 	m.ResponseWriter.WriteHeader(code)
 }
 
-func (m *methodErrorWriter) Write(b []byte) (int, error) {
+func (m *muxErrorWriter) Write(b []byte) (int, error) {
 	if m.suppressed {
 		return len(b), nil
 	}

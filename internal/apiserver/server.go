@@ -112,8 +112,7 @@ func (s *Server) routes() http.Handler {
 	api.HandleFunc("GET /v1/pools/{name}/leases", s.listPoolLeases)
 	api.HandleFunc("GET /v1/status", s.status)
 	api.HandleFunc("GET /v1/whoami", s.whoami)
-	api.HandleFunc("/", s.notFound)
-	limited := s.limitInFlight(jsonMethodErrors(api))
+	limited := s.limitInFlight(jsonMuxErrors(api))
 
 	root := http.NewServeMux()
 	root.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { writeText(w, http.StatusOK, "ok") })
@@ -142,10 +141,6 @@ func (s *Server) limitInFlight(next http.Handler) http.Handler {
 			writeError(w, http.StatusTooManyRequests, "too many requests", "the server is handling "+strconv.Itoa(cap(s.inFlight))+" requests; retry after a second")
 		}
 	})
-}
-
-func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
-	writeError(w, http.StatusNotFound, "not found", fmt.Sprintf("no route %s %s; see GET /v1/status", r.Method, r.URL.Path))
 }
 
 // Start serves until ctx ends (manager.Runnable).

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -22,7 +23,7 @@ func TestConcurrentLeases(t *testing.T) {
 	if err := s.env.Client.Create(t.Context(), newPool(poolName, size)); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = s.env.Client.Delete(t.Context(), newPool(poolName, size)) })
+	t.Cleanup(func() { _ = s.env.Client.Delete(context.Background(), newPool(poolName, size)) })
 	waitPoolReady(t, poolName, size)
 
 	type answer struct {
@@ -117,7 +118,7 @@ func TestBadRequests(t *testing.T) {
 		t.Fatalf("creating a lease: %d %s", code, body)
 	}
 	limited := decodeLease(t, body)
-	t.Cleanup(func() { api(t, http.MethodDelete, "/v1/leases/"+limited.ID, s.token, nil) })
+	defer api(t, http.MethodDelete, "/v1/leases/"+limited.ID, s.token, nil)
 	for range 2 {
 		if code, body, _ := api(t, http.MethodPatch, "/v1/leases/"+limited.ID, s.token, strings.NewReader(`{"extend_ttl":"1m"}`)); code != http.StatusOK {
 			t.Fatalf("extending: %d %s", code, body)

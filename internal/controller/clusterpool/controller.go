@@ -24,6 +24,7 @@ import (
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/backend"
+	"github.com/kunobi-ninja/kobe/internal/lease"
 	"github.com/kunobi-ninja/kobe/internal/pool"
 )
 
@@ -141,15 +142,7 @@ func (r *Reconciler) queueDepth(ctx context.Context, p *kobev1.ClusterPool) (int
 	if err := r.Client.List(ctx, &list, client.InNamespace(p.Namespace)); err != nil {
 		return 0, fmt.Errorf("listing leases of pool %s: %w", p.Name, err)
 	}
-	var n int32
-	for i := range list.Items {
-		l := &list.Items[i]
-		if l.Spec.Pool == p.Name && l.DeletionTimestamp.IsZero() &&
-			(l.Status.Phase == "" || l.Status.Phase == kobev1.LeasePending) {
-			n++
-		}
-	}
-	return n, nil
+	return int32(len(lease.Queue(list.Items, p.Name))), nil
 }
 
 // SetupWithManager registers the controller: it watches pools, their

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+	"github.com/kunobi-ninja/kobe/internal/metrics"
 )
 
 // finalize deletes the pool's members that no lease holds and keeps the
@@ -55,6 +56,7 @@ func (r *Reconciler) finalize(ctx context.Context, p *kobev1.ClusterPool) (ctrl.
 	if err := r.Client.Update(ctx, p); err != nil && !apierrors.IsNotFound(err) {
 		return ctrl.Result{}, fmt.Errorf("removing finalizer of pool %s: %w", p.Name, err)
 	}
+	metrics.DeletePool(p.Namespace, p.Name)
 	ctrl.LoggerFrom(ctx).Info("Pool cleaned up")
 	return ctrl.Result{}, nil
 }

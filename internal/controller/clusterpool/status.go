@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+	"github.com/kunobi-ninja/kobe/internal/metrics"
 	"github.com/kunobi-ninja/kobe/internal/pool"
 )
 
@@ -50,6 +51,11 @@ func (r *Reconciler) setStatus(p *kobev1.ClusterPool, plan pool.Plan, queue int3
 // before), so status.failures, incremented concurrently by the instance
 // controller, is never overwritten.
 func (r *Reconciler) patchStatus(ctx context.Context, before, p *kobev1.ClusterPool) error {
+	st := p.Status
+	metrics.SetPool(p.Namespace, p.Name, metrics.PoolCounters{
+		Ready: st.Ready, Leased: st.Leased, Creating: st.Creating, Recycling: st.Recycling,
+		Unhealthy: st.Unhealthy, Quarantined: st.Quarantined, QueueDepth: st.QueueDepth, Failures: st.Failures,
+	})
 	if equality.Semantic.DeepEqual(before.Status, p.Status) {
 		return nil
 	}
