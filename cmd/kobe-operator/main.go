@@ -191,7 +191,7 @@ func setupControllers(mgr ctrl.Manager, backends backend.Registry, binder *bindi
 	if err := leases.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up lease controller: %w", err)
 	}
-	policies := &accesspolicy.Reconciler{Client: mgr.GetClient()}
+	policies := &accesspolicy.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("kobe-accesspolicy"), Clock: clk}
 	if err := policies.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up access policy controller: %w", err)
 	}
