@@ -194,5 +194,5 @@ type AccessPolicyList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&AccessPolicy{}, &AccessPolicyList{})
+	register(&AccessPolicy{}, &AccessPolicyList{})
 }

@@ -107,5 +107,5 @@ type BootstrapConfigList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&BootstrapConfig{}, &BootstrapConfigList{})
+	register(&BootstrapConfig{}, &BootstrapConfigList{})
 }

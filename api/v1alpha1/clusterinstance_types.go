@@ -133,5 +133,5 @@ type ClusterInstanceList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&ClusterInstance{}, &ClusterInstanceList{})
+	register(&ClusterInstance{}, &ClusterInstanceList{})
 }

@@ -167,5 +167,5 @@ type ClusterLeaseList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&ClusterLease{}, &ClusterLeaseList{})
+	register(&ClusterLease{}, &ClusterLeaseList{})
 }

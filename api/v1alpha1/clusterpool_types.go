@@ -371,5 +371,5 @@ type ClusterPoolList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&ClusterPool{}, &ClusterPoolList{})
+	register(&ClusterPool{}, &ClusterPoolList{})
 }

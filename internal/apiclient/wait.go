@@ -63,7 +63,7 @@ func (c *Client) WaitBound(ctx context.Context, id string, onProgress func(*Leas
 	if err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil && errors.Is(err, ctxErr) {
 			if lastErr != nil {
-				return nil, fmt.Errorf("waiting for lease %s to be bound: %w (last error: %v)", id, ctxErr, lastErr)
+				return nil, fmt.Errorf("waiting for lease %s to be bound: %w (last error: %w)", id, ctxErr, lastErr)
 			}
 			return nil, fmt.Errorf("waiting for lease %s to be bound: %w", id, ctxErr)
 		}

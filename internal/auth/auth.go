@@ -311,7 +311,7 @@ func readCredential(r *http.Request) (*credential, error) {
 	if sshsig.HasScheme(value) {
 		h, err := sshsig.ParseHeader(value)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrInvalidCredentials, err)
+			return nil, fmt.Errorf("%w: %w", ErrInvalidCredentials, err)
 		}
 		return &credential{ssh: h}, nil
 	}

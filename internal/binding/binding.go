@@ -158,7 +158,7 @@ func (b *Binder) bindTo(ctx context.Context, l *kobev1.ClusterLease, inst *kobev
 	})
 	if err := b.Client.Status().Update(ctx, claimed); err != nil {
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("%w: %v", ErrLeaseChanged, err)
+			return nil, fmt.Errorf("%w: %w", ErrLeaseChanged, err)
 		}
 		return nil, fmt.Errorf("claiming lease %s: %w", l.Name, err)
 	}
@@ -172,7 +172,7 @@ func (b *Binder) bindTo(ctx context.Context, l *kobev1.ClusterLease, inst *kobev
 
 	// 3. Roll the lease back so it can be bound elsewhere.
 	if rbErr := b.rollback(ctx, claimed); rbErr != nil {
-		return nil, fmt.Errorf("%w: member %s refused (%v) and rollback failed: %v", ErrLeaseChanged, inst.Name, err, rbErr)
+		return nil, fmt.Errorf("%w: member %s refused (%w) and rollback failed: %w", ErrLeaseChanged, inst.Name, err, rbErr)
 	}
 	*l = *claimed
 	return nil, fmt.Errorf("member %s: %w", inst.Name, err)

@@ -62,5 +62,5 @@ func acquire(ctx context.Context, c *apiclient.Client, pool, ttl string, noWait 
 			return l, fmt.Errorf("%w; released lease %s", err, l.ID)
 		}
 	}
-	return l, fmt.Errorf("%w; and %v: it ends on its own at its TTL, or run `kobe release %s`", err, releaseErr, l.ID)
+	return l, fmt.Errorf("%w; and %w: it ends on its own at its TTL, or run `kobe release %s`", err, releaseErr, l.ID)
 }

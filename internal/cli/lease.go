@@ -154,7 +154,7 @@ func (o *LeaseOptions) writeKubeconfig(ctx context.Context, l *apiclient.Lease) 
 		return path, nil
 	}
 	if rerr := releaseDetached(ctx, o.client, l.ID); rerr != nil {
-		return "", fmt.Errorf("lease %s is bound but %w; and %v", l.ID, err, rerr)
+		return "", fmt.Errorf("lease %s is bound but %w; and %w", l.ID, err, rerr)
 	}
 	return "", fmt.Errorf("lease %s was bound but %w; released it", l.ID, err)
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -252,12 +253,5 @@ func TestKobeRun(t *testing.T) {
 }
 
 func asExit(err error, target **exec.ExitError) bool {
-	if err == nil {
-		return false
-	}
-	e, ok := err.(*exec.ExitError)
-	if ok {
-		*target = e
-	}
-	return ok
+	return errors.As(err, target)
 }

@@ -100,7 +100,7 @@ func (s *suite) build() error {
 		c := exec.Command("go", "build", "-o", filepath.Join(s.bin, cmd), "./cmd/"+cmd)
 		c.Dir = root
 		if out, err := c.CombinedOutput(); err != nil {
-			return fmt.Errorf("building %s: %v\n%s", cmd, err, out)
+			return fmt.Errorf("building %s: %w\n%s", cmd, err, out)
 		}
 	}
 	return nil
