@@ -15,10 +15,14 @@ cleanup() {
 trap cleanup EXIT INT TERM
 
 rm -f "$KUBECONFIG"
-go run ./hack/hostcp --bin-dir "$CONTROLPLANE_DIR" --kubeconfig "$KUBECONFIG" > "$state/hostcp.log" 2>&1 &
+go run ./hack/hostcp --bin-dir "$CONTROLPLANE_DIR" --write-kubeconfig "$KUBECONFIG" > "$state/hostcp.log" 2>&1 &
 pids+=($!)
 echo "starting the host control plane (log: $state/hostcp.log)..."
-for _ in $(seq 1 180); do [ -s "$KUBECONFIG" ] && break; sleep 1; done
+for _ in $(seq 1 180); do
+	[ -s "$KUBECONFIG" ] && break
+	kill -0 "${pids[0]}" 2>/dev/null || break
+	sleep 1
+done
 [ -s "$KUBECONFIG" ] || { echo "host control plane did not start; see $state/hostcp.log" >&2; exit 1; }
 
 bin/crdgen | kubectl apply -f - >/dev/null

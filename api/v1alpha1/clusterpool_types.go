@@ -297,28 +297,36 @@ type ClusterPoolStatus struct {
 
 	// ready counts members in the Ready phase.
 	// +optional
+	// +kubebuilder:default=0
 	Ready int32 `json:"ready"`
 	// leased counts members in the Leased phase.
 	// +optional
+	// +kubebuilder:default=0
 	Leased int32 `json:"leased"`
 	// creating counts members in the Creating phase.
 	// +optional
+	// +kubebuilder:default=0
 	Creating int32 `json:"creating"`
 	// recycling counts members being torn down.
 	// +optional
+	// +kubebuilder:default=0
 	Recycling int32 `json:"recycling"`
 	// unhealthy counts Ready members failing health checks.
 	// +optional
+	// +kubebuilder:default=0
 	Unhealthy int32 `json:"unhealthy"`
 	// quarantined counts members whose cleanup could not be proven.
 	// +optional
+	// +kubebuilder:default=0
 	Quarantined int32 `json:"quarantined"`
 	// queueDepth counts leases waiting for a member.
 	// +optional
+	// +kubebuilder:default=0
 	QueueDepth int32 `json:"queueDepth"`
 
 	// failures counts members that failed to become Ready.
 	// +optional
+	// +kubebuilder:default=0
 	Failures int32 `json:"failures"`
 
 	// nextOrdinal is the ordinal the next member will be named with; ordinals

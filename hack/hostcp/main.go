@@ -16,7 +16,7 @@ import (
 
 func main() {
 	binDir := flag.String("bin-dir", "bin/controlplane/1.37.2", "directory with etcd and kube-apiserver")
-	kubeconfig := flag.String("kubeconfig", ".kobe/host.kubeconfig", "where to write the admin kubeconfig")
+	kubeconfig := flag.String("write-kubeconfig", ".kobe/host.kubeconfig", "where to write the admin kubeconfig")
 	flag.Parse()
 	if err := run(*binDir, *kubeconfig); err != nil {
 		fmt.Fprintln(os.Stderr, "hostcp:", err)
