@@ -15,7 +15,9 @@ cleanup() {
 trap cleanup EXIT INT TERM
 
 rm -f "$KUBECONFIG"
-go run ./hack/hostcp --bin-dir "$CONTROLPLANE_DIR" --write-kubeconfig "$KUBECONFIG" > "$state/hostcp.log" 2>&1 &
+go build -o bin/hostcp ./hack/hostcp
+# Run the binary itself (not `go run`) so that stopping it stops the control plane.
+bin/hostcp --bin-dir "$CONTROLPLANE_DIR" --write-kubeconfig "$KUBECONFIG" > "$state/hostcp.log" 2>&1 &
 pids+=($!)
 echo "starting the host control plane (log: $state/hostcp.log)..."
 for _ in $(seq 1 180); do
