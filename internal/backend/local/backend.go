@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -179,6 +180,26 @@ func (b *Backend) checkBinaries(scheduling bool) error {
 			return fmt.Errorf("%w: %s is not an executable file", backend.ErrUnavailable, bin)
 		}
 	}
+	if scheduling {
+		if err := b.checkKwokStages(); err != nil {
+			return fmt.Errorf("%w: %w (build them with `make controlplane`)", backend.ErrUnavailable, err)
+		}
+	}
+	return nil
+}
+
+// validMember rejects members whose identity cannot name a data directory.
+// The API validates namespaces and names as DNS names already; this guards
+// the file system against anything else.
+func validMember(m backend.Member) error {
+	if !uidPattern.MatchString(string(m.UID)) {
+		return fmt.Errorf("local backend: member UID %q is not a UID", m.UID)
+	}
+	for _, s := range []string{m.Namespace, m.Name} {
+		if s == "" || s == "." || s == ".." || strings.ContainsAny(s, "/\x00") {
+			return fmt.Errorf("local backend: member %s/%s cannot name a directory", m.Namespace, m.Name)
+		}
+	}
 	return nil
 }
 
@@ -193,10 +214,7 @@ func scheduling(m backend.Member) bool {
 // for a member that exists only resumes that supervisor if an operator
 // restart interrupted it.
 func (b *Backend) Create(ctx context.Context, m backend.Member) error {
-	if m.UID == "" {
-		return errors.New("local backend: member has no UID")
-	}
-	if err := b.checkBinaries(scheduling(m)); err != nil {
+	if err := validMember(m); err != nil {
 		return err
 	}
 	rt := b.member(m.UID)
@@ -215,6 +233,9 @@ func (b *Backend) Create(ctx context.Context, m backend.Member) error {
 		// An unreadable state file: Observe reports Failed and the member
 		// is destroyed; Create must not paper over it.
 		return nil
+	}
+	if err := b.checkBinaries(scheduling(m)); err != nil {
+		return err
 	}
 
 	// No state file: nothing was created, or a Create was interrupted
@@ -273,8 +294,21 @@ func (b *Backend) launchCore(rt *memberRT, p paths, st *state) error {
 	return writeState(p, st)
 }
 
-// Observe implements backend.Backend.
+// Observe implements backend.Backend. A member is Provisioning until its
+// API server's /readyz answers "ok" to the admin credentials, the "default"
+// ServiceAccount exists (kube-controller-manager works) and, with
+// scheduling, the simulated node is Ready; then Ready, with Access, for as
+// long as all its processes run (a failing probe after that is reported in
+// Message and left to the operator's health checks). It is Failed when a
+// process has exited or cannot be verified as the member's (a recycled
+// pid), when the data directory is inconsistent, or when it is not ready
+// within ProvisionTimeout. Observe only reads, apart from recording the
+// first time it saw the member ready.
 func (b *Backend) Observe(ctx context.Context, m backend.Member) (backend.Observation, error) {
+	if validMember(m) != nil {
+		// Create refuses such a member, so nothing of it exists.
+		return backend.Observation{State: backend.StateAbsent}, nil
+	}
 	rt := b.member(m.UID)
 	p := b.paths(m)
 	rt.mu.Lock()
@@ -289,7 +323,7 @@ func (b *Backend) Observe(ctx context.Context, m backend.Member) (backend.Observ
 	if err != nil {
 		return failed("reading member credentials: %v", err), nil
 	}
-	probeErr := probeReady(ctx, acc.adminKubeconfig, st.ReadyAt == nil)
+	probeErr := probeReady(ctx, acc.adminKubeconfig, st.ReadyAt == nil, st.Scheduling)
 	if probeErr != nil {
 		if ctx.Err() != nil {
 			return backend.Observation{}, ctx.Err()
@@ -423,6 +457,9 @@ func provisioning(msg string) backend.Observation {
 // (SIGTERM to each process group, SIGKILL after StopGracePeriod), waits until
 // they are gone and removes the data directory.
 func (b *Backend) Delete(ctx context.Context, m backend.Member) (bool, error) {
+	if validMember(m) != nil {
+		return true, nil // Create refuses such a member.
+	}
 	rt := b.member(m.UID)
 	p := b.paths(m)
 	b.stopSupervisor(rt)

@@ -86,27 +86,40 @@ func newMember(name string) backend.Member {
 // waitFor calls Observe until the member reaches want or the deadline passes.
 func waitFor(t *testing.T, b *Backend, m backend.Member, want backend.State, timeout time.Duration) backend.Observation {
 	t.Helper()
+	obs, err := waitForState(t, b, m, want, timeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return obs
+}
+
+func waitForState(t *testing.T, b *Backend, m backend.Member, want backend.State, timeout time.Duration) (backend.Observation, error) {
+	t.Helper()
 	deadline := time.Now().Add(timeout)
 	var last backend.Observation
 	for {
 		obs, err := b.Observe(t.Context(), m)
 		if err != nil {
-			t.Fatalf("Observe %s: %v", m.Name, err)
+			return obs, fmt.Errorf("observe %s: %w", m.Name, err)
 		}
 		if obs.State == want {
-			return obs
+			return obs, nil
 		}
 		if obs.State == backend.StateFailed && want != backend.StateFailed {
-			t.Fatalf("member %s failed: %s", m.Name, obs.Message)
+			return obs, fmt.Errorf("member %s failed: %s", m.Name, obs.Message)
 		}
 		if obs.State != last.State || obs.Message != last.Message {
 			t.Logf("member %s: %s %s", m.Name, obs.State, obs.Message)
 		}
 		last = obs
 		if time.Now().After(deadline) {
-			t.Fatalf("member %s not %s after %s: last %s %q", m.Name, want, timeout, obs.State, obs.Message)
+			return obs, fmt.Errorf("member %s not %s after %s: last %s %q", m.Name, want, timeout, obs.State, obs.Message)
 		}
-		time.Sleep(250 * time.Millisecond)
+		select {
+		case <-t.Context().Done():
+			return obs, t.Context().Err()
+		case <-time.After(250 * time.Millisecond):
+		}
 	}
 }
 

@@ -26,7 +26,7 @@ const (
 func (b *Backend) componentArgs(p paths, st *state, c string) ([]string, error) {
 	switch c {
 	case compEtcd:
-		return []string{
+		return append([]string{
 			"--name=member",
 			"--data-dir=" + p.etcdData(),
 			"--listen-client-urls=" + etcdClientURL,
@@ -35,15 +35,8 @@ func (b *Backend) componentArgs(p paths, st *state, c string) ([]string, error) 
 			"--initial-advertise-peer-urls=" + etcdPeerURL,
 			"--initial-cluster=member=" + etcdPeerURL,
 			"--initial-cluster-state=new",
-			// A member dies with its host (Observe reports Failed after a
-			// reboot because its processes are gone), so fsync buys nothing.
-			"--unsafe-no-fsync=true",
-			// Defaults keep up to 10000 raft entries in memory between
-			// snapshots; a test cluster needs far fewer.
-			"--snapshot-count=" + strconv.Itoa(etcdSnapshotCount),
-			"--quota-backend-bytes=" + strconv.Itoa(etcdQuotaBytes),
 			"--log-level=warn",
-		}, nil
+		}, b.tuning.args[c]...), nil
 	case compAPIServer:
 		bind := "127.0.0.1"
 		if !isLoopbackHost(b.opts.AdvertiseHost) {
@@ -63,14 +56,13 @@ func (b *Backend) componentArgs(p paths, st *state, c string) ([]string, error) 
 			"--authorization-mode=RBAC",
 			"--service-cluster-ip-range=" + serviceCIDR,
 			"--allow-privileged=true",
-			"--profiling=false",
 		}
 		if ip := net.ParseIP(b.opts.AdvertiseHost); ip != nil && !ip.IsLoopback() {
 			args = append(args, "--advertise-address="+ip.String())
 		}
-		return append(args, b.tuning.apiServerArgs...), nil
+		return append(args, b.tuning.args[c]...), nil
 	case compKCM:
-		return []string{
+		return append([]string{
 			"--kubeconfig=" + p.kubeconfig(compKCM),
 			"--service-account-private-key-file=" + p.pki(serviceAccountKey),
 			"--root-ca-file=" + p.pki(serverCACert),
@@ -82,26 +74,18 @@ func (b *Backend) componentArgs(p paths, st *state, c string) ([]string, error) 
 			"--controllers=*",
 			"--leader-elect=false",
 			"--secure-port=0",
-			"--profiling=false",
-		}, nil
+		}, b.tuning.args[c]...), nil
 	case compScheduler:
-		return []string{
+		return append([]string{
 			"--kubeconfig=" + p.kubeconfig(compScheduler),
 			"--leader-elect=false",
 			"--secure-port=0",
-			"--profiling=false",
-		}, nil
+		}, b.tuning.args[c]...), nil
 	case compKwok:
 		return b.kwokArgs(p)
 	}
 	return nil, fmt.Errorf("unknown component %s", c)
 }
-
-// Tuning knobs, chosen by measurement (docs/benchmarks.md).
-const (
-	etcdSnapshotCount = 1000
-	etcdQuotaBytes    = 512 << 20
-)
 
 // componentEnv is the environment of component c. Children do not inherit
 // the operator's environment: it may hold credentials, and KUBECONFIG or
@@ -144,7 +128,7 @@ func (b *Backend) startComponent(rt *memberRT, p paths, st *state, c string) (pr
 	if err := cmd.Start(); err != nil {
 		return process{}, fmt.Errorf("starting %s: %w", c, err)
 	}
-	ch := &child{component: c, done: make(chan struct{})}
+	ch := &child{done: make(chan struct{})}
 	rt.children[cmd.Process.Pid] = ch
 	go func() {
 		ch.err = cmd.Wait()
@@ -155,9 +139,8 @@ func (b *Backend) startComponent(rt *memberRT, p paths, st *state, c string) (pr
 
 // child is a process this Backend started and reaps.
 type child struct {
-	component string
-	done      chan struct{}
-	err       error // set before done is closed
+	done chan struct{}
+	err  error // set before done is closed
 }
 
 func (c *child) exited() (bool, error) {

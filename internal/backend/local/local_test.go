@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
+	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/backend"
 	"github.com/kunobi-ninja/kobe/internal/pki"
 )
@@ -38,6 +39,8 @@ func TestMemberLifecycle(t *testing.T) {
 	}
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("Create took %s; it must return without waiting for the control plane", d)
+	} else {
+		t.Logf("Create returned after %s", d.Round(time.Millisecond))
 	}
 	if err := b.Create(t.Context(), m); err != nil {
 		t.Fatalf("second Create: %v", err)
@@ -462,6 +465,30 @@ func TestCreateWithoutBinaries(t *testing.T) {
 	}
 }
 
+func TestInvalidMemberIdentity(t *testing.T) {
+	b, err := New(Options{BinDir: t.TempDir(), DataRoot: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	for _, m := range []backend.Member{
+		{Namespace: "ns", Name: "a", UID: ""},
+		{Namespace: "ns", Name: "a", UID: "../x"},
+		{Namespace: "ns", Name: "../../etc", UID: "0f9d3a5e-1c2b-4d6e-8f00-112233445566"},
+		{Namespace: "..", Name: "a", UID: "0f9d3a5e-1c2b-4d6e-8f00-112233445566"},
+	} {
+		if err := b.Create(t.Context(), m); err == nil {
+			t.Errorf("Create(%+v) succeeded", m)
+		}
+		if obs, err := b.Observe(t.Context(), m); err != nil || obs.State != backend.StateAbsent {
+			t.Errorf("Observe(%+v) = %+v, %v; want Absent", m, obs, err)
+		}
+		if gone, err := b.Delete(t.Context(), m); err != nil || !gone {
+			t.Errorf("Delete(%+v) = %v, %v; want gone", m, gone, err)
+		}
+	}
+}
+
 func TestNewRequiresDataRoot(t *testing.T) {
 	if _, err := New(Options{}); err == nil {
 		t.Error("New without DataRoot succeeded")
@@ -514,4 +541,57 @@ func deadPID(t *testing.T) int {
 		t.Fatal(err)
 	}
 	return cmd.Process.Pid
+}
+
+// TestSchedulingMember: with scheduling, pods of a Deployment are scheduled
+// onto the simulated node and reported Running.
+func TestSchedulingMember(t *testing.T) {
+	b := newBackend(t)
+	for _, f := range []string{compScheduler, compKwok} {
+		if _, err := os.Stat(filepath.Join(b.opts.BinDir, f)); err != nil {
+			t.Fatalf("%s is missing: run `make controlplane` (hack/build-controlplane.sh) first", filepath.Join(b.opts.BinDir, f))
+		}
+	}
+	if err := b.checkKwokStages(); err != nil {
+		t.Fatalf("%v: run `make controlplane` (hack/build-controlplane.sh) first", err)
+	}
+	m := newMember("scheduling")
+	m.Spec.Backend.Local = &kobev1.LocalBackendSpec{Scheduling: true}
+	if err := b.Create(t.Context(), m); err != nil {
+		t.Fatal(err)
+	}
+	obs := waitFor(t, b, m, backend.StateReady, readyDeadline)
+	kc := obs.Access.AdminKubeconfig
+	if out := mustKubectl(t, kc, "get", "node", FakeNodeName, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`); out != "True" {
+		t.Errorf("node %s Ready = %q, want True", FakeNodeName, out)
+	}
+	mustKubectl(t, kc, "create", "deployment", "web", "--image=registry.k8s.io/pause:3.10", "--replicas=3")
+	eventually(t, 60*time.Second, "3 Running pods", func() error {
+		out, err := kubectl(t, kc, "get", "pods", "-l", "app=web", "-o", "jsonpath={range .items[*]}{.status.phase}{\" \"}{end}")
+		if err != nil {
+			return errors.New(out)
+		}
+		if phases := strings.Fields(out); len(phases) != 3 || slices.ContainsFunc(phases, func(p string) bool { return p != "Running" }) {
+			return errors.New("pod phases: " + out)
+		}
+		return nil
+	})
+	st, err := readState(b.paths(m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var comps []string
+	for _, pr := range st.Processes {
+		comps = append(comps, pr.Component)
+	}
+	if want := components(true); !slices.Equal(comps, want) {
+		t.Errorf("member processes %v, want %v", comps, want)
+	}
+	dir := b.paths(m).dir
+	if gone, err := b.Delete(t.Context(), m); err != nil || !gone {
+		t.Fatalf("Delete = %v, %v", gone, err)
+	}
+	if pids := runningUnder(t, dir); len(pids) > 0 {
+		t.Errorf("processes left after Delete: %v", pids)
+	}
 }

@@ -10,7 +10,10 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/client-go/rest"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kunobi-ninja/kobe/internal/backend"
@@ -69,10 +72,11 @@ func (b *Backend) supervise(ctx context.Context, m backend.Member, rt *memberRT,
 		if port > 0 {
 			err := b.probeLocal(ctx, p, port)
 			if err == nil {
-				if err := b.startRest(rt, p, m); err != nil {
-					log.Error(err, "Starting member components failed")
+				err = b.startRest(ctx, rt, p, m)
+				if err == nil {
+					return
 				}
-				return
+				log.V(1).Info("Finishing start-up failed; retrying", "reason", err.Error())
 			}
 			rt.mu.Lock()
 			sup.status = fmt.Sprintf("waiting for kube-apiserver: %v", err)
@@ -149,7 +153,7 @@ func (b *Backend) recordFailure(p paths, st *state, reason string) {
 
 // startRest starts the components that need a running API server and marks
 // start-up finished.
-func (b *Backend) startRest(rt *memberRT, p paths, m backend.Member) error {
+func (b *Backend) startRest(ctx context.Context, rt *memberRT, p paths, m backend.Member) error {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	st, err := readState(p)
@@ -173,6 +177,15 @@ func (b *Backend) startRest(rt *memberRT, p paths, m backend.Member) error {
 			return err
 		}
 		st.Processes = append(st.Processes, pr)
+		if err := writeState(p, st); err != nil {
+			return err
+		}
+	}
+	if st.Scheduling {
+		// Not a permanent failure: the supervisor calls startRest again.
+		if err := b.createFakeNode(ctx, p, st); err != nil {
+			return fmt.Errorf("creating node %s: %w", FakeNodeName, err)
+		}
 	}
 	st.Started = true
 	return writeState(p, st)
@@ -194,73 +207,66 @@ func (b *Backend) probeLocal(ctx context.Context, p paths, port int) error {
 	if err != nil {
 		return err
 	}
-	return probeReady(ctx, acc.adminKubeconfig, false)
+	return probeReady(ctx, acc.adminKubeconfig, false, false)
 }
 
 // probeReady checks that the API server's /readyz answers "ok". With
-// usable, it also checks that kube-controller-manager has done its first
-// work, so that a lease holder can create pods at once: the "default"
-// namespace has its "default" ServiceAccount.
-func probeReady(ctx context.Context, kubeconfig []byte, usable bool) error {
+// usable, it also checks that the member can take work at once:
+// kube-controller-manager has given the "default" namespace its "default"
+// ServiceAccount (pods cannot be created before that) and, with scheduling,
+// the simulated node is Ready.
+func probeReady(ctx context.Context, kubeconfig []byte, usable, scheduling bool) error {
 	cfg, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
 	if err != nil {
 		return err
 	}
 	cfg.Timeout = probeTimeout
-	hc, err := rest.HTTPClientFor(cfg)
+	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err
 	}
-	defer hc.CloseIdleConnections()
-	get := func(path string) (int, string, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(cfg.Host, "/")+path, nil)
-		if err != nil {
-			return 0, "", err
-		}
-		resp, err := hc.Do(req)
-		if err != nil {
-			return 0, "", err
-		}
-		defer func() { _ = resp.Body.Close() }()
-		var body strings.Builder
-		buf := make([]byte, 4096)
-		n, _ := resp.Body.Read(buf)
-		body.Write(buf[:n])
-		return resp.StatusCode, body.String(), nil
-	}
-	code, body, err := get("/readyz")
-	if err != nil {
-		return fmt.Errorf("/readyz: %w", err)
-	}
-	if code != http.StatusOK || strings.TrimSpace(body) != "ok" {
+	var code int
+	res := cs.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx).StatusCode(&code)
+	body, err := res.Raw()
+	switch {
+	case code != 0 && code != http.StatusOK:
 		return fmt.Errorf("/readyz answered %d", code)
+	case err != nil:
+		return fmt.Errorf("/readyz: %w", err)
+	case strings.TrimSpace(string(body)) != "ok":
+		return fmt.Errorf("/readyz answered %q", truncate(string(body), 100))
 	}
 	if !usable {
 		return nil
 	}
-	code, _, err = get("/api/v1/namespaces/default/serviceaccounts/default")
+	_, err = cs.CoreV1().ServiceAccounts(metav1.NamespaceDefault).Get(ctx, "default", metav1.GetOptions{})
 	switch {
+	case apierrors.IsNotFound(err):
+		return errors.New("kube-controller-manager has not created the default ServiceAccount yet")
 	case err != nil:
 		return fmt.Errorf("reading the default ServiceAccount: %w", err)
-	case code == http.StatusNotFound:
-		return errors.New("kube-controller-manager has not created the default ServiceAccount yet")
-	case code != http.StatusOK:
-		return fmt.Errorf("reading the default ServiceAccount: status %d", code)
 	}
-	return nil
+	if !scheduling {
+		return nil
+	}
+	node, err := cs.CoreV1().Nodes().Get(ctx, FakeNodeName, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return fmt.Errorf("node %s not created yet", FakeNodeName)
+	case err != nil:
+		return fmt.Errorf("reading node %s: %w", FakeNodeName, err)
+	}
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+			return nil
+		}
+	}
+	return fmt.Errorf("node %s is not Ready yet", FakeNodeName)
 }
 
-// tuning holds the knobs that trade nothing in correctness for memory;
-// defaultTuning's values come from docs/benchmarks.md.
-type tuning struct {
-	apiServerArgs []string
-	env           map[string][]string
-}
-
-func defaultTuning() tuning {
-	return tuning{}
-}
-
-func (b *Backend) kwokArgs(p paths) ([]string, error) {
-	return nil, errors.New("scheduling is not supported yet")
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "..."
+	}
+	return s
 }

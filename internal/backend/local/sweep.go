@@ -55,12 +55,17 @@ func (b *Backend) Sweep(ctx context.Context, owned func(uid types.UID) bool) (re
 	}
 	for dir := range strays {
 		rt := &memberRT{children: map[int]*child{}}
-		if uid, ok := uidFromDirName(filepath.Base(dir)); ok {
+		uid, hasUID := uidFromDirName(filepath.Base(dir))
+		if hasUID {
 			rt = b.member(uid)
+			b.stopSupervisor(rt)
 		}
 		rt.mu.Lock()
 		err := b.killProcs(ctx, rt, dir)
 		rt.mu.Unlock()
+		if hasUID && err == nil {
+			b.forget(uid, rt)
+		}
 		if err != nil {
 			errs = append(errs, err)
 			continue

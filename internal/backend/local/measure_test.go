@@ -1,0 +1,194 @@
+package local
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+	"github.com/kunobi-ninja/kobe/internal/backend"
+)
+
+// TestMeasureMember measures a member's time from Create to Ready and the
+// resident memory of its processes, at Ready and after it has idled. It is a
+// measurement, not a correctness test, so it runs only on request:
+//
+//	KOBE_MEASURE=1 go test ./internal/backend/local/ -run TestMeasureMember -count=1 -v
+//
+// KOBE_MEASURE_VARIANTS=baseline,default (default "default") compares an
+// empty tuning with defaultTuning (a "+scheduling" suffix measures members
+// with kube-scheduler and kwok); KOBE_MEASURE_REPEAT sets the repetitions
+// (default 3).
+func TestMeasureMember(t *testing.T) {
+	if os.Getenv("KOBE_MEASURE") != "1" {
+		t.Skip("measurement: set KOBE_MEASURE=1 to run")
+	}
+	variants := map[string]tuning{"baseline": {}, "default": defaultTuning()}
+	for name, tn := range measureVariants() {
+		variants[name] = tn
+	}
+	names := strings.Split(envOr("KOBE_MEASURE_VARIANTS", "default"), ",")
+	repeat, err := strconv.Atoi(envOr("KOBE_MEASURE_REPEAT", "3"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	settle := 20 * time.Second
+	var report strings.Builder
+	var load []byte
+	load, _ = os.ReadFile("/proc/loadavg")
+	fmt.Fprintf(&report, "load average at start: %s\n", strings.TrimSpace(string(load)))
+	fmt.Fprintf(&report, "| variant | run | Create->Ready | VmRSS / RssAnon at Ready (MiB) | VmRSS / RssAnon after %s idle (MiB) | CPU while idle (one core = 100%%) | per process after idle, VmRSS/RssAnon (MiB) |\n|---|---|---|---|---|---|---|\n", settle)
+	for _, name := range names {
+		base, withScheduling := strings.CutSuffix(name, "+scheduling")
+		tn, ok := variants[base]
+		if !ok {
+			t.Fatalf("unknown variant %q", name)
+		}
+		for run := 1; run <= repeat; run++ {
+			b := newBackend(t)
+			b.tuning = tn
+			m := newMember(fmt.Sprintf("measure-%s-%d", base, run))
+			if withScheduling {
+				m.Spec.Backend.Local = &kobev1.LocalBackendSpec{Scheduling: true}
+			}
+			start := time.Now()
+			if err := b.Create(t.Context(), m); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := waitForState(t, b, m, backend.StateReady, 3*time.Minute); err != nil {
+				row := fmt.Sprintf("| %s | %d | not ready: %v | | | | |\n", name, run, err)
+				t.Log(row)
+				report.WriteString(row)
+				continue
+			}
+			took := time.Since(start)
+			atReady, anonAtReady, _ := memberRSS(t, b, m)
+			cpuBefore := memberCPU(t, b, m)
+			time.Sleep(settle) // measuring idle memory and CPU: waiting is the point
+			idle, anonIdle, per := memberRSS(t, b, m)
+			idleCPU := memberCPU(t, b, m) - cpuBefore
+			row := fmt.Sprintf("| %s | %d | %.1f s | %.0f / %.0f | %.0f / %.0f | %.1f%% | %s |\n",
+				name, run, took.Seconds(), atReady, anonAtReady, idle, anonIdle, 100*idleCPU/settle.Seconds(), per)
+			t.Log(row)
+			report.WriteString(row)
+			if gone, err := b.Delete(t.Context(), m); err != nil || !gone {
+				t.Fatalf("Delete = %v, %v", gone, err)
+			}
+		}
+	}
+	load, _ = os.ReadFile("/proc/loadavg")
+	fmt.Fprintf(&report, "load average at end: %s\n", strings.TrimSpace(string(load)))
+	t.Logf("\n%s", report.String())
+}
+
+// measureVariants are tunings compared with defaultTuning: each changes one
+// thing.
+func measureVariants() map[string]tuning {
+	with := func(change func(args, env map[string][]string)) tuning {
+		tn := defaultTuning()
+		args, env := map[string][]string{}, map[string][]string{}
+		for c, a := range tn.args {
+			args[c] = slices.Clone(a)
+		}
+		for c, e := range tn.env {
+			env[c] = slices.Clone(e)
+		}
+		change(args, env)
+		return tuning{args: args, env: env}
+	}
+	gogc := func(v string) func(args, env map[string][]string) {
+		return func(_, env map[string][]string) {
+			for c := range env {
+				env[c] = []string{"GOGC=" + v}
+			}
+		}
+	}
+	return map[string]tuning{
+		"gogc100": with(gogc("100")),
+		"gogc30":  with(gogc("30")),
+		"nowatchcache": with(func(args, _ map[string][]string) {
+			args[compAPIServer] = append(args[compAPIServer], "--watch-cache=false")
+		}),
+		"noapf": with(func(args, _ map[string][]string) {
+			args[compAPIServer] = append(args[compAPIServer], "--enable-priority-and-fairness=false")
+		}),
+	}
+}
+
+// memberRSS sums VmRSS of the member's processes, in MiB, and describes
+// each process as "component VmRSS/RssAnon". RssAnon is what a member adds:
+// the rest is mostly the binaries' code, shared by every member.
+func memberRSS(t *testing.T, b *Backend, m backend.Member) (rss, anon float64, per string) {
+	t.Helper()
+	st, err := readState(b.paths(m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var parts []string
+	for _, pr := range st.Processes {
+		r, err := procStatusKiB(pr.PID, "VmRSS")
+		if err != nil {
+			t.Fatalf("RSS of %s: %v", pr.Component, err)
+		}
+		a, err := procStatusKiB(pr.PID, "RssAnon")
+		if err != nil {
+			t.Fatalf("RSS of %s: %v", pr.Component, err)
+		}
+		rss += float64(r) / 1024
+		anon += float64(a) / 1024
+		parts = append(parts, fmt.Sprintf("%s %.0f/%.0f", pr.Component, float64(r)/1024, float64(a)/1024))
+	}
+	return rss, anon, strings.Join(parts, ", ")
+}
+
+// memberCPU sums the user and system CPU seconds of the member's processes.
+func memberCPU(t *testing.T, b *Backend, m backend.Member) float64 {
+	t.Helper()
+	st, err := readState(b.paths(m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total float64
+	for _, pr := range st.Processes {
+		data, err := os.ReadFile("/proc/" + strconv.Itoa(pr.PID) + "/stat")
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+1:]))
+		// After the command: state is field 3 of stat, utime 14 and stime 15.
+		utime, _ := strconv.ParseFloat(f[11], 64)
+		stime, _ := strconv.ParseFloat(f[12], 64)
+		total += (utime + stime) / clockTicks
+	}
+	return total
+}
+
+// clockTicks is USER_HZ, 100 on Linux for every architecture Go supports.
+const clockTicks = 100
+
+// procStatusKiB reads a "<field>: N kB" line of /proc/<pid>/status.
+func procStatusKiB(pid int, field string) (int64, error) {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.Lines(string(data)) {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
+			if f := strings.Fields(rest); len(f) > 0 {
+				return strconv.ParseInt(f[0], 10, 64)
+			}
+		}
+	}
+	return 0, fmt.Errorf("no %s for pid %d", field, pid)
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
