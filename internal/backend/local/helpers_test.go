@@ -18,30 +18,17 @@ import (
 	"k8s.io/apimachinery/pkg/util/uuid"
 
 	"github.com/kunobi-ninja/kobe/internal/backend"
+	"github.com/kunobi-ninja/kobe/internal/testenv"
 )
 
 const readyDeadline = 90 * time.Second
 
-// binDir is where the tests find the control-plane binaries; they fail,
-// never skip, when one is missing.
+// binDir is where the tests find the control-plane binaries
+// (CONTROLPLANE_DIR overrides it); they fail, never skip, when one is
+// missing.
 func binDir(t testing.TB) string {
 	t.Helper()
-	wd, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	root := wd
-	for {
-		if _, err := os.Stat(filepath.Join(root, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(root)
-		if parent == root {
-			t.Fatalf("no go.mod above %s", wd)
-		}
-		root = parent
-	}
-	dir := filepath.Join(root, DefaultBinDir)
+	dir := testenv.BinDir()
 	for _, c := range []string{compEtcd, compAPIServer, compKCM} {
 		if _, err := os.Stat(filepath.Join(dir, c)); err != nil {
 			t.Fatalf("control-plane binary %s is missing: run `make controlplane` (hack/build-controlplane.sh) first", filepath.Join(dir, c))
@@ -162,9 +149,22 @@ func kubectl(t *testing.T, kubeconfig []byte, args ...string) (string, error) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "/usr/bin/kubectl", append([]string{"--kubeconfig", path}, args...)...)
+	cmd := exec.CommandContext(ctx, kubectlPath(t), append([]string{"--kubeconfig", path}, args...)...)
 	out, err := cmd.CombinedOutput()
 	return strings.TrimSpace(string(out)), err
+}
+
+// kubectlPath is kubectl from PATH (make puts the control-plane directory,
+// which holds one on machines without it, on PATH), else /usr/bin/kubectl.
+func kubectlPath(t *testing.T) string {
+	t.Helper()
+	if p, err := exec.LookPath("kubectl"); err == nil {
+		return p
+	}
+	if _, err := os.Stat("/usr/bin/kubectl"); err != nil {
+		t.Fatalf("kubectl not found on PATH nor at /usr/bin/kubectl: run `make controlplane`")
+	}
+	return "/usr/bin/kubectl"
 }
 
 func mustKubectl(t *testing.T, kubeconfig []byte, args ...string) string {

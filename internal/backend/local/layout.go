@@ -60,7 +60,6 @@ func (p paths) pki(name string) string     { return filepath.Join(p.dir, "pki", 
 func (p paths) etcdData() string           { return filepath.Join(p.dir, "etcd") }
 func (p paths) kubeconfig(c string) string { return filepath.Join(p.dir, c+".kubeconfig") }
 func (p paths) log(c string) string        { return filepath.Join(p.dir, "logs", c+".log") }
-func (p paths) config(name string) string  { return filepath.Join(p.dir, "config", name) }
 
 // Names of the files under pki/.
 const (

@@ -1,6 +1,8 @@
 package local
 
 import (
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"net"
 	"net/url"
@@ -593,5 +595,52 @@ func TestSchedulingMember(t *testing.T) {
 	}
 	if pids := runningUnder(t, dir); len(pids) > 0 {
 		t.Errorf("processes left after Delete: %v", pids)
+	}
+}
+
+// TestServingCertificateNames: the API server's certificate is valid for
+// 127.0.0.1, localhost, the advertised host and the in-cluster names.
+func TestServingCertificateNames(t *testing.T) {
+	for _, advertise := range []string{"127.0.0.1", "kobe.example.test", "192.0.2.10"} {
+		t.Run(advertise, func(t *testing.T) {
+			p := paths{dir: t.TempDir()}
+			if err := writeAssets(p, advertise); err != nil {
+				t.Fatal(err)
+			}
+			caPEM, err := os.ReadFile(p.pki(serverCACert))
+			if err != nil {
+				t.Fatal(err)
+			}
+			certPEM, err := os.ReadFile(p.pki(apiserverCert))
+			if err != nil {
+				t.Fatal(err)
+			}
+			roots := x509.NewCertPool()
+			if !roots.AppendCertsFromPEM(caPEM) {
+				t.Fatal("server CA does not parse")
+			}
+			block, _ := pem.Decode(certPEM)
+			if block == nil {
+				t.Fatal("serving certificate does not parse")
+			}
+			cert, err := x509.ParseCertificate(block.Bytes)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, host := range []string{"127.0.0.1", "localhost", advertise, "kubernetes.default.svc", serviceIP} {
+				if _, err := cert.Verify(x509.VerifyOptions{DNSName: host, Roots: roots}); err != nil {
+					t.Errorf("serving certificate not valid for %s: %v", host, err)
+				}
+			}
+			for _, f := range []string{apiserverKey, clientCAKey, adminKey, serviceAccountKey} {
+				fi, err := os.Stat(p.pki(f))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if fi.Mode().Perm()&0o077 != 0 {
+					t.Errorf("%s has mode %v, want no group or other access", f, fi.Mode().Perm())
+				}
+			}
+		})
 	}
 }
