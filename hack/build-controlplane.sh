@@ -26,6 +26,21 @@ build etcd "$root/hack/controlplane/etcd" .
 for cmd in kube-apiserver kube-controller-manager kube-scheduler; do
 	build "$cmd" "$root/hack/controlplane/kubernetes" "k8s.io/kubernetes/cmd/$cmd"
 done
+# kwok simulates the node of members whose pool asks for scheduling
+# (backend.local.scheduling); it needs its stage definitions beside it.
+kwok_version=v0.8.0
+if [ ! -x "$out/kwok" ]; then
+	echo "building kwok $kwok_version into $out" >&2
+	GOBIN="$out" CGO_ENABLED=0 go install -trimpath -ldflags='-s -w' "sigs.k8s.io/kwok/cmd/kwok@$kwok_version"
+fi
+if [ ! -d "$out/kwok-stages" ]; then
+	kwok_dir=$(go mod download -json "sigs.k8s.io/kwok@$kwok_version" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+	mkdir -p "$out/kwok-stages.tmp"
+	cp "$kwok_dir"/kustomize/stage/node/fast/node-*.yaml "$kwok_dir"/kustomize/stage/pod/fast/pod-*.yaml "$out/kwok-stages.tmp/"
+	chmod 644 "$out"/kwok-stages.tmp/*
+	mv "$out/kwok-stages.tmp" "$out/kwok-stages"
+fi
+
 # kubectl comes with the machine; build it from the same module when it
 # does not, so that tests and `make run` find one on PATH.
 if ! command -v kubectl >/dev/null 2>&1; then
