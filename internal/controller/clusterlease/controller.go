@@ -136,8 +136,14 @@ func (r *Reconciler) checkMember(ctx context.Context, l *kobev1.ClusterLease, no
 	if ref == nil {
 		return ctrl.Result{}, r.end(ctx, l, kobev1.LeaseExpired, kobev1.ReasonInstanceLost, "lease is bound but names no member")
 	}
+	key := types.NamespacedName{Namespace: l.Namespace, Name: ref.Name}
 	inst := &kobev1.ClusterInstance{}
-	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: l.Namespace, Name: ref.Name}, inst)
+	// The cache answers the common case (both sides agree); anything else
+	// is confirmed against the API server before acting on it.
+	if err := r.Client.Get(ctx, key, inst); err == nil && binding.Consistent(l, inst) {
+		return ctrl.Result{}, nil
+	}
+	err := r.APIReader.Get(ctx, key, inst)
 	if apierrors.IsNotFound(err) || (err == nil && inst.UID != ref.UID) {
 		return ctrl.Result{}, r.end(ctx, l, kobev1.LeaseExpired, kobev1.ReasonInstanceLost, fmt.Sprintf("member %s is gone", ref.Name))
 	}
