@@ -1,0 +1,323 @@
+package apiserver_test
+
+import (
+	"bytes"
+	"context"
+	"crypto"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+	"github.com/kunobi-ninja/kobe/internal/apiclient"
+	"github.com/kunobi-ninja/kobe/internal/lease"
+)
+
+// tokenOf is the bearer token of token policy name.
+func tokenOf(name string) apiclient.BearerToken {
+	return apiclient.BearerToken(name + "-s3cret-token")
+}
+
+// response is one answer of the API.
+type response struct {
+	code   int
+	header http.Header
+	body   []byte
+}
+
+func (r response) String() string {
+	return fmt.Sprintf("HTTP %d %s", r.code, strings.TrimSpace(string(r.body)))
+}
+
+// call sends method path to the API with body (JSON-encoded unless it is
+// already []byte, none when nil), authenticated by creds exactly as
+// apiclient does (nil: no credentials).
+func call(t *testing.T, creds apiclient.Credentials, method, path string, body any) response {
+	t.Helper()
+	return send(t, prepare(t, creds, method, path, body))
+}
+
+// prepare builds the request call sends, without sending it.
+func prepare(t *testing.T, creds apiclient.Credentials, method, path string, body any) *http.Request {
+	t.Helper()
+	req, raw := newRequest(t, method, path, body)
+	if creds != nil {
+		if err := creds.Apply(req, raw); err != nil {
+			t.Fatalf("applying credentials to %s %s: %v", method, path, err)
+		}
+	}
+	return req
+}
+
+// newRequest builds a request to the API and returns it with its body bytes.
+func newRequest(t *testing.T, method, path string, body any) (*http.Request, []byte) {
+	t.Helper()
+	var raw []byte
+	switch b := body.(type) {
+	case nil:
+	case []byte:
+		raw = b
+	default:
+		var err error
+		if raw, err = json.Marshal(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var rd io.Reader
+	if raw != nil {
+		rd = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequestWithContext(t.Context(), method, fx.url+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if raw != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	return req, raw
+}
+
+// send sends req as it is and reads the answer.
+func send(t *testing.T, req *http.Request) response {
+	t.Helper()
+	r, err := roundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// roundTrip sends req (again, when it was sent before: replay tests) and
+// reads the answer. Unlike send it may run on any goroutine.
+func roundTrip(req *http.Request) (response, error) {
+	if req.GetBody != nil { // set by http.NewRequest for a bytes.Reader body
+		b, err := req.GetBody()
+		if err != nil {
+			return response{}, err
+		}
+		req.Body = b
+	}
+	resp, err := fx.http.Do(req)
+	if err != nil {
+		return response{}, fmt.Errorf("%s %s: %w", req.Method, req.URL.Path, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return response{}, fmt.Errorf("%s %s: reading answer: %w", req.Method, req.URL.Path, err)
+	}
+	return response{code: resp.StatusCode, header: resp.Header, body: body}, nil
+}
+
+// decode decodes a successful answer of status code into T.
+func decode[T any](t *testing.T, r response, code int) T {
+	t.Helper()
+	var out T
+	if r.code != code {
+		t.Fatalf("got %s; want %d", r, code)
+	}
+	if err := json.Unmarshal(r.body, &out); err != nil {
+		t.Fatalf("decoding %s: %v", r, err)
+	}
+	return out
+}
+
+// requireError checks an error answer: the status, a JSON
+// {"error", "detail"} body with the given error and a detail that contains
+// detail.
+func requireError(t *testing.T, r response, code int, errText, detail string) apiclient.Error {
+	t.Helper()
+	if r.code != code {
+		t.Fatalf("got %s; want %d %q", r, code, errText)
+	}
+	if ct := r.header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		t.Fatalf("error answer has Content-Type %q, want JSON: %s", ct, r)
+	}
+	var e apiclient.Error
+	if err := json.Unmarshal(r.body, &e); err != nil {
+		t.Fatalf("error answer is not JSON: %s", r)
+	}
+	if e.Message != errText || e.Detail == "" || !strings.Contains(e.Detail, detail) {
+		t.Fatalf("got error %q detail %q; want %q with a detail containing %q", e.Message, e.Detail, errText, detail)
+	}
+	return e
+}
+
+// createLease leases from pool with ttl ("" for the pool's default) and
+// requires a 201 Bound lease with a kubeconfig.
+func createLease(t *testing.T, creds apiclient.Credentials, pool, ttl string) apiclient.Lease {
+	t.Helper()
+	r := call(t, creds, http.MethodPost, "/v1/leases", apiclient.CreateLeaseRequest{Pool: pool, TTL: ttl})
+	l := decode[apiclient.Lease](t, r, http.StatusCreated)
+	if l.Phase != apiclient.PhaseBound || l.Kubeconfig == "" || l.ClusterName == "" || l.Pool != pool {
+		t.Fatalf("not a lease of %s bound with a kubeconfig: %s", pool, r)
+	}
+	return l
+}
+
+// leaseObjects lists every ClusterLease of the namespace from the API
+// server (not a cache).
+func leaseObjects(t *testing.T) []kobev1.ClusterLease {
+	t.Helper()
+	var ls kobev1.ClusterLeaseList
+	if err := fx.env.Client.List(t.Context(), &ls, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	return ls.Items
+}
+
+// leasesOf lists the ClusterLeases whose requester is identity.
+func leasesOf(t *testing.T, identity string) []kobev1.ClusterLease {
+	t.Helper()
+	var out []kobev1.ClusterLease
+	for _, l := range leaseObjects(t) {
+		if l.Spec.Requester.Identity == identity {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// leaseObject reads one ClusterLease from the API server.
+func leaseObject(t *testing.T, name string) *kobev1.ClusterLease {
+	t.Helper()
+	l := &kobev1.ClusterLease{}
+	if err := fx.env.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, l); err != nil {
+		t.Fatalf("reading lease %s: %v", name, err)
+	}
+	return l
+}
+
+// leaseNames are the names of ls, sorted.
+func leaseNames(ls []kobev1.ClusterLease) []string {
+	out := make([]string, len(ls))
+	for i := range ls {
+		out[i] = ls[i].Name
+	}
+	slices.Sort(out)
+	return out
+}
+
+// requireNoNewLease fails when the namespace holds a ClusterLease that was
+// not in before: a refused request must not leave a lease behind.
+func requireNoNewLease(t *testing.T, before []kobev1.ClusterLease) {
+	t.Helper()
+	if got, want := leaseNames(leaseObjects(t)), leaseNames(before); !slices.Equal(got, want) {
+		t.Fatalf("a refused request changed the leases: before %v, after %v", want, got)
+	}
+}
+
+// requireBoundUntouched fails unless lease name is still Bound, with the
+// same expiry and extensions as want.
+func requireBoundUntouched(t *testing.T, name string, want *kobev1.ClusterLease) {
+	t.Helper()
+	l := leaseObject(t, name)
+	switch {
+	case l.Status.Phase != kobev1.LeaseBound || lease.IsEnded(l.Status.Phase) || l.Status.EndedAt != nil:
+		t.Fatalf("lease %s is %s, want still Bound", name, l.Status.Phase)
+	case !l.Status.ExpiresAt.Equal(want.Status.ExpiresAt) || l.Status.Extensions != want.Status.Extensions:
+		t.Fatalf("lease %s changed: expires %v (was %v), extensions %d (was %d)", name,
+			l.Status.ExpiresAt, want.Status.ExpiresAt, l.Status.Extensions, want.Status.Extensions)
+	}
+}
+
+// eventually polls cond until it holds or 15s pass; what describes the
+// awaited state for the failure message.
+func eventually(t *testing.T, what string, cond func(ctx context.Context) bool) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 15*time.Second, true, func(ctx context.Context) (bool, error) {
+		return cond(ctx), nil
+	})
+	if err != nil {
+		t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
+
+// oidcIssuer is a local OpenID provider: a discovery document and a JWKS.
+type oidcIssuer struct {
+	*httptest.Server
+	// hits counts the requests the issuer served.
+	hits atomic.Int32
+	mu   sync.Mutex
+	keys []jose.JSONWebKey
+}
+
+func startIssuer() *oidcIssuer {
+	iss := &oidcIssuer{}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /.well-known/openid-configuration", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{
+			"issuer":                                iss.URL,
+			"jwks_uri":                              iss.URL + "/keys",
+			"response_types_supported":              []string{"id_token"},
+			"subject_types_supported":               []string{"public"},
+			"id_token_signing_alg_values_supported": []string{"RS256"},
+		})
+	})
+	mux.HandleFunc("GET /keys", func(w http.ResponseWriter, _ *http.Request) {
+		iss.mu.Lock()
+		defer iss.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(jose.JSONWebKeySet{Keys: iss.keys})
+	})
+	iss.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		iss.hits.Add(1)
+		mux.ServeHTTP(w, r)
+	}))
+	return iss
+}
+
+// publish adds the public half of key to the JWKS under kid.
+func (i *oidcIssuer) publish(key crypto.Signer, kid string, alg jose.SignatureAlgorithm) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	i.keys = append(i.keys, jose.JSONWebKey{Key: key.Public(), KeyID: kid, Algorithm: string(alg), Use: "sig"})
+}
+
+// signJWT makes a compact JWS of claims signed with key under kid.
+func signJWT(t *testing.T, key crypto.Signer, kid string, claims map[string]any) string {
+	t.Helper()
+	s, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.RS256, Key: jose.JSONWebKey{Key: key, KeyID: kid}},
+		(&jose.SignerOptions{}).WithType("JWT"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload, err := json.Marshal(claims)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jws, err := s.Sign(payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := jws.CompactSerialize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// unsignedJWT makes an "alg: none" token of claims.
+func unsignedJWT(t *testing.T, claims map[string]any) string {
+	t.Helper()
+	payload, err := json.Marshal(claims)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc := base64.RawURLEncoding
+	return enc.EncodeToString([]byte(`{"alg":"none","typ":"JWT"}`)) + "." + enc.EncodeToString(payload) + "."
+}
