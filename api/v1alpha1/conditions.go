@@ -91,6 +91,9 @@ const (
 	// ReasonCleanupModeUnsupported: the lease asks for a cleanup mode no
 	// wired backend can prove; it is refused before binding.
 	ReasonCleanupModeUnsupported = "CleanupModeUnsupported"
+	// ReasonKubeconfigFailed: the lease was bound but no kubeconfig could be
+	// minted for it, so it was released at once.
+	ReasonKubeconfigFailed = "KubeconfigFailed"
 	// ReasonExtended: the lease was extended.
 	ReasonExtended = "Extended"
 

@@ -37,11 +37,17 @@ func writeAuthError(w http.ResponseWriter, err error) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="kobe"`)
 		writeError(w, http.StatusUnauthorized, "missing credentials", "send Authorization: Bearer <token> or an SSH signature; see GET /v1/status for the accepted methods")
 	case errors.Is(err, auth.ErrNoMatchingRule):
-		writeError(w, http.StatusForbidden, "not authorised", err.Error())
+		writeError(w, http.StatusForbidden, "not authorised", detailOf(err, auth.ErrNoMatchingRule))
 	default:
 		w.Header().Set("WWW-Authenticate", `Bearer realm="kobe"`)
-		writeError(w, http.StatusUnauthorized, "invalid credentials", err.Error())
+		writeError(w, http.StatusUnauthorized, "invalid credentials", detailOf(err, auth.ErrInvalidCredentials))
 	}
+}
+
+// detailOf is err's text without the sentinel's own words, which the
+// "error" field already says.
+func detailOf(err, sentinel error) string {
+	return strings.TrimPrefix(err.Error(), sentinel.Error()+": ")
 }
 
 // jsonMuxErrors turns the mux's own plain-text 404 and 405 answers (no

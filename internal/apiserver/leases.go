@@ -121,9 +121,23 @@ func (s *Server) createLease(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	kubeconfig, bound := s.tryFastBind(ctx, l, ttl)
+	kubeconfig, mintErr := s.tryFastBind(ctx, l, ttl)
+	if mintErr != nil {
+		// Bound, but unusable: end it at once so that it holds nothing.
+		_ = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			if err := s.opts.APIReader.Get(ctx, client.ObjectKeyFromObject(l), l); err != nil || lease.IsEnded(l.Status.Phase) {
+				return err
+			}
+			return clusterlease.End(ctx, s.opts.Client, l, kobev1.LeaseReleased, kobev1.ReasonKubeconfigFailed,
+				"no kubeconfig could be minted for the bound member", s.opts.Clock.Now())
+		})
+		s.audit(p, "create", l.Name, poolName, "failed: kubeconfig")
+		metrics.LeaseRequest(poolName, "error")
+		s.internalError(w, "minting the lease's kubeconfig (the lease was released)", mintErr)
+		return
+	}
 	out := toWireLease(l, pool, true)
-	if bound {
+	if l.Status.Phase == kobev1.LeaseBound {
 		out.Kubeconfig = string(kubeconfig)
 		metrics.LeaseBound(poolName, "api", s.opts.Clock.Since(start))
 		metrics.LeaseRequest(poolName, "bound")
@@ -190,40 +204,36 @@ func (s *Server) createLeaseObject(ctx context.Context, p *auth.Principal, pool 
 
 // tryFastBind binds a new lease at once when its pool has a Ready member and
 // nobody queued ahead of it; otherwise the lease controller binds it later.
-func (s *Server) tryFastBind(ctx context.Context, l *kobev1.ClusterLease, ttl time.Duration) ([]byte, bool) {
+// It returns the kubeconfig once bound; an error means the lease was bound
+// but no kubeconfig could be minted for it.
+func (s *Server) tryFastBind(ctx context.Context, l *kobev1.ClusterLease, ttl time.Duration) ([]byte, error) {
 	var ls kobev1.ClusterLeaseList
 	if err := s.opts.Reader.List(ctx, &ls, client.InNamespace(l.Namespace), client.MatchingFields{index.LeasePool: l.Spec.Pool}); err != nil {
-		return nil, false
+		return nil, nil
 	}
 	if lease.Position(lease.Waiting(lease.Queue(ls.Items, l.Spec.Pool), s.opts.Clock.Now()), l) > 1 {
-		return nil, false
+		return nil, nil
 	}
 	for attempt := 0; attempt < 3; attempt++ {
-		res, err := s.opts.Binder.Bind(ctx, l, ttl)
+		_, err := s.opts.Binder.Bind(ctx, l, ttl)
 		if err == nil {
-			kc, err := s.kubeconfig(ctx, res.Lease)
-			if err != nil {
-				s.opts.Log.Error(err, "Minting kubeconfig after bind", "lease", l.Name)
-				return nil, false
-			}
-			return kc, true
+			return s.kubeconfig(ctx, l)
 		}
 		if !errors.Is(err, binding.ErrLeaseChanged) {
-			return nil, false
+			return nil, nil
 		}
 		// The lease controller got to it first: see what it did.
 		if err := s.opts.APIReader.Get(ctx, client.ObjectKeyFromObject(l), l); err != nil {
-			return nil, false
+			return nil, nil
 		}
 		if l.Status.Phase == kobev1.LeaseBound {
-			kc, err := s.kubeconfig(ctx, l)
-			return kc, err == nil
+			return s.kubeconfig(ctx, l)
 		}
 		if lease.IsEnded(l.Status.Phase) {
-			return nil, false
+			return nil, nil
 		}
 	}
-	return nil, false
+	return nil, nil
 }
 
 // markPending records that the fast path could not bind the lease, so that
@@ -397,6 +407,7 @@ func (s *Server) extendLease(w http.ResponseWriter, r *http.Request) {
 	by, _ = req.principal.ClampTTL(by)
 	ctx := r.Context()
 	var refusal error
+	var kc []byte
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		refusal = nil
 		if err := s.opts.APIReader.Get(ctx, client.ObjectKeyFromObject(l), l); err != nil {
@@ -409,6 +420,10 @@ func (s *Server) extendLease(w http.ResponseWriter, r *http.Request) {
 		}
 		l.Status.ExpiresAt = &metav1.Time{Time: expires}
 		l.Status.Extensions++
+		// Mint before saving, so that a failure does not use up an extension.
+		if kc, err = s.kubeconfig(ctx, l); err != nil {
+			return err
+		}
 		return s.opts.Client.Status().Update(ctx, l)
 	})
 	switch {
@@ -422,11 +437,6 @@ func (s *Server) extendLease(w http.ResponseWriter, r *http.Request) {
 			msg = "extension limit reached"
 		}
 		writeError(w, http.StatusConflict, msg, refusal.Error())
-		return
-	}
-	kc, err := s.kubeconfig(ctx, l)
-	if err != nil {
-		s.internalError(w, "minting kubeconfig", err)
 		return
 	}
 	s.audit(req.principal, "extend", l.Name, l.Spec.Pool, "extended to "+l.Status.ExpiresAt.UTC().Format(time.RFC3339))
