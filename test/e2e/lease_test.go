@@ -176,17 +176,28 @@ func TestLeaseExpiresServerSide(t *testing.T) {
 	for _, i := range insts.Items {
 		owned[string(i.UID)] = true
 	}
-	for _, d := range memberDirs(s.dataRoot) {
-		found := false
+	ownedBy := func(s string) bool {
 		for uid := range owned {
-			if strings.Contains(d, uid) {
-				found = true
+			if strings.Contains(s, uid) {
+				return true
 			}
 		}
-		if !found {
+		return false
+	}
+	dirs := memberDirs(s.dataRoot)
+	for _, d := range dirs {
+		if !ownedBy(d) {
 			t.Errorf("data directory %s belongs to no ClusterInstance", d)
 		}
 	}
+	procs := memberProcesses(s.dataRoot)
+	for _, pid := range procs {
+		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if !ownedBy(string(cmdline)) {
+			t.Errorf("process %d (%s) belongs to no ClusterInstance", pid, strings.ReplaceAll(string(cmdline), "\x00", " "))
+		}
+	}
+	t.Logf("after the restart: %d instances, %d member directories, %d member processes, none orphaned", len(insts.Items), len(dirs), len(procs))
 }
 
 // TestKobeRun: `kobe run` leases, runs the command with KUBECONFIG, passes
