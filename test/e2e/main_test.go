@@ -243,7 +243,8 @@ func (s *suite) teardown() error {
 	return nil
 }
 
-// memberProcesses lists pids whose command line references root.
+// memberProcesses lists pids whose command line references root, other
+// than the operator's own.
 func memberProcesses(root string) []int {
 	entries, _ := os.ReadDir("/proc")
 	var pids []int
@@ -256,7 +257,7 @@ func memberProcesses(root string) []int {
 		if err != nil {
 			continue
 		}
-		if bytes.Contains(cmdline, []byte(root)) {
+		if bytes.Contains(cmdline, []byte(root)) && !bytes.Contains(cmdline, []byte("kobe-operator")) {
 			pids = append(pids, pid)
 		}
 	}
