@@ -123,6 +123,10 @@ const (
 	// LabelLease names the ClusterLease bound to a ClusterInstance.
 	LabelLease = "kobe.kunobi.ninja/lease"
 
+	// AnnotationFastPath marks a lease the HTTP API is binding on the
+	// request path; the lease controller leaves it alone for a short grace.
+	AnnotationFastPath = "kobe.kunobi.ninja/fast-path"
+
 	// FinalizerInstance holds a ClusterInstance until its backend reports it gone.
 	FinalizerInstance = "kobe.kunobi.ninja/destroy-member"
 	// FinalizerPool holds a ClusterPool until its unbound members are gone.

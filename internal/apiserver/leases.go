@@ -184,9 +184,10 @@ func (s *Server) createLeaseObject(ctx context.Context, p *auth.Principal, pool 
 	}
 	l := &kobev1.ClusterLease{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      name,
-			Namespace: s.opts.Namespace,
-			Labels:    map[string]string{LabelRequesterHash: hash, kobev1.LabelPool: pool},
+			Name:        name,
+			Namespace:   s.opts.Namespace,
+			Labels:      map[string]string{LabelRequesterHash: hash, kobev1.LabelPool: pool},
+			Annotations: map[string]string{kobev1.AnnotationFastPath: "true"},
 		},
 		Spec: kobev1.ClusterLeaseSpec{
 			Pool:          pool,

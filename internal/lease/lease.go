@@ -54,18 +54,28 @@ func Queue(all []kobev1.ClusterLease, pool string) []*kobev1.ClusterLease {
 	return q
 }
 
-// InFlightGrace is how long a lease that no binder has looked at yet (empty
-// phase) is presumed to be in the middle of the HTTP API's fast path rather
+// InFlightGrace is how long a lease the HTTP API is binding on the request
+// path (AnnotationFastPath, no phase yet) is presumed to be in flight rather
 // than waiting in the queue.
 const InFlightGrace = 5 * time.Second
 
-// Waiting keeps the leases of a queue that are really waiting: marked
-// Pending, or unmarked for longer than InFlightGrace. A request on the fast
-// path must not queue behind other requests that are themselves being bound.
+// InFlight reports whether the HTTP API may still be binding l, and for how
+// much longer.
+func InFlight(l *kobev1.ClusterLease, now time.Time) (bool, time.Duration) {
+	if l.Status.Phase != "" || l.Annotations[kobev1.AnnotationFastPath] != "true" {
+		return false, 0
+	}
+	left := InFlightGrace - now.Sub(l.CreationTimestamp.Time)
+	return left > 0, left
+}
+
+// Waiting keeps the leases of a queue that are really waiting, leaving out
+// those still on the HTTP API's fast path: a request on the fast path must
+// not queue behind other requests that are themselves being bound.
 func Waiting(queue []*kobev1.ClusterLease, now time.Time) []*kobev1.ClusterLease {
 	out := make([]*kobev1.ClusterLease, 0, len(queue))
 	for _, l := range queue {
-		if l.Status.Phase == kobev1.LeasePending || now.Sub(l.CreationTimestamp.Time) > InFlightGrace {
+		if inFlight, _ := InFlight(l, now); !inFlight {
 			out = append(out, l)
 		}
 	}

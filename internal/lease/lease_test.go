@@ -170,10 +170,13 @@ func TestWaitingSkipsLeasesOnTheFastPath(t *testing.T) {
 	now := t0.Add(time.Minute)
 	marked := mkLease("marked", now.Add(-time.Second), kobev1.LeasePending)
 	fresh := mkLease("fresh", now.Add(-time.Second), "")
+	fresh.Annotations = map[string]string{kobev1.AnnotationFastPath: "true"}
 	stale := mkLease("stale", now.Add(-time.Minute), "")
-	got := Waiting([]*kobev1.ClusterLease{&marked, &fresh, &stale}, now)
-	if len(got) != 2 || got[0].Name != "marked" || got[1].Name != "stale" {
-		t.Fatalf("Waiting = %v, want [marked stale]", names(got))
+	stale.Annotations = map[string]string{kobev1.AnnotationFastPath: "true"}
+	kubectl := mkLease("kubectl", now.Add(-time.Second), "")
+	got := Waiting([]*kobev1.ClusterLease{&marked, &fresh, &stale, &kubectl}, now)
+	if want := []string{"marked", "stale", "kubectl"}; !equal(names(got), want) {
+		t.Fatalf("Waiting = %v, want %v", names(got), want)
 	}
 }
 

@@ -200,7 +200,7 @@ func (r *Reconciler) reconcileQueued(ctx context.Context, l *kobev1.ClusterLease
 	if end.End {
 		return ctrl.Result{}, r.end(ctx, l, end.Phase, end.Reason, end.Message)
 	}
-	if wait := lease.InFlightGrace - now.Sub(l.CreationTimestamp.Time); l.Status.Phase == "" && wait > 0 {
+	if inFlight, wait := lease.InFlight(l, now); inFlight {
 		// The HTTP API is binding it on the request path, or will mark it
 		// Pending; stepping in now would only make the two collide.
 		return ctrl.Result{RequeueAfter: wait}, nil
