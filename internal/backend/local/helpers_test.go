@@ -39,9 +39,9 @@ func binDir(t testing.TB) string {
 
 // newBackend returns a Backend over a fresh DataRoot whose members are all
 // destroyed when the test ends.
-func newBackend(t *testing.T, mutate ...func(*Options)) *Backend {
+func newBackend(t testing.TB, mutate ...func(*Options)) *Backend {
 	t.Helper()
-	opts := Options{BinDir: binDir(t), DataRoot: t.TempDir(), Logger: testr.New(t)}
+	opts := Options{BinDir: binDir(t), DataRoot: t.TempDir(), Logger: testr.NewWithInterface(t, testr.Options{})}
 	for _, f := range mutate {
 		f(&opts)
 	}
@@ -54,7 +54,7 @@ func newBackend(t *testing.T, mutate ...func(*Options)) *Backend {
 }
 
 // cleanupDataRoot stops every process under the backend's DataRoot.
-func cleanupDataRoot(t *testing.T, b *Backend) {
+func cleanupDataRoot(t testing.TB, b *Backend) {
 	b.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -80,7 +80,7 @@ func waitFor(t *testing.T, b *Backend, m backend.Member, want backend.State, tim
 	return obs
 }
 
-func waitForState(t *testing.T, b *Backend, m backend.Member, want backend.State, timeout time.Duration) (backend.Observation, error) {
+func waitForState(t testing.TB, b *Backend, m backend.Member, want backend.State, timeout time.Duration) (backend.Observation, error) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	var last backend.Observation

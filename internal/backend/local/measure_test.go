@@ -13,20 +13,19 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/backend"
 )
 
-// TestMeasureMember measures a member's time from Create to Ready and the
-// resident memory of its processes, at Ready and after it has idled. It is a
-// measurement, not a correctness test, so it runs only on request:
+// BenchmarkMeasureMember measures a member's time from Create to Ready and
+// the resident memory of its processes, at Ready and after it has idled. It
+// is a measurement, not a correctness test, so it is a benchmark and runs
+// only on request:
 //
-//	KOBE_MEASURE=1 go test ./internal/backend/local/ -run TestMeasureMember -count=1 -v
+//	go test ./internal/backend/local/ -run '^$' -bench BenchmarkMeasureMember -benchtime 1x -count=1 -v
 //
 // KOBE_MEASURE_VARIANTS=baseline,default (default "default") compares an
 // empty tuning with defaultTuning (a "+scheduling" suffix measures members
 // with kube-scheduler and kwok); KOBE_MEASURE_REPEAT sets the repetitions
 // (default 3).
-func TestMeasureMember(t *testing.T) {
-	if os.Getenv("KOBE_MEASURE") != "1" {
-		t.Skip("measurement: set KOBE_MEASURE=1 to run")
-	}
+func BenchmarkMeasureMember(bench *testing.B) {
+	var t testing.TB = bench
 	variants := map[string]tuning{"baseline": {}, "default": defaultTuning()}
 	for name, tn := range measureVariants() {
 		variants[name] = tn
@@ -122,7 +121,7 @@ func measureVariants() map[string]tuning {
 // memberRSS sums VmRSS of the member's processes, in MiB, and describes
 // each process as "component VmRSS/RssAnon". RssAnon is what a member adds:
 // the rest is mostly the binaries' code, shared by every member.
-func memberRSS(t *testing.T, b *Backend, m backend.Member) (rss, anon float64, per string) {
+func memberRSS(t testing.TB, b *Backend, m backend.Member) (rss, anon float64, per string) {
 	t.Helper()
 	st, err := readState(b.paths(m))
 	if err != nil {
@@ -146,7 +145,7 @@ func memberRSS(t *testing.T, b *Backend, m backend.Member) (rss, anon float64, p
 }
 
 // memberCPU sums the user and system CPU seconds of the member's processes.
-func memberCPU(t *testing.T, b *Backend, m backend.Member) float64 {
+func memberCPU(t testing.TB, b *Backend, m backend.Member) float64 {
 	t.Helper()
 	st, err := readState(b.paths(m))
 	if err != nil {

@@ -3,7 +3,7 @@ package local
 // tuning holds command-line flags and environment variables that make a
 // member smaller or faster without changing what it does for a user.
 // defaultTuning's choices are measured in docs/benchmarks.md
-// (TestMeasureMember); tests compare them against an empty tuning.
+// (BenchmarkMeasureMember); measurements compare them against an empty tuning.
 type tuning struct {
 	// args are appended to each component's command line.
 	args map[string][]string
