@@ -113,22 +113,3 @@ const (
 	// EventMemberDeleted: the pool deleted a member (scale-down or pool deletion).
 	EventMemberDeleted = "MemberDeleted"
 )
-
-// Labels and annotations kobe puts on the objects it creates.
-const (
-	// LabelPool names the pool of a ClusterInstance.
-	LabelPool = "kobe.kunobi.ninja/pool"
-	// LabelInstance names the ClusterInstance a Secret belongs to.
-	LabelInstance = "kobe.kunobi.ninja/instance"
-	// LabelLease names the ClusterLease bound to a ClusterInstance.
-	LabelLease = "kobe.kunobi.ninja/lease"
-
-	// AnnotationFastPath marks a lease the HTTP API is binding on the
-	// request path; the lease controller leaves it alone for a short grace.
-	AnnotationFastPath = "kobe.kunobi.ninja/fast-path"
-
-	// FinalizerInstance holds a ClusterInstance until its backend reports it gone.
-	FinalizerInstance = "kobe.kunobi.ninja/destroy-member"
-	// FinalizerPool holds a ClusterPool until its unbound members are gone.
-	FinalizerPool = "kobe.kunobi.ninja/pool-cleanup"
-)

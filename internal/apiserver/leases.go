@@ -31,11 +31,6 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/metrics"
 )
 
-// LabelRequesterHash carries a hash of the requester identity, so that a
-// caller's active leases can be listed from the API server with a label
-// selector (identities do not fit label values).
-const LabelRequesterHash = "kobe.kunobi.ninja/requester-hash"
-
 func requesterHash(identity string) string {
 	sum := sha256.Sum256([]byte(identity))
 	return hex.EncodeToString(sum[:])[:32]
@@ -165,7 +160,7 @@ func (s *Server) createLeaseObject(ctx context.Context, p *auth.Principal, pool 
 		// Counted from the API server, not the cache: a lease this replica
 		// created a millisecond ago must count.
 		var ls kobev1.ClusterLeaseList
-		if err := s.opts.APIReader.List(ctx, &ls, client.InNamespace(s.opts.Namespace), client.MatchingLabels{LabelRequesterHash: hash}); err != nil {
+		if err := s.opts.APIReader.List(ctx, &ls, client.InNamespace(s.opts.Namespace), client.MatchingLabels{kobev1.LabelRequesterHash: hash}); err != nil {
 			return nil, http.StatusInternalServerError, fmt.Errorf("counting leases of %s: %w", p.Identity, err)
 		}
 		var active int32
@@ -186,7 +181,7 @@ func (s *Server) createLeaseObject(ctx context.Context, p *auth.Principal, pool 
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        name,
 			Namespace:   s.opts.Namespace,
-			Labels:      map[string]string{LabelRequesterHash: hash, kobev1.LabelPool: pool},
+			Labels:      map[string]string{kobev1.LabelRequesterHash: hash, kobev1.LabelPool: pool},
 			Annotations: map[string]string{kobev1.AnnotationFastPath: "true"},
 		},
 		Spec: kobev1.ClusterLeaseSpec{

@@ -1,0 +1,35 @@
+package v1alpha1
+
+// Labels, annotations and finalizers kobe puts on the objects it creates.
+// They are part of the API: clients select on them and other replicas of the
+// operator read them, so they live here rather than beside the code that
+// writes them.
+const (
+	// LabelPool names the pool of a ClusterInstance or ClusterLease.
+	LabelPool = "kobe.kunobi.ninja/pool"
+	// LabelInstance names the ClusterInstance a Secret belongs to.
+	LabelInstance = "kobe.kunobi.ninja/instance"
+	// LabelLease names the ClusterLease bound to a ClusterInstance.
+	LabelLease = "kobe.kunobi.ninja/lease"
+	// LabelRequesterHash carries a hash of a lease's requester (policy and
+	// identity), so that a caller's leases can be listed from the API server
+	// with a label selector: identities do not fit label values.
+	LabelRequesterHash = "kobe.kunobi.ninja/requester-hash"
+	// LabelAlias carries a caller's own name for a lease (the `alias` of
+	// POST /v1/leases), unique among one requester's active leases.
+	LabelAlias = "kobe.kunobi.ninja/alias"
+
+	// AnnotationFastPath marks a lease the HTTP API is binding on the
+	// request path; the lease controller leaves it alone for a short grace.
+	AnnotationFastPath = "kobe.kunobi.ninja/fast-path"
+	// AnnotationQueuedAt records when a lease was requested, in RFC 3339
+	// with nanoseconds (UTC). Queue order and queue timeout use it; a lease
+	// without it (made with kubectl) falls back to its creationTimestamp,
+	// which has one-second resolution.
+	AnnotationQueuedAt = "kobe.kunobi.ninja/queued-at"
+
+	// FinalizerInstance holds a ClusterInstance until its backend reports it gone.
+	FinalizerInstance = "kobe.kunobi.ninja/destroy-member"
+	// FinalizerPool holds a ClusterPool until its unbound members are gone.
+	FinalizerPool = "kobe.kunobi.ninja/pool-cleanup"
+)
