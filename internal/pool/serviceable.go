@@ -1,0 +1,69 @@
+package pool
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+)
+
+// Cause says why nothing in a pool can become Ready.
+type Cause string
+
+// Causes of an unserviceable pool.
+const (
+	// CauseDeleting: the pool is being deleted.
+	CauseDeleting Cause = "PoolBeingDeleted"
+	// CauseBackendUnavailable: the pool reports its backend unavailable
+	// (condition Capacity False, reason BackendUnavailable).
+	CauseBackendUnavailable Cause = "BackendUnavailable"
+	// CauseQuarantined: the pool is at its cap (scaling.maxClusters, or size
+	// for a fixed pool) and every member is Quarantined.
+	CauseQuarantined Cause = "PoolQuarantined"
+)
+
+// Unserviceable is why a pool cannot serve a lease now or later, for a
+// request that would otherwise queue until its queue timeout.
+type Unserviceable struct {
+	Cause Cause
+	// Message is for humans; it names the pool.
+	Message string
+}
+
+// CheckServiceable decides, from a pool's spec, status and conditions alone,
+// whether a new lease could ever be bound in it. It returns nil when the
+// pool can serve, at once or after queueing: a pool that is merely empty,
+// fully leased or scaling from zero can serve. A Capacity condition written
+// for an older generation of the pool is not trusted.
+func CheckServiceable(p *kobev1.ClusterPool) *Unserviceable {
+	if !p.DeletionTimestamp.IsZero() {
+		return &Unserviceable{Cause: CauseDeleting, Message: fmt.Sprintf("pool %q is being deleted", p.Name)}
+	}
+	if c := meta.FindStatusCondition(p.Status.Conditions, kobev1.ConditionCapacity); c != nil &&
+		c.Status == metav1.ConditionFalse && c.Reason == kobev1.ReasonBackendUnavailable &&
+		(c.ObservedGeneration == 0 || c.ObservedGeneration >= p.Generation) {
+		return &Unserviceable{Cause: CauseBackendUnavailable, Message: fmt.Sprintf("the backend of pool %q is unavailable: %s", p.Name, c.Message)}
+	}
+	st := p.Status
+	if limit := memberCap(&p.Spec); st.Quarantined > 0 && st.Quarantined >= limit &&
+		st.Ready == 0 && st.Creating == 0 && st.Leased == 0 && st.Recycling == 0 {
+		return &Unserviceable{Cause: CauseQuarantined, Message: fmt.Sprintf(
+			"pool %q is at its cap of %d members and every member is Quarantined; an operator must inspect and delete them", p.Name, limit)}
+	}
+	return nil
+}
+
+// memberCap is the most members a pool holds: scaling.maxClusters for a
+// scaling pool (none when unset), size for a fixed one.
+func memberCap(spec *kobev1.ClusterPoolSpec) int32 {
+	if s := spec.Scaling; s != nil {
+		if s.MaxClusters == nil {
+			return 1<<31 - 1
+		}
+		return *s.MaxClusters
+	}
+	warm, _, _ := targets(spec, 0)
+	return warm
+}
