@@ -6,7 +6,9 @@
 SHELL := /usr/bin/env bash -o pipefail
 .SHELLFLAGS := -ec
 
-K8S_VERSION     ?= 1.37.2
+# The control-plane version is written once: k8s.io/kubernetes in
+# hack/controlplane/kubernetes/go.mod (Go code reads internal/version).
+K8S_VERSION     := $(shell hack/versions.sh kubernetes)
 CONTROLPLANE_DIR ?= $(CURDIR)/bin/controlplane/$(K8S_VERSION)
 TOOLS_DIR       := $(CURDIR)/bin/tools
 CONTROLLER_GEN  := $(TOOLS_DIR)/controller-gen
@@ -45,17 +47,18 @@ tools: $(CONTROLLER_GEN) $(GOLANGCI_LINT) ## Build the pinned developer tools.
 ##@ Generate
 
 .PHONY: generate
-generate: $(CONTROLLER_GEN) ## Regenerate deepcopy code and CRD YAML from api/.
+generate: $(CONTROLLER_GEN) ## Regenerate deepcopy code, CRD YAML and internal/version's version constants.
+	hack/gen-version.sh
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
 
 .PHONY: verify-generate
 verify-generate: generate ## Fail when generated files are stale.
-	@if ! git diff --quiet -- api config/crd; then \
+	@if ! git diff --quiet -- api config/crd internal/version; then \
 		echo "generated files are stale: run 'make generate' and commit the result" >&2; \
-		git --no-pager diff --stat -- api config/crd >&2; exit 1; fi
-	@if [ -n "$$(git ls-files --others --exclude-standard -- api config/crd)" ]; then \
-		echo "generated files are not committed: $$(git ls-files --others --exclude-standard -- api config/crd)" >&2; exit 1; fi
+		git --no-pager diff --stat -- api config/crd internal/version >&2; exit 1; fi
+	@if [ -n "$$(git ls-files --others --exclude-standard -- api config/crd internal/version)" ]; then \
+		echo "generated files are not committed: $$(git ls-files --others --exclude-standard -- api config/crd internal/version)" >&2; exit 1; fi
 
 ##@ Test
 

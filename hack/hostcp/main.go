@@ -12,10 +12,12 @@ import (
 	"syscall"
 
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/kunobi-ninja/kobe/internal/version"
 )
 
 func main() {
-	binDir := flag.String("bin-dir", "bin/controlplane/1.37.2", "directory with etcd and kube-apiserver")
+	binDir := flag.String("bin-dir", "bin/controlplane/"+version.Kubernetes, "directory with etcd and kube-apiserver")
 	kubeconfig := flag.String("write-kubeconfig", ".kobe/host.kubeconfig", "where to write the admin kubeconfig")
 	flag.Parse()
 	if err := run(*binDir, *kubeconfig); err != nil {

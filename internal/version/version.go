@@ -2,7 +2,10 @@
 //
 //	go build -ldflags "-X github.com/kunobi-ninja/kobe/internal/version.Version=v0.1.0" ./cmd/kobe
 //
-// It must not import anything of kobe's.
+// and the versions of the components kobe builds and runs (Kubernetes, etcd),
+// generated from the modules under hack/controlplane by `make generate`. It
+// must not import anything of kobe's, and no other package spells those
+// versions.
 package version
 
 // Version is the release version of this build; "dev" for local builds.

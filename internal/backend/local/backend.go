@@ -18,11 +18,12 @@ import (
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/backend"
+	"github.com/kunobi-ninja/kobe/internal/version"
 )
 
 // DefaultBinDir is where `make controlplane` (hack/build-controlplane.sh)
 // puts the control-plane binaries, relative to the repository root.
-const DefaultBinDir = "bin/controlplane/1.37.2"
+const DefaultBinDir = "bin/controlplane/" + version.Kubernetes
 
 // Options configure a Backend.
 type Options struct {
