@@ -24,10 +24,10 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/auth"
 	"github.com/kunobi-ninja/kobe/internal/binding"
 	"github.com/kunobi-ninja/kobe/internal/controller/clusterlease"
+	"github.com/kunobi-ninja/kobe/internal/credentials/leasecreds"
+	"github.com/kunobi-ninja/kobe/internal/credentials/memberaccess"
 	"github.com/kunobi-ninja/kobe/internal/index"
 	"github.com/kunobi-ninja/kobe/internal/lease"
-	"github.com/kunobi-ninja/kobe/internal/leasecreds"
-	"github.com/kunobi-ninja/kobe/internal/memberaccess"
 	"github.com/kunobi-ninja/kobe/internal/metrics"
 )
 

@@ -1,7 +1,6 @@
 package lease
 
 import (
-	"errors"
 	"testing"
 	"time"
 
@@ -94,43 +93,6 @@ func TestCheckEnd(t *testing.T) {
 			}
 			if got.End && got.Phase != kobev1.LeaseExpired {
 				t.Fatalf("phase = %s, want Expired", got.Phase)
-			}
-		})
-	}
-}
-
-func TestExtend(t *testing.T) {
-	mk := func(ext int32, max *int32, expires time.Time, phase kobev1.LeasePhase) *kobev1.ClusterLease {
-		l := mkLease("l", t0, phase)
-		l.Spec.MaxExtensions = max
-		l.Status.Extensions = ext
-		l.Status.ExpiresAt = ptr.To(metav1.NewTime(expires))
-		return &l
-	}
-	tests := []struct {
-		name    string
-		lease   *kobev1.ClusterLease
-		by      time.Duration
-		want    time.Time
-		wantErr error
-	}{
-		{"first extension adds to expiry", mk(0, nil, t0.Add(time.Hour), kobev1.LeaseBound), 30 * time.Minute, t0.Add(90 * time.Minute), nil},
-		{"second of default two", mk(1, nil, t0.Add(time.Hour), kobev1.LeaseBound), time.Hour, t0.Add(2 * time.Hour), nil},
-		{"third of default two refused", mk(2, nil, t0.Add(time.Hour), kobev1.LeaseBound), time.Hour, time.Time{}, ErrExtensionLimit},
-		{"policy allows none", mk(0, ptr.To[int32](0), t0.Add(time.Hour), kobev1.LeaseBound), time.Hour, time.Time{}, ErrExtensionLimit},
-		{"pending lease cannot extend", mk(0, nil, t0.Add(time.Hour), kobev1.LeasePending), time.Hour, time.Time{}, ErrNotBound},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := Extend(tt.lease, tt.by, t0)
-			if tt.wantErr != nil {
-				if !errors.Is(err, tt.wantErr) {
-					t.Fatalf("err = %v, want %v", err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil || !got.Equal(tt.want) {
-				t.Fatalf("Extend = %s, %v; want %s", got, err, tt.want)
 			}
 		})
 	}

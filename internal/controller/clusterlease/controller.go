@@ -292,21 +292,12 @@ func (r *Reconciler) end(ctx context.Context, l *kobev1.ClusterLease, phase kobe
 	return nil
 }
 
-// End writes the end of a lease, fenced by its resourceVersion. The HTTP
-// API's release uses it too.
+// End writes the end of a lease (lease.End), fenced by its resourceVersion.
+//
+// Deprecated: the HTTP API's release still calls it; it goes once the API
+// calls lease.End and persists the lease itself.
 func End(ctx context.Context, c client.Client, l *kobev1.ClusterLease, phase kobev1.LeasePhase, reason, msg string, now time.Time) error {
-	l.Status.Phase = phase
-	t := metav1.NewTime(now.UTC())
-	l.Status.EndedAt = &t
-	l.Status.QueuePosition = 0
-	meta.SetStatusCondition(&l.Status.Conditions, metav1.Condition{
-		Type: kobev1.ConditionEnded, Status: metav1.ConditionTrue, Reason: reason, Message: msg, ObservedGeneration: l.Generation,
-	})
-	if c := meta.FindStatusCondition(l.Status.Conditions, kobev1.ConditionBound); c != nil && c.Status == metav1.ConditionTrue {
-		meta.SetStatusCondition(&l.Status.Conditions, metav1.Condition{
-			Type: kobev1.ConditionBound, Status: metav1.ConditionFalse, Reason: reason, Message: msg, ObservedGeneration: l.Generation,
-		})
-	}
+	lease.End(l, phase, reason, msg, now)
 	if err := c.Status().Update(ctx, l); err != nil {
 		return fmt.Errorf("ending lease %s: %w", l.Name, err)
 	}

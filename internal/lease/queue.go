@@ -1,0 +1,127 @@
+package lease
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+)
+
+// QueuedAtTolerance bounds how far the queued-at annotation may lie from the
+// lease's creationTimestamp and still be believed. The HTTP API stamps it a
+// moment before it creates the lease, so an honest stamp is within a second
+// or two of creation; a stamp further off (clock skew, or a hand-written
+// annotation meant to jump the queue or never time out) is ignored in favour
+// of creationTimestamp, which the API server sets and nobody can change.
+const QueuedAtTolerance = 5 * time.Second
+
+// StampQueuedAt records now as the moment l was queued (annotation
+// kobev1.AnnotationQueuedAt, RFC 3339 with nanoseconds, UTC). Call it once,
+// just before the lease is created.
+func StampQueuedAt(l *kobev1.ClusterLease, now time.Time) {
+	if l.Annotations == nil {
+		l.Annotations = map[string]string{}
+	}
+	l.Annotations[kobev1.AnnotationQueuedAt] = now.UTC().Format(time.RFC3339Nano)
+}
+
+// QueuedAt is when l was queued: its queued-at annotation when it parses and
+// lies within QueuedAtTolerance of the creationTimestamp, else the
+// creationTimestamp (one-second resolution; leases made with kubectl).
+func QueuedAt(l *kobev1.ClusterLease) time.Time {
+	created := l.CreationTimestamp.Time
+	v, ok := l.Annotations[kobev1.AnnotationQueuedAt]
+	if !ok {
+		return created
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return created
+	}
+	// creationTimestamp is truncated to the second: an honest stamp lies in
+	// [created-tolerance, created+1s+tolerance).
+	if t.Before(created.Add(-QueuedAtTolerance)) || !t.Before(created.Add(time.Second+QueuedAtTolerance)) {
+		return created
+	}
+	return t
+}
+
+// queuedBefore is the queue's order: first queued first, ties by name, so
+// that every replica computes the same order from the same objects.
+func queuedBefore(a, b *kobev1.ClusterLease) bool {
+	return compareQueued(a, b) < 0
+}
+
+func compareQueued(a, b *kobev1.ClusterLease) int {
+	if c := QueuedAt(a).Compare(QueuedAt(b)); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Name, b.Name)
+}
+
+// IsQueued reports whether a lease waits in its pool's queue.
+func IsQueued(l *kobev1.ClusterLease) bool {
+	return l.DeletionTimestamp == nil && (l.Status.Phase == "" || l.Status.Phase == kobev1.LeasePending)
+}
+
+// SortQueue orders leases first come, first served: by QueuedAt, then name.
+func SortQueue(ls []*kobev1.ClusterLease) {
+	slices.SortStableFunc(ls, compareQueued)
+}
+
+// Queue returns the queued leases of a pool in order.
+func Queue(all []kobev1.ClusterLease, pool string) []*kobev1.ClusterLease {
+	var q []*kobev1.ClusterLease
+	for i := range all {
+		if all[i].Spec.Pool == pool && IsQueued(&all[i]) {
+			q = append(q, &all[i])
+		}
+	}
+	SortQueue(q)
+	return q
+}
+
+// InFlightGrace is how long a lease the HTTP API is binding on the request
+// path (AnnotationFastPath, no phase yet) is presumed to be in flight rather
+// than waiting in the queue.
+const InFlightGrace = 5 * time.Second
+
+// InFlight reports whether the HTTP API may still be binding l, and for how
+// much longer.
+func InFlight(l *kobev1.ClusterLease, now time.Time) (bool, time.Duration) {
+	if l.Status.Phase != "" || l.Annotations[kobev1.AnnotationFastPath] != "true" {
+		return false, 0
+	}
+	left := InFlightGrace - now.Sub(QueuedAt(l))
+	return left > 0, left
+}
+
+// Waiting keeps the leases of a queue that are really waiting, leaving out
+// those still on the HTTP API's fast path: a request on the fast path must
+// not queue behind other requests that are themselves being bound.
+func Waiting(queue []*kobev1.ClusterLease, now time.Time) []*kobev1.ClusterLease {
+	out := make([]*kobev1.ClusterLease, 0, len(queue))
+	for _, l := range queue {
+		if inFlight, _ := InFlight(l, now); !inFlight {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// Position is the 1-based place of l in its pool's queue. l need not be in
+// the list (a cache may not have seen it yet): then it counts the queued
+// leases that come before it.
+func Position(queue []*kobev1.ClusterLease, l *kobev1.ClusterLease) int32 {
+	pos := int32(1)
+	for _, q := range queue {
+		if q.Name == l.Name && q.Namespace == l.Namespace {
+			continue
+		}
+		if queuedBefore(q, l) {
+			pos++
+		}
+	}
+	return pos
+}
