@@ -33,9 +33,9 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/auth"
 	"github.com/kunobi-ninja/kobe/internal/backend"
 	"github.com/kunobi-ninja/kobe/internal/binding"
+	"github.com/kunobi-ninja/kobe/internal/credentials/memberaccess"
+	"github.com/kunobi-ninja/kobe/internal/credentials/pki"
 	"github.com/kunobi-ninja/kobe/internal/index"
-	"github.com/kunobi-ninja/kobe/internal/memberaccess"
-	"github.com/kunobi-ninja/kobe/internal/pki"
 	"github.com/kunobi-ninja/kobe/internal/testenv"
 )
 

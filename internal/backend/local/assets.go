@@ -14,7 +14,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/kunobi-ninja/kobe/internal/pki"
+	"github.com/kunobi-ninja/kobe/internal/credentials/pki"
 )
 
 const (

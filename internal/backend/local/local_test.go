@@ -26,7 +26,7 @@ import (
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/backend"
-	"github.com/kunobi-ninja/kobe/internal/pki"
+	"github.com/kunobi-ninja/kobe/internal/credentials/pki"
 )
 
 // TestMemberLifecycle builds a real member and uses it the way a CI job

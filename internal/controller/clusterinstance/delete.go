@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
-	"github.com/kunobi-ninja/kobe/internal/memberaccess"
+	"github.com/kunobi-ninja/kobe/internal/credentials/memberaccess"
 )
 
 // finalize destroys a deleted member: Recycling until the backend reports

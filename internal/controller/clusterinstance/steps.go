@@ -18,8 +18,8 @@ import (
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/backend"
+	"github.com/kunobi-ninja/kobe/internal/credentials/memberaccess"
 	"github.com/kunobi-ninja/kobe/internal/gates"
-	"github.com/kunobi-ninja/kobe/internal/memberaccess"
 )
 
 // reconcileCreating builds the member, publishes its access Secret once the

@@ -33,7 +33,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/backend"
 	"github.com/kunobi-ninja/kobe/internal/backend/local"
 	"github.com/kunobi-ninja/kobe/internal/controller/clusterinstance"
-	"github.com/kunobi-ninja/kobe/internal/memberaccess"
+	"github.com/kunobi-ninja/kobe/internal/credentials/memberaccess"
 	"github.com/kunobi-ninja/kobe/internal/testenv"
 )
 

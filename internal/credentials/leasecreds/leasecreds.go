@@ -10,7 +10,7 @@ import (
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/backend"
-	"github.com/kunobi-ninja/kobe/internal/pki"
+	"github.com/kunobi-ninja/kobe/internal/credentials/pki"
 )
 
 // AdminGroup is the group lease certificates carry: a lease holder owns the

@@ -12,7 +12,7 @@ import (
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/backend"
-	"github.com/kunobi-ninja/kobe/internal/pki"
+	"github.com/kunobi-ninja/kobe/internal/credentials/pki"
 )
 
 func TestKubeconfig(t *testing.T) {

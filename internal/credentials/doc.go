@@ -1,0 +1,7 @@
+// Package credentials groups who can reach a member and with what: pki mints
+// a member's certificate authorities and certificates, memberaccess keeps a
+// member's endpoint, CAs and admin kubeconfig in its access Secret, and
+// leasecreds mints the per-lease kubeconfig a lease holder receives.
+// Nothing here reconciles objects or serves HTTP; controllers and the API
+// call these packages, never the other way round.
+package credentials
