@@ -110,4 +110,3 @@ func CheckEnd(l *kobev1.ClusterLease, queueTimeout time.Duration, now time.Time)
 		return Ending{RecheckAfter: queueTimeout - waited}
 	}
 }
-
