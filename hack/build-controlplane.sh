@@ -1,49 +1,110 @@
 #!/usr/bin/env bash
-# Builds the control-plane binaries that kobe's tests and the local backend run:
-# etcd, kube-apiserver, kube-controller-manager, kube-scheduler (from Go modules)
-# (and kubectl when the machine has none).
+# Builds the control-plane binaries that kobe's tests, `make run` and the
+# local backend run, each from a pinned Go module under hack/controlplane:
 #
-# Output: bin/controlplane/<k8s version>/, git-ignored. A binary that already
-# exists is not rebuilt, so a warm run costs nothing.
+#   kubernetes/  kube-apiserver, kube-controller-manager, kube-scheduler (and
+#                kubectl when the machine has none), in one `go build`
+#   etcd/        etcd
+#   kwok/        kwok, and its stage definitions (kwok-stages/)
+#
+# Output: bin/controlplane/<k8s version>/ (CONTROLPLANE_DIR overrides it),
+# git-ignored. The three modules build concurrently: on a cold machine one
+# downloads modules while another compiles. A stamp keyed on the hashes of
+# this script and of the modules' go.mod and go.sum skips the whole build
+# when nothing changed (well under a second); a version bump rebuilds.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-k8s_version=${K8S_VERSION:-1.37.2}
+mods=$root/hack/controlplane
+k8s_version=$("$root/hack/versions.sh" kubernetes)
 out=${CONTROLPLANE_DIR:-$root/bin/controlplane/$k8s_version}
-mkdir -p "$out"
 
-build() { # name, module dir, package
-	local name=$1 dir=$2 pkg=$3
-	if [ -x "$out/$name" ]; then
-		return 0
-	fi
-	echo "building $name into $out (first time: a few minutes)" >&2
-	(cd "$dir" && CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$out/$name.tmp" "$pkg")
-	mv "$out/$name.tmp" "$out/$name"
+kube_cmds=(kube-apiserver kube-controller-manager kube-scheduler)
+# kubectl comes with the machine; build it from the same module when it does
+# not, so that tests and `make run` find one on PATH. The Makefile puts $out
+# on PATH, so a kubectl found there is one this script built.
+found_kubectl=$(command -v kubectl || true)
+if [ -z "$found_kubectl" ] || [ "$found_kubectl" = "$out/kubectl" ]; then
+	kube_cmds+=(kubectl)
+fi
+want=("${kube_cmds[@]}" etcd kwok kwok-stages)
+
+stamp=$out/.stamp
+key=$({
+	echo "${want[*]}"
+	cat "$0" "$root/hack/versions.sh"
+	for m in kubernetes etcd kwok; do cat "$mods/$m/go.mod" "$mods/$m/go.sum"; done
+} | sha256sum | cut -d' ' -f1)
+
+complete() {
+	[ -f "$stamp" ] && [ "$(cat "$stamp")" = "$key" ] || return 1
+	local f
+	for f in "${want[@]}"; do [ -e "$out/$f" ] || return 1; done
+}
+if complete; then
+	echo "$out"
+	exit 0
+fi
+
+mkdir -p "$out"
+rm -f "$stamp"
+stage=$(mktemp -d "$out/.build.XXXXXX")
+trap 'rm -rf "$stage"' EXIT
+
+export CGO_ENABLED=0
+goflags=(-trimpath -ldflags=-s\ -w)
+
+job() { # name, command...: runs in the background, logs its duration
+	local name=$1
+	shift
+	(
+		start=$SECONDS
+		"$@"
+		echo "built $name in $((SECONDS - start))s" >&2
+	) &
+	pids+=("$!")
+	names+=("$name")
 }
 
-build etcd "$root/hack/controlplane/etcd" .
-for cmd in kube-apiserver kube-controller-manager kube-scheduler; do
-	build "$cmd" "$root/hack/controlplane/kubernetes" "k8s.io/kubernetes/cmd/$cmd"
+build_kube() {
+	cd "$mods/kubernetes"
+	go build "${goflags[@]}" -o "$stage/" "${kube_cmds[@]/#/k8s.io/kubernetes/cmd/}"
+}
+build_etcd() {
+	cd "$mods/etcd"
+	go build "${goflags[@]}" -o "$stage/etcd" .
+}
+build_kwok() {
+	cd "$mods/kwok"
+	go build "${goflags[@]}" -o "$stage/kwok" sigs.k8s.io/kwok/cmd/kwok
+	# kwok does not start without its stage definitions; they live in the
+	# module, beside the command.
+	local dir
+	dir=$(go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
+	mkdir "$stage/kwok-stages"
+	cp "$dir"/kustomize/stage/node/fast/node-*.yaml "$dir"/kustomize/stage/pod/fast/pod-*.yaml "$stage/kwok-stages/"
+	chmod 644 "$stage"/kwok-stages/*
+}
+
+echo "building the control plane $k8s_version into $out (${want[*]}); the first time takes several minutes" >&2
+pids=() names=()
+job "${kube_cmds[*]}" build_kube
+job etcd build_etcd
+job kwok build_kwok
+failed=()
+for i in "${!pids[@]}"; do
+	wait "${pids[$i]}" || failed+=("${names[$i]}")
 done
-# kwok simulates the node of members whose pool asks for scheduling
-# (backend.local.scheduling); it needs its stage definitions beside it.
-kwok_version=v0.8.0
-if [ ! -x "$out/kwok" ]; then
-	echo "building kwok $kwok_version into $out" >&2
-	GOBIN="$out" CGO_ENABLED=0 go install -trimpath -ldflags='-s -w' "sigs.k8s.io/kwok/cmd/kwok@$kwok_version"
-fi
-if [ ! -d "$out/kwok-stages" ]; then
-	kwok_dir=$(go mod download -json "sigs.k8s.io/kwok@$kwok_version" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
-	mkdir -p "$out/kwok-stages.tmp"
-	cp "$kwok_dir"/kustomize/stage/node/fast/node-*.yaml "$kwok_dir"/kustomize/stage/pod/fast/pod-*.yaml "$out/kwok-stages.tmp/"
-	chmod 644 "$out"/kwok-stages.tmp/*
-	mv "$out/kwok-stages.tmp" "$out/kwok-stages"
+if [ ${#failed[@]} -gt 0 ]; then
+	echo "building the control plane failed: ${failed[*]}" >&2
+	exit 1
 fi
 
-# kubectl comes with the machine; build it from the same module when it
-# does not, so that tests and `make run` find one on PATH.
-if ! command -v kubectl >/dev/null 2>&1; then
-	build kubectl "$root/hack/controlplane/kubernetes" "k8s.io/kubernetes/cmd/kubectl"
-fi
+for f in "${want[@]}"; do
+	# A rename replaces a binary atomically, so a test that is starting one
+	# meanwhile gets the old or the new file, never half of one.
+	if [ -d "$stage/$f" ]; then rm -rf "${out:?}/$f"; fi
+	mv -f "$stage/$f" "$out/$f"
+done
+echo "$key" >"$stamp"
 echo "$out"
