@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/kunobi-ninja/kobe/internal/wire"
 )
 
 const (
@@ -202,13 +204,12 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any, wantS
 
 func (c *Client) decodeError(resp *http.Response, data []byte) error {
 	apiErr := &Error{}
-	if err := json.Unmarshal(data, apiErr); err != nil || apiErr.Message == "" {
+	if err := json.Unmarshal(data, &apiErr.ErrorBody); err != nil || apiErr.Message == "" {
 		// Not our JSON: a proxy, a load balancer or another server answered.
-		apiErr = &Error{Message: strings.ToLower(http.StatusText(resp.StatusCode))}
+		apiErr.ErrorBody = wire.ErrorBody{Message: strings.ToLower(http.StatusText(resp.StatusCode)), Detail: snippet(data)}
 		if apiErr.Message == "" {
 			apiErr.Message = "unexpected answer"
 		}
-		apiErr.Detail = snippet(data)
 	}
 	apiErr.StatusCode = resp.StatusCode
 	apiErr.RetryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), c.now())

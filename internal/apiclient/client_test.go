@@ -17,6 +17,7 @@ import (
 
 	"github.com/kunobi-ninja/kobe/internal/apiclient"
 	"github.com/kunobi-ninja/kobe/internal/apiclient/apiclienttest"
+	"github.com/kunobi-ninja/kobe/internal/wire"
 )
 
 func newClient(t *testing.T, endpoint string, creds apiclient.Credentials, opts ...apiclient.Option) *apiclient.Client {
@@ -34,11 +35,11 @@ func TestLeaseLifecycle(t *testing.T) {
 	c := newClient(t, srv.URL, apiclient.BearerToken(apiclienttest.Token))
 	ctx := t.Context()
 
-	l, err := c.CreateLease(ctx, "ci-small", "30m")
+	l, err := c.CreateLease(ctx, wire.CreateLeaseRequest{Pool: "ci-small", TTL: "30m"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l.Phase != apiclient.PhaseBound || l.Kubeconfig == "" || l.EffectiveTTL != "30m" || l.ExpiresAt == nil {
+	if l.Phase != wire.PhaseBound || l.Kubeconfig == "" || l.EffectiveTTL != "30m" || l.ExpiresAt == nil {
 		t.Fatalf("created lease: %+v", l)
 	}
 
@@ -148,7 +149,7 @@ func TestAPIErrors(t *testing.T) {
 	ctx := t.Context()
 	c := newClient(t, srv.URL, apiclient.BearerToken(apiclienttest.Token))
 
-	l, err := c.CreateLease(ctx, "ci-small", "")
+	l, err := c.CreateLease(ctx, wire.CreateLeaseRequest{Pool: "ci-small"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,12 +166,12 @@ func TestAPIErrors(t *testing.T) {
 		t.Errorf("409 message lost: %q", err)
 	}
 
-	_, err = c.CreateLease(ctx, "ci-small", "")
+	_, err = c.CreateLease(ctx, wire.CreateLeaseRequest{Pool: "ci-small"})
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusTooManyRequests || apiErr.RetryAfter != 30*time.Second {
 		t.Fatalf("over the concurrent limit: got %#v, want 429 with Retry-After 30s", err)
 	}
 
-	_, err = c.CreateLease(ctx, "ci-small", "forever")
+	_, err = c.CreateLease(ctx, wire.CreateLeaseRequest{Pool: "ci-small", TTL: "forever"})
 	if !apiclient.IsStatus(err, http.StatusBadRequest) {
 		t.Fatalf("bad ttl: got %v, want 400", err)
 	}
@@ -268,21 +269,21 @@ func TestWaitBound(t *testing.T) {
 	t.Run("pending then bound", func(t *testing.T) {
 		srv := apiclienttest.New(t, apiclienttest.WithPendingPolls(3))
 		c := newClient(t, srv.URL, apiclient.BearerToken(apiclienttest.Token))
-		l, err := c.CreateLease(t.Context(), "ci-small", "30m")
+		l, err := c.CreateLease(t.Context(), wire.CreateLeaseRequest{Pool: "ci-small", TTL: "30m"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if l.Phase != apiclient.PhasePending || l.QueuePosition != 3 || l.Kubeconfig != "" {
+		if l.Phase != wire.PhasePending || l.QueuePosition != 3 || l.Kubeconfig != "" {
 			t.Fatalf("created: %+v", l)
 		}
 		var progress []string
-		bound, err := c.WaitBound(t.Context(), l.ID, func(l *apiclient.Lease) {
+		bound, err := c.WaitBound(t.Context(), l.ID, func(l *wire.Lease) {
 			progress = append(progress, l.Phase)
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if bound.Phase != apiclient.PhaseBound || bound.Kubeconfig == "" {
+		if bound.Phase != wire.PhaseBound || bound.Kubeconfig == "" {
 			t.Fatalf("bound: %+v", bound)
 		}
 		if strings.Join(progress, ",") != "Pending,Pending,Bound" {
@@ -290,15 +291,15 @@ func TestWaitBound(t *testing.T) {
 		}
 	})
 	t.Run("ended while pending", func(t *testing.T) {
-		srv := apiclienttest.New(t, apiclienttest.WithPendingPolls(1), apiclienttest.WithEndWhilePending(apiclient.PhaseExpired))
+		srv := apiclienttest.New(t, apiclienttest.WithPendingPolls(1), apiclienttest.WithEndWhilePending(wire.PhaseExpired))
 		c := newClient(t, srv.URL, apiclient.BearerToken(apiclienttest.Token))
-		l, err := c.CreateLease(t.Context(), "ci-small", "30m")
+		l, err := c.CreateLease(t.Context(), wire.CreateLeaseRequest{Pool: "ci-small", TTL: "30m"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		_, err = c.WaitBound(t.Context(), l.ID, nil)
 		var ended *apiclient.LeaseEndedError
-		if !errors.As(err, &ended) || ended.Lease.Phase != apiclient.PhaseExpired {
+		if !errors.As(err, &ended) || ended.Lease.Phase != wire.PhaseExpired {
 			t.Fatalf("got %v, want LeaseEndedError", err)
 		}
 		if !strings.Contains(err.Error(), "queue timeout") {
@@ -308,7 +309,7 @@ func TestWaitBound(t *testing.T) {
 	t.Run("timeout", func(t *testing.T) {
 		srv := apiclienttest.New(t, apiclienttest.WithPendingPolls(1<<20))
 		c := newClient(t, srv.URL, apiclient.BearerToken(apiclienttest.Token))
-		l, err := c.CreateLease(t.Context(), "ci-small", "30m")
+		l, err := c.CreateLease(t.Context(), wire.CreateLeaseRequest{Pool: "ci-small", TTL: "30m"})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/kunobi-ninja/kobe/internal/apiclient"
 	"github.com/kunobi-ninja/kobe/internal/apiclient/apiclienttest"
+	"github.com/kunobi-ninja/kobe/internal/wire"
 )
 
 func sshServer(t *testing.T, identities map[string]string) *apiclienttest.Server {
@@ -68,7 +69,7 @@ func TestSSHAgentSignsRequests(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := newClient(t, srv.URL, apiclient.SSHAgent{Socket: ag.Socket, KeyFilter: tt.filter})
 			// POST: the signature must cover the body too.
-			l, err := c.CreateLease(t.Context(), "ci-small", "30m")
+			l, err := c.CreateLease(t.Context(), wire.CreateLeaseRequest{Pool: "ci-small", TTL: "30m"})
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("got %v, want error containing %q", err, tt.wantErr)

@@ -7,16 +7,15 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/kunobi-ninja/kobe/internal/wire"
 )
 
-// Error is the body of every non-2xx answer: {"error": ..., "detail": ...}.
-// The client fills StatusCode and RetryAfter from the response; the server
-// encodes only the JSON fields.
+// Error is a non-2xx answer of the API: its JSON body (error, detail and
+// the machine-readable reason, one of the wire.Reason* constants) plus what
+// the client read from the response.
 type Error struct {
-	// Message is short, machine-readable text, e.g. "extension limit reached".
-	Message string `json:"error"`
-	// Detail says what to do about it.
-	Detail string `json:"detail,omitempty"`
+	wire.ErrorBody
 
 	// StatusCode is the HTTP status of the response.
 	StatusCode int `json:"-"`
@@ -24,7 +23,7 @@ type Error struct {
 	RetryAfter time.Duration `json:"-"`
 }
 
-// Error renders "message: detail (HTTP 409)".
+// Error renders "message: detail (HTTP 409, Reason)".
 func (e *Error) Error() string {
 	var b strings.Builder
 	b.WriteString(e.Message)
@@ -34,6 +33,9 @@ func (e *Error) Error() string {
 	}
 	if e.StatusCode != 0 {
 		fmt.Fprintf(&b, " (HTTP %d", e.StatusCode)
+		if e.Reason != "" {
+			fmt.Fprintf(&b, ", %s", e.Reason)
+		}
 		if e.RetryAfter > 0 {
 			fmt.Fprintf(&b, ", retry after %s", e.RetryAfter)
 		}
@@ -46,6 +48,13 @@ func (e *Error) Error() string {
 func IsStatus(err error, code int) bool {
 	var apiErr *Error
 	return errors.As(err, &apiErr) && apiErr.StatusCode == code
+}
+
+// HasReason reports whether err is (or wraps) an *Error whose reason is
+// reason (one of the wire.Reason* constants).
+func HasReason(err error, reason string) bool {
+	var apiErr *Error
+	return errors.As(err, &apiErr) && apiErr.Reason == reason
 }
 
 // IsNotFound reports whether err is a 404 from the API.
@@ -73,7 +82,7 @@ func parseRetryAfter(v string, now time.Time) time.Duration {
 // LeaseEndedError is returned by WaitBound when the lease reached a phase
 // from which it can never become Bound.
 type LeaseEndedError struct {
-	Lease *Lease
+	Lease *wire.Lease
 }
 
 func (e *LeaseEndedError) Error() string {

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/kunobi-ninja/kobe/internal/wire"
 )
 
 // waitBackoff paces WaitBound's polls: 0.5s, growing by half each poll, at
@@ -31,10 +33,10 @@ var waitBackoff = wait.Backoff{
 // the API's *Error on answers that retrying cannot fix (401, 403, 404, 400),
 // and with ctx's error (wrapping the last transient failure, if any) when ctx
 // ends first. Network errors, 429 and 5xx answers are retried.
-func (c *Client) WaitBound(ctx context.Context, id string, onProgress func(*Lease)) (*Lease, error) {
+func (c *Client) WaitBound(ctx context.Context, id string, onProgress func(*wire.Lease)) (*wire.Lease, error) {
 	var (
-		bound   *Lease
-		last    *Lease
+		bound   *wire.Lease
+		last    *wire.Lease
 		lastErr error
 	)
 	err := c.pollBackoff.DelayFunc().Until(ctx, true, false, func(ctx context.Context) (bool, error) {
@@ -52,10 +54,10 @@ func (c *Client) WaitBound(ctx context.Context, id string, onProgress func(*Leas
 		}
 		last = l
 		switch {
-		case l.Phase == PhaseBound:
+		case l.Phase == wire.PhaseBound:
 			bound = l
 			return true, nil
-		case PhaseEnded(l.Phase):
+		case wire.PhaseEnded(l.Phase):
 			return false, &LeaseEndedError{Lease: l}
 		}
 		return false, nil

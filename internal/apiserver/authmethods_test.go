@@ -17,6 +17,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/apiclient"
 	"github.com/kunobi-ninja/kobe/internal/auth"
 	"github.com/kunobi-ninja/kobe/internal/sshsig/sshsigtest"
+	"github.com/kunobi-ninja/kobe/internal/wire"
 )
 
 // TestOIDC leases with ID tokens of a local issuer (discovery and JWKS
@@ -98,7 +99,7 @@ func TestOIDC(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := leaseObjects(t)
-			r := call(t, apiclient.BearerToken(tc.token), http.MethodPost, "/v1/leases", apiclient.CreateLeaseRequest{Pool: "ci-small", TTL: "10m"})
+			r := call(t, apiclient.BearerToken(tc.token), http.MethodPost, "/v1/leases", wire.CreateLeaseRequest{Pool: "ci-small", TTL: "10m"})
 			e := requireError(t, r, tc.code, tc.errText, tc.detail)
 			if payload := strings.Split(tc.token, ".")[1]; strings.Contains(e.Detail, payload) {
 				t.Fatalf("the error detail echoes the token: %q", e.Detail)
@@ -135,8 +136,8 @@ func TestSSH(t *testing.T) {
 	if err := alice.Apply(signed, body); err != nil {
 		t.Fatal(err)
 	}
-	l := decode[apiclient.Lease](t, send(t, signed), http.StatusCreated)
-	if l.Phase != apiclient.PhaseBound || l.Kubeconfig == "" || l.Requester != aliceComment {
+	l := decode[wire.Lease](t, send(t, signed), http.StatusCreated)
+	if l.Phase != wire.PhaseBound || l.Kubeconfig == "" || l.Requester != aliceComment {
 		t.Fatalf("signed request: lease %+v", l)
 	}
 	obj := leaseObject(t, l.ID)
@@ -228,7 +229,7 @@ func TestServiceAccount(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := leaseObjects(t)
-			r := call(t, tc.token, http.MethodPost, "/v1/leases", apiclient.CreateLeaseRequest{Pool: "ci-small"})
+			r := call(t, tc.token, http.MethodPost, "/v1/leases", wire.CreateLeaseRequest{Pool: "ci-small"})
 			requireError(t, r, tc.code, tc.errText, tc.detail)
 			requireNoNewLease(t, before)
 		})

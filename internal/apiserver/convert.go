@@ -4,36 +4,36 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
-	"github.com/kunobi-ninja/kobe/internal/apiclient"
 	"github.com/kunobi-ninja/kobe/internal/lease"
+	"github.com/kunobi-ninja/kobe/internal/wire"
 )
 
 // toWireLease renders a ClusterLease as the API's lease object. The
 // requester is shown only to its owner.
-func toWireLease(l *kobev1.ClusterLease, pool *kobev1.ClusterPool, owner bool) apiclient.Lease {
+func toWireLease(l *kobev1.ClusterLease, pool *kobev1.ClusterPool, owner bool) wire.Lease {
 	phase := string(l.Status.Phase)
 	if phase == "" {
-		phase = apiclient.PhasePending
+		phase = wire.PhasePending
 	}
-	out := apiclient.Lease{
+	out := wire.Lease{
 		ID:            l.Name,
 		Phase:         phase,
 		Pool:          l.Spec.Pool,
 		Profile:       l.Spec.Pool,
 		QueuePosition: int(l.Status.QueuePosition),
-		EffectiveTTL:  apiclient.FormatTTL(lease.TTL(l, pool)),
+		EffectiveTTL:  wire.FormatTTL(lease.TTL(l, pool)),
 		Extensions:    int(l.Status.Extensions),
 		MaxExtensions: int(lease.MaxExtensions(l)),
-		CreatedAt:     apiclient.WireTime(l.CreationTimestamp.Time),
+		CreatedAt:     wire.WireTime(l.CreationTimestamp.Time),
 	}
 	if l.Status.InstanceRef != nil {
 		out.ClusterName = l.Status.InstanceRef.Name
 	}
 	if l.Status.ExpiresAt != nil {
-		out.ExpiresAt = apiclient.WireTime(l.Status.ExpiresAt.Time)
+		out.ExpiresAt = wire.WireTime(l.Status.ExpiresAt.Time)
 	}
 	if l.Status.BoundAt != nil {
-		out.BoundAt = apiclient.WireTime(l.Status.BoundAt.Time)
+		out.BoundAt = wire.WireTime(l.Status.BoundAt.Time)
 	}
 	if owner {
 		out.Requester = l.Spec.Requester.Identity
@@ -47,8 +47,8 @@ func toWireLease(l *kobev1.ClusterLease, pool *kobev1.ClusterPool, owner bool) a
 }
 
 // toWirePool renders a ClusterPool as the API's pool object.
-func toWirePool(p *kobev1.ClusterPool) apiclient.Pool {
-	out := apiclient.Pool{
+func toWirePool(p *kobev1.ClusterPool) wire.Pool {
+	out := wire.Pool{
 		Name:        p.Name,
 		Phase:       string(p.Status.Phase),
 		Ready:       int(p.Status.Ready),
@@ -58,7 +58,7 @@ func toWirePool(p *kobev1.ClusterPool) apiclient.Pool {
 		Unhealthy:   int(p.Status.Unhealthy),
 		Quarantined: int(p.Status.Quarantined),
 		QueueDepth:  int(p.Status.QueueDepth),
-		Policy:      apiclient.PoolPolicy{Mode: "fixed", TTL: apiclient.FormatTTL(lease.PoolTTL(p))},
+		Policy:      wire.PoolPolicy{Mode: "fixed", TTL: wire.FormatTTL(lease.PoolTTL(p))},
 	}
 	if sc := p.Spec.Scaling; sc != nil {
 		out.Policy.Mode = "autoscaled"
@@ -69,9 +69,9 @@ func toWirePool(p *kobev1.ClusterPool) apiclient.Pool {
 			out.Policy.MaxClusters = int(*sc.MaxClusters)
 		}
 		if sc.ScaleDownAfter != nil {
-			out.Policy.ScaleDownAfter = apiclient.FormatTTL(sc.ScaleDownAfter.Duration)
+			out.Policy.ScaleDownAfter = wire.FormatTTL(sc.ScaleDownAfter.Duration)
 		}
-		out.Policy.QueueTimeout = apiclient.FormatTTL(lease.QueueTimeout(p))
+		out.Policy.QueueTimeout = wire.FormatTTL(lease.QueueTimeout(p))
 	} else if p.Spec.Size != nil {
 		out.Policy.WarmTarget = int(*p.Spec.Size)
 	}

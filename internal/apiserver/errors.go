@@ -9,8 +9,8 @@ import (
 
 	"github.com/go-logr/logr"
 
-	"github.com/kunobi-ninja/kobe/internal/apiclient"
 	"github.com/kunobi-ninja/kobe/internal/auth"
+	"github.com/kunobi-ninja/kobe/internal/wire"
 )
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
@@ -26,7 +26,7 @@ func writeText(w http.ResponseWriter, code int, s string) {
 }
 
 func writeError(w http.ResponseWriter, code int, msg, detail string) {
-	writeJSON(w, code, apiclient.Error{Message: msg, Detail: detail})
+	writeJSON(w, code, wire.ErrorBody{Message: msg, Detail: detail})
 }
 
 // writeAuthError maps authentication and authorisation failures to 401/403

@@ -24,6 +24,7 @@ import (
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/apiclient"
 	"github.com/kunobi-ninja/kobe/internal/lease"
+	"github.com/kunobi-ninja/kobe/internal/wire"
 )
 
 // tokenOf is the bearer token of token policy name.
@@ -146,7 +147,7 @@ func requireError(t *testing.T, r response, code int, errText, detail string) ap
 	if ct := r.header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
 		t.Fatalf("error answer has Content-Type %q, want JSON: %s", ct, r)
 	}
-	var e apiclient.Error
+	var e wire.ErrorBody
 	if err := json.Unmarshal(r.body, &e); err != nil {
 		t.Fatalf("error answer is not JSON: %s", r)
 	}
@@ -158,11 +159,11 @@ func requireError(t *testing.T, r response, code int, errText, detail string) ap
 
 // createLease leases from pool with ttl ("" for the pool's default) and
 // requires a 201 Bound lease with a kubeconfig.
-func createLease(t *testing.T, creds apiclient.Credentials, pool, ttl string) apiclient.Lease {
+func createLease(t *testing.T, creds apiclient.Credentials, pool, ttl string) wire.Lease {
 	t.Helper()
-	r := call(t, creds, http.MethodPost, "/v1/leases", apiclient.CreateLeaseRequest{Pool: pool, TTL: ttl})
-	l := decode[apiclient.Lease](t, r, http.StatusCreated)
-	if l.Phase != apiclient.PhaseBound || l.Kubeconfig == "" || l.ClusterName == "" || l.Pool != pool {
+	r := call(t, creds, http.MethodPost, "/v1/leases", wire.CreateLeaseRequest{Pool: pool, TTL: ttl})
+	l := decode[wire.Lease](t, r, http.StatusCreated)
+	if l.Phase != wire.PhaseBound || l.Kubeconfig == "" || l.ClusterName == "" || l.Pool != pool {
 		t.Fatalf("not a lease of %s bound with a kubeconfig: %s", pool, r)
 	}
 	return l

@@ -9,7 +9,7 @@ import (
 
 	"github.com/go-logr/logr"
 
-	"github.com/kunobi-ninja/kobe/internal/apiclient"
+	"github.com/kunobi-ninja/kobe/internal/wire"
 )
 
 // TestInFlightLimit: beyond MaxInFlight concurrent API requests the server
@@ -41,7 +41,7 @@ func TestInFlightLimit(t *testing.T) {
 	if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") == "" {
 		t.Fatalf("third request: %d, Retry-After %q; want 429 with Retry-After", rec.Code, rec.Header().Get("Retry-After"))
 	}
-	var e apiclient.Error
+	var e wire.ErrorBody
 	if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil || e.Message != "too many requests" {
 		t.Fatalf("body %q is not the JSON error", rec.Body.String())
 	}

@@ -20,7 +20,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
-	"github.com/kunobi-ninja/kobe/internal/apiclient"
 	"github.com/kunobi-ninja/kobe/internal/auth"
 	"github.com/kunobi-ninja/kobe/internal/binding"
 	"github.com/kunobi-ninja/kobe/internal/controller/clusterlease"
@@ -29,6 +28,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/index"
 	"github.com/kunobi-ninja/kobe/internal/lease"
 	"github.com/kunobi-ninja/kobe/internal/metrics"
+	"github.com/kunobi-ninja/kobe/internal/wire"
 )
 
 func requesterHash(identity string) string {
@@ -53,7 +53,7 @@ func (s *Server) createLease(w http.ResponseWriter, r *http.Request) {
 	if req == nil {
 		return
 	}
-	var body apiclient.CreateLeaseRequest
+	var body wire.CreateLeaseRequest
 	if err := decodeBody(req.body, &body); err != nil {
 		writeError(w, http.StatusBadRequest, "bad request", err.Error())
 		return
@@ -145,7 +145,7 @@ func (s *Server) createLease(w http.ResponseWriter, r *http.Request) {
 	metrics.LeaseRequest(poolName, "pending")
 	s.audit(p, "create", l.Name, poolName, "pending")
 	s.opts.Recorder.Eventf(l, nil, "Normal", kobev1.ReasonQueued, "Create", "Requested by %s (policy %s, method %s); waiting for a ready member", p.Identity, p.Policy, p.Method)
-	out.Phase = apiclient.PhasePending
+	out.Phase = wire.PhasePending
 	writeJSON(w, http.StatusAccepted, out)
 }
 
@@ -329,7 +329,7 @@ func (s *Server) listLeases(w http.ResponseWriter, r *http.Request) {
 		s.internalError(w, "listing leases", err)
 		return
 	}
-	out := []apiclient.Lease{}
+	out := []wire.Lease{}
 	for i := range ls.Items {
 		l := &ls.Items[i]
 		if l.DeletionTimestamp != nil || lease.IsEnded(l.Status.Phase) {
@@ -382,7 +382,7 @@ func (s *Server) extendLease(w http.ResponseWriter, r *http.Request) {
 	if req == nil {
 		return
 	}
-	var body apiclient.ExtendLeaseRequest
+	var body wire.ExtendLeaseRequest
 	if err := decodeBody(req.body, &body); err != nil {
 		writeError(w, http.StatusBadRequest, "bad request", err.Error())
 		return
@@ -437,8 +437,8 @@ func (s *Server) extendLease(w http.ResponseWriter, r *http.Request) {
 	}
 	s.audit(req.principal, "extend", l.Name, l.Spec.Pool, "extended to "+l.Status.ExpiresAt.UTC().Format(time.RFC3339))
 	s.opts.Recorder.Eventf(l, nil, "Normal", kobev1.ReasonExtended, "Extend", "Extended by %s to %s (%d of %d)", req.principal.Identity, l.Status.ExpiresAt.UTC().Format(time.RFC3339), l.Status.Extensions, lease.MaxExtensions(l))
-	writeJSON(w, http.StatusOK, apiclient.ExtendLeaseResponse{
-		ExpiresAt:     apiclient.WireTime(l.Status.ExpiresAt.Time),
+	writeJSON(w, http.StatusOK, wire.ExtendLeaseResponse{
+		ExpiresAt:     wire.WireTime(l.Status.ExpiresAt.Time),
 		Extensions:    int(l.Status.Extensions),
 		MaxExtensions: int(lease.MaxExtensions(l)),
 		Kubeconfig:    string(kc),

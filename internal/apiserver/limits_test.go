@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kunobi-ninja/kobe/internal/apiclient"
 	"github.com/kunobi-ninja/kobe/internal/lease"
+	"github.com/kunobi-ninja/kobe/internal/wire"
 )
 
 // TestMaxTTL shows a rule's maxTtl (1h, policy capped) clamping the TTL a
@@ -27,8 +27,8 @@ func TestMaxTTL(t *testing.T) {
 			before := time.Now().Truncate(time.Second)
 			l := createLease(t, tokenOf("capped"), tc.pool, tc.ttl)
 			after := time.Now()
-			if l.EffectiveTTL != apiclient.FormatTTL(tc.want) {
-				t.Fatalf("effective_ttl %q, want %q", l.EffectiveTTL, apiclient.FormatTTL(tc.want))
+			if l.EffectiveTTL != wire.FormatTTL(tc.want) {
+				t.Fatalf("effective_ttl %q, want %q", l.EffectiveTTL, wire.FormatTTL(tc.want))
 			}
 			if l.ExpiresAt == nil || l.ExpiresAt.Before(before.Add(tc.want)) || l.ExpiresAt.After(after.Add(tc.want)) {
 				t.Fatalf("expires_at %v, want now+%s (between %v and %v)", l.ExpiresAt, tc.want, before.Add(tc.want), after.Add(tc.want))
@@ -54,7 +54,7 @@ func TestMaxConcurrentLeases(t *testing.T) {
 
 	reqs := make([]*http.Request, callers)
 	for i := range reqs {
-		reqs[i] = prepare(t, creds, http.MethodPost, "/v1/leases", apiclient.CreateLeaseRequest{Pool: "ci-large", TTL: "10m"})
+		reqs[i] = prepare(t, creds, http.MethodPost, "/v1/leases", wire.CreateLeaseRequest{Pool: "ci-large", TTL: "10m"})
 	}
 	results := make([]response, callers)
 	errs := make([]error, callers)
@@ -77,7 +77,7 @@ func TestMaxConcurrentLeases(t *testing.T) {
 		}
 		switch r.code {
 		case http.StatusCreated, http.StatusAccepted:
-			leased = append(leased, decode[apiclient.Lease](t, r, r.code).ID)
+			leased = append(leased, decode[wire.Lease](t, r, r.code).ID)
 		case http.StatusTooManyRequests:
 			limited++
 			requireError(t, r, http.StatusTooManyRequests, "concurrent lease limit reached", "holds 3 of 3")
@@ -107,7 +107,7 @@ func TestMaxConcurrentLeases(t *testing.T) {
 		t.Fatalf("releasing %s: %s", leased[0], r)
 	}
 	createLease(t, creds, "ci-large", "10m")
-	r := call(t, creds, http.MethodPost, "/v1/leases", apiclient.CreateLeaseRequest{Pool: "ci-large", TTL: "10m"})
+	r := call(t, creds, http.MethodPost, "/v1/leases", wire.CreateLeaseRequest{Pool: "ci-large", TTL: "10m"})
 	requireError(t, r, http.StatusTooManyRequests, "concurrent lease limit reached", "holds 3 of 3")
 	active := 0
 	for _, l := range leasesOf(t, identity) {
@@ -129,7 +129,7 @@ func TestMaxExtensions(t *testing.T) {
 		t.Fatalf("new lease: extensions %d of %d, want 0 of 1", l.Extensions, l.MaxExtensions)
 	}
 	path := "/v1/leases/" + l.ID
-	ext := decode[apiclient.ExtendLeaseResponse](t, call(t, creds, http.MethodPatch, path, apiclient.ExtendLeaseRequest{ExtendTTL: "15m"}), http.StatusOK)
+	ext := decode[wire.ExtendLeaseResponse](t, call(t, creds, http.MethodPatch, path, wire.ExtendLeaseRequest{ExtendTTL: "15m"}), http.StatusOK)
 	if ext.ExpiresAt == nil || !ext.ExpiresAt.Equal(l.ExpiresAt.Add(15*time.Minute)) || ext.Extensions != 1 || ext.MaxExtensions != 1 || ext.Kubeconfig == "" {
 		t.Fatalf("first extension: %+v; want expires_at %v, 1 of 1, a kubeconfig", ext, l.ExpiresAt.Add(15*time.Minute))
 	}
@@ -138,7 +138,7 @@ func TestMaxExtensions(t *testing.T) {
 		t.Fatalf("lease %s: extensions %d, expiresAt %v after the first extension", l.ID, obj.Status.Extensions, obj.Status.ExpiresAt)
 	}
 
-	r := call(t, creds, http.MethodPatch, path, apiclient.ExtendLeaseRequest{ExtendTTL: "15m"})
+	r := call(t, creds, http.MethodPatch, path, wire.ExtendLeaseRequest{ExtendTTL: "15m"})
 	requireError(t, r, http.StatusConflict, "extension limit reached", "extended 1 of 1")
 	requireBoundUntouched(t, l.ID, obj)
 }
@@ -150,12 +150,12 @@ func TestPoolGlobs(t *testing.T) {
 	t.Run("lease", func(t *testing.T) {
 		createLease(t, creds, "ci-small", "")
 		before := leaseObjects(t)
-		r := call(t, creds, http.MethodPost, "/v1/leases", apiclient.CreateLeaseRequest{Pool: "dev"})
+		r := call(t, creds, http.MethodPost, "/v1/leases", wire.CreateLeaseRequest{Pool: "dev"})
 		requireError(t, r, http.StatusForbidden, "pool not allowed", `may not lease from pool "dev"`)
 		requireNoNewLease(t, before)
 	})
 	t.Run("list pools", func(t *testing.T) {
-		got := decode[[]apiclient.Pool](t, call(t, creds, http.MethodGet, "/v1/pools", nil), http.StatusOK)
+		got := decode[[]wire.Pool](t, call(t, creds, http.MethodGet, "/v1/pools", nil), http.StatusOK)
 		names := make([]string, len(got))
 		for i := range got {
 			names[i] = got[i].Name
@@ -165,7 +165,7 @@ func TestPoolGlobs(t *testing.T) {
 		}
 	})
 	t.Run("read pools", func(t *testing.T) {
-		if p := decode[apiclient.Pool](t, call(t, creds, http.MethodGet, "/v1/pools/ci-large", nil), http.StatusOK); p.Name != "ci-large" {
+		if p := decode[wire.Pool](t, call(t, creds, http.MethodGet, "/v1/pools/ci-large", nil), http.StatusOK); p.Name != "ci-large" {
 			t.Fatalf("GET /v1/pools/ci-large answered pool %q", p.Name)
 		}
 		for _, path := range []string{"/v1/pools/dev", "/v1/pools/dev/leases"} {

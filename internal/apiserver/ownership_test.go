@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/kunobi-ninja/kobe/internal/apiclient"
+	"github.com/kunobi-ninja/kobe/internal/wire"
 )
 
 // TestOwnership shows that a lease belongs to its requester: to another
@@ -26,7 +27,7 @@ func TestOwnership(t *testing.T) {
 	}{
 		{http.MethodGet, nil},
 		{http.MethodDelete, nil},
-		{http.MethodPatch, apiclient.ExtendLeaseRequest{ExtendTTL: "30m"}},
+		{http.MethodPatch, wire.ExtendLeaseRequest{ExtendTTL: "30m"}},
 	} {
 		t.Run("B "+tc.method+" A's lease", func(t *testing.T) {
 			r := call(t, b, tc.method, "/v1/leases/"+la.ID, tc.body)
@@ -36,8 +37,8 @@ func TestOwnership(t *testing.T) {
 	}
 
 	t.Run("A reads its lease", func(t *testing.T) {
-		got := decode[apiclient.Lease](t, call(t, a, http.MethodGet, "/v1/leases/"+la.ID, nil), http.StatusOK)
-		if got.Phase != apiclient.PhaseBound || got.Kubeconfig == "" || got.Requester != "owner-a" {
+		got := decode[wire.Lease](t, call(t, a, http.MethodGet, "/v1/leases/"+la.ID, nil), http.StatusOK)
+		if got.Phase != wire.PhaseBound || got.Kubeconfig == "" || got.Requester != "owner-a" {
 			t.Fatalf("A's own lease: %+v", got)
 		}
 	})
@@ -45,7 +46,7 @@ func TestOwnership(t *testing.T) {
 	t.Run("B lists only its own leases", func(t *testing.T) {
 		var ids []string
 		eventually(t, "B's lease in GET /v1/leases", func(context.Context) bool {
-			ls, ok := tryDecode[[]apiclient.Lease](prepare(t, b, http.MethodGet, "/v1/leases", nil))
+			ls, ok := tryDecode[[]wire.Lease](prepare(t, b, http.MethodGet, "/v1/leases", nil))
 			ids = ids[:0]
 			for _, l := range ls {
 				ids = append(ids, l.ID)
@@ -67,10 +68,10 @@ func TestOwnership(t *testing.T) {
 		{"B", b, lb.ID, la.ID, "owner-b"},
 	} {
 		t.Run("pool leases as "+caller.name, func(t *testing.T) {
-			var got []apiclient.Lease
+			var got []wire.Lease
 			eventually(t, "both leases in GET /v1/pools/ci-small/leases", func(context.Context) bool {
 				var ok bool
-				got, ok = tryDecode[[]apiclient.Lease](prepare(t, caller.creds, http.MethodGet, "/v1/pools/ci-small/leases", nil))
+				got, ok = tryDecode[[]wire.Lease](prepare(t, caller.creds, http.MethodGet, "/v1/pools/ci-small/leases", nil))
 				ids := make([]string, len(got))
 				for i := range got {
 					ids[i] = got[i].ID

@@ -13,8 +13,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
-	"github.com/kunobi-ninja/kobe/internal/apiclient"
 	"github.com/kunobi-ninja/kobe/internal/auth"
+	"github.com/kunobi-ninja/kobe/internal/wire"
 )
 
 // TestLivePolicies edits and deletes an AccessPolicy with the Kubernetes
@@ -59,7 +59,7 @@ func TestLivePolicies(t *testing.T) {
 	refused := func(t *testing.T, pool string, code int, errText, detail string) {
 		t.Helper()
 		before := leaseObjects(t)
-		r := call(t, creds, http.MethodPost, "/v1/leases", apiclient.CreateLeaseRequest{Pool: pool})
+		r := call(t, creds, http.MethodPost, "/v1/leases", wire.CreateLeaseRequest{Pool: pool})
 		requireError(t, r, code, errText, detail)
 		requireNoNewLease(t, before)
 	}
@@ -70,7 +70,7 @@ func TestLivePolicies(t *testing.T) {
 	if !t.Run("pool removed from the rule", func(t *testing.T) {
 		edit(kobev1.AccessRule{Pools: []string{"dev"}})
 		eventually(t, "GET /v1/pools to list only dev", func(context.Context) bool {
-			ps, ok := tryDecode[[]apiclient.Pool](prepare(t, creds, http.MethodGet, "/v1/pools", nil))
+			ps, ok := tryDecode[[]wire.Pool](prepare(t, creds, http.MethodGet, "/v1/pools", nil))
 			return ok && len(ps) == 1 && ps[0].Name == "dev"
 		})
 		refused(t, "ci-small", http.StatusForbidden, "pool not allowed", `may not lease from pool "ci-small"`)
@@ -100,7 +100,7 @@ func TestLivePolicies(t *testing.T) {
 func TestStatus(t *testing.T) {
 	t.Run("without credentials", func(t *testing.T) {
 		r := call(t, nil, http.MethodGet, "/v1/status", nil)
-		st := decode[apiclient.Status](t, r, http.StatusOK)
+		st := decode[wire.Status](t, r, http.StatusOK)
 		if st.Version != testVersion {
 			t.Fatalf("version %q, want %q", st.Version, testVersion)
 		}
@@ -124,7 +124,7 @@ func TestStatus(t *testing.T) {
 		{"ci-only", []string{"ci-large", "ci-small"}},
 	} {
 		t.Run("with credentials of "+tc.policy, func(t *testing.T) {
-			st := decode[apiclient.Status](t, call(t, tokenOf(tc.policy), http.MethodGet, "/v1/status", nil), http.StatusOK)
+			st := decode[wire.Status](t, call(t, tokenOf(tc.policy), http.MethodGet, "/v1/status", nil), http.StatusOK)
 			names := make([]string, len(st.Pools))
 			for i := range st.Pools {
 				names[i] = st.Pools[i].Name

@@ -13,10 +13,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
-	"github.com/kunobi-ninja/kobe/internal/apiclient"
 	"github.com/kunobi-ninja/kobe/internal/auth"
 	"github.com/kunobi-ninja/kobe/internal/index"
 	"github.com/kunobi-ninja/kobe/internal/lease"
+	"github.com/kunobi-ninja/kobe/internal/wire"
 )
 
 // listPools: GET /v1/pools, only the pools the caller may lease from.
@@ -33,12 +33,12 @@ func (s *Server) listPools(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, pools)
 }
 
-func (s *Server) allowedPools(ctx context.Context, p *auth.Principal) ([]apiclient.Pool, error) {
+func (s *Server) allowedPools(ctx context.Context, p *auth.Principal) ([]wire.Pool, error) {
 	var ps kobev1.ClusterPoolList
 	if err := s.opts.Reader.List(ctx, &ps, client.InNamespace(s.opts.Namespace)); err != nil {
 		return nil, err
 	}
-	out := []apiclient.Pool{}
+	out := []wire.Pool{}
 	for i := range ps.Items {
 		if p.AllowsPool(ps.Items[i].Name) {
 			out = append(out, toWirePool(&ps.Items[i]))
@@ -99,7 +99,7 @@ func (s *Server) listPoolLeases(w http.ResponseWriter, r *http.Request) {
 		s.internalError(w, "listing leases", err)
 		return
 	}
-	out := []apiclient.Lease{}
+	out := []wire.Lease{}
 	for i := range ls.Items {
 		l := &ls.Items[i]
 		if l.DeletionTimestamp != nil || lease.IsEnded(l.Status.Phase) {
@@ -118,7 +118,7 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	out := apiclient.Status{Version: s.opts.Version, Auth: apiclient.StatusAuth{Methods: s.opts.Auth.Methods()}}
+	out := wire.Status{Version: s.opts.Version, Auth: wire.StatusAuth{Methods: s.opts.Auth.Methods()}}
 	if out.Auth.Methods == nil {
 		out.Auth.Methods = []string{}
 	}
@@ -148,9 +148,9 @@ func (s *Server) whoami(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := req.principal
-	out := apiclient.WhoAmI{Identity: p.Identity, Policy: p.Policy, Method: p.Method, Pools: p.Rule.Pools, MaxExtensions: int(p.MaxExtensions())}
+	out := wire.WhoAmI{Identity: p.Identity, Policy: p.Policy, Method: p.Method, Pools: p.Rule.Pools, MaxExtensions: int(p.MaxExtensions())}
 	if p.Rule.MaxTTL != nil {
-		out.MaxTTL = apiclient.FormatTTL(p.Rule.MaxTTL.Duration)
+		out.MaxTTL = wire.FormatTTL(p.Rule.MaxTTL.Duration)
 	}
 	if n, ok := p.MaxConcurrentLeases(); ok {
 		out.MaxConcurrentLeases = int(n)

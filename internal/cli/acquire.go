@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kunobi-ninja/kobe/internal/apiclient"
+	"github.com/kunobi-ninja/kobe/internal/wire"
 )
 
 // errWaitTimeout is returned by acquire when the lease was not bound within
@@ -18,22 +19,22 @@ var errWaitTimeout = errors.New("wait timed out")
 // telling progress on progress. When waiting fails for any reason (timeout,
 // Ctrl-C, the lease ended) the lease is released so that nothing leaks, and
 // the error says so. It returns the lease as last seen.
-func acquire(ctx context.Context, c *apiclient.Client, pool, ttl string, noWait bool, waitTimeout time.Duration, progress io.Writer) (*apiclient.Lease, error) {
-	l, err := c.CreateLease(ctx, pool, ttl)
+func acquire(ctx context.Context, c *apiclient.Client, req wire.CreateLeaseRequest, noWait bool, waitTimeout time.Duration, progress io.Writer) (*wire.Lease, error) {
+	l, err := c.CreateLease(ctx, req)
 	if err != nil {
-		return nil, fmt.Errorf("leasing from pool %s: %w", pool, err)
+		return nil, fmt.Errorf("leasing from pool %s: %w", req.Pool, err)
 	}
-	if l.Phase == apiclient.PhaseBound || noWait {
+	if l.Phase == wire.PhaseBound || noWait {
 		return l, nil
 	}
-	if apiclient.PhaseEnded(l.Phase) {
+	if wire.PhaseEnded(l.Phase) {
 		return l, &apiclient.LeaseEndedError{Lease: l}
 	}
 
 	waitCtx, cancel := context.WithTimeout(ctx, waitTimeout)
 	defer cancel()
-	bound, err := c.WaitBound(waitCtx, l.ID, func(p *apiclient.Lease) {
-		if p.Phase == apiclient.PhasePending {
+	bound, err := c.WaitBound(waitCtx, l.ID, func(p *wire.Lease) {
+		if p.Phase == wire.PhasePending {
 			warnf(progress, "Waiting for a cluster: lease %s is number %d in pool %s's queue\n", p.ID, p.QueuePosition, p.Pool)
 		}
 	})

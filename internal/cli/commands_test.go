@@ -11,8 +11,8 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
-	"github.com/kunobi-ninja/kobe/internal/apiclient"
 	"github.com/kunobi-ninja/kobe/internal/apiclient/apiclienttest"
+	"github.com/kunobi-ninja/kobe/internal/wire"
 )
 
 func TestLeaseWritesKubeconfig(t *testing.T) {
@@ -100,7 +100,7 @@ func TestLeaseWaitTimeoutReleases(t *testing.T) {
 
 func TestLeaseEndedWhileQueued(t *testing.T) {
 	e := newTestEnv(t)
-	srv := apiclienttest.New(t, apiclienttest.WithPendingPolls(1), apiclienttest.WithEndWhilePending(apiclient.PhaseExpired))
+	srv := apiclienttest.New(t, apiclienttest.WithPendingPolls(1), apiclienttest.WithEndWhilePending(wire.PhaseExpired))
 	e.withServer(t, srv)
 
 	r := kobe(t, "lease", "ci-small")
@@ -132,8 +132,8 @@ func TestLeaseNoWait(t *testing.T) {
 	}
 
 	r = mustKobe(t, "lease", "ci-small", "--no-wait", "-o", "json")
-	var l apiclient.Lease
-	if err := json.Unmarshal([]byte(r.stdout), &l); err != nil || l.Phase != apiclient.PhasePending || l.QueuePosition != 2 {
+	var l wire.Lease
+	if err := json.Unmarshal([]byte(r.stdout), &l); err != nil || l.Phase != wire.PhasePending || l.QueuePosition != 2 {
 		t.Errorf("-o json: %v %+v", err, l)
 	}
 }
@@ -188,8 +188,8 @@ func TestExtend(t *testing.T) {
 
 func TestListCommands(t *testing.T) {
 	e := newTestEnv(t)
-	srv := apiclienttest.New(t, apiclienttest.WithPool(apiclient.Pool{Name: "burst", Phase: "Scaling", QueueDepth: 2,
-		Policy: apiclient.PoolPolicy{Mode: "autoscaled", TTL: "30m", MaxClusters: 10}}))
+	srv := apiclienttest.New(t, apiclienttest.WithPool(wire.Pool{Name: "burst", Phase: "Scaling", QueueDepth: 2,
+		Policy: wire.PoolPolicy{Mode: "autoscaled", TTL: "30m", MaxClusters: 10}}))
 	e.withServer(t, srv)
 
 	r := mustKobe(t, "leases")
@@ -205,7 +205,7 @@ func TestListCommands(t *testing.T) {
 		t.Errorf("leases table: %s", r)
 	}
 	r = mustKobe(t, "leases", "-o", "json")
-	var leases []apiclient.Lease
+	var leases []wire.Lease
 	if err := json.Unmarshal([]byte(r.stdout), &leases); err != nil || len(leases) != 1 || leases[0].Kubeconfig != "" {
 		t.Errorf("leases -o json: %v %s", err, r)
 	}
@@ -219,7 +219,7 @@ func TestListCommands(t *testing.T) {
 		t.Errorf("pools: %s", r)
 	}
 	r = mustKobe(t, "pools", "burst", "-o", "json")
-	var p apiclient.Pool
+	var p wire.Pool
 	if err := json.Unmarshal([]byte(r.stdout), &p); err != nil || p.QueueDepth != 2 || p.Policy.MaxClusters != 10 {
 		t.Errorf("pool -o json: %v %s", err, r)
 	}
@@ -253,7 +253,7 @@ func TestStatusAndLogin(t *testing.T) {
 
 	e.withServer(t, srv)
 	r = mustKobe(t, "status", "-o", "json")
-	var st apiclient.Status
+	var st wire.Status
 	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil || len(st.Pools) != 1 {
 		t.Errorf("status -o json: %v %s", err, r)
 	}
@@ -264,7 +264,7 @@ func TestStatusAndLogin(t *testing.T) {
 		}
 	}
 	r = mustKobe(t, "login", "-o", "json")
-	var who apiclient.WhoAmI
+	var who wire.WhoAmI
 	if err := json.Unmarshal([]byte(r.stdout), &who); err != nil || who.Identity != "tester" {
 		t.Errorf("login -o json: %v %s", err, r)
 	}

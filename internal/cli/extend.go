@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/kunobi-ninja/kobe/internal/apiclient"
+	"github.com/kunobi-ninja/kobe/internal/wire"
 )
 
 // ExtendOptions are the options of `kobe extend`.
@@ -67,7 +67,7 @@ func (o *ExtendOptions) Validate() error {
 // extendOutput is what -o json prints.
 type extendOutput struct {
 	ID string `json:"id"`
-	apiclient.ExtendLeaseResponse
+	wire.ExtendLeaseResponse
 	KubeconfigPath string `json:"kubeconfig_path,omitempty"`
 }
 

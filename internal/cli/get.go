@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/kunobi-ninja/kobe/internal/apiclient"
+	"github.com/kunobi-ninja/kobe/internal/wire"
 )
 
 // LeasesOptions are the options of `kobe leases`.
@@ -58,7 +58,7 @@ func (o *LeasesOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var leases []apiclient.Lease
+	var leases []wire.Lease
 	if o.Pool != "" {
 		leases, err = c.ListPoolLeases(ctx, o.Pool)
 	} else {
@@ -140,7 +140,7 @@ func (o *PoolsOptions) Run(ctx context.Context) error {
 		if o.Output == OutputJSON {
 			return printJSON(o.streams.Out, p)
 		}
-		return printPoolTable(o.streams.Out, []apiclient.Pool{*p})
+		return printPoolTable(o.streams.Out, []wire.Pool{*p})
 	}
 	pools, err := c.ListPools(ctx)
 	if err != nil {

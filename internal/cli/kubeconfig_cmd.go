@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/kunobi-ninja/kobe/internal/apiclient"
+	"github.com/kunobi-ninja/kobe/internal/wire"
 )
 
 // KubeconfigOptions are the options of `kobe kubeconfig`.
@@ -63,8 +63,8 @@ func (o *KubeconfigOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if l.Phase != apiclient.PhaseBound || l.Kubeconfig == "" {
-		if l.Phase == apiclient.PhasePending {
+	if l.Phase != wire.PhaseBound || l.Kubeconfig == "" {
+		if l.Phase == wire.PhasePending {
 			return fmt.Errorf("lease %s is still Pending (number %d in the queue): try again once it is Bound", l.ID, l.QueuePosition)
 		}
 		return fmt.Errorf("lease %s is %s and has no kubeconfig", l.ID, l.Phase)

@@ -10,12 +10,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kunobi-ninja/kobe/internal/apiclient"
+	"github.com/kunobi-ninja/kobe/internal/wire"
 )
 
 // LeaseOptions are the options of `kobe lease`.
 type LeaseOptions struct {
 	Pool           string
 	TTL            string
+	Alias          string
 	KubeconfigPath string
 	NoWait         bool
 	WaitTimeout    time.Duration
@@ -47,7 +49,8 @@ Standard output can be evaluated by a shell: details come as comments and
 the last line is 'export KUBECONFIG=...'.`,
 		Example: `  kobe lease ci-small --ttl 30m
   eval "$(kobe lease ci-small)" && kubectl get nodes
-  kobe lease ci-small --no-wait -o json`,
+  kobe lease ci-small --no-wait -o json
+  kobe lease ci-small --alias build-42 && kobe release build-42`,
 		Args: exactArgs(1, "a pool name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.Complete(args); err != nil {
@@ -60,6 +63,7 @@ the last line is 'export KUBECONFIG=...'.`,
 		},
 	}
 	cmd.Flags().StringVar(&o.TTL, "ttl", "", "how long the lease lasts once bound, e.g. 30m (default: the pool's ttl; your policy may clamp it)")
+	cmd.Flags().StringVar(&o.Alias, "alias", "", "your own name for the lease, usable instead of its id in other commands; unique among your active leases")
 	cmd.Flags().StringVar(&o.KubeconfigPath, "kubeconfig", "", "where to write the kubeconfig (default: see above)")
 	cmd.Flags().BoolVar(&o.NoWait, "no-wait", false, "return at once when the lease is queued (fetch the kubeconfig later with `kobe kubeconfig ID`)")
 	cmd.Flags().DurationVar(&o.WaitTimeout, "wait-timeout", o.WaitTimeout, "how long to wait for a queued lease to be bound before releasing it")
@@ -82,6 +86,11 @@ func (o *LeaseOptions) Validate() error {
 	}
 	if err := validateTTL("--ttl", o.TTL, true); err != nil {
 		return err
+	}
+	if o.Alias != "" {
+		if err := wire.ValidateAlias(o.Alias); err != nil {
+			return fmt.Errorf("--alias: %w", err)
+		}
 	}
 	if o.WaitTimeout <= 0 {
 		return fmt.Errorf("--wait-timeout must be positive, e.g. 10m (got %s)", o.WaitTimeout)
@@ -111,11 +120,11 @@ func (o *LeaseOptions) Run(ctx context.Context) error {
 		return err
 	}
 	o.client = c
-	l, err := acquire(ctx, c, o.Pool, o.TTL, o.NoWait, o.WaitTimeout, o.streams.ErrOut)
+	l, err := acquire(ctx, c, wire.CreateLeaseRequest{Pool: o.Pool, TTL: o.TTL, Alias: o.Alias}, o.NoWait, o.WaitTimeout, o.streams.ErrOut)
 	if err != nil {
 		return err
 	}
-	if l.Phase != apiclient.PhaseBound {
+	if l.Phase != wire.PhaseBound {
 		if o.Output == OutputJSON {
 			return printJSON(o.streams.Out, toLeaseOutput(l, ""))
 		}
@@ -139,7 +148,7 @@ func (o *LeaseOptions) Run(ctx context.Context) error {
 
 // writeKubeconfig writes a bound lease's kubeconfig; a lease whose
 // kubeconfig cannot be written is of no use, so it is released.
-func (o *LeaseOptions) writeKubeconfig(ctx context.Context, l *apiclient.Lease) (string, error) {
+func (o *LeaseOptions) writeKubeconfig(ctx context.Context, l *wire.Lease) (string, error) {
 	path := o.KubeconfigPath
 	err := error(nil)
 	if l.Kubeconfig == "" {
@@ -161,7 +170,7 @@ func (o *LeaseOptions) writeKubeconfig(ctx context.Context, l *apiclient.Lease) 
 
 // printBound prints a bound lease as shell comments followed by the export
 // line, so that `eval "$(kobe lease POOL)"` works.
-func printBound(w io.Writer, l *apiclient.Lease, path string, now time.Time) error {
+func printBound(w io.Writer, l *wire.Lease, path string, now time.Time) error {
 	p := &printer{w: w}
 	p.printf("# Lease %s is Bound to cluster %s of pool %s.\n", l.ID, dash(l.ClusterName), l.Pool)
 	p.printf("# Expires at %s; effective TTL %s, %d of %d extensions used.\n",

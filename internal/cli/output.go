@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/kunobi-ninja/kobe/internal/apiclient"
+	"github.com/kunobi-ninja/kobe/internal/wire"
 )
 
 // Output formats of -o.
@@ -87,12 +87,12 @@ func humanDuration(d time.Duration) string {
 	}
 	switch {
 	case d < time.Minute:
-		return apiclient.FormatTTL(d.Round(time.Second))
+		return wire.FormatTTL(d.Round(time.Second))
 	case d < 24*time.Hour:
-		return apiclient.FormatTTL(d.Round(time.Minute))
+		return wire.FormatTTL(d.Round(time.Minute))
 	}
 	days := d / (24 * time.Hour)
-	return fmt.Sprintf("%dd%s", days, apiclient.FormatTTL((d - days*24*time.Hour).Round(time.Hour)))
+	return fmt.Sprintf("%dd%s", days, wire.FormatTTL((d - days*24*time.Hour).Round(time.Hour)))
 }
 
 // expiry renders an expiry time relative to now: "2026-04-09T15:00:00Z (in 30m)".
@@ -123,17 +123,17 @@ func shortExpiry(t *time.Time, now time.Time) string {
 // leaseOutput is a lease as the CLI prints it with -o json: never with its
 // kubeconfig (output ends up in CI logs), but with where it was written.
 type leaseOutput struct {
-	apiclient.Lease
+	wire.Lease
 	KubeconfigPath string `json:"kubeconfig_path,omitempty"`
 }
 
-func toLeaseOutput(l *apiclient.Lease, path string) leaseOutput {
+func toLeaseOutput(l *wire.Lease, path string) leaseOutput {
 	c := *l
 	c.Kubeconfig = ""
 	return leaseOutput{Lease: c, KubeconfigPath: path}
 }
 
-func printLeaseTable(w io.Writer, leases []apiclient.Lease, now time.Time, withRequester bool) error {
+func printLeaseTable(w io.Writer, leases []wire.Lease, now time.Time, withRequester bool) error {
 	tw := newTable(w)
 	header := []any{"ID", "POOL", "PHASE", "CLUSTER", "QUEUE", "EXPIRES", "EXTENSIONS"}
 	if withRequester {
@@ -142,7 +142,7 @@ func printLeaseTable(w io.Writer, leases []apiclient.Lease, now time.Time, withR
 	row(tw, header...)
 	for _, l := range leases {
 		queue := "-"
-		if l.Phase == apiclient.PhasePending && l.QueuePosition > 0 {
+		if l.Phase == wire.PhasePending && l.QueuePosition > 0 {
 			queue = fmt.Sprint(l.QueuePosition)
 		}
 		cells := []any{l.ID, l.Pool, l.Phase, dash(l.ClusterName), queue, shortExpiry(l.ExpiresAt, now),
@@ -155,7 +155,7 @@ func printLeaseTable(w io.Writer, leases []apiclient.Lease, now time.Time, withR
 	return tw.Flush()
 }
 
-func printPoolTable(w io.Writer, pools []apiclient.Pool) error {
+func printPoolTable(w io.Writer, pools []wire.Pool) error {
 	tw := newTable(w)
 	row(tw, "NAME", "PHASE", "READY", "LEASED", "CREATING", "RECYCLING", "UNHEALTHY", "QUARANTINED", "QUEUE", "MODE", "TTL")
 	for _, p := range pools {

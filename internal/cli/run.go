@@ -15,7 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/kunobi-ninja/kobe/internal/apiclient"
+	"github.com/kunobi-ninja/kobe/internal/wire"
 )
 
 // Exit codes of `kobe run` besides the command's own (see its --help).
@@ -141,7 +141,7 @@ func (o *RunOptions) Run(ctx context.Context) error {
 	if o.Quiet {
 		progress = io.Discard
 	}
-	l, err := acquire(ctx, c, o.Pool, o.TTL, false, o.WaitTimeout, progress)
+	l, err := acquire(ctx, c, wire.CreateLeaseRequest{Pool: o.Pool, TTL: o.TTL}, false, o.WaitTimeout, progress)
 	if err != nil {
 		var sig *SignalError
 		switch {
@@ -168,7 +168,7 @@ func (o *RunOptions) Run(ctx context.Context) error {
 
 // runBound writes the kubeconfig to a temporary file, runs the command and
 // removes the file; it returns the exit status for kobe.
-func (o *RunOptions) runBound(ctx context.Context, path string, l *apiclient.Lease) (int, error) {
+func (o *RunOptions) runBound(ctx context.Context, path string, l *wire.Lease) (int, error) {
 	if l.Kubeconfig == "" {
 		return ExitKobeFailed, fmt.Errorf("lease %s is bound but the server sent no kubeconfig", l.ID)
 	}

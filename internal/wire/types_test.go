@@ -1,4 +1,4 @@
-package apiclient
+package wire
 
 import (
 	"encoding/json"
@@ -77,14 +77,18 @@ func TestWireFieldNames(t *testing.T) {
 		v    any
 		want string
 	}{
+		{"lease with alias", Lease{ID: "lease-1", Alias: "build-42", Phase: PhaseBound, Pool: "p", Profile: "p"},
+			`{"id":"lease-1","alias":"build-42","phase":"Bound","pool":"p","profile":"p","cluster_name":"","queue_position":0,"effective_ttl":"","expires_at":null,"extensions":0,"max_extensions":0}`},
 		{"pending lease", Lease{ID: "lease-1", Phase: PhasePending, Pool: "p", Profile: "p", QueuePosition: 2, EffectiveTTL: "30m", MaxExtensions: 2},
 			`{"id":"lease-1","phase":"Pending","pool":"p","profile":"p","cluster_name":"","queue_position":2,"effective_ttl":"30m","expires_at":null,"extensions":0,"max_extensions":2}`},
 		{"create request", CreateLeaseRequest{Pool: "ci-small", TTL: "30m"}, `{"pool":"ci-small","ttl":"30m"}`},
 		{"extend request", ExtendLeaseRequest{ExtendTTL: "30m"}, `{"extend_ttl":"30m"}`},
 		{"extend response", ExtendLeaseResponse{ExpiresAt: &expires, Extensions: 1, MaxExtensions: 2},
 			`{"expires_at":"2026-04-09T15:00:00Z","extensions":1,"max_extensions":2}`},
-		{"error", Error{Message: "extension limit reached", Detail: "lease a new cluster", StatusCode: 409},
-			`{"error":"extension limit reached","detail":"lease a new cluster"}`},
+		{"error", ErrorBody{Message: "extension limit reached", Detail: "lease a new cluster", Reason: ReasonExtensionLimitReached},
+			`{"error":"extension limit reached","detail":"lease a new cluster","reason":"ExtensionLimitReached"}`},
+		{"error without reason", ErrorBody{Message: "bad request"}, `{"error":"bad request"}`},
+		{"create request with alias", CreateLeaseRequest{Pool: "ci-small", Alias: "build-42"}, `{"pool":"ci-small","alias":"build-42"}`},
 		{"status", Status{Version: "v1", Auth: StatusAuth{Methods: []string{"oidc", "ssh"}}},
 			`{"version":"v1","auth":{"methods":["oidc","ssh"]}}`},
 		{"whoami", WhoAmI{Identity: "my-org/my-repo:main", Policy: "github-ci", Method: "oidc", Pools: []string{"ci-*"}, MaxTTL: "1h", MaxConcurrentLeases: 3, MaxExtensions: 2},

@@ -29,7 +29,6 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
-	"github.com/kunobi-ninja/kobe/internal/apiclient"
 	"github.com/kunobi-ninja/kobe/internal/apiserver"
 	"github.com/kunobi-ninja/kobe/internal/auth"
 	"github.com/kunobi-ninja/kobe/internal/backend"
@@ -38,6 +37,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/credentials/pki"
 	"github.com/kunobi-ninja/kobe/internal/index"
 	"github.com/kunobi-ninja/kobe/internal/testenv"
+	"github.com/kunobi-ninja/kobe/internal/wire"
 )
 
 const ns = "default"
@@ -153,7 +153,7 @@ func (f *fixture) lease(client *http.Client) (time.Duration, error) {
 	if resp.StatusCode != http.StatusCreated {
 		return took, fmt.Errorf("status %d: %s", resp.StatusCode, body)
 	}
-	var l apiclient.Lease
+	var l wire.Lease
 	if err := json.Unmarshal(body, &l); err != nil || l.Kubeconfig == "" || l.Phase != "Bound" {
 		return took, fmt.Errorf("not a bound lease with a kubeconfig: %s", body)
 	}

@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
-	"github.com/kunobi-ninja/kobe/internal/apiclient"
+	"github.com/kunobi-ninja/kobe/internal/wire"
 )
 
 // TestConcurrentLeases: 20 concurrent POSTs against a pool of 5 bind exactly
@@ -28,7 +28,7 @@ func TestConcurrentLeases(t *testing.T) {
 
 	type answer struct {
 		code  int
-		lease apiclient.Lease
+		lease wire.Lease
 	}
 	answers := make([]answer, callers)
 	var wg sync.WaitGroup
@@ -47,12 +47,12 @@ func TestConcurrentLeases(t *testing.T) {
 		switch a.code {
 		case http.StatusCreated:
 			bound++
-			if a.lease.Phase != apiclient.PhaseBound || a.lease.Kubeconfig == "" {
+			if a.lease.Phase != wire.PhaseBound || a.lease.Kubeconfig == "" {
 				t.Errorf("201 answer without a bound lease and kubeconfig: %+v", a.lease)
 			}
 		case http.StatusAccepted:
 			pending[a.lease.ID] = true
-			if a.lease.Phase != apiclient.PhasePending {
+			if a.lease.Phase != wire.PhasePending {
 				t.Errorf("202 answer with phase %s", a.lease.Phase)
 			}
 		default:
@@ -78,7 +78,7 @@ func TestConcurrentLeases(t *testing.T) {
 				t.Fatalf("GET lease %s: %d %s", id, code, body)
 			}
 			l := decodeLease(t, body)
-			if l.Phase != apiclient.PhaseBound {
+			if l.Phase != wire.PhaseBound {
 				continue
 			}
 			for other, m := range memberOf {
@@ -167,7 +167,7 @@ func TestBadRequests(t *testing.T) {
 			if code != tt.wantCode {
 				t.Fatalf("status %d, want %d: %s", code, tt.wantCode, body)
 			}
-			var e apiclient.Error
+			var e wire.ErrorBody
 			if err := json.Unmarshal(body, &e); err != nil || e.Message == "" {
 				t.Fatalf("body is not a JSON error: %s", body)
 			}

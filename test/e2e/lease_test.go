@@ -17,19 +17,19 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
-	"github.com/kunobi-ninja/kobe/internal/apiclient"
+	"github.com/kunobi-ninja/kobe/internal/wire"
 )
 
 // leaseCLI runs `kobe lease POOL -o json` and returns the lease and the
 // kubeconfig path it wrote.
-func leaseCLI(t *testing.T, pool string, extra ...string) (apiclient.Lease, string) {
+func leaseCLI(t *testing.T, pool string, extra ...string) (wire.Lease, string) {
 	t.Helper()
 	kc := filepath.Join(t.TempDir(), "kubeconfig")
 	out, errOut, err := kobe(t, append([]string{"lease", pool, "--kubeconfig", kc, "-o", "json"}, extra...)...)
 	if err != nil {
 		t.Fatalf("kobe lease %s: %v\nstdout: %s\nstderr: %s\noperator:\n%s", pool, err, out, errOut, s.tail())
 	}
-	var l apiclient.Lease
+	var l wire.Lease
 	if err := json.Unmarshal([]byte(out), &l); err != nil {
 		t.Fatalf("kobe lease -o json printed %q: %v", out, err)
 	}
@@ -70,7 +70,7 @@ func clientCertNotAfter(t *testing.T, kubeconfig string) time.Time {
 func TestLeaseUseExtendRelease(t *testing.T) {
 	waitPoolReady(t, devPool, 2)
 	l, kc := leaseCLI(t, devPool, "--ttl", "10m")
-	if l.Phase != apiclient.PhaseBound || l.ClusterName == "" || l.ExpiresAt == nil {
+	if l.Phase != wire.PhaseBound || l.ClusterName == "" || l.ExpiresAt == nil {
 		t.Fatalf("lease = %+v, want Bound with a cluster and an expiry", l)
 	}
 	if out, err := kubectl(t, kc, "get", "ns"); err != nil || !strings.Contains(out, "kube-system") {
@@ -94,7 +94,7 @@ func TestLeaseUseExtendRelease(t *testing.T) {
 			if err != nil {
 				t.Fatalf("extension %d: %v\n%s%s", i, err, out, errOut)
 			}
-			var r apiclient.ExtendLeaseResponse
+			var r wire.ExtendLeaseResponse
 			if err := json.Unmarshal([]byte(out), &r); err != nil {
 				t.Fatalf("extend -o json printed %q: %v", out, err)
 			}
@@ -150,7 +150,7 @@ func TestLeaseExpiresServerSide(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	for _, l := range []apiclient.Lease{short, survivor} {
+	for _, l := range []wire.Lease{short, survivor} {
 		eventually(t, time.Until(*l.ExpiresAt)+15*time.Second, "lease "+l.ID+" to expire", func() (bool, string) {
 			got := getLease(t, l.ID)
 			return got != nil && got.Status.Phase == kobev1.LeaseExpired, fmt.Sprintf("%+v", got.Status)
@@ -209,7 +209,7 @@ func TestKobeRun(t *testing.T) {
 		if err != nil {
 			t.Fatalf("kobe leases: %v", err)
 		}
-		var ls []apiclient.Lease
+		var ls []wire.Lease
 		if err := json.Unmarshal([]byte(out), &ls); err != nil {
 			t.Fatalf("kobe leases -o json printed %q", out)
 		}

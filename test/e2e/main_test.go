@@ -27,8 +27,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
-	"github.com/kunobi-ninja/kobe/internal/apiclient"
 	"github.com/kunobi-ninja/kobe/internal/testenv"
+	"github.com/kunobi-ninja/kobe/internal/wire"
 )
 
 const (
@@ -318,9 +318,9 @@ func api(t *testing.T, method, path, token string, body io.Reader) (int, []byte,
 	return resp.StatusCode, b, resp.Header
 }
 
-func decodeLease(t *testing.T, b []byte) apiclient.Lease {
+func decodeLease(t *testing.T, b []byte) wire.Lease {
 	t.Helper()
-	var l apiclient.Lease
+	var l wire.Lease
 	if err := json.Unmarshal(b, &l); err != nil {
 		t.Fatalf("decoding lease %s: %v", b, err)
 	}

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kunobi-ninja/kobe/internal/apiclient"
+	"github.com/kunobi-ninja/kobe/internal/wire"
 )
 
 // Token is the bearer token the fake accepts by default.
@@ -43,7 +43,7 @@ type Server struct {
 
 	mu       sync.Mutex
 	now      func() time.Time
-	pools    []apiclient.Pool
+	pools    []wire.Pool
 	leases   map[string]*lease
 	order    []string
 	nextID   int
@@ -52,7 +52,7 @@ type Server struct {
 }
 
 type lease struct {
-	apiclient.Lease
+	wire.Lease
 	owner   string
 	ttl     time.Duration
 	waiting int
@@ -74,7 +74,7 @@ func WithMaxExtensions(n int) Option { return func(s *Server) { s.MaxExtensions 
 func WithMaxConcurrentLeases(n int) Option { return func(s *Server) { s.MaxConcurrentLeases = n } }
 
 // WithPool adds a pool.
-func WithPool(p apiclient.Pool) Option { return func(s *Server) { s.pools = append(s.pools, p) } }
+func WithPool(p wire.Pool) Option { return func(s *Server) { s.pools = append(s.pools, p) } }
 
 // New starts a fake with one fixed pool "ci-small" (three Ready members,
 // default TTL 1h) plus what opts set up, and stops it when the test ends.
@@ -84,9 +84,9 @@ func New(t testing.TB, opts ...Option) *Server {
 		MaxExtensions: 2,
 		now:           func() time.Time { return time.Date(2026, 4, 9, 14, 30, 0, 0, time.UTC) },
 		leases:        map[string]*lease{},
-		pools: []apiclient.Pool{{
+		pools: []wire.Pool{{
 			Name: "ci-small", Phase: "Healthy", Ready: 3,
-			Policy: apiclient.PoolPolicy{Mode: "fixed", TTL: "1h", WarmTarget: 3},
+			Policy: wire.PoolPolicy{Mode: "fixed", TTL: "1h", WarmTarget: 3},
 		}},
 	}
 	s.Authenticate = func(r *http.Request, _ []byte) (string, bool) {
@@ -119,12 +119,12 @@ func (s *Server) Released() []string {
 }
 
 // Lease returns a copy of the lease with id as the server holds it.
-func (s *Server) Lease(id string) (apiclient.Lease, bool) {
+func (s *Server) Lease(id string) (wire.Lease, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	l, ok := s.leases[id]
 	if !ok {
-		return apiclient.Lease{}, false
+		return wire.Lease{}, false
 	}
 	return l.Lease, true
 }
@@ -176,7 +176,7 @@ func (s *Server) authed(h authedHandler) http.HandlerFunc {
 
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
-	st := apiclient.Status{Version: "v0.0.0-fake", Auth: apiclient.StatusAuth{Methods: []string{"token"}}}
+	st := wire.Status{Version: "v0.0.0-fake", Auth: wire.StatusAuth{Methods: []string{"token"}}}
 	if _, ok := s.Authenticate(r, body); ok {
 		s.mu.Lock()
 		st.Pools = slices.Clone(s.pools)
@@ -190,13 +190,13 @@ func (s *Server) whoami(w http.ResponseWriter, _ *http.Request, identity string,
 	for _, p := range s.pools {
 		names = append(names, p.Name)
 	}
-	writeJSON(w, http.StatusOK, apiclient.WhoAmI{
+	writeJSON(w, http.StatusOK, wire.WhoAmI{
 		Identity: identity, Policy: "fake-policy", Method: "token", Pools: names,
 		MaxTTL: "2h", MaxConcurrentLeases: s.MaxConcurrentLeases, MaxExtensions: s.MaxExtensions,
 	})
 }
 
-func (s *Server) pool(name string) *apiclient.Pool {
+func (s *Server) pool(name string) *wire.Pool {
 	for i := range s.pools {
 		if s.pools[i].Name == name {
 			return &s.pools[i]
@@ -206,7 +206,7 @@ func (s *Server) pool(name string) *apiclient.Pool {
 }
 
 func (s *Server) createLease(w http.ResponseWriter, _ *http.Request, identity string, body []byte) {
-	var req apiclient.CreateLeaseRequest
+	var req wire.CreateLeaseRequest
 	if err := json.Unmarshal(body, &req); err != nil {
 		writeError(w, http.StatusBadRequest, "bad body", err.Error())
 		return
@@ -233,10 +233,10 @@ func (s *Server) createLease(w http.ResponseWriter, _ *http.Request, identity st
 	s.nextID++
 	now := s.now()
 	l := &lease{
-		Lease: apiclient.Lease{
-			ID: fmt.Sprintf("lease-%012x", s.nextID), Phase: apiclient.PhasePending,
-			Pool: p.Name, Profile: p.Name, EffectiveTTL: apiclient.FormatTTL(ttl),
-			MaxExtensions: s.MaxExtensions, Requester: identity, CreatedAt: apiclient.WireTime(now),
+		Lease: wire.Lease{
+			ID: fmt.Sprintf("lease-%012x", s.nextID), Phase: wire.PhasePending,
+			Pool: p.Name, Profile: p.Name, EffectiveTTL: wire.FormatTTL(ttl),
+			MaxExtensions: s.MaxExtensions, Requester: identity, CreatedAt: wire.WireTime(now),
 		},
 		owner: identity, ttl: ttl, waiting: s.PendingPolls,
 	}
@@ -254,11 +254,11 @@ func (s *Server) createLease(w http.ResponseWriter, _ *http.Request, identity st
 
 func (s *Server) bind(l *lease) {
 	now := s.now()
-	l.Phase = apiclient.PhaseBound
+	l.Phase = wire.PhaseBound
 	l.QueuePosition = 0
 	l.ClusterName = "pool-" + l.Pool + "-0"
-	l.BoundAt = apiclient.WireTime(now)
-	l.ExpiresAt = apiclient.WireTime(now.Add(l.ttl))
+	l.BoundAt = wire.WireTime(now)
+	l.ExpiresAt = wire.WireTime(now.Add(l.ttl))
 	l.Kubeconfig = Kubeconfig(l.ID)
 	if p := s.pool(l.Pool); p != nil {
 		p.Leased++
@@ -269,7 +269,7 @@ func (s *Server) bind(l *lease) {
 func (s *Server) activeLeases(identity string) int {
 	n := 0
 	for _, l := range s.leases {
-		if l.owner == identity && !apiclient.PhaseEnded(l.Phase) {
+		if l.owner == identity && !wire.PhaseEnded(l.Phase) {
 			n++
 		}
 	}
@@ -288,10 +288,10 @@ func (s *Server) own(w http.ResponseWriter, r *http.Request, identity string) *l
 }
 
 func (s *Server) listLeases(w http.ResponseWriter, _ *http.Request, identity string, _ []byte) {
-	out := []apiclient.Lease{}
+	out := []wire.Lease{}
 	for _, id := range s.order {
 		l := s.leases[id]
-		if l.owner == identity && !apiclient.PhaseEnded(l.Phase) {
+		if l.owner == identity && !wire.PhaseEnded(l.Phase) {
 			out = append(out, withoutKubeconfig(l.Lease))
 		}
 	}
@@ -303,7 +303,7 @@ func (s *Server) getLease(w http.ResponseWriter, r *http.Request, identity strin
 	if l == nil {
 		return
 	}
-	if l.Phase == apiclient.PhasePending {
+	if l.Phase == wire.PhasePending {
 		l.waiting--
 		l.QueuePosition = max(l.waiting, 1)
 		if l.waiting <= 0 {
@@ -326,8 +326,8 @@ func (s *Server) releaseLease(w http.ResponseWriter, r *http.Request, identity s
 		return
 	}
 	s.released = append(s.released, l.ID)
-	if !apiclient.PhaseEnded(l.Phase) {
-		l.Phase, l.Reason, l.Kubeconfig = apiclient.PhaseReleased, "released by its holder", ""
+	if !wire.PhaseEnded(l.Phase) {
+		l.Phase, l.Reason, l.Kubeconfig = wire.PhaseReleased, "released by its holder", ""
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
@@ -337,7 +337,7 @@ func (s *Server) extendLease(w http.ResponseWriter, r *http.Request, identity st
 	if l == nil {
 		return
 	}
-	var req apiclient.ExtendLeaseRequest
+	var req wire.ExtendLeaseRequest
 	if err := json.Unmarshal(body, &req); err != nil {
 		writeError(w, http.StatusBadRequest, "bad body", err.Error())
 		return
@@ -347,7 +347,7 @@ func (s *Server) extendLease(w http.ResponseWriter, r *http.Request, identity st
 		writeError(w, http.StatusBadRequest, "invalid ttl", fmt.Sprintf("extend_ttl %q is not a positive duration such as 30m", req.ExtendTTL))
 		return
 	}
-	if l.Phase != apiclient.PhaseBound {
+	if l.Phase != wire.PhaseBound {
 		writeError(w, http.StatusConflict, "lease not bound", fmt.Sprintf("lease %s is %s; only Bound leases can be extended", l.ID, l.Phase))
 		return
 	}
@@ -357,8 +357,8 @@ func (s *Server) extendLease(w http.ResponseWriter, r *http.Request, identity st
 		return
 	}
 	l.Extensions++
-	l.ExpiresAt = apiclient.WireTime(l.ExpiresAt.Add(d))
-	writeJSON(w, http.StatusOK, apiclient.ExtendLeaseResponse{ExpiresAt: l.ExpiresAt, Extensions: l.Extensions, MaxExtensions: l.MaxExtensions})
+	l.ExpiresAt = wire.WireTime(l.ExpiresAt.Add(d))
+	writeJSON(w, http.StatusOK, wire.ExtendLeaseResponse{ExpiresAt: l.ExpiresAt, Extensions: l.Extensions, MaxExtensions: l.MaxExtensions})
 }
 
 func (s *Server) listPools(w http.ResponseWriter, _ *http.Request, _ string, _ []byte) {
@@ -379,10 +379,10 @@ func (s *Server) listPoolLeases(w http.ResponseWriter, r *http.Request, identity
 		writeError(w, http.StatusNotFound, "pool not found", fmt.Sprintf("no pool %q", r.PathValue("name")))
 		return
 	}
-	out := []apiclient.Lease{}
+	out := []wire.Lease{}
 	for _, id := range s.order {
 		l := s.leases[id]
-		if l.Pool != r.PathValue("name") || apiclient.PhaseEnded(l.Phase) {
+		if l.Pool != r.PathValue("name") || wire.PhaseEnded(l.Phase) {
 			continue
 		}
 		c := withoutKubeconfig(l.Lease)
@@ -394,7 +394,7 @@ func (s *Server) listPoolLeases(w http.ResponseWriter, r *http.Request, identity
 	writeJSON(w, http.StatusOK, out)
 }
 
-func withoutKubeconfig(l apiclient.Lease) apiclient.Lease {
+func withoutKubeconfig(l wire.Lease) wire.Lease {
 	l.Kubeconfig = ""
 	return l
 }
@@ -406,5 +406,5 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 }
 
 func writeError(w http.ResponseWriter, code int, msg, detail string) {
-	writeJSON(w, code, apiclient.Error{Message: msg, Detail: strings.TrimSpace(detail)})
+	writeJSON(w, code, wire.ErrorBody{Message: msg, Detail: strings.TrimSpace(detail)})
 }

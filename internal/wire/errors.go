@@ -1,0 +1,60 @@
+package wire
+
+// ErrorBody is the body of every non-2xx answer:
+// {"error": "short text", "detail": "what to do", "reason": "PoolNotFound"}.
+type ErrorBody struct {
+	// Message is short text, e.g. "extension limit reached".
+	Message string `json:"error"`
+	// Detail says what to do about it.
+	Detail string `json:"detail,omitempty"`
+	// Reason is one of the Reason* constants, for programs to branch on.
+	Reason string `json:"reason,omitempty"`
+}
+
+// Reasons of ErrorBody.Reason, one per way a request fails. The HTTP status
+// each goes with is in its comment.
+const (
+	// ReasonBadRequest (400): a malformed body, name, TTL, lease id or alias.
+	ReasonBadRequest = "BadRequest"
+	// ReasonUnauthorized (401): no credentials, or credentials that do not verify.
+	ReasonUnauthorized = "Unauthorized"
+	// ReasonPoolNotAllowed (403): the caller's policy does not allow the
+	// pool, whether or not it exists.
+	ReasonPoolNotAllowed = "PoolNotAllowed"
+	// ReasonPoolNotFound (404): no such pool, among those the caller may use.
+	ReasonPoolNotFound = "PoolNotFound"
+	// ReasonLeaseNotFound (404): the caller holds no lease with that id or alias.
+	ReasonLeaseNotFound = "LeaseNotFound"
+	// ReasonNotFound (404): no such route.
+	ReasonNotFound = "NotFound"
+	// ReasonMethodNotAllowed (405): the route exists, the method does not.
+	ReasonMethodNotAllowed = "MethodNotAllowed"
+	// ReasonExtensionLimitReached (409): the lease used all its extensions.
+	ReasonExtensionLimitReached = "ExtensionLimitReached"
+	// ReasonExtensionRefused (409): the lease cannot be extended now (not
+	// Bound, or past its maximum TTL).
+	ReasonExtensionRefused = "ExtensionRefused"
+	// ReasonAliasInUse (409): another active lease of the caller has the alias.
+	ReasonAliasInUse = "AliasInUse"
+	// ReasonBodyTooLarge (413): the request body exceeds the server's limit.
+	ReasonBodyTooLarge = "BodyTooLarge"
+	// ReasonConcurrentLeaseLimit (429, Retry-After): the caller holds as many
+	// active leases as its policy allows.
+	ReasonConcurrentLeaseLimit = "ConcurrentLeaseLimit"
+	// ReasonTooManyRequests (429, Retry-After): the server's in-flight limit.
+	ReasonTooManyRequests = "TooManyRequests"
+	// ReasonPoolBeingDeleted (503, Retry-After): the pool is being deleted.
+	ReasonPoolBeingDeleted = "PoolBeingDeleted"
+	// ReasonBackendUnavailable (503, Retry-After): the pool's backend cannot
+	// create members (its Capacity condition is False, BackendUnavailable).
+	ReasonBackendUnavailable = "BackendUnavailable"
+	// ReasonPoolQuarantined (503, Retry-After): the pool is at its cap with
+	// every member Quarantined.
+	ReasonPoolQuarantined = "PoolQuarantined"
+	// ReasonInternalError (500): the server failed; it logged why.
+	ReasonInternalError = "InternalError"
+)
+
+// UnavailableRetryAfter is the Retry-After header, in seconds, of a 503
+// answered because a pool cannot serve now.
+const UnavailableRetryAfter = "30"
