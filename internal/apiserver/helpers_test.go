@@ -139,7 +139,7 @@ func decode[T any](t *testing.T, r response, code int) T {
 // requireError checks an error answer: the status, a JSON
 // {"error", "detail"} body with the given error and a detail that contains
 // detail.
-func requireError(t *testing.T, r response, code int, errText, detail string) apiclient.Error {
+func requireError(t *testing.T, r response, code int, errText, detail string) wire.ErrorBody {
 	t.Helper()
 	if r.code != code {
 		t.Fatalf("got %s; want %d %q", r, code, errText)
