@@ -20,42 +20,6 @@ import (
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 )
 
-// Built-in gate types, evaluated by the operator against the member.
-const (
-	// APIServerReachable: GET /readyz on the member's API server succeeds.
-	APIServerReachable = "APIServerReachable"
-	// InClusterToken: a token minted for the "default" ServiceAccount of the
-	// "default" namespace authenticates (TokenRequest, then TokenReview).
-	InClusterToken = "InClusterToken"
-	// DefaultServiceAccount: the "default" ServiceAccount of the "default"
-	// namespace exists (the member's controller manager runs).
-	DefaultServiceAccount = "DefaultServiceAccount"
-	// NodesReady: at least one node reports Ready.
-	NodesReady = "NodesReady"
-)
-
-// Always are the gates evaluated for every member whether or not the pool
-// lists them: a member whose API server does not answer, or whose
-// ServiceAccount tokens do not work, is never handed out.
-var Always = []string{APIServerReachable, InClusterToken}
-
-var builtin = []string{APIServerReachable, InClusterToken, DefaultServiceAccount, NodesReady}
-
-// IsBuiltin reports whether the operator evaluates gate type t itself.
-func IsBuiltin(t string) bool { return slices.Contains(builtin, t) }
-
-// Effective returns the gate types a member must pass: Always first, then the
-// pool's gates in their order, without duplicates.
-func Effective(spec []kobev1.ReadinessGate) []string {
-	out := slices.Clone(Always)
-	for _, g := range spec {
-		if !slices.Contains(out, g.Type) {
-			out = append(out, g.Type)
-		}
-	}
-	return out
-}
-
 // Result is the outcome of one gate.
 type Result struct {
 	Type   string
@@ -81,7 +45,7 @@ func AllPassed(rs []Result) bool {
 func Evaluate(ctx context.Context, kubeconfig []byte, types []string, conds []metav1.Condition, timeout time.Duration) []Result {
 	var cs *kubernetes.Clientset
 	var connectErr error
-	needAPI := slices.ContainsFunc(types, IsBuiltin)
+	needAPI := slices.ContainsFunc(types, kobev1.IsBuiltinGate)
 	if needAPI {
 		var closeIdle func()
 		cs, closeIdle, connectErr = newClient(kubeconfig, timeout)
@@ -95,20 +59,20 @@ func Evaluate(ctx context.Context, kubeconfig []byte, types []string, conds []me
 		r := Result{Type: t}
 		var err error
 		switch {
-		case !IsBuiltin(t):
+		case !kobev1.IsBuiltinGate(t):
 			err = external(conds, t)
 		case connectErr != nil:
 			err = connectErr
-		case t == APIServerReachable:
+		case t == kobev1.GateAPIServerReachable:
 			err = readyz(ctx, cs)
 			reachable = err == nil
 		case !reachable:
-			err = errors.New("waiting for " + APIServerReachable)
-		case t == InClusterToken:
+			err = errors.New("waiting for " + kobev1.GateAPIServerReachable)
+		case t == kobev1.GateInClusterToken:
 			err = inClusterToken(ctx, cs)
-		case t == DefaultServiceAccount:
+		case t == kobev1.GateDefaultServiceAccount:
 			err = defaultServiceAccount(ctx, cs)
-		case t == NodesReady:
+		case t == kobev1.GateNodesReady:
 			err = nodesReady(ctx, cs)
 		}
 		r.Passed = err == nil

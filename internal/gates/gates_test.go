@@ -13,22 +13,6 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/testenv"
 )
 
-func TestEffective(t *testing.T) {
-	cases := []struct {
-		spec []kobev1.ReadinessGate
-		want string
-	}{
-		{nil, "APIServerReachable,InClusterToken"},
-		{[]kobev1.ReadinessGate{{Type: "NodesReady"}, {Type: "APIServerReachable"}, {Type: "ExternalSignal"}},
-			"APIServerReachable,InClusterToken,NodesReady,ExternalSignal"},
-	}
-	for _, tc := range cases {
-		if got := strings.Join(Effective(tc.spec), ","); got != tc.want {
-			t.Errorf("Effective(%v) = %s, want %s", tc.spec, got, tc.want)
-		}
-	}
-}
-
 // TestGates runs the built-in gates against a real API server, standing in
 // for a member, and an unreachable one.
 func TestGates(t *testing.T) {
@@ -37,7 +21,7 @@ func TestGates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	all := []string{APIServerReachable, InClusterToken, DefaultServiceAccount, NodesReady, "ExternalSignal"}
+	all := []string{kobev1.GateAPIServerReachable, kobev1.GateInClusterToken, kobev1.GateDefaultServiceAccount, kobev1.GateNodesReady, "ExternalSignal"}
 	eval := func(conds []metav1.Condition) map[string]Result {
 		out := map[string]Result{}
 		for _, r := range Evaluate(t.Context(), kubeconfig, all, conds, 5*time.Second) {
@@ -56,9 +40,9 @@ func TestGates(t *testing.T) {
 
 	t.Run("a bare API server passes only APIServerReachable", func(t *testing.T) {
 		got := eval(nil)
-		expect(t, got, map[string]bool{APIServerReachable: true, InClusterToken: false, DefaultServiceAccount: false, NodesReady: false, "ExternalSignal": false})
-		if !strings.Contains(got[InClusterToken].Message, "default/default does not exist yet") {
-			t.Errorf("InClusterToken message = %q", got[InClusterToken].Message)
+		expect(t, got, map[string]bool{kobev1.GateAPIServerReachable: true, kobev1.GateInClusterToken: false, kobev1.GateDefaultServiceAccount: false, kobev1.GateNodesReady: false, "ExternalSignal": false})
+		if !strings.Contains(got[kobev1.GateInClusterToken].Message, "default/default does not exist yet") {
+			t.Errorf("InClusterToken message = %q", got[kobev1.GateInClusterToken].Message)
 		}
 		if !strings.Contains(got["ExternalSignal"].Message, "condition ExternalSignal is not set") {
 			t.Errorf("ExternalSignal message = %q", got["ExternalSignal"].Message)
@@ -75,14 +59,14 @@ func TestGates(t *testing.T) {
 			t.Fatal(err)
 		}
 		got := eval(nil)
-		expect(t, got, map[string]bool{InClusterToken: true, DefaultServiceAccount: true, NodesReady: false})
+		expect(t, got, map[string]bool{kobev1.GateInClusterToken: true, kobev1.GateDefaultServiceAccount: true, kobev1.GateNodesReady: false})
 
 		node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastHeartbeatTime: metav1.Now()}}
 		if err := c.Status().Update(t.Context(), node); err != nil {
 			t.Fatal(err)
 		}
 		got = eval([]metav1.Condition{{Type: "ExternalSignal", Status: metav1.ConditionTrue}})
-		expect(t, got, map[string]bool{APIServerReachable: true, InClusterToken: true, DefaultServiceAccount: true, NodesReady: true, "ExternalSignal": true})
+		expect(t, got, map[string]bool{kobev1.GateAPIServerReachable: true, kobev1.GateInClusterToken: true, kobev1.GateDefaultServiceAccount: true, kobev1.GateNodesReady: true, "ExternalSignal": true})
 		if err := Probe(t.Context(), kubeconfig, 5*time.Second); err != nil {
 			t.Errorf("Probe: %v", err)
 		}
@@ -115,7 +99,7 @@ func TestGates(t *testing.T) {
 	})
 
 	t.Run("a kubeconfig that does not parse fails every built-in gate", func(t *testing.T) {
-		rs := Evaluate(t.Context(), []byte("{not yaml"), []string{APIServerReachable, "X"}, []metav1.Condition{{Type: "X", Status: metav1.ConditionTrue}}, time.Second)
+		rs := Evaluate(t.Context(), []byte("{not yaml"), []string{kobev1.GateAPIServerReachable, "X"}, []metav1.Condition{{Type: "X", Status: metav1.ConditionTrue}}, time.Second)
 		if rs[0].Passed || !rs[1].Passed {
 			t.Errorf("results = %+v", rs)
 		}

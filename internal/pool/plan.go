@@ -11,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
-	"github.com/kunobi-ninja/kobe/internal/gates"
 )
 
 // DefaultSignalGrace is how long a member may sit Provisioned without passing
@@ -284,7 +283,7 @@ func cmpBool(a, b bool) int {
 // while some member has been Provisioned for longer than grace, and how long
 // until another member's grace runs out.
 func absentSignals(p *kobev1.ClusterPool, members []kobev1.ClusterInstance, now time.Time, grace time.Duration) (absent []absentGate, requeue time.Duration) {
-	for _, g := range gates.Effective(p.Spec.ReadinessGates) {
+	for _, g := range kobev1.EffectiveGates(p.Spec.ReadinessGates) {
 		passed := false
 		var stuck []string
 		for i := range members {
@@ -323,7 +322,7 @@ func absentMessage(absent []absentGate, grace time.Duration) string {
 	parts := make([]string, 0, len(absent))
 	for _, a := range absent {
 		what := fmt.Sprintf("no member has passed the readiness gate %q", a.gate)
-		if !gates.IsBuiltin(a.gate) {
+		if !kobev1.IsBuiltinGate(a.gate) {
 			what = fmt.Sprintf("no member has published the %q condition", a.gate)
 		}
 		parts = append(parts, fmt.Sprintf("%s (%s Provisioned for more than %s)", what, strings.Join(a.stuck, ", "), grace))

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
-	"github.com/kunobi-ninja/kobe/internal/gates"
 )
 
 // Defaults for pools that leave these unset. Health checks run even when a
@@ -31,7 +30,7 @@ func settingsFor(p *kobev1.ClusterPool) settings {
 		creatingTimeout: DefaultCreatingTimeout,
 		interval:        DefaultHealthInterval,
 		threshold:       DefaultFailureThreshold,
-		gates:           gates.Effective(nil),
+		gates:           kobev1.EffectiveGates(nil),
 	}
 	if p == nil {
 		return s
@@ -47,7 +46,7 @@ func settingsFor(p *kobev1.ClusterPool) settings {
 			s.threshold = hc.FailureThreshold
 		}
 	}
-	s.gates = gates.Effective(p.Spec.ReadinessGates)
+	s.gates = kobev1.EffectiveGates(p.Spec.ReadinessGates)
 	return s
 }
 

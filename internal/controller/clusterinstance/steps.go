@@ -108,7 +108,7 @@ func (r *Reconciler) runGates(ctx context.Context, s *scope, left time.Duration)
 		if !g.Passed {
 			pending = append(pending, g.Type)
 		}
-		if !gates.IsBuiltin(g.Type) {
+		if !kobev1.IsBuiltinGate(g.Type) {
 			continue // the condition is the gate; someone else owns it
 		}
 		if g.Passed {
