@@ -1,6 +1,3 @@
-// Package testenv starts a real kube-apiserver and etcd (built from Go modules
-// by hack/build-controlplane.sh) with kobe's CRDs installed, for integration
-// tests. It must only be imported from tests.
 package testenv
 
 import (

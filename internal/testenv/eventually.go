@@ -1,0 +1,49 @@
+package testenv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// PollInterval is how often Eventually and Poll check their condition.
+const PollInterval = 100 * time.Millisecond
+
+// errNotYet stands for a condition that never ran before the deadline.
+var errNotYet = errors.New("condition was never checked")
+
+// Poll calls cond every PollInterval until it returns nil, ctx ends or within
+// passes. The error then wraps cond's last error, so the caller sees the
+// state the wait ended in, not only that it timed out.
+func Poll(ctx context.Context, within time.Duration, cond func() error) error {
+	ctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	last := errNotYet
+	t := time.NewTicker(PollInterval)
+	defer t.Stop()
+	for {
+		if last = cond(); last == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return fmt.Errorf("not within %s: %w", within, last)
+			}
+			return fmt.Errorf("%w; last: %w", ctx.Err(), last)
+		case <-t.C:
+		}
+	}
+}
+
+// Eventually waits until cond returns nil and fails the test, naming what
+// it waited for and cond's last error, when within passes or the test's
+// context ends first. cond describes the state it saw in its error.
+func Eventually(t testing.TB, within time.Duration, what string, cond func() error) {
+	t.Helper()
+	if err := Poll(t.Context(), within, cond); err != nil {
+		t.Fatalf("waiting for %s: %v", what, err)
+	}
+}

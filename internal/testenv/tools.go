@@ -1,0 +1,67 @@
+package testenv
+
+import (
+	"context"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// kubectlTimeout bounds one kubectl call.
+const kubectlTimeout = 30 * time.Second
+
+// KubectlPath is kubectl from PATH (make puts the control-plane directory,
+// which holds one on machines without it, on PATH), else the one in BinDir;
+// the test fails when there is none.
+func KubectlPath(t testing.TB) string {
+	t.Helper()
+	if p, err := exec.LookPath("kubectl"); err == nil {
+		return p
+	}
+	p := filepath.Join(BinDir(), "kubectl")
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("kubectl is neither on PATH nor in %s: run `make controlplane`", BinDir())
+	}
+	return p
+}
+
+// Kubectl runs kubectl against the kubeconfig file at path (at most 30 s)
+// and returns its trimmed combined output.
+func Kubectl(t testing.TB, kubeconfig string, args ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), kubectlTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, KubectlPath(t), append([]string{"--kubeconfig", kubeconfig, "--request-timeout", "10s"}, args...)...)
+	out, err := cmd.CombinedOutput()
+	return strings.TrimSpace(string(out)), err
+}
+
+// KubeconfigFile writes kubeconfig to a file of the test's temporary
+// directory (mode 0600) and returns its path.
+func KubeconfigFile(t testing.TB, kubeconfig []byte) string {
+	t.Helper()
+	f, err := os.CreateTemp(t.TempDir(), "kubeconfig-*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.Write(kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	return f.Name()
+}
+
+// FreePort returns a loopback TCP port that was free a moment ago.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
