@@ -82,6 +82,13 @@ type Backend interface {
 	// Type is the pool backend type this backend serves.
 	Type() kobev1.BackendType
 
+	// Capabilities says what the backend can build (Kubernetes versions,
+	// servers per member, scheduling), so that a pool can name the fields it
+	// sets that this backend does not act on. It does no IO and returns the
+	// same answer for the backend's whole life; a backend that cannot build
+	// at all still answers, and Create reports ErrUnavailable.
+	Capabilities() Capabilities
+
 	// Create starts building the member and returns without waiting for it.
 	// It returns ErrUnavailable (wrapped) when the backend cannot build
 	// members at all, e.g. a binary it needs is missing.
@@ -94,6 +101,19 @@ type Backend interface {
 	// the member is left (processes, data, cloud resources); until then the
 	// caller retries.
 	Delete(ctx context.Context, m Member) (gone bool, err error)
+}
+
+// Capabilities is what a backend can build.
+type Capabilities struct {
+	// KubernetesVersions lists the Kubernetes versions (without a leading
+	// "v") the backend builds; empty when it honours any cluster.version.
+	KubernetesVersions []string
+	// MaxServers is the largest cluster.servers the backend builds; 0 means
+	// no limit.
+	MaxServers int32
+	// Scheduling is whether the backend can give members a scheduler and
+	// nodes (backend.local.scheduling).
+	Scheduling bool
 }
 
 // Sweeper is implemented by backends that can find members nobody owns.

@@ -2,6 +2,7 @@ package pool
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
@@ -29,9 +30,9 @@ func NotImplemented(spec *kobev1.ClusterPoolSpec, wired bool, b Capabilities) []
 	if !wired {
 		return out
 	}
-	if v := spec.Cluster.Version; v != "" && b.KubernetesVersion != "" &&
-		strings.TrimPrefix(v, "v") != strings.TrimPrefix(b.KubernetesVersion, "v") {
-		out = append(out, fmt.Sprintf("cluster.version %q (the %s backend runs Kubernetes %s only)", v, spec.Backend.Type, b.KubernetesVersion))
+	if v := spec.Cluster.Version; v != "" && len(b.KubernetesVersions) > 0 &&
+		!slices.Contains(b.KubernetesVersions, strings.TrimPrefix(v, "v")) {
+		out = append(out, fmt.Sprintf("cluster.version %q (the %s backend runs Kubernetes %s only)", v, spec.Backend.Type, strings.Join(b.KubernetesVersions, ", ")))
 	}
 	if s := spec.Cluster.Servers; s != nil && b.MaxServers > 0 && *s > b.MaxServers {
 		out = append(out, fmt.Sprintf("cluster.servers %d (the %s backend runs %d server per member)", *s, spec.Backend.Type, b.MaxServers))

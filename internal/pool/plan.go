@@ -35,11 +35,12 @@ type Input struct {
 }
 
 // Capabilities is what the planner must know of a backend to tell which pool
-// fields it does not act on.
+// fields it does not act on. The pool controller fills it in from the wired
+// backend's own answer (backend.Backend.Capabilities).
 type Capabilities struct {
-	// KubernetesVersion is the one version the backend builds, when it builds
-	// only one (the local backend); empty when cluster.version is honoured.
-	KubernetesVersion string
+	// KubernetesVersions are the versions the backend builds (without a
+	// leading "v"); empty when any cluster.version is honoured.
+	KubernetesVersions []string
 	// Scheduling is whether backend.local.scheduling is supported.
 	Scheduling bool
 	// MaxServers is the largest cluster.servers the backend builds; 0 means no limit.

@@ -239,14 +239,27 @@ func TestDecide(t *testing.T) {
 			p.Spec.Scaling = &kobev1.ScalingSpec{ScaleUpThreshold: ptr.To[int32](0), ScaleDownAfter: &metav1.Duration{Duration: time.Minute}}
 			p.Spec.Cluster.Version = "v1.31.3"
 			p.Spec.Backend.Local = &kobev1.LocalBackendSpec{Scheduling: true}
-		}), Backend: Capabilities{KubernetesVersion: "1.37.2"}},
+		}), Backend: Capabilities{KubernetesVersions: []string{"1.37.2"}}},
 		want: want{next: 0, phase: kobev1.PoolHealthy,
 			conds:       map[string]string{"FieldNotImplemented": "True/FieldNotImplemented"},
 			msgContains: map[string]string{"FieldNotImplemented": `bootstraps (BootstrapConfigs are not applied to members); snapshot (members are not restored from Velero backups); scaling.scaleUpThreshold (the pool creates a member as soon as Ready plus Creating is below minReady plus the queue); scaling.scaleDownAfter (surplus Ready members are removed at once); cluster.version "v1.31.3" (the local backend runs Kubernetes 1.37.2 only); backend.local.scheduling`}},
 	}, {
 		name: "cluster.version matching the local backend is implemented",
 		in: Input{Pool: testPool(size(0), func(p *kobev1.ClusterPool) { p.Spec.Cluster.Version = "v1.37.2" }),
-			Backend: Capabilities{KubernetesVersion: "1.37.2", Scheduling: true}},
+			Backend: Capabilities{KubernetesVersions: []string{"1.37.2"}, Scheduling: true}},
+		want: want{phase: kobev1.PoolHealthy, conds: map[string]string{"FieldNotImplemented": "False/AllImplemented"}},
+	}, {
+		name: "a backend of several versions names them all; servers beyond its limit are named",
+		in: Input{Pool: testPool(size(0), func(p *kobev1.ClusterPool) {
+			p.Spec.Cluster.Version = "1.36.0"
+			p.Spec.Cluster.Servers = ptr.To[int32](3)
+		}), Backend: Capabilities{KubernetesVersions: []string{"1.37.2", "1.38.0"}, MaxServers: 1}},
+		want: want{phase: kobev1.PoolHealthy, conds: map[string]string{"FieldNotImplemented": "True/FieldNotImplemented"},
+			msgContains: map[string]string{"FieldNotImplemented": `cluster.version "1.36.0" (the local backend runs Kubernetes 1.37.2, 1.38.0 only); cluster.servers 3 (the local backend runs 1 server per member)`}},
+	}, {
+		name: "a version the backend lists among several is implemented",
+		in: Input{Pool: testPool(size(0), func(p *kobev1.ClusterPool) { p.Spec.Cluster.Version = "v1.38.0" }),
+			Backend: Capabilities{KubernetesVersions: []string{"1.37.2", "1.38.0"}}},
 		want: want{phase: kobev1.PoolHealthy, conds: map[string]string{"FieldNotImplemented": "False/AllImplemented"}},
 	}}
 	for _, tc := range cases {

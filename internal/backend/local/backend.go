@@ -145,6 +145,17 @@ func (b *Backend) Close() {
 // Type implements backend.Backend.
 func (b *Backend) Type() kobev1.BackendType { return kobev1.BackendLocal }
 
+// Capabilities: a member runs the control plane built from
+// hack/controlplane (one Kubernetes version, version.Kubernetes) as one
+// server; with backend.local.scheduling it also runs kube-scheduler and kwok.
+func (b *Backend) Capabilities() backend.Capabilities {
+	return backend.Capabilities{
+		KubernetesVersions: []string{version.Kubernetes},
+		MaxServers:         1,
+		Scheduling:         true,
+	}
+}
+
 func (b *Backend) paths(m backend.Member) paths {
 	return paths{dir: filepath.Join(b.opts.DataRoot, memberDirName(m))}
 }

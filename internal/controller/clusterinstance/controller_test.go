@@ -58,6 +58,10 @@ func newFake(kubeconfig []byte, endpoint string) *fakeBackend {
 
 func (f *fakeBackend) Type() kobev1.BackendType { return kobev1.BackendLocal }
 
+func (f *fakeBackend) Capabilities() backend.Capabilities {
+	return backend.Capabilities{MaxServers: 1}
+}
+
 func (f *fakeBackend) plan(name string) *memberPlan {
 	if p, ok := f.plans[name]; ok {
 		return p

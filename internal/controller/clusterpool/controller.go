@@ -31,12 +31,6 @@ import (
 // ControllerName names the controller and its events' reporter.
 const ControllerName = "kobe-clusterpool"
 
-// DefaultCapabilities describe the backends kobe ships, for naming the pool
-// fields they do not act on.
-var DefaultCapabilities = map[kobev1.BackendType]pool.Capabilities{
-	kobev1.BackendLocal: {KubernetesVersion: "1.37.2", MaxServers: 1, Scheduling: true},
-}
-
 // Reconciler keeps each ClusterPool's members at what internal/pool decides.
 type Reconciler struct {
 	Client client.Client
@@ -53,8 +47,6 @@ type Reconciler struct {
 	// readiness gate before the pool reports ReadinessSignalAbsent;
 	// pool.DefaultSignalGrace when zero.
 	SignalGrace time.Duration
-	// Capabilities of the wired backends; DefaultCapabilities when nil.
-	Capabilities map[kobev1.BackendType]pool.Capabilities
 }
 
 // Reconcile converges one pool: finalizer, plan, reserve ordinals, create,
@@ -109,10 +101,6 @@ func (r *Reconciler) plan(ctx context.Context, p *kobev1.ClusterPool) (pool.Plan
 	if err != nil {
 		return pool.Plan{}, 0, err
 	}
-	caps := r.Capabilities
-	if caps == nil {
-		caps = DefaultCapabilities
-	}
 	wired := make([]kobev1.BackendType, 0, len(r.Backends))
 	for t := range r.Backends {
 		wired = append(wired, t)
@@ -120,8 +108,23 @@ func (r *Reconciler) plan(ctx context.Context, p *kobev1.ClusterPool) (pool.Plan
 	slices.Sort(wired)
 	return pool.Decide(pool.Input{
 		Pool: p, Members: members, QueueDepth: queue, Wired: wired,
-		Backend: caps[p.Spec.Backend.Type], Now: r.Clock.Now(), SignalGrace: r.SignalGrace,
+		Backend: r.capabilities(p.Spec.Backend.Type), Now: r.Clock.Now(), SignalGrace: r.SignalGrace,
 	}), queue, nil
+}
+
+// capabilities asks the wired backend of type t what it can build; a type
+// that is not wired has none (the planner then judges no backend field).
+func (r *Reconciler) capabilities(t kobev1.BackendType) pool.Capabilities {
+	b, ok := r.Backends.For(t)
+	if !ok {
+		return pool.Capabilities{}
+	}
+	c := b.Capabilities()
+	return pool.Capabilities{
+		KubernetesVersions: slices.Clone(c.KubernetesVersions),
+		MaxServers:         c.MaxServers,
+		Scheduling:         c.Scheduling,
+	}
 }
 
 // members lists the pool's ClusterInstances live, including those bound to
