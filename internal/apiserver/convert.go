@@ -5,12 +5,14 @@ import (
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/lease"
+	"github.com/kunobi-ninja/kobe/internal/leaseservice"
 	"github.com/kunobi-ninja/kobe/internal/wire"
 )
 
-// toWireLease renders a ClusterLease as the API's lease object. The
-// requester is shown only to its owner.
-func toWireLease(l *kobev1.ClusterLease, pool *kobev1.ClusterPool, owner bool) wire.Lease {
+// toWireLease renders a lease as the API's lease object. The requester,
+// the alias and the kubeconfig are shown only to the lease's owner.
+func toWireLease(v *leaseservice.Lease) wire.Lease {
+	l := v.Object
 	phase := string(l.Status.Phase)
 	if phase == "" {
 		phase = wire.PhasePending
@@ -20,8 +22,8 @@ func toWireLease(l *kobev1.ClusterLease, pool *kobev1.ClusterPool, owner bool) w
 		Phase:         phase,
 		Pool:          l.Spec.Pool,
 		Profile:       l.Spec.Pool,
-		QueuePosition: int(l.Status.QueuePosition),
-		EffectiveTTL:  wire.FormatTTL(lease.TTL(l, pool)),
+		QueuePosition: int(v.QueuePosition),
+		EffectiveTTL:  wire.FormatTTL(lease.TTL(l, v.Pool)),
 		Extensions:    int(l.Status.Extensions),
 		MaxExtensions: int(lease.MaxExtensions(l)),
 		CreatedAt:     wire.WireTime(l.CreationTimestamp.Time),
@@ -35,13 +37,33 @@ func toWireLease(l *kobev1.ClusterLease, pool *kobev1.ClusterPool, owner bool) w
 	if l.Status.BoundAt != nil {
 		out.BoundAt = wire.WireTime(l.Status.BoundAt.Time)
 	}
-	if owner {
+	if v.Owned {
 		out.Requester = l.Spec.Requester.Identity
+		out.Alias = l.Labels[kobev1.LabelAlias]
+		out.Kubeconfig = string(v.Kubeconfig)
 	}
 	if c := meta.FindStatusCondition(l.Status.Conditions, kobev1.ConditionEnded); c != nil && lease.IsEnded(l.Status.Phase) {
 		out.Reason = c.Reason
 	} else if c := meta.FindStatusCondition(l.Status.Conditions, kobev1.ConditionBound); c != nil {
 		out.Reason = c.Reason
+	}
+	return out
+}
+
+// toWireLeases renders a listing; never nil, so that it encodes as [].
+func toWireLeases(ls []leaseservice.Lease) []wire.Lease {
+	out := make([]wire.Lease, 0, len(ls))
+	for i := range ls {
+		out = append(out, toWireLease(&ls[i]))
+	}
+	return out
+}
+
+// toWirePools renders a pool listing; never nil.
+func toWirePools(ps []kobev1.ClusterPool) []wire.Pool {
+	out := make([]wire.Pool, 0, len(ps))
+	for i := range ps {
+		out = append(out, toWirePool(&ps[i]))
 	}
 	return out
 }

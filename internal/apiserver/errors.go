@@ -7,11 +7,75 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/go-logr/logr"
-
 	"github.com/kunobi-ninja/kobe/internal/auth"
+	"github.com/kunobi-ninja/kobe/internal/lease"
+	"github.com/kunobi-ninja/kobe/internal/leaseservice"
+	"github.com/kunobi-ninja/kobe/internal/pool"
 	"github.com/kunobi-ninja/kobe/internal/wire"
 )
+
+// errBadRequest is a request the handler could not decode.
+var errBadRequest = errors.New("bad request")
+
+// failure is how the API answers one kind of error.
+type failure struct {
+	sentinel error
+	code     int
+	reason   string
+	// retryAfter, in seconds, is sent as Retry-After when set.
+	retryAfter string
+}
+
+// failures maps the errors of decoding and of package leaseservice to
+// answers, first match wins. Any other error is a 500.
+var failures = []failure{
+	{errBadRequest, http.StatusBadRequest, wire.ReasonBadRequest, ""},
+	{leaseservice.ErrInvalid, http.StatusBadRequest, wire.ReasonBadRequest, ""},
+	{lease.ErrBadExtension, http.StatusBadRequest, wire.ReasonBadRequest, ""},
+	{leaseservice.ErrPoolNotAllowed, http.StatusForbidden, wire.ReasonPoolNotAllowed, ""},
+	{leaseservice.ErrPoolNotFound, http.StatusNotFound, wire.ReasonPoolNotFound, ""},
+	{leaseservice.ErrLeaseNotFound, http.StatusNotFound, wire.ReasonLeaseNotFound, ""},
+	{lease.ErrExtensionLimit, http.StatusConflict, wire.ReasonExtensionLimitReached, ""},
+	{lease.ErrNotBound, http.StatusConflict, wire.ReasonExtensionRefused, ""},
+	{lease.ErrExpired, http.StatusConflict, wire.ReasonExtensionRefused, ""},
+	{leaseservice.ErrAliasInUse, http.StatusConflict, wire.ReasonAliasInUse, ""},
+	{errBodyTooLarge, http.StatusRequestEntityTooLarge, wire.ReasonBodyTooLarge, ""},
+	{leaseservice.ErrLeaseLimit, http.StatusTooManyRequests, wire.ReasonConcurrentLeaseLimit, "30"},
+}
+
+// unavailableReasons are the reasons of a 503 for each cause of an
+// unserviceable pool.
+var unavailableReasons = map[pool.Cause]string{
+	pool.CauseDeleting:           wire.ReasonPoolBeingDeleted,
+	pool.CauseBackendUnavailable: wire.ReasonBackendUnavailable,
+	pool.CauseQuarantined:        wire.ReasonPoolQuarantined,
+}
+
+// fail answers err. The error's text after its sentinel is the detail;
+// internal errors are logged and never shown.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var unavailable *leaseservice.UnavailableError
+	if errors.As(err, &unavailable) {
+		w.Header().Set("Retry-After", wire.UnavailableRetryAfter)
+		reason, ok := unavailableReasons[unavailable.Cause]
+		if !ok {
+			reason = wire.ReasonInternalError
+		}
+		writeError(w, http.StatusServiceUnavailable, reason, leaseservice.ErrPoolUnavailable.Error(), unavailable.Message+"; retry later")
+		return
+	}
+	for _, f := range failures {
+		if errors.Is(err, f.sentinel) {
+			if f.retryAfter != "" {
+				w.Header().Set("Retry-After", f.retryAfter)
+			}
+			writeError(w, f.code, f.reason, f.sentinel.Error(), detailOf(err, f.sentinel))
+			return
+		}
+	}
+	s.opts.Log.Error(err, "Request failed", "method", r.Method, "path", r.URL.Path)
+	writeError(w, http.StatusInternalServerError, wire.ReasonInternalError, "internal error", "the request failed; the error has been logged")
+}
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
@@ -25,22 +89,25 @@ func writeText(w http.ResponseWriter, code int, s string) {
 	_, _ = w.Write([]byte(s))
 }
 
-func writeError(w http.ResponseWriter, code int, msg, detail string) {
-	writeJSON(w, code, wire.ErrorBody{Message: msg, Detail: detail})
+func writeError(w http.ResponseWriter, code int, reason, msg, detail string) {
+	writeJSON(w, code, wire.ErrorBody{Message: msg, Detail: detail, Reason: reason})
 }
 
-// writeAuthError maps authentication and authorisation failures to 401/403
-// with a detail that never echoes the credential.
+// writeAuthError maps authentication failures to 401, and a caller whose
+// policy has no rule for it to 403, with a detail that never echoes the
+// credential.
 func writeAuthError(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, auth.ErrNoCredentials):
 		w.Header().Set("WWW-Authenticate", `Bearer realm="kobe"`)
-		writeError(w, http.StatusUnauthorized, "missing credentials", "send Authorization: Bearer <token> or an SSH signature; see GET /v1/status for the accepted methods")
+		writeError(w, http.StatusUnauthorized, wire.ReasonUnauthorized, "missing credentials",
+			"send Authorization: Bearer <token> or an SSH signature; see GET /v1/status for the accepted methods")
 	case errors.Is(err, auth.ErrNoMatchingRule):
-		writeError(w, http.StatusForbidden, "not authorised", detailOf(err, auth.ErrNoMatchingRule))
+		// No rule, so no pool: the caller may use none.
+		writeError(w, http.StatusForbidden, wire.ReasonPoolNotAllowed, "not authorised", detailOf(err, auth.ErrNoMatchingRule))
 	default:
 		w.Header().Set("WWW-Authenticate", `Bearer realm="kobe"`)
-		writeError(w, http.StatusUnauthorized, "invalid credentials", detailOf(err, auth.ErrInvalidCredentials))
+		writeError(w, http.StatusUnauthorized, wire.ReasonUnauthorized, "invalid credentials", detailOf(err, auth.ErrInvalidCredentials))
 	}
 }
 
@@ -71,10 +138,11 @@ func (m *muxErrorWriter) WriteHeader(code int) {
 		m.suppressed = true
 		m.Header().Del("X-Content-Type-Options")
 		if code == http.StatusNotFound {
-			writeError(m.ResponseWriter, code, "not found", fmt.Sprintf("no route %s %s; see GET /v1/status", m.r.Method, m.r.URL.Path))
+			writeError(m.ResponseWriter, code, wire.ReasonNotFound, "not found", fmt.Sprintf("no route %s %s; see GET /v1/status", m.r.Method, m.r.URL.Path))
 			return
 		}
-		writeError(m.ResponseWriter, code, "method not allowed", fmt.Sprintf("%s is not allowed on %s; allowed: %s", m.r.Method, m.r.URL.Path, m.Header().Get("Allow")))
+		writeError(m.ResponseWriter, code, wire.ReasonMethodNotAllowed, "method not allowed",
+			fmt.Sprintf("%s is not allowed on %s; allowed: %s", m.r.Method, m.r.URL.Path, m.Header().Get("Allow")))
 		return
 	}
 	m.ResponseWriter.WriteHeader(code)
@@ -85,21 +153,4 @@ func (m *muxErrorWriter) Write(b []byte) (int, error) {
 		return len(b), nil
 	}
 	return m.ResponseWriter.Write(b)
-}
-
-// recoverPanics answers 500 instead of dropping the connection, and logs the
-// panic once.
-func recoverPanics(log logr.Logger, next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		defer func() {
-			if v := recover(); v != nil {
-				if err, ok := v.(error); ok && errors.Is(err, http.ErrAbortHandler) {
-					panic(v)
-				}
-				log.Error(fmt.Errorf("%v", v), "Panic serving request", "method", r.Method, "path", r.URL.Path)
-				writeError(w, http.StatusInternalServerError, "internal error", "the server failed to handle the request; it has been logged")
-			}
-		}()
-		next.ServeHTTP(w, r)
-	})
 }

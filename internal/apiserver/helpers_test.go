@@ -137,8 +137,8 @@ func decode[T any](t *testing.T, r response, code int) T {
 }
 
 // requireError checks an error answer: the status, a JSON
-// {"error", "detail"} body with the given error and a detail that contains
-// detail.
+// {"error", "detail", "reason"} body with the given error, a detail that
+// contains detail and some reason (see requireReason).
 func requireError(t *testing.T, r response, code int, errText, detail string) wire.ErrorBody {
 	t.Helper()
 	if r.code != code {
@@ -154,7 +154,18 @@ func requireError(t *testing.T, r response, code int, errText, detail string) wi
 	if e.Message != errText || e.Detail == "" || !strings.Contains(e.Detail, detail) {
 		t.Fatalf("got error %q detail %q; want %q with a detail containing %q", e.Message, e.Detail, errText, detail)
 	}
+	if e.Reason == "" {
+		t.Fatalf("error answer without a reason: %s", r)
+	}
 	return e
+}
+
+// requireReason fails unless the error answer e carries reason.
+func requireReason(t *testing.T, e wire.ErrorBody, reason string) {
+	t.Helper()
+	if e.Reason != reason {
+		t.Fatalf("error %q has reason %q, want %q", e.Message, e.Reason, reason)
+	}
 }
 
 // createLease leases from pool with ttl ("" for the pool's default) and

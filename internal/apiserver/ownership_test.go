@@ -12,9 +12,9 @@ import (
 )
 
 // TestOwnership shows that a lease belongs to its requester: to another
-// identity it does not exist (404 on GET, DELETE and PATCH, and the lease
-// stays Bound and unchanged), and pool listings show the requester only on
-// the caller's own leases.
+// identity it does not exist (404 on GET and PATCH, and DELETE answers 204
+// as for a lease that never existed), the lease stays Bound and unchanged,
+// and pool listings show the requester only on the caller's own leases.
 func TestOwnership(t *testing.T) {
 	a, b := tokenOf("owner-a"), tokenOf("owner-b")
 	la := createLease(t, a, "ci-small", "")
@@ -26,15 +26,23 @@ func TestOwnership(t *testing.T) {
 		body   any
 	}{
 		{http.MethodGet, nil},
-		{http.MethodDelete, nil},
 		{http.MethodPatch, wire.ExtendLeaseRequest{ExtendTTL: "30m"}},
 	} {
 		t.Run("B "+tc.method+" A's lease", func(t *testing.T) {
 			r := call(t, b, tc.method, "/v1/leases/"+la.ID, tc.body)
-			requireError(t, r, http.StatusNotFound, "lease not found", la.ID)
+			requireReason(t, requireError(t, r, http.StatusNotFound, "lease not found", la.ID), wire.ReasonLeaseNotFound)
 			requireBoundUntouched(t, la.ID, objA)
 		})
 	}
+	t.Run("B DELETE A's lease", func(t *testing.T) {
+		// The same answer as for a lease that never existed.
+		for _, id := range []string{la.ID, "lease-000000000000"} {
+			if r := call(t, b, http.MethodDelete, "/v1/leases/"+id, nil); r.code != http.StatusNoContent || len(r.body) != 0 {
+				t.Fatalf("DELETE %s as B: %s; want 204 with no body", id, r)
+			}
+		}
+		requireBoundUntouched(t, la.ID, objA)
+	})
 
 	t.Run("A reads its lease", func(t *testing.T) {
 		got := decode[wire.Lease](t, call(t, a, http.MethodGet, "/v1/leases/"+la.ID, nil), http.StatusOK)

@@ -1,8 +1,9 @@
 // Package apiserver is kobe's HTTP API (/v1/leases, /v1/pools, /v1/status),
 // embedded in the operator as a manager.Runnable that every replica serves.
-// Handlers authenticate and authorise through package auth, read from the
-// manager's cache, and write ClusterLeases; binding goes through package
-// binding. Nothing here reconciles.
+// Middleware authenticates each request once (package auth) and bounds its
+// body and the requests in flight; handlers decode, make one call to the
+// lease service (package leaseservice) and encode. Nothing here reconciles,
+// decides a lease's fate or imports a controller.
 package apiserver
 
 import (
@@ -11,7 +12,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"strconv"
 	"sync"
 	"time"
 
@@ -24,6 +24,7 @@ import (
 
 	"github.com/kunobi-ninja/kobe/internal/auth"
 	"github.com/kunobi-ninja/kobe/internal/binding"
+	"github.com/kunobi-ninja/kobe/internal/leaseservice"
 )
 
 // Defaults of Options.
@@ -68,14 +69,12 @@ type Options struct {
 
 // Server is the HTTP API.
 type Server struct {
-	opts     Options
-	handler  http.Handler
-	inFlight chan struct{}
-	// identityLocks serialise count-then-create per identity, so concurrent
-	// requests of one caller cannot exceed maxConcurrentLeases in a replica.
-	identityLocks sync.Map
-	listener      net.Listener
-	listenerMu    sync.Mutex
+	opts       Options
+	leases     *leaseservice.Service
+	handler    http.Handler
+	inFlight   chan struct{}
+	listener   net.Listener
+	listenerMu sync.Mutex
 }
 
 // New builds the server and its routes.
@@ -93,6 +92,10 @@ func New(opts Options) *Server {
 		opts.Ready = func() bool { return true }
 	}
 	s := &Server{opts: opts, inFlight: make(chan struct{}, opts.MaxInFlight)}
+	s.leases = leaseservice.New(leaseservice.Options{
+		Namespace: opts.Namespace, Client: opts.Client, Reader: opts.Reader, APIReader: opts.APIReader,
+		Binder: opts.Binder, Recorder: opts.Recorder, Clock: opts.Clock, Log: opts.Log,
+	})
 	s.handler = s.routes()
 	return s
 }
@@ -102,16 +105,20 @@ func (s *Server) Handler() http.Handler { return s.handler }
 
 func (s *Server) routes() http.Handler {
 	api := http.NewServeMux()
-	api.HandleFunc("POST /v1/leases", s.createLease)
-	api.HandleFunc("GET /v1/leases", s.listLeases)
-	api.HandleFunc("GET /v1/leases/{id}", s.getLease)
-	api.HandleFunc("DELETE /v1/leases/{id}", s.releaseLease)
-	api.HandleFunc("PATCH /v1/leases/{id}", s.extendLease)
-	api.HandleFunc("GET /v1/pools", s.listPools)
-	api.HandleFunc("GET /v1/pools/{name}", s.getPool)
-	api.HandleFunc("GET /v1/pools/{name}/leases", s.listPoolLeases)
-	api.HandleFunc("GET /v1/status", s.status)
-	api.HandleFunc("GET /v1/whoami", s.whoami)
+	for pattern, h := range map[string]http.HandlerFunc{
+		"POST /v1/leases":             s.createLease,
+		"GET /v1/leases":              s.listLeases,
+		"GET /v1/leases/{id}":         s.getLease,
+		"DELETE /v1/leases/{id}":      s.releaseLease,
+		"PATCH /v1/leases/{id}":       s.extendLease,
+		"GET /v1/pools":               s.listPools,
+		"GET /v1/pools/{name}":        s.getPool,
+		"GET /v1/pools/{name}/leases": s.listPoolLeases,
+		"GET /v1/whoami":              s.whoami,
+	} {
+		api.Handle(pattern, s.authenticate(false, h))
+	}
+	api.Handle("GET /v1/status", s.authenticate(true, s.status))
 	limited := s.limitInFlight(jsonMuxErrors(api))
 
 	root := http.NewServeMux()
@@ -126,21 +133,6 @@ func (s *Server) routes() http.Handler {
 	root.Handle("GET /metrics", promhttp.HandlerFor(crmetrics.Registry, promhttp.HandlerOpts{}))
 	root.Handle("/", limited)
 	return recoverPanics(s.opts.Log, root)
-}
-
-// limitInFlight answers 429 with Retry-After once MaxInFlight requests are
-// being served.
-func (s *Server) limitInFlight(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case s.inFlight <- struct{}{}:
-			defer func() { <-s.inFlight }()
-			next.ServeHTTP(w, r)
-		default:
-			w.Header().Set("Retry-After", "1")
-			writeError(w, http.StatusTooManyRequests, "too many requests", "the server is handling "+strconv.Itoa(cap(s.inFlight))+" requests; retry after a second")
-		}
-	})
 }
 
 // Start serves until ctx ends (manager.Runnable).

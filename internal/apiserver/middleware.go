@@ -1,0 +1,104 @@
+package apiserver
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/go-logr/logr"
+
+	"github.com/kunobi-ninja/kobe/internal/auth"
+	"github.com/kunobi-ninja/kobe/internal/wire"
+)
+
+// principalKey is the context key of the caller's *auth.Principal.
+type principalKey struct{}
+
+// principal is the caller that authenticate admitted. Handlers behind
+// authenticate always have one.
+func principal(r *http.Request) *auth.Principal {
+	p, _ := r.Context().Value(principalKey{}).(*auth.Principal)
+	return p
+}
+
+// authenticate admits only authenticated callers to next: it reads the body
+// within MaxBodyBytes (413 beyond), authenticates the request with it (401,
+// or 403 when no rule of the caller's policy matches), puts the principal in
+// the request's context and hands next the body again. When optional, a
+// request without an Authorization header passes without a principal.
+func (s *Server) authenticate(optional bool, next http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := s.readBody(w, r)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if optional && r.Header.Get("Authorization") == "" {
+			next(w, r)
+			return
+		}
+		p, err := s.opts.Auth.Authenticate(r.Context(), r, body)
+		if err != nil {
+			s.opts.Log.Info("Request refused", "method", r.Method, "path", r.URL.Path, "reason", err.Error())
+			writeAuthError(w, err)
+			return
+		}
+		next(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
+	})
+}
+
+// errBodyTooLarge is a request body beyond MaxBodyBytes.
+var errBodyTooLarge = errors.New("request body too large")
+
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	if r.Body == nil {
+		return nil, nil
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return nil, fmt.Errorf("%w: the body must be at most %d bytes", errBodyTooLarge, s.opts.MaxBodyBytes)
+		}
+		return nil, fmt.Errorf("%w: the body could not be read: %w", errBadRequest, err)
+	}
+	return body, nil
+}
+
+// limitInFlight answers 429 with Retry-After once MaxInFlight requests are
+// being served.
+func (s *Server) limitInFlight(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case s.inFlight <- struct{}{}:
+			defer func() { <-s.inFlight }()
+			next.ServeHTTP(w, r)
+		default:
+			w.Header().Set("Retry-After", "1")
+			writeError(w, http.StatusTooManyRequests, wire.ReasonTooManyRequests, "too many requests",
+				"the server is handling "+strconv.Itoa(cap(s.inFlight))+" requests; retry after a second")
+		}
+	})
+}
+
+// recoverPanics answers 500 instead of dropping the connection, and logs the
+// panic once.
+func recoverPanics(log logr.Logger, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if err, ok := v.(error); ok && errors.Is(err, http.ErrAbortHandler) {
+					panic(v)
+				}
+				log.Error(fmt.Errorf("%v", v), "Panic serving request", "method", r.Method, "path", r.URL.Path)
+				writeError(w, http.StatusInternalServerError, wire.ReasonInternalError, "internal error", "the server failed to handle the request; it has been logged")
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}

@@ -1,0 +1,276 @@
+package leaseservice
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+	"github.com/kunobi-ninja/kobe/internal/auth"
+	"github.com/kunobi-ninja/kobe/internal/binding"
+	"github.com/kunobi-ninja/kobe/internal/index"
+	"github.com/kunobi-ninja/kobe/internal/lease"
+	"github.com/kunobi-ninja/kobe/internal/metrics"
+	"github.com/kunobi-ninja/kobe/internal/pool"
+	"github.com/kunobi-ninja/kobe/internal/wire"
+)
+
+// CreateRequest asks for a lease.
+type CreateRequest struct {
+	Pool string
+	// TTL is the lease's duration once bound; 0 means the pool's. The
+	// caller's policy may clamp it.
+	TTL time.Duration
+	// Alias is the caller's own name for the lease; optional.
+	Alias string
+}
+
+// Create requests a lease of req.Pool for p. The order of checks is fixed:
+// the request itself (ErrInvalid), the pool's authorisation
+// (ErrPoolNotAllowed) before any read, the pool's existence
+// (ErrPoolNotFound), whether it can ever serve (UnavailableError), then the
+// caller's alias (ErrAliasInUse) and lease limit (ErrLeaseLimit). The lease
+// is bound at once when a member is Ready and nobody is queued ahead of it
+// (the answer carries its kubeconfig); otherwise it is left Pending with its
+// queue position, for the lease controller to bind.
+func (s *Service) Create(ctx context.Context, p *auth.Principal, req CreateRequest) (*Lease, error) {
+	start := s.opts.Clock.Now()
+	if req.Alias != "" {
+		if err := wire.ValidateAlias(req.Alias); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+	}
+	if req.TTL < 0 {
+		return nil, fmt.Errorf("%w: ttl must be greater than zero, got %s", ErrInvalid, req.TTL)
+	}
+	pl, err := s.Pool(ctx, p, req.Pool)
+	if err != nil {
+		if errors.Is(err, ErrPoolNotAllowed) {
+			s.audit(p, "create", "", req.Pool, "refused: pool not allowed")
+			metrics.LeaseRequest(req.Pool, "refused")
+		}
+		return nil, err
+	}
+	if u := pool.CheckServiceable(pl); u != nil {
+		s.audit(p, "create", "", pl.Name, "refused: "+string(u.Cause))
+		metrics.LeaseRequest(pl.Name, "refused")
+		return nil, &UnavailableError{Unserviceable: *u}
+	}
+	ttl := req.TTL
+	if ttl == 0 {
+		ttl = lease.PoolTTL(pl)
+	}
+	ttl, _ = p.ClampTTL(ttl)
+
+	l, err := s.admit(ctx, p, pl.Name, ttl, req.Alias)
+	if err != nil {
+		if errors.Is(err, ErrLeaseLimit) || errors.Is(err, ErrAliasInUse) {
+			s.audit(p, "create", "", pl.Name, "refused: "+err.Error())
+			metrics.LeaseRequest(pl.Name, "refused")
+		}
+		return nil, err
+	}
+
+	out := &Lease{Object: l, Pool: pl, Owned: true}
+	kc, err := s.bindNow(ctx, l, ttl)
+	if err != nil {
+		s.audit(p, "create", l.Name, pl.Name, "failed: kubeconfig")
+		metrics.LeaseRequest(pl.Name, "error")
+		return nil, err
+	}
+	if out.Bound() {
+		out.Kubeconfig = kc
+		metrics.LeaseBound(pl.Name, "api", s.opts.Clock.Since(start))
+		metrics.LeaseRequest(pl.Name, "bound")
+		s.audit(p, "create", l.Name, pl.Name, "bound to "+l.Status.InstanceRef.Name)
+		s.opts.Recorder.Eventf(l, nil, "Normal", kobev1.ReasonBound, "Create", "Leased by %s (policy %s, method %s), bound to %s", p.Identity, p.Policy, p.Method, l.Status.InstanceRef.Name)
+		return out, nil
+	}
+	s.markPending(ctx, l)
+	pos, err := s.positions(ctx, pl.Name)
+	if err != nil {
+		return nil, err
+	}
+	out.QueuePosition = pos(l)
+	metrics.LeaseRequest(pl.Name, "pending")
+	s.audit(p, "create", l.Name, pl.Name, "pending")
+	s.opts.Recorder.Eventf(l, nil, "Normal", kobev1.ReasonQueued, "Create", "Requested by %s (policy %s, method %s); waiting for a ready member", p.Identity, p.Policy, p.Method)
+	return out, nil
+}
+
+// admit creates the ClusterLease when the caller's alias is free and its
+// lease limit not reached. Within this process one requester is admitted at
+// a time, counted from the API server (not the cache), so its concurrent
+// requests are counted exactly. Another replica may admit a lease of the
+// same requester at the same moment: so the check runs again after
+// creating, and a lease that breaks a rule is withdrawn. The later of two
+// such leases always sees the earlier, so no rule is ever broken; at worst
+// both are withdrawn.
+func (s *Service) admit(ctx context.Context, p *auth.Principal, poolName string, ttl time.Duration, alias string) (*kobev1.ClusterLease, error) {
+	hash := RequesterHash(p)
+	limit, limited := p.MaxConcurrentLeases()
+	checked := limited || alias != ""
+	if checked {
+		mu, _ := s.requesterLocks.LoadOrStore(hash, &sync.Mutex{})
+		mu.(*sync.Mutex).Lock()
+		defer mu.(*sync.Mutex).Unlock()
+		if err := s.checkHeld(ctx, p, nil, alias, limit, limited); err != nil {
+			return nil, err
+		}
+	}
+	l, err := s.newLease(p, poolName, ttl, alias)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.opts.Client.Create(ctx, l); err != nil {
+		return nil, fmt.Errorf("creating lease: %w", err)
+	}
+	if !checked {
+		return l, nil
+	}
+	if err := s.checkHeld(ctx, p, l, alias, limit, limited); err != nil {
+		if derr := s.opts.Client.Delete(ctx, l, client.Preconditions{UID: &l.UID}); derr != nil && !apierrors.IsNotFound(derr) {
+			return nil, fmt.Errorf("withdrawing lease %s (%w): %w", l.Name, err, derr)
+		}
+		return nil, err
+	}
+	return l, nil
+}
+
+// checkHeld refuses a new lease of p when another of its active leases has
+// alias, or when it holds limit active leases besides mine (nil before
+// creating).
+func (s *Service) checkHeld(ctx context.Context, p *auth.Principal, mine *kobev1.ClusterLease, alias string, limit int32, limited bool) error {
+	var ls kobev1.ClusterLeaseList
+	if err := s.opts.APIReader.List(ctx, &ls, client.InNamespace(s.opts.Namespace), client.MatchingLabels{kobev1.LabelRequesterHash: RequesterHash(p)}); err != nil {
+		return fmt.Errorf("listing leases of %s: %w", p.Identity, err)
+	}
+	var others []kobev1.ClusterLease
+	for _, l := range ls.Items {
+		if owns(p, &l) && (mine == nil || l.UID != mine.UID) {
+			others = append(others, l)
+		}
+	}
+	if alias != "" {
+		for i := range others {
+			if lease.IsActive(&others[i]) && others[i].Labels[kobev1.LabelAlias] == alias {
+				return fmt.Errorf("%w: your lease %s already has alias %q; release it or choose another alias", ErrAliasInUse, others[i].Name, alias)
+			}
+		}
+	}
+	if active := lease.CountActive(others); limited && active >= limit {
+		return fmt.Errorf("%w: identity %q holds %d of %d allowed leases; release one first", ErrLeaseLimit, p.Identity, active, limit)
+	}
+	return nil
+}
+
+// newLease renders a new ClusterLease of p, stamped with the moment it was
+// queued.
+func (s *Service) newLease(p *auth.Principal, poolName string, ttl time.Duration, alias string) (*kobev1.ClusterLease, error) {
+	b := make([]byte, 6)
+	if _, err := rand.Read(b); err != nil {
+		return nil, fmt.Errorf("making a lease id: %w", err)
+	}
+	l := &kobev1.ClusterLease{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        "lease-" + hex.EncodeToString(b),
+			Namespace:   s.opts.Namespace,
+			Labels:      map[string]string{kobev1.LabelRequesterHash: RequesterHash(p), kobev1.LabelPool: poolName},
+			Annotations: map[string]string{kobev1.AnnotationFastPath: "true"},
+		},
+		Spec: kobev1.ClusterLeaseSpec{
+			Pool:          poolName,
+			TTL:           &metav1.Duration{Duration: ttl},
+			Requester:     kobev1.Requester{Identity: p.Identity, Policy: p.Policy, Method: p.Method},
+			MaxExtensions: ptr.To(p.MaxExtensions()),
+			CleanupMode:   kobev1.CleanupStandard,
+		},
+	}
+	if alias != "" {
+		l.Labels[kobev1.LabelAlias] = alias
+	}
+	lease.StampQueuedAt(l, s.opts.Clock.Now())
+	return l, nil
+}
+
+// bindNow binds a new lease at once when its pool has a Ready member and
+// nobody is queued ahead of it; otherwise the lease controller binds it
+// later. It returns the kubeconfig once bound. A lease bound but without a
+// kubeconfig is released at once, so that it holds nothing, and reported
+// as an error.
+func (s *Service) bindNow(ctx context.Context, l *kobev1.ClusterLease, ttl time.Duration) ([]byte, error) {
+	if !s.bind(ctx, l, ttl) {
+		return nil, nil
+	}
+	kc, mintErr := s.kubeconfig(ctx, l)
+	if mintErr == nil {
+		return kc, nil
+	}
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := s.opts.APIReader.Get(ctx, client.ObjectKeyFromObject(l), l); err != nil || !lease.IsActive(l) {
+			return err
+		}
+		lease.End(l, kobev1.LeaseReleased, kobev1.ReasonKubeconfigFailed, "no kubeconfig could be minted for the bound member", s.opts.Clock.Now())
+		return s.opts.Client.Status().Update(ctx, l)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w; releasing the lease: %w", mintErr, err)
+	}
+	return nil, fmt.Errorf("%w (the lease was released)", mintErr)
+}
+
+// bind tries to bind l on the request path and reports whether l is Bound.
+func (s *Service) bind(ctx context.Context, l *kobev1.ClusterLease, ttl time.Duration) bool {
+	var ls kobev1.ClusterLeaseList
+	if err := s.opts.Reader.List(ctx, &ls, client.InNamespace(l.Namespace), client.MatchingFields{index.LeasePool: l.Spec.Pool}); err != nil {
+		return false
+	}
+	if lease.Position(lease.Waiting(lease.Queue(ls.Items, l.Spec.Pool), s.opts.Clock.Now()), l) > 1 {
+		return false
+	}
+	for range 3 {
+		_, err := s.opts.Binder.Bind(ctx, l, ttl)
+		if err == nil {
+			return true
+		}
+		if !errors.Is(err, binding.ErrLeaseChanged) {
+			return false
+		}
+		// The lease controller got to it first: see what it did.
+		if err := s.opts.APIReader.Get(ctx, client.ObjectKeyFromObject(l), l); err != nil {
+			return false
+		}
+		if l.Status.Phase == kobev1.LeaseBound {
+			return true
+		}
+		if lease.IsEnded(l.Status.Phase) {
+			return false
+		}
+	}
+	return false
+}
+
+// markPending records that the fast path could not bind the lease, so that
+// the lease controller queues it at once. Best effort: the controller marks
+// it anyway once lease.InFlightGrace has passed.
+func (s *Service) markPending(ctx context.Context, l *kobev1.ClusterLease) {
+	if l.Status.Phase != "" {
+		return
+	}
+	before := l.DeepCopy()
+	l.Status.Phase = kobev1.LeasePending
+	if err := s.opts.Client.Status().Patch(ctx, l, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		s.opts.Log.V(1).Info("Could not mark lease pending", "lease", l.Name, "error", err.Error())
+		*l = *before
+	}
+}

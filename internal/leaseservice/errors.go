@@ -1,0 +1,42 @@
+package leaseservice
+
+import (
+	"errors"
+
+	"github.com/kunobi-ninja/kobe/internal/pool"
+)
+
+// Errors of the service. Each is returned wrapped as "<sentinel>: <detail>",
+// where the detail is safe to show the caller and says what to do. Refused
+// extensions wrap lease.ErrNotBound, lease.ErrBadExtension, lease.ErrExpired
+// or lease.ErrExtensionLimit instead. Any other error is internal: log it,
+// never show it.
+var (
+	// ErrInvalid: a malformed pool name, TTL, lease id or alias.
+	ErrInvalid = errors.New("bad request")
+	// ErrPoolNotAllowed: the caller's policy does not allow the pool, whether
+	// or not it exists.
+	ErrPoolNotAllowed = errors.New("pool not allowed")
+	// ErrPoolNotFound: no such pool, among those the caller may use.
+	ErrPoolNotFound = errors.New("pool not found")
+	// ErrLeaseNotFound: the caller holds no lease with that id or alias.
+	ErrLeaseNotFound = errors.New("lease not found")
+	// ErrAliasInUse: another active lease of the caller has the alias.
+	ErrAliasInUse = errors.New("alias in use")
+	// ErrLeaseLimit: the caller holds as many active leases as its policy allows.
+	ErrLeaseLimit = errors.New("concurrent lease limit reached")
+	// ErrPoolUnavailable: nothing in the pool can become Ready (see
+	// UnavailableError for the cause).
+	ErrPoolUnavailable = errors.New("pool unavailable")
+)
+
+// UnavailableError is the error of a lease request for a pool that cannot
+// serve it now or later; errors.Is(err, ErrPoolUnavailable) holds.
+type UnavailableError struct {
+	pool.Unserviceable
+}
+
+func (e *UnavailableError) Error() string { return ErrPoolUnavailable.Error() + ": " + e.Message }
+
+// Is makes errors.Is(err, ErrPoolUnavailable) hold.
+func (e *UnavailableError) Is(target error) bool { return target == ErrPoolUnavailable }

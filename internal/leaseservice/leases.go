@@ -1,0 +1,178 @@
+package leaseservice
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+	"github.com/kunobi-ninja/kobe/internal/auth"
+	"github.com/kunobi-ninja/kobe/internal/index"
+	"github.com/kunobi-ninja/kobe/internal/lease"
+	"github.com/kunobi-ninja/kobe/internal/metrics"
+)
+
+// Get returns the caller's lease named by ref (a lease id or an alias), with
+// a kubeconfig once Bound. Another caller's lease is ErrLeaseNotFound.
+func (s *Service) Get(ctx context.Context, p *auth.Principal, ref string) (*Lease, error) {
+	l, err := s.resolve(ctx, p, ref)
+	if err != nil {
+		return nil, err
+	}
+	return s.view(ctx, l)
+}
+
+// List returns the caller's active leases, by id.
+func (s *Service) List(ctx context.Context, p *auth.Principal) ([]Lease, error) {
+	var ls kobev1.ClusterLeaseList
+	if err := s.opts.Reader.List(ctx, &ls, client.InNamespace(s.opts.Namespace), client.MatchingFields{index.LeaseIdentity: p.Identity}); err != nil {
+		return nil, fmt.Errorf("listing leases of %s: %w", p.Identity, err)
+	}
+	out := []Lease{}
+	pools := map[string]func(*kobev1.ClusterLease) int32{}
+	for i := range ls.Items {
+		l := &ls.Items[i]
+		if !owns(p, l) || !lease.IsActive(l) {
+			continue
+		}
+		v := Lease{Object: l, Pool: s.poolOrNil(ctx, l.Spec.Pool), Owned: true}
+		if lease.IsQueued(l) {
+			pos, ok := pools[l.Spec.Pool]
+			if !ok {
+				var err error
+				if pos, err = s.positions(ctx, l.Spec.Pool); err != nil {
+					return nil, err
+				}
+				pools[l.Spec.Pool] = pos
+			}
+			v.QueuePosition = pos(l)
+		}
+		out = append(out, v)
+	}
+	sortByID(out)
+	return out, nil
+}
+
+// ListPool returns the active leases of a pool the caller may use, by id;
+// Owned tells the caller's own.
+func (s *Service) ListPool(ctx context.Context, p *auth.Principal, poolName string) ([]Lease, error) {
+	pl, err := s.Pool(ctx, p, poolName)
+	if err != nil {
+		return nil, err
+	}
+	var ls kobev1.ClusterLeaseList
+	if err := s.opts.Reader.List(ctx, &ls, client.InNamespace(s.opts.Namespace), client.MatchingFields{index.LeasePool: pl.Name}); err != nil {
+		return nil, fmt.Errorf("listing leases of pool %s: %w", pl.Name, err)
+	}
+	q := lease.Queue(ls.Items, pl.Name)
+	out := []Lease{}
+	for i := range ls.Items {
+		l := &ls.Items[i]
+		if !lease.IsActive(l) {
+			continue
+		}
+		v := Lease{Object: l, Pool: pl, Owned: owns(p, l)}
+		if lease.IsQueued(l) {
+			v.QueuePosition = lease.Position(q, l)
+		}
+		out = append(out, v)
+	}
+	sortByID(out)
+	return out, nil
+}
+
+func sortByID(ls []Lease) {
+	slices.SortFunc(ls, func(a, b Lease) int { return strings.Compare(a.Object.Name, b.Object.Name) })
+}
+
+// Extend adds by (0: the lease's own TTL), clamped by the caller's policy,
+// to the expiry of the caller's lease named by ref, and returns it with a
+// kubeconfig minted for the new expiry. A refusal wraps
+// lease.ErrExtensionLimit, lease.ErrNotBound, lease.ErrExpired or
+// lease.ErrBadExtension and changes nothing.
+func (s *Service) Extend(ctx context.Context, p *auth.Principal, ref string, by time.Duration) (*Lease, error) {
+	l, err := s.resolve(ctx, p, ref)
+	if err != nil {
+		return nil, err
+	}
+	if by == 0 {
+		by = lease.TTL(l, nil)
+	}
+	by, _ = p.ClampTTL(by)
+	var refusal error
+	var kc []byte
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		refusal = nil
+		if err := s.opts.APIReader.Get(ctx, client.ObjectKeyFromObject(l), l); err != nil {
+			return err
+		}
+		if err := lease.Extend(l, by, s.opts.Clock.Now()); err != nil {
+			refusal = err
+			return nil
+		}
+		// Mint before saving, so that a failure does not use up an extension.
+		var err error
+		if kc, err = s.kubeconfig(ctx, l); err != nil {
+			return err
+		}
+		return s.opts.Client.Status().Update(ctx, l)
+	})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, fmt.Errorf("%w: you hold no lease %q; GET /v1/leases lists yours", ErrLeaseNotFound, ref)
+	case err != nil:
+		return nil, fmt.Errorf("extending lease %s: %w", l.Name, err)
+	case refusal != nil:
+		s.audit(p, "extend", l.Name, l.Spec.Pool, "refused: "+refusal.Error())
+		return nil, refusal
+	}
+	expires := l.Status.ExpiresAt.UTC().Format(time.RFC3339)
+	s.audit(p, "extend", l.Name, l.Spec.Pool, "extended to "+expires)
+	s.opts.Recorder.Eventf(l, nil, "Normal", kobev1.ReasonExtended, "Extend", "Extended by %s to %s (%d of %d)", p.Identity, expires, l.Status.Extensions, lease.MaxExtensions(l))
+	return &Lease{Object: l, Pool: s.poolOrNil(ctx, l.Spec.Pool), Kubeconfig: kc, Owned: true}, nil
+}
+
+// Release ends the caller's lease named by ref. It succeeds as well when
+// the caller holds no such lease: one that never existed, one already ended
+// or deleted, or another caller's, which it leaves untouched. So release is
+// idempotent for the owner and tells nobody else whether a lease exists.
+// Only a malformed ref (ErrInvalid) or a failure is an error.
+func (s *Service) Release(ctx context.Context, p *auth.Principal, ref string) error {
+	l, err := s.resolve(ctx, p, ref)
+	if errors.Is(err, ErrLeaseNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	ended := false
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		ended = false
+		if err := s.opts.APIReader.Get(ctx, client.ObjectKeyFromObject(l), l); err != nil {
+			return err
+		}
+		if !lease.IsActive(l) {
+			return nil
+		}
+		lease.End(l, kobev1.LeaseReleased, kobev1.ReasonReleased, "released by "+p.Identity, s.opts.Clock.Now())
+		ended = true
+		return s.opts.Client.Status().Update(ctx, l)
+	})
+	if apierrors.IsNotFound(err) || (err == nil && !ended) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("releasing lease %s: %w", l.Name, err)
+	}
+	metrics.LeaseEnded(l.Spec.Pool, kobev1.ReasonReleased)
+	s.audit(p, "release", l.Name, l.Spec.Pool, "released")
+	s.opts.Recorder.Eventf(l, nil, "Normal", kobev1.ReasonReleased, "Release", "Released by %s (policy %s)", p.Identity, p.Policy)
+	return nil
+}

@@ -1,0 +1,274 @@
+package leaseservice
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/go-logr/logr"
+
+	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+	"github.com/kunobi-ninja/kobe/internal/auth"
+	"github.com/kunobi-ninja/kobe/internal/binding"
+	"github.com/kunobi-ninja/kobe/internal/credentials/leasecreds"
+	"github.com/kunobi-ninja/kobe/internal/credentials/memberaccess"
+	"github.com/kunobi-ninja/kobe/internal/index"
+	"github.com/kunobi-ninja/kobe/internal/lease"
+	"github.com/kunobi-ninja/kobe/internal/wire"
+)
+
+// Options configure the service.
+type Options struct {
+	// Namespace holds the pools, leases and policies the service serves.
+	Namespace string
+	// Client writes; Reader reads from the manager's cache (with the
+	// indexes of package index); APIReader reads uncached.
+	Client    client.Client
+	Reader    client.Reader
+	APIReader client.Reader
+	Binder    *binding.Binder
+	Recorder  events.EventRecorder
+	Clock     clock.PassiveClock
+	// Log receives one audit line per lease operation; never credentials.
+	Log logr.Logger
+}
+
+// Service carries out lease and pool operations for authenticated callers.
+type Service struct {
+	opts Options
+	// requesterLocks serialise admission per requester within this process,
+	// so that one caller's concurrent requests are counted exactly; across
+	// replicas the check after creating (admit) keeps the limits.
+	requesterLocks sync.Map
+}
+
+// New returns a service.
+func New(opts Options) *Service {
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	return &Service{opts: opts}
+}
+
+// Lease is a lease as its caller sees it.
+type Lease struct {
+	Object *kobev1.ClusterLease
+	// Pool is the lease's pool, nil when it is gone.
+	Pool *kobev1.ClusterPool
+	// QueuePosition is the lease's live 1-based place in its pool's queue
+	// while it is Pending, else 0.
+	QueuePosition int32
+	// Kubeconfig is minted for the owner of a Bound lease by Create, Get and
+	// Extend; listings never carry one.
+	Kubeconfig []byte
+	// Owned is whether the caller requested the lease.
+	Owned bool
+}
+
+// Bound reports whether the lease holds a member.
+func (l *Lease) Bound() bool { return l.Object.Status.Phase == kobev1.LeaseBound }
+
+// RequesterHash is the value of kobev1.LabelRequesterHash for a caller: a
+// hash of its policy and identity, which do not fit a label value.
+func RequesterHash(p *auth.Principal) string {
+	sum := sha256.Sum256([]byte(p.Policy + "\x00" + p.Identity))
+	return hex.EncodeToString(sum[:])[:32]
+}
+
+// owns reports whether p requested l. It compares everything that makes an
+// owner (policy and identity), never a display string or a hash.
+func owns(p *auth.Principal, l *kobev1.ClusterLease) bool {
+	return p != nil && l.Spec.Requester.Identity == p.Identity && l.Spec.Requester.Policy == p.Policy
+}
+
+// Pool returns the pool name if p may use it. Authorisation comes first: a
+// pool p may not use is ErrPoolNotAllowed whether or not it exists.
+func (s *Service) Pool(ctx context.Context, p *auth.Principal, name string) (*kobev1.ClusterPool, error) {
+	if err := validName("pool", name); err != nil {
+		return nil, err
+	}
+	if !p.AllowsPool(name) {
+		return nil, fmt.Errorf("%w: identity %q may not lease from pool %q under policy %s", ErrPoolNotAllowed, p.Identity, name, p.Policy)
+	}
+	pool := &kobev1.ClusterPool{}
+	if err := s.opts.Reader.Get(ctx, types.NamespacedName{Namespace: s.opts.Namespace, Name: name}, pool); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("%w: there is no pool %q; GET /v1/pools lists the pools you may use", ErrPoolNotFound, name)
+		}
+		return nil, fmt.Errorf("reading pool %s: %w", name, err)
+	}
+	return pool, nil
+}
+
+// Pools lists the pools p may use, by name.
+func (s *Service) Pools(ctx context.Context, p *auth.Principal) ([]kobev1.ClusterPool, error) {
+	var ps kobev1.ClusterPoolList
+	if err := s.opts.Reader.List(ctx, &ps, client.InNamespace(s.opts.Namespace)); err != nil {
+		return nil, fmt.Errorf("listing pools: %w", err)
+	}
+	out := slices.DeleteFunc(ps.Items, func(pool kobev1.ClusterPool) bool { return !p.AllowsPool(pool.Name) })
+	slices.SortFunc(out, func(a, b kobev1.ClusterPool) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// poolOrNil reads a pool the caller already holds a lease of.
+func (s *Service) poolOrNil(ctx context.Context, name string) *kobev1.ClusterPool {
+	p := &kobev1.ClusterPool{}
+	if err := s.opts.Reader.Get(ctx, types.NamespacedName{Namespace: s.opts.Namespace, Name: name}, p); err != nil {
+		return nil
+	}
+	return p
+}
+
+// resolve finds the caller's lease named by ref, a lease id or an alias. An
+// alias resolves among the caller's own leases only: its active lease, else
+// the one queued last. Another caller's lease is ErrLeaseNotFound, exactly
+// as a lease that does not exist.
+func (s *Service) resolve(ctx context.Context, p *auth.Principal, ref string) (*kobev1.ClusterLease, error) {
+	if err := wire.ValidateLeaseRef(ref); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	notFound := fmt.Errorf("%w: you hold no lease %q; GET /v1/leases lists yours", ErrLeaseNotFound, ref)
+	if wire.IsLeaseID(ref) {
+		key := types.NamespacedName{Namespace: s.opts.Namespace, Name: ref}
+		l := &kobev1.ClusterLease{}
+		err := s.opts.Reader.Get(ctx, key, l)
+		if apierrors.IsNotFound(err) { // the cache may not have seen it yet
+			err = s.opts.APIReader.Get(ctx, key, l)
+		}
+		switch {
+		case apierrors.IsNotFound(err):
+			return nil, notFound
+		case err != nil:
+			return nil, fmt.Errorf("reading lease %s: %w", ref, err)
+		case !owns(p, l):
+			return nil, notFound
+		}
+		return l, nil
+	}
+	sel := client.MatchingLabels{kobev1.LabelRequesterHash: RequesterHash(p), kobev1.LabelAlias: ref}
+	var ls kobev1.ClusterLeaseList
+	if err := s.opts.Reader.List(ctx, &ls, client.InNamespace(s.opts.Namespace), sel); err != nil {
+		return nil, fmt.Errorf("listing leases with alias %s: %w", ref, err)
+	}
+	if len(ls.Items) == 0 {
+		if err := s.opts.APIReader.List(ctx, &ls, client.InNamespace(s.opts.Namespace), sel); err != nil {
+			return nil, fmt.Errorf("listing leases with alias %s: %w", ref, err)
+		}
+	}
+	own := slices.DeleteFunc(ls.Items, func(l kobev1.ClusterLease) bool { return !owns(p, &l) })
+	if len(own) == 0 {
+		return nil, notFound
+	}
+	best := slices.MaxFunc(own, func(a, b kobev1.ClusterLease) int {
+		return cmp.Or(
+			cmpBool(lease.IsActive(&a), lease.IsActive(&b)),
+			lease.QueuedAt(&a).Compare(lease.QueuedAt(&b)),
+			strings.Compare(a.Name, b.Name))
+	})
+	return &best, nil
+}
+
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
+}
+
+// positions returns the live queue position of each lease of pool, from
+// the pool's leases in the cache (see lease.Queue).
+func (s *Service) positions(ctx context.Context, pool string) (func(*kobev1.ClusterLease) int32, error) {
+	var ls kobev1.ClusterLeaseList
+	if err := s.opts.Reader.List(ctx, &ls, client.InNamespace(s.opts.Namespace), client.MatchingFields{index.LeasePool: pool}); err != nil {
+		return nil, fmt.Errorf("listing leases of pool %s: %w", pool, err)
+	}
+	q := lease.Queue(ls.Items, pool)
+	return func(l *kobev1.ClusterLease) int32 {
+		if !lease.IsQueued(l) {
+			return 0
+		}
+		return lease.Position(q, l)
+	}, nil
+}
+
+// view renders one lease of its owner, with its live queue position and,
+// once Bound, a fresh kubeconfig.
+func (s *Service) view(ctx context.Context, l *kobev1.ClusterLease) (*Lease, error) {
+	out := &Lease{Object: l, Pool: s.poolOrNil(ctx, l.Spec.Pool), Owned: true}
+	if lease.IsQueued(l) {
+		pos, err := s.positions(ctx, l.Spec.Pool)
+		if err != nil {
+			return nil, err
+		}
+		out.QueuePosition = pos(l)
+	}
+	if out.Bound() {
+		kc, err := s.kubeconfig(ctx, l)
+		if err != nil {
+			return nil, err
+		}
+		out.Kubeconfig = kc
+	}
+	return out, nil
+}
+
+// kubeconfig mints a kubeconfig for a bound lease from its member's access
+// Secret.
+func (s *Service) kubeconfig(ctx context.Context, l *kobev1.ClusterLease) ([]byte, error) {
+	if l.Status.InstanceRef == nil {
+		return nil, fmt.Errorf("lease %s is not bound", l.Name)
+	}
+	key := types.NamespacedName{Namespace: l.Namespace, Name: memberaccess.SecretName(l.Status.InstanceRef.Name)}
+	sec := &corev1.Secret{}
+	err := s.opts.Reader.Get(ctx, key, sec)
+	if apierrors.IsNotFound(err) {
+		err = s.opts.APIReader.Get(ctx, key, sec)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading access Secret %s: %w", key, err)
+	}
+	a, err := memberaccess.FromSecret(sec)
+	if err != nil {
+		return nil, fmt.Errorf("reading access Secret %s: %w", key, err)
+	}
+	kc, err := leasecreds.Kubeconfig(a, l, s.opts.Clock.Now())
+	if err != nil {
+		return nil, fmt.Errorf("minting kubeconfig of lease %s: %w", l.Name, err)
+	}
+	return kc, nil
+}
+
+// audit logs one lease operation: who, under which policy, what, and the
+// outcome. Never credentials.
+func (s *Service) audit(p *auth.Principal, op, id, pool, outcome string) {
+	kv := append([]any{"op", op, "lease", id, "pool", pool, "outcome", outcome}, auth.AuditFields(p)...)
+	s.opts.Log.Info("Lease audit", kv...)
+}
+
+// validName checks a pool name before it reaches the API server.
+func validName(kind, name string) error {
+	if name == "" {
+		return fmt.Errorf("%w: %s is required", ErrInvalid, kind)
+	}
+	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+		return fmt.Errorf("%w: %s %q is not a valid name: %s", ErrInvalid, kind, name, strings.Join(errs, "; "))
+	}
+	return nil
+}
