@@ -1,7 +1,7 @@
 # kobe: warm pools of Kubernetes clusters, leased instead of created.
 #
 #   make run    host control plane + CRDs + operator (local backend) + demo pool
-#   make test   everything CI runs
+#   make test   everything CI runs (its layers run alone: make help)
 #
 SHELL := /usr/bin/env bash -o pipefail
 .SHELLFLAGS := -ec
@@ -16,7 +16,12 @@ GOLANGCI_LINT   := $(TOOLS_DIR)/golangci-lint
 VERSION         ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS         := -X github.com/kunobi-ninja/kobe/internal/version.Version=$(VERSION)
 GO_TEST_FLAGS   ?= -race -count=1
+# Every Go module of the repository: kobe, its pinned tools, and the modules
+# that pin the test control plane.
+GO_MODULES      := . hack/tools hack/controlplane/kubernetes hack/controlplane/etcd hack/controlplane/kwok
 export CONTROLPLANE_DIR
+# The test layers (unit, integration, heavy, e2e) come from the import graph:
+# hack/test-packages.sh.
 # Tests find kubectl on PATH; the control-plane dir holds one when the machine has none.
 export PATH := $(PATH):$(CONTROLPLANE_DIR)
 
@@ -27,22 +32,22 @@ all: build
 
 .PHONY: build
 build: ## Build kobe-operator, kobe and crdgen into bin/.
-	go build -ldflags '$(LDFLAGS)' -o bin/kobe-operator ./cmd/kobe-operator
-	go build -ldflags '$(LDFLAGS)' -o bin/kobe ./cmd/kobe
-	go build -ldflags '$(LDFLAGS)' -o bin/crdgen ./cmd/crdgen
+	go build -ldflags '$(LDFLAGS)' -o bin/ ./cmd/kobe-operator ./cmd/kobe ./cmd/crdgen
 
 .PHONY: controlplane
-controlplane: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler from Go modules (skips what exists).
-	K8S_VERSION=$(K8S_VERSION) hack/build-controlplane.sh
+controlplane: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok from the modules in hack/controlplane (skipped when their go.mod/go.sum are unchanged).
+	CONTROLPLANE_DIR='$(CONTROLPLANE_DIR)' hack/build-controlplane.sh
 
-$(CONTROLLER_GEN): hack/tools/go.mod
-	cd hack/tools && go build -o $(CONTROLLER_GEN) sigs.k8s.io/controller-tools/cmd/controller-gen
-
-$(GOLANGCI_LINT): hack/tools/go.mod
-	cd hack/tools && go build -o $(GOLANGCI_LINT) github.com/golangci/golangci-lint/v2/cmd/golangci-lint
+# Both tools in one go build: they share most of their dependencies.
+$(CONTROLLER_GEN) $(GOLANGCI_LINT) &: hack/tools/go.mod hack/tools/go.sum
+	cd hack/tools && go build -o $(TOOLS_DIR)/ sigs.k8s.io/controller-tools/cmd/controller-gen github.com/golangci/golangci-lint/v2/cmd/golangci-lint
 
 .PHONY: tools
-tools: $(CONTROLLER_GEN) $(GOLANGCI_LINT) ## Build the pinned developer tools.
+tools: $(CONTROLLER_GEN) $(GOLANGCI_LINT) ## Build the pinned developer tools (hack/tools/go.mod) into bin/tools.
+
+.PHONY: tidy
+tidy: ## go mod tidy in every module.
+	@for m in $(GO_MODULES); do echo "go mod tidy in $$m"; (cd $$m && go mod tidy); done
 
 ##@ Generate
 
@@ -62,22 +67,51 @@ verify-generate: generate ## Fail when generated files are stale.
 
 ##@ Test
 
+.PHONY: test
+test: verify-generate fmt-check tidy-check vet lint controlplane ## Everything CI runs: generated files, formatting, tidy modules, vet, lint, then unit, integration and e2e tests and short fuzzing.
+	$(MAKE) --no-print-directory test-unit
+	$(MAKE) --no-print-directory test-integration
+	$(MAKE) --no-print-directory test-e2e
+	$(MAKE) --no-print-directory fuzz
+
+.PHONY: test-unit
+test-unit: ## Tests that need no control plane (their test binary does not link internal/testenv).
+	pkgs=$$(hack/test-packages.sh unit); go test $(GO_TEST_FLAGS) -timeout 10m $$pkgs
+
+# The heavy packages start many real clusters each: one at a time, after the
+# others, so a 2-core machine never runs two of them together.
+.PHONY: test-integration
+test-integration: controlplane ## Tests against the real control plane (internal/testenv), except e2e; the heavy packages one at a time.
+	pkgs=$$(hack/test-packages.sh integration); go test $(GO_TEST_FLAGS) -timeout 20m $$pkgs
+	pkgs=$$(hack/test-packages.sh heavy); go test $(GO_TEST_FLAGS) -p 1 -timeout 20m $$pkgs
+
+.PHONY: test-e2e
+test-e2e: controlplane ## End to end: the real operator, CLI and make run (test/e2e, test/run), one package at a time.
+	pkgs=$$(hack/test-packages.sh e2e); go test $(GO_TEST_FLAGS) -p 1 -timeout 20m $$pkgs
+
 .PHONY: fmt-check
 fmt-check: ## Fail when gofmt would change a file.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed: $$out" >&2; exit 1; fi
 
+.PHONY: tidy-check
+tidy-check: ## Fail when go mod tidy would change the go.mod or go.sum of any module.
+	@for m in $(GO_MODULES); do \
+		(cd $$m && go mod tidy -diff) || { echo "$$m: go.mod/go.sum are not tidy: run 'make tidy' and commit the result" >&2; exit 1; }; \
+	done
+
 .PHONY: vet
-vet:
+vet: ## go vet.
 	go vet ./...
 
 .PHONY: lint
 lint: $(GOLANGCI_LINT) ## golangci-lint.
 	$(GOLANGCI_LINT) run ./...
 
-.PHONY: test
-test: verify-generate fmt-check vet lint controlplane build ## Everything CI runs: generated files, lint, unit, integration and e2e tests, short fuzzing.
-	go test $(GO_TEST_FLAGS) -timeout 25m ./...
-	$(MAKE) fuzz
+# Compiles, without running anything, the race-instrumented packages that the
+# tests link; .ci/run does this beside the control-plane and tool builds.
+.PHONY: build-race
+build-race:
+	go build -race ./...
 
 FUZZTIME ?= 10s
 .PHONY: fuzz
@@ -102,4 +136,4 @@ run: controlplane build ## Start a host control plane, install the CRDs, run the
 
 .PHONY: help
 help:
-	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z_-]+:.*?##/ { printf "  %-16s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z0-9_-]+:.*?##/ { printf "  %-18s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
