@@ -48,6 +48,14 @@ var ErrLeaseChanged = errors.New("lease changed while binding")
 // so such leases are refused before binding, never silently downgraded.
 var ErrCleanupModeUnsupported = errors.New("cleanupMode VerifiedDestroy is not supported by the wired backends")
 
+// LostRace reports whether a failed Bind lost a race (the members it saw were
+// taken meanwhile, or the lease changed under it), which retrying soon with
+// fresh objects resolves, rather than failing for a reason retrying may not
+// fix (the API server refused a write), which the caller must report.
+func LostRace(err error) bool {
+	return errors.Is(err, ErrNoReadyMember) || errors.Is(err, ErrLeaseChanged)
+}
+
 // maxAttempts bounds how many members one Bind call tries.
 const maxAttempts = 8
 
@@ -80,7 +88,8 @@ type Result struct {
 }
 
 // Bind binds l (which must be queued, with a current resourceVersion) to a
-// Ready member of its pool, with the given TTL counted from now.
+// Ready member of its pool, with the given TTL counted from now. A failure
+// for which LostRace is false carries the API server's reason.
 func (b *Binder) Bind(ctx context.Context, l *kobev1.ClusterLease, ttl time.Duration) (*Result, error) {
 	if l.Spec.CleanupMode == kobev1.CleanupVerifiedDestroy {
 		return nil, ErrCleanupModeUnsupported
@@ -99,6 +108,7 @@ func (b *Binder) Bind(ctx context.Context, l *kobev1.ClusterLease, ttl time.Dura
 	rand.Shuffle(len(candidates), func(i, j int) { candidates[i], candidates[j] = candidates[j], candidates[i] })
 
 	attempts := 0
+	var failed error // the last member that failed for a reason other than being taken
 	for _, inst := range candidates {
 		if attempts >= maxAttempts {
 			break
@@ -116,13 +126,31 @@ func (b *Binder) Bind(ctx context.Context, l *kobev1.ClusterLease, ttl time.Dura
 			b.remember(inst.UID)
 			return res, nil
 		}
-		if errors.Is(err, ErrLeaseChanged) || ctx.Err() != nil {
+		if errors.Is(err, ErrLeaseChanged) || errors.Is(err, errLeaseWrite) || ctx.Err() != nil {
 			return nil, err
 		}
-		// The member was taken or changed: try the next one.
+		if !errors.Is(err, errMemberTaken) {
+			failed = err
+		}
+		// Try the next member.
+	}
+	if failed != nil {
+		// Not a lost race: say why, so the caller can log it and back off.
+		return nil, fmt.Errorf("binding lease %s: %w", l.Name, failed)
+	}
+	if attempts > 0 {
+		return nil, fmt.Errorf("%w: the %d members tried were taken meanwhile", ErrNoReadyMember, attempts)
 	}
 	return nil, ErrNoReadyMember
 }
+
+// errMemberTaken marks a member that another lease claimed, or that stopped
+// being available, while this binder tried it: a lost race, not a failure.
+var errMemberTaken = errors.New("member taken")
+
+// errLeaseWrite marks a failure to write the lease's own claim for a reason
+// other than a conflict: trying another member cannot help.
+var errLeaseWrite = errors.New("lease claim not written")
 
 func (b *Binder) remember(uid types.UID) {
 	now := b.Clock.Now()
@@ -160,7 +188,7 @@ func (b *Binder) bindTo(ctx context.Context, l *kobev1.ClusterLease, inst *kobev
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 			return nil, fmt.Errorf("%w: %w", ErrLeaseChanged, err)
 		}
-		return nil, fmt.Errorf("claiming lease %s: %w", l.Name, err)
+		return nil, fmt.Errorf("%w: claiming lease %s: %w", errLeaseWrite, l.Name, err)
 	}
 
 	// 2. Claim the member.
@@ -184,23 +212,29 @@ func (b *Binder) bindTo(ctx context.Context, l *kobev1.ClusterLease, inst *kobev
 func (b *Binder) claimInstance(ctx context.Context, l *kobev1.ClusterLease, inst *kobev1.ClusterInstance) error {
 	for try := 0; try < 2; try++ {
 		if !Available(inst) {
-			return fmt.Errorf("member %s is no longer available", inst.Name)
+			return fmt.Errorf("%w: member %s is no longer available", errMemberTaken, inst.Name)
 		}
 		SetMemberBinding(inst, l)
 		err := b.Client.Update(ctx, inst)
 		if err == nil {
 			return nil
 		}
+		if apierrors.IsNotFound(err) {
+			return fmt.Errorf("%w: member %s is gone", errMemberTaken, inst.Name)
+		}
 		if !apierrors.IsConflict(err) {
-			return err
+			return fmt.Errorf("claiming member %s: %w", inst.Name, err)
 		}
 		fresh := &kobev1.ClusterInstance{}
 		if gerr := b.Client.Get(ctx, client.ObjectKeyFromObject(inst), fresh); gerr != nil {
-			return gerr
+			if apierrors.IsNotFound(gerr) {
+				return fmt.Errorf("%w: member %s is gone", errMemberTaken, inst.Name)
+			}
+			return fmt.Errorf("re-reading member %s: %w", inst.Name, gerr)
 		}
 		*inst = *fresh
 	}
-	return fmt.Errorf("member %s kept changing", inst.Name)
+	return fmt.Errorf("%w: member %s kept changing", errMemberTaken, inst.Name)
 }
 
 // SetMemberBinding writes the member side of a binding into inst: the lease

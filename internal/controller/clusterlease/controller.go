@@ -40,6 +40,9 @@ type Reconciler struct {
 	// RepairGrace is how long a half-written bind is left to its binder
 	// before the controller completes or undoes it.
 	RepairGrace time.Duration
+
+	// failures paces the retries of binds that keep failing.
+	failures bindFailures
 }
 
 // SetupWithManager registers the controller. The index.LeasePool cache
@@ -78,7 +81,13 @@ func (r *Reconciler) leasesForInstance(ctx context.Context, o client.Object) []r
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	l := &kobev1.ClusterLease{}
 	if err := r.Client.Get(ctx, req.NamespacedName, l); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.failures.forget(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !lease.IsQueued(l) {
+		r.failures.forget(req.NamespacedName)
 	}
 	if l.DeletionTimestamp != nil {
 		// The bound member sees its lease go and recycles itself.
@@ -156,7 +165,10 @@ func (r *Reconciler) checkMember(ctx context.Context, l *kobev1.ClusterLease, no
 	if inst.Spec.LeaseRef != nil {
 		// The member went to another lease: this bind lost.
 		binding.Unbind(l)
-		return ctrl.Result{RequeueAfter: time.Millisecond}, r.Client.Status().Update(ctx, l)
+		if err := r.Client.Status().Update(ctx, l); err != nil {
+			return ctrl.Result{}, fmt.Errorf("undoing lost bind of %s: %w", l.Name, err)
+		}
+		return ctrl.Result{RequeueAfter: time.Millisecond}, nil
 	}
 	boundAt := l.CreationTimestamp.Time
 	if l.Status.BoundAt != nil {
@@ -217,18 +229,45 @@ func (r *Reconciler) reconcileQueued(ctx context.Context, l *kobev1.ClusterLease
 		if err != nil {
 			return ctrl.Result{}, err
 		}
+		if wait := r.failures.waitLeft(client.ObjectKeyFromObject(l), now); pos <= available && wait > 0 {
+			// Its last bind failed: the lease's own writes woke us, not a
+			// reason to think the next try goes better.
+			if end.RecheckAfter > 0 {
+				wait = min(wait, end.RecheckAfter)
+			}
+			return r.markQueued(ctx, l, pos, false, wait)
+		}
 		if pos <= available {
 			res, err := r.Binder.Bind(ctx, l, lease.TTL(l, pool))
-			if err == nil {
-				metrics.LeaseBound(l.Spec.Pool, "controller", now.Sub(l.CreationTimestamp.Time))
-				r.Recorder.Eventf(l, res.Instance, "Normal", kobev1.ReasonBound, "Bind", "Bound to %s until %s", res.Instance.Name, l.Status.ExpiresAt.UTC().Format(time.RFC3339))
-				return ctrl.Result{RequeueAfter: l.Status.ExpiresAt.Sub(now)}, nil
+			if err != nil {
+				return r.bindFailed(ctx, l, err, now)
 			}
-			// Lost a race (member taken, lease changed): look again soon.
-			return ctrl.Result{RequeueAfter: 200 * time.Millisecond}, nil
+			r.failures.forget(client.ObjectKeyFromObject(l))
+			metrics.LeaseBound(l.Spec.Pool, "controller", now.Sub(lease.QueuedAt(l)))
+			r.Recorder.Eventf(l, res.Instance, "Normal", kobev1.ReasonBound, "Bind", "Bound to %s until %s", res.Instance.Name, l.Status.ExpiresAt.UTC().Format(time.RFC3339))
+			return ctrl.Result{RequeueAfter: l.Status.ExpiresAt.Sub(now)}, nil
 		}
 	}
 	return r.markQueued(ctx, l, pos, pool == nil, end.RecheckAfter)
+}
+
+// bindFailed logs why a bind failed and backs off (decideBindRetry): never a
+// silent retry, never a hot loop.
+func (r *Reconciler) bindFailed(ctx context.Context, l *kobev1.ClusterLease, err error, now time.Time) (ctrl.Result, error) {
+	key := client.ObjectKeyFromObject(l)
+	n := r.failures.add(key, now)
+	d := decideBindRetry(err, n)
+	r.failures.hold(key, now, d.Wait)
+	if d.Err != nil {
+		// controller-runtime logs it, reason first; the hold paces retries.
+		return ctrl.Result{}, d.Err
+	}
+	level := 1
+	if d.Loud {
+		level = 0
+	}
+	ctrl.LoggerFrom(ctx).V(level).Info("Bind failed, retrying", "reason", d.Reason, "failuresInARow", n, "retryAfter", d.Wait, "detail", err.Error())
+	return ctrl.Result{RequeueAfter: d.Wait}, nil
 }
 
 func (r *Reconciler) availableMembers(ctx context.Context, l *kobev1.ClusterLease) (int32, error) {
