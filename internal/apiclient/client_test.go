@@ -162,8 +162,9 @@ func TestAPIErrors(t *testing.T) {
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusConflict {
 		t.Fatalf("extend over the limit: got %v, want *Error 409", err)
 	}
-	if !strings.HasPrefix(err.Error(), "extension limit reached: ") || !strings.Contains(err.Error(), "(HTTP 409)") {
-		t.Errorf("409 message lost: %q", err)
+	if !strings.HasPrefix(err.Error(), "extension limit reached: ") || !strings.Contains(err.Error(), "(HTTP 409, ExtensionLimitReached)") ||
+		!apiclient.HasReason(err, wire.ReasonExtensionLimitReached) {
+		t.Errorf("409 message or reason lost: %q", err)
 	}
 
 	_, err = c.CreateLease(ctx, wire.CreateLeaseRequest{Pool: "ci-small"})
@@ -175,8 +176,11 @@ func TestAPIErrors(t *testing.T) {
 	if !apiclient.IsStatus(err, http.StatusBadRequest) {
 		t.Fatalf("bad ttl: got %v, want 400", err)
 	}
-	if _, err := c.GetLease(ctx, "lease-nope"); !apiclient.IsNotFound(err) {
-		t.Fatalf("unknown lease: got %v, want 404", err)
+	if _, err := c.GetLease(ctx, "lease-0000000000ff"); !apiclient.IsNotFound(err) || !apiclient.HasReason(err, wire.ReasonLeaseNotFound) {
+		t.Fatalf("unknown lease: got %v, want 404 LeaseNotFound", err)
+	}
+	if _, err := c.GetLease(ctx, "Lease_Nope"); !apiclient.IsStatus(err, http.StatusBadRequest) || !apiclient.HasReason(err, wire.ReasonBadRequest) {
+		t.Fatalf("malformed lease id: got %v, want 400 BadRequest", err)
 	}
 	bad := newClient(t, srv.URL, apiclient.BearerToken("wrong"))
 	if _, err := bad.ListLeases(ctx); !apiclient.IsUnauthorized(err) {
@@ -273,7 +277,7 @@ func TestWaitBound(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if l.Phase != wire.PhasePending || l.QueuePosition != 3 || l.Kubeconfig != "" {
+		if l.Phase != wire.PhasePending || l.QueuePosition != 1 || l.Kubeconfig != "" {
 			t.Fatalf("created: %+v", l)
 		}
 		var progress []string
@@ -286,7 +290,7 @@ func TestWaitBound(t *testing.T) {
 		if bound.Phase != wire.PhaseBound || bound.Kubeconfig == "" {
 			t.Fatalf("bound: %+v", bound)
 		}
-		if strings.Join(progress, ",") != "Pending,Pending,Bound" {
+		if strings.Join(progress, ",") != "Pending,Bound" { // the position stays 1: no call until the phase changes
 			t.Errorf("progress calls: %v", progress)
 		}
 	})

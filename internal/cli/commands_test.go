@@ -115,7 +115,7 @@ func TestLeaseNoWait(t *testing.T) {
 	e.withServer(t, srv)
 
 	r := mustKobe(t, "lease", "ci-small", "--no-wait")
-	if !strings.Contains(r.stdout, "is Pending: number 2 in pool ci-small's queue") ||
+	if !strings.Contains(r.stdout, "is Pending: number 1 in pool ci-small's queue") ||
 		!strings.Contains(r.stdout, "export KOBE_LEASE_ID=lease-000000000001") {
 		t.Errorf("%s", r)
 	}
@@ -131,6 +131,8 @@ func TestLeaseNoWait(t *testing.T) {
 		t.Error(err)
 	}
 
+	// Two queued leases: the second is number 2, live.
+	mustKobe(t, "lease", "ci-small", "--no-wait")
 	r = mustKobe(t, "lease", "ci-small", "--no-wait", "-o", "json")
 	var l wire.Lease
 	if err := json.Unmarshal([]byte(r.stdout), &l); err != nil || l.Phase != wire.PhasePending || l.QueuePosition != 2 {
@@ -156,9 +158,15 @@ func TestReleaseRemovesDefaultKubeconfig(t *testing.T) {
 	if !strings.Contains(r.stdout, `"released": [`) {
 		t.Errorf("-o json: %s", r)
 	}
+	// The server answers the same for a lease the caller does not hold, so
+	// that DELETE tells nobody whether it exists; nothing is released.
 	r = kobe(t, "release", "lease-999999999999")
-	if r.code != 1 || !strings.Contains(r.stderr, "lease not found") {
+	if r.code != 0 {
 		t.Errorf("unknown lease: %s", r)
+	}
+	r = kobe(t, "release", "Not_An_ID")
+	if r.code != 1 || !strings.Contains(r.stderr, "neither a lease ID") {
+		t.Errorf("malformed id: %s", r)
 	}
 	if got := srv.Released(); len(got) != 2 {
 		t.Errorf("released %v", got)
@@ -287,7 +295,7 @@ func TestErrorsSayWhatToFix(t *testing.T) {
 		{[]string{"lease", "Bad_Pool"}, `"Bad_Pool" is not a pool name`},
 		{[]string{"lease", "ci-small", "--ttl", "forever"}, `--ttl "forever" is not a positive duration`},
 		{[]string{"lease", "ci-small", "-o", "yaml"}, `unknown output format "yaml"`},
-		{[]string{"extend", "../etc"}, "is not a lease ID"},
+		{[]string{"extend", "../etc"}, "is neither a lease ID"},
 		{[]string{"lease", "ci-small", "--bogus"}, "unknown flag: --bogus\nRun 'kobe lease --help' for usage"},
 	}
 	for _, tt := range tests {
@@ -349,5 +357,39 @@ func TestSSHAuth(t *testing.T) {
 	r = kobe(t, "login", "--ssh-key", "bob@desktop")
 	if r.code != 1 || !strings.Contains(r.stderr, `no key in the SSH agent matches "bob@desktop"`) {
 		t.Errorf("unknown key: %s", r)
+	}
+}
+
+func TestLeaseAlias(t *testing.T) {
+	e := newTestEnv(t)
+	srv := apiclienttest.New(t)
+	e.withServer(t, srv)
+
+	r := mustKobe(t, "lease", "ci-small", "--alias", "build-42", "-o", "json")
+	var l wire.Lease
+	if err := json.Unmarshal([]byte(r.stdout), &l); err != nil || l.Alias != "build-42" {
+		t.Fatalf("lease --alias: %v %s", err, r)
+	}
+	path := filepath.Join(e.runtimeDir, "kobe", "kubeconfig-"+l.ID)
+	if r := mustKobe(t, "kubeconfig", "build-42"); !strings.Contains(r.stdout, "export KUBECONFIG="+path) {
+		t.Errorf("kubeconfig by alias: %s", r)
+	}
+	r = kobe(t, "lease", "ci-small", "--alias", "build-42")
+	if r.code != 1 || !strings.Contains(r.stderr, "AliasInUse") || !strings.Contains(r.stderr, "already hold an active lease") {
+		t.Errorf("second lease with the alias: want the server's detail and reason: %s", r)
+	}
+	if r := mustKobe(t, "release", "build-42"); !strings.Contains(r.stdout, "Released lease build-42") {
+		t.Errorf("release by alias: %s", r)
+	}
+	if got := srv.Released(); len(got) != 1 || got[0] != l.ID {
+		t.Errorf("released %v, want [%s]", got, l.ID)
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Errorf("kubeconfig of the released alias still there: %v", err)
+	}
+	for _, bad := range []string{"Build", "lease-0123456789ab", "-x"} {
+		if r := kobe(t, "lease", "ci-small", "--alias", bad); r.code != 1 || !strings.Contains(r.stderr, "--alias") {
+			t.Errorf("--alias %q: %s", bad, r)
+		}
 	}
 }

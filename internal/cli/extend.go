@@ -29,7 +29,7 @@ type ExtendOptions struct {
 func NewCmdExtend(flags *ConfigFlags, streams IOStreams) *cobra.Command {
 	o := &ExtendOptions{flags: flags, streams: streams, TTL: "30m", now: time.Now}
 	cmd := &cobra.Command{
-		Use:   "extend ID",
+		Use:   "extend ID|ALIAS",
 		Short: "Push a lease's expiry back",
 		Long: `Extend one of your Bound leases by --ttl. Extensions are capped by your
 AccessPolicy (two by default); past the cap the server refuses with
@@ -55,7 +55,7 @@ When the server re-mints the kubeconfig for the new expiry, kobe rewrites
 
 // Validate checks the options without calling the API.
 func (o *ExtendOptions) Validate() error {
-	if err := validateLeaseID(o.ID); err != nil {
+	if err := validateLeaseRef(o.ID); err != nil {
 		return err
 	}
 	if err := validateTTL("--ttl", o.TTL, false); err != nil {

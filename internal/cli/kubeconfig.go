@@ -6,21 +6,21 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+
+	"github.com/kunobi-ninja/kobe/internal/wire"
 )
 
-// leaseIDPattern is what a lease ID may look like (a Kubernetes name); it
-// keeps IDs that end up in file names and URLs harmless.
-var leaseIDPattern = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`)
-
-func validateLeaseID(id string) error {
-	if len(id) > 253 || !leaseIDPattern.MatchString(id) {
-		return fmt.Errorf("%q is not a lease ID (like lease-a1b2c3d4e5f6): `kobe leases` lists yours", id)
+// validateLeaseRef checks a lease ID or alias as the server does, which
+// also keeps what ends up in file names and URLs harmless.
+func validateLeaseRef(ref string) error {
+	if err := wire.ValidateLeaseRef(ref); err != nil {
+		return fmt.Errorf("%q is neither a lease ID (like lease-a1b2c3d4e5f6) nor an alias: `kobe leases` lists yours", ref)
 	}
 	return nil
 }
 
 // poolNamePattern is a Kubernetes object name.
-var poolNamePattern = leaseIDPattern
+var poolNamePattern = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`)
 
 func validatePoolName(pool string) error {
 	if pool == "" {
@@ -41,8 +41,8 @@ current folder, so that a kubeconfig cannot be committed by accident.`
 // defaultKubeconfigPath is where `kobe lease` writes a lease's kubeconfig
 // unless --kubeconfig says otherwise; see kubeconfigHelp.
 func defaultKubeconfigPath(getenv func(string) string, id string) (string, error) {
-	if err := validateLeaseID(id); err != nil {
-		return "", err
+	if !wire.IsLeaseID(id) {
+		return "", fmt.Errorf("%q is not a lease ID (like lease-a1b2c3d4e5f6)", id)
 	}
 	name := "kubeconfig-" + id
 	if dir := getenv("XDG_RUNTIME_DIR"); dir != "" {

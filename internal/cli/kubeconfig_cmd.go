@@ -25,7 +25,7 @@ type KubeconfigOptions struct {
 func NewCmdKubeconfig(flags *ConfigFlags, streams IOStreams) *cobra.Command {
 	o := &KubeconfigOptions{flags: flags, streams: streams, now: time.Now}
 	cmd := &cobra.Command{
-		Use:   "kubeconfig ID",
+		Use:   "kubeconfig ID|ALIAS",
 		Short: "Write the kubeconfig of a bound lease again",
 		Long: `Fetch the kubeconfig of one of your Bound leases and write it (mode 0600),
 e.g. after 'kobe lease --no-wait' or when the file was lost. The default
@@ -47,7 +47,7 @@ path is the same as for 'kobe lease':
 
 // Validate checks the options without calling the API.
 func (o *KubeconfigOptions) Validate() error {
-	if err := validateLeaseID(o.ID); err != nil {
+	if err := validateLeaseRef(o.ID); err != nil {
 		return err
 	}
 	return validateOutput(o.Output)

@@ -8,6 +8,8 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+
+	"github.com/kunobi-ninja/kobe/internal/wire"
 )
 
 // ReleaseOptions are the options of `kobe release`.
@@ -23,10 +25,11 @@ type ReleaseOptions struct {
 func NewCmdRelease(flags *ConfigFlags, streams IOStreams) *cobra.Command {
 	o := &ReleaseOptions{flags: flags, streams: streams}
 	cmd := &cobra.Command{
-		Use:   "release ID...",
+		Use:   "release ID|ALIAS...",
 		Short: "Release leases: their clusters are destroyed and replaced",
-		Long: `Release one or more of your leases. The operator destroys their clusters
-and builds fresh ones for the pool; releasing twice is harmless. The
+		Long: `Release one or more of your leases, by ID or alias. The operator destroys
+their clusters and builds fresh ones for the pool; releasing twice is
+harmless, and the server answers the same for a lease you do not hold. The
 kubeconfig that 'kobe lease' wrote at its default path is removed.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
@@ -49,7 +52,7 @@ kubeconfig that 'kobe lease' wrote at its default path is removed.`,
 // Validate checks the options without calling the API.
 func (o *ReleaseOptions) Validate() error {
 	for _, id := range o.IDs {
-		if err := validateLeaseID(id); err != nil {
+		if err := validateLeaseRef(id); err != nil {
 			return err
 		}
 	}
@@ -65,12 +68,20 @@ func (o *ReleaseOptions) Run(ctx context.Context) error {
 	released := []string{}
 	var errs []error
 	for _, id := range o.IDs {
+		// An alias names the kubeconfig file only through the lease's ID;
+		// learn it first (a lease already gone has no file to remove).
+		leaseID := id
+		if !wire.IsLeaseID(id) {
+			if l, err := c.GetLease(ctx, id); err == nil {
+				leaseID = l.ID
+			}
+		}
 		if err := c.ReleaseLease(ctx, id); err != nil {
 			errs = append(errs, fmt.Errorf("releasing lease %s: %w", id, err))
 			continue
 		}
 		released = append(released, id)
-		if path, err := defaultKubeconfigPath(o.flags.getenv, id); err == nil {
+		if path, err := defaultKubeconfigPath(o.flags.getenv, leaseID); err == nil {
 			if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				warnf(o.streams.ErrOut, "warning: could not remove %s: %v\n", path, err)
 			}

@@ -1,15 +1,19 @@
 // Package apiclienttest is an in-memory fake of kobe's HTTP API (v1) for unit
 // tests of the client and the CLI. It follows the wire contract (routes, JSON
-// fields, status codes) but none of the operator's behaviour beyond that; the
-// real API is covered by the end-to-end tests.
+// fields, status codes, reasons; internal/contract runs the same table
+// against it and against the real server) but none of the operator's
+// behaviour beyond that.
 package apiclienttest
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path"
 	"slices"
 	"strings"
 	"sync"
@@ -19,8 +23,11 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/wire"
 )
 
-// Token is the bearer token the fake accepts by default.
+// Token is the bearer token the fake accepts by default, as identity "tester".
 const Token = "test-token"
+
+// MaxBodyBytes bounds request bodies (413 beyond it).
+const MaxBodyBytes = 64 << 10
 
 // Server is a running fake. Set its exported fields with New's options;
 // once it runs, change them only under Lock/Unlock.
@@ -28,33 +35,50 @@ type Server struct {
 	*httptest.Server
 
 	// Authenticate decides who the caller is; ok=false answers 401. The
-	// default accepts "Authorization: Bearer <Token>" as identity "tester".
+	// default accepts "Authorization: Bearer <Token>" as identity "tester"
+	// and the tokens of WithIdentity.
 	Authenticate func(r *http.Request, body []byte) (identity string, ok bool)
 	// PendingPolls is how many GETs a new lease answers Pending before it
-	// binds; 0 binds at once (201).
+	// binds; 0 binds at once (201) when the pool has a Ready member and no
+	// queue, else the lease waits until a test calls AddReady.
 	PendingPolls int
 	// EndWhilePending, when set, ends a Pending lease with this phase (and
 	// reason "queue timeout") instead of binding it.
 	EndWhilePending string
 	// MaxExtensions caps extensions per lease (default 2).
 	MaxExtensions int
-	// MaxConcurrentLeases answers 429 beyond it; 0 means no limit.
+	// MaxConcurrentLeases answers 429 beyond it for identities without a
+	// limit of their own; 0 means no limit.
 	MaxConcurrentLeases int
 
-	mu       sync.Mutex
-	now      func() time.Time
-	pools    []wire.Pool
-	leases   map[string]*lease
-	order    []string
-	nextID   int
-	requests []string
-	released []string
+	mu          sync.Mutex
+	now         func() time.Time
+	pools       []wire.Pool
+	unavailable map[string]string
+	identities  map[string]Identity
+	leases      map[string]*lease
+	order       []string
+	nextID      int
+	requests    []string
+	released    []string
+}
+
+// Identity is a caller of the fake, known by its bearer token.
+type Identity struct {
+	// Name is the identity the fake reports as requester.
+	Name string
+	// Pools are path.Match patterns of the pools it may use; nil: all.
+	Pools []string
+	// MaxConcurrentLeases caps its active leases; 0: the server's limit.
+	MaxConcurrentLeases int
 }
 
 type lease struct {
 	wire.Lease
-	owner   string
-	ttl     time.Duration
+	owner string
+	ttl   time.Duration
+	// waiting counts the GETs left before a PendingPolls lease binds; -1
+	// for a lease that waits for a Ready member.
 	waiting int
 }
 
@@ -73,8 +97,22 @@ func WithMaxExtensions(n int) Option { return func(s *Server) { s.MaxExtensions 
 // WithMaxConcurrentLeases caps the active leases of an identity.
 func WithMaxConcurrentLeases(n int) Option { return func(s *Server) { s.MaxConcurrentLeases = n } }
 
-// WithPool adds a pool.
+// WithPool adds a pool; its Ready counter is how many leases bind at once.
 func WithPool(p wire.Pool) Option { return func(s *Server) { s.pools = append(s.pools, p) } }
+
+// WithUnavailablePool adds a pool that answers 503 with reason (one of
+// wire.ReasonPoolBeingDeleted, ReasonBackendUnavailable, ReasonPoolQuarantined).
+func WithUnavailablePool(p wire.Pool, reason string) Option {
+	return func(s *Server) {
+		s.pools = append(s.pools, p)
+		s.unavailable[p.Name] = reason
+	}
+}
+
+// WithIdentity accepts "Authorization: Bearer <token>" as id.
+func WithIdentity(token string, id Identity) Option {
+	return func(s *Server) { s.identities[token] = id }
+}
 
 // New starts a fake with one fixed pool "ci-small" (three Ready members,
 // default TTL 1h) plus what opts set up, and stops it when the test ends.
@@ -84,13 +122,17 @@ func New(t testing.TB, opts ...Option) *Server {
 		MaxExtensions: 2,
 		now:           func() time.Time { return time.Date(2026, 4, 9, 14, 30, 0, 0, time.UTC) },
 		leases:        map[string]*lease{},
+		unavailable:   map[string]string{},
+		identities:    map[string]Identity{Token: {Name: "tester"}},
 		pools: []wire.Pool{{
 			Name: "ci-small", Phase: "Healthy", Ready: 3,
 			Policy: wire.PoolPolicy{Mode: "fixed", TTL: "1h", WarmTarget: 3},
 		}},
 	}
 	s.Authenticate = func(r *http.Request, _ []byte) (string, bool) {
-		return "tester", r.Header.Get("Authorization") == "Bearer "+Token
+		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		id, known := s.identities[tok]
+		return id.Name, ok && known
 	}
 	for _, opt := range opts {
 		opt(s)
@@ -111,7 +153,8 @@ func (s *Server) Requests() []string {
 	return slices.Clone(s.requests)
 }
 
-// Released returns the IDs of the leases released with DELETE, in order.
+// Released returns the IDs of the caller's own leases released with DELETE,
+// in order.
 func (s *Server) Released() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -126,12 +169,39 @@ func (s *Server) Lease(id string) (wire.Lease, bool) {
 	if !ok {
 		return wire.Lease{}, false
 	}
-	return l.Lease, true
+	return s.render(l), true
+}
+
+// AddReady gives pool n more Ready members and binds its queue in order.
+func (s *Server) AddReady(pool string, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.pool(pool)
+	if p == nil {
+		return
+	}
+	p.Ready += n
+	for _, id := range s.order {
+		if l := s.leases[id]; p.Ready > 0 && l.Pool == pool && l.Phase == wire.PhasePending && l.waiting < 0 {
+			s.bind(l)
+		}
+	}
 }
 
 // Kubeconfig is the kubeconfig the fake hands out for a lease.
 func Kubeconfig(id string) string {
 	return "apiVersion: v1\nkind: Config\ncurrent-context: " + id + "\n"
+}
+
+// routes maps each route of the API to its methods, for 405 answers.
+var routes = map[string][]string{
+	"/v1/status":              {http.MethodGet},
+	"/v1/whoami":              {http.MethodGet},
+	"/v1/leases":              {http.MethodGet, http.MethodPost},
+	"/v1/leases/{id}":         {http.MethodGet, http.MethodPatch, http.MethodDelete},
+	"/v1/pools":               {http.MethodGet},
+	"/v1/pools/{name}":        {http.MethodGet},
+	"/v1/pools/{name}/leases": {http.MethodGet},
 }
 
 func (s *Server) handler() http.Handler {
@@ -146,6 +216,21 @@ func (s *Server) handler() http.Handler {
 	mux.HandleFunc("GET /v1/pools", s.authed(s.listPools))
 	mux.HandleFunc("GET /v1/pools/{name}", s.authed(s.getPool))
 	mux.HandleFunc("GET /v1/pools/{name}/leases", s.authed(s.listPoolLeases))
+	known := http.NewServeMux()
+	for pattern, methods := range routes {
+		known.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Allow", strings.Join(methods, ", "))
+			writeError(w, http.StatusMethodNotAllowed, wire.ReasonMethodNotAllowed, "method not allowed",
+				fmt.Sprintf("%s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, strings.Join(methods, ", ")))
+		})
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if _, pattern := known.Handler(r); pattern != "" {
+			known.ServeHTTP(w, r)
+			return
+		}
+		writeError(w, http.StatusNotFound, wire.ReasonNotFound, "not found", fmt.Sprintf("no route %s %s; see GET /v1/status", r.Method, r.URL.Path))
+	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		s.requests = append(s.requests, r.Method+" "+r.URL.Path)
@@ -158,42 +243,69 @@ type authedHandler func(w http.ResponseWriter, r *http.Request, identity string,
 
 func (s *Server) authed(h authedHandler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
 		if err != nil {
-			writeError(w, http.StatusRequestEntityTooLarge, "body too large", "send at most 1 MiB")
-			return
-		}
-		identity, ok := s.Authenticate(r, body)
-		if !ok {
-			writeError(w, http.StatusUnauthorized, "unauthorized", "send valid credentials")
+			writeError(w, http.StatusRequestEntityTooLarge, wire.ReasonBodyTooLarge, "request body too large", fmt.Sprintf("the body must be at most %d bytes", MaxBodyBytes))
 			return
 		}
 		s.mu.Lock()
 		defer s.mu.Unlock()
+		identity, ok := s.Authenticate(r, body)
+		if !ok {
+			writeError(w, http.StatusUnauthorized, wire.ReasonUnauthorized, "unauthorized", "send valid credentials")
+			return
+		}
 		h(w, r, identity, body)
 	}
 }
 
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(r.Body)
+	body, _ := io.ReadAll(io.LimitReader(r.Body, MaxBodyBytes))
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	st := wire.Status{Version: "v0.0.0-fake", Auth: wire.StatusAuth{Methods: []string{"token"}}}
-	if _, ok := s.Authenticate(r, body); ok {
-		s.mu.Lock()
-		st.Pools = slices.Clone(s.pools)
-		s.mu.Unlock()
+	if identity, ok := s.Authenticate(r, body); ok {
+		st.Pools = s.allowedPools(identity)
 	}
 	writeJSON(w, http.StatusOK, st)
 }
 
 func (s *Server) whoami(w http.ResponseWriter, _ *http.Request, identity string, _ []byte) {
 	names := []string{}
-	for _, p := range s.pools {
+	for _, p := range s.allowedPools(identity) {
 		names = append(names, p.Name)
 	}
 	writeJSON(w, http.StatusOK, wire.WhoAmI{
 		Identity: identity, Policy: "fake-policy", Method: "token", Pools: names,
-		MaxTTL: "2h", MaxConcurrentLeases: s.MaxConcurrentLeases, MaxExtensions: s.MaxExtensions,
+		MaxTTL: "2h", MaxConcurrentLeases: s.leaseLimit(identity), MaxExtensions: s.MaxExtensions,
 	})
+}
+
+func (s *Server) identity(name string) Identity {
+	for _, id := range s.identities {
+		if id.Name == name {
+			return id
+		}
+	}
+	return Identity{Name: name}
+}
+
+func (s *Server) allowed(identity, pool string) bool {
+	patterns := s.identity(identity).Pools
+	if patterns == nil {
+		return true
+	}
+	return slices.ContainsFunc(patterns, func(p string) bool {
+		ok, err := path.Match(p, pool)
+		return err == nil && ok
+	})
+}
+
+func (s *Server) leaseLimit(identity string) int {
+	if n := s.identity(identity).MaxConcurrentLeases; n > 0 {
+		return n
+	}
+	return s.MaxConcurrentLeases
 }
 
 func (s *Server) pool(name string) *wire.Pool {
@@ -205,65 +317,148 @@ func (s *Server) pool(name string) *wire.Pool {
 	return nil
 }
 
+// usablePool answers 403 for a pool the caller may not use (whether or not
+// it exists), then 404 for a missing one.
+func (s *Server) usablePool(w http.ResponseWriter, identity, name string) *wire.Pool {
+	if !s.allowed(identity, name) {
+		writeError(w, http.StatusForbidden, wire.ReasonPoolNotAllowed, "pool not allowed", fmt.Sprintf("your policy does not allow pool %q", name))
+		return nil
+	}
+	p := s.pool(name)
+	if p == nil {
+		writeError(w, http.StatusNotFound, wire.ReasonPoolNotFound, "pool not found", fmt.Sprintf("no pool %q: list pools with GET /v1/pools", name))
+	}
+	return p
+}
+
+func (s *Server) allowedPools(identity string) []wire.Pool {
+	out := []wire.Pool{}
+	for _, p := range s.pools {
+		if s.allowed(identity, p.Name) {
+			out = append(out, s.renderPool(p))
+		}
+	}
+	return out
+}
+
+// renderPool adds the leases queued in the fake to the pool's QueueDepth
+// (which WithPool may set for leases the fake does not hold).
+func (s *Server) renderPool(p wire.Pool) wire.Pool {
+	for _, l := range s.leases {
+		if l.Pool == p.Name && l.Phase == wire.PhasePending {
+			p.QueueDepth++
+		}
+	}
+	return p
+}
+
+// decodeStrict decodes a JSON object and refuses unknown fields.
+func decodeStrict(body []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("the body is not valid JSON for this route: %w", err)
+	}
+	if dec.More() {
+		return errors.New("the body has data after the JSON object")
+	}
+	return nil
+}
+
 func (s *Server) createLease(w http.ResponseWriter, _ *http.Request, identity string, body []byte) {
 	var req wire.CreateLeaseRequest
-	if err := json.Unmarshal(body, &req); err != nil {
-		writeError(w, http.StatusBadRequest, "bad body", err.Error())
+	if err := decodeStrict(body, &req); err != nil {
+		writeError(w, http.StatusBadRequest, wire.ReasonBadRequest, "bad request", err.Error())
 		return
 	}
-	p := s.pool(req.PoolName())
+	if req.Alias != "" {
+		if err := wire.ValidateAlias(req.Alias); err != nil {
+			writeError(w, http.StatusBadRequest, wire.ReasonBadRequest, "bad request", err.Error())
+			return
+		}
+	}
+	var ttl time.Duration
+	if req.TTL != "" {
+		d, err := time.ParseDuration(req.TTL)
+		if err != nil || d <= 0 {
+			writeError(w, http.StatusBadRequest, wire.ReasonBadRequest, "bad request", fmt.Sprintf("ttl %q is not a positive duration such as 30m", req.TTL))
+			return
+		}
+		ttl = d
+	}
+	p := s.usablePool(w, identity, req.PoolName())
 	if p == nil {
-		writeError(w, http.StatusNotFound, "pool not found", fmt.Sprintf("no pool %q: list pools with GET /v1/pools", req.PoolName()))
 		return
 	}
-	ttlText := req.TTL
-	if ttlText == "" {
-		ttlText = p.Policy.TTL
-	}
-	ttl, err := time.ParseDuration(ttlText)
-	if err != nil || ttl <= 0 {
-		writeError(w, http.StatusBadRequest, "invalid ttl", fmt.Sprintf("ttl %q is not a positive duration such as 30m", req.TTL))
+	if reason, ok := s.unavailable[p.Name]; ok {
+		w.Header().Set("Retry-After", wire.UnavailableRetryAfter)
+		writeError(w, http.StatusServiceUnavailable, reason, "pool unavailable", fmt.Sprintf("pool %q cannot serve a lease now (%s); try again later", p.Name, reason))
 		return
 	}
-	if s.MaxConcurrentLeases > 0 && s.activeLeases(identity) >= s.MaxConcurrentLeases {
+	if ttl == 0 {
+		ttl, _ = time.ParseDuration(p.Policy.TTL)
+	}
+	if req.Alias != "" && s.activeByAlias(identity, req.Alias) != nil {
+		writeError(w, http.StatusConflict, wire.ReasonAliasInUse, "alias in use", fmt.Sprintf("you already hold an active lease with alias %q; release it or choose another alias", req.Alias))
+		return
+	}
+	if limit := s.leaseLimit(identity); limit > 0 && s.activeLeases(identity) >= limit {
 		w.Header().Set("Retry-After", "30")
-		writeError(w, http.StatusTooManyRequests, "concurrent lease limit reached", "release a lease first")
+		writeError(w, http.StatusTooManyRequests, wire.ReasonConcurrentLeaseLimit, "concurrent lease limit reached", "release a lease first")
 		return
 	}
 	s.nextID++
-	now := s.now()
 	l := &lease{
 		Lease: wire.Lease{
-			ID: fmt.Sprintf("lease-%012x", s.nextID), Phase: wire.PhasePending,
+			ID: fmt.Sprintf("lease-%012x", s.nextID), Alias: req.Alias, Phase: wire.PhasePending,
 			Pool: p.Name, Profile: p.Name, EffectiveTTL: wire.FormatTTL(ttl),
-			MaxExtensions: s.MaxExtensions, Requester: identity, CreatedAt: wire.WireTime(now),
+			MaxExtensions: s.MaxExtensions, Requester: identity, CreatedAt: wire.WireTime(s.now()),
 		},
 		owner: identity, ttl: ttl, waiting: s.PendingPolls,
 	}
+	queued := slices.ContainsFunc(s.order, func(id string) bool { return s.leases[id].Pool == p.Name && s.leases[id].Phase == wire.PhasePending })
 	s.leases[l.ID] = l
 	s.order = append(s.order, l.ID)
-	if l.waiting == 0 {
+	if l.waiting == 0 && p.Ready > 0 && !queued {
 		s.bind(l)
-		writeJSON(w, http.StatusCreated, l.Lease)
+		writeJSON(w, http.StatusCreated, s.render(l))
 		return
 	}
-	l.QueuePosition = l.waiting
-	p.QueueDepth++
-	writeJSON(w, http.StatusAccepted, l.Lease)
+	if l.waiting == 0 {
+		l.waiting = -1
+	}
+	writeJSON(w, http.StatusAccepted, s.render(l))
 }
 
 func (s *Server) bind(l *lease) {
 	now := s.now()
 	l.Phase = wire.PhaseBound
-	l.QueuePosition = 0
 	l.ClusterName = "pool-" + l.Pool + "-0"
 	l.BoundAt = wire.WireTime(now)
 	l.ExpiresAt = wire.WireTime(now.Add(l.ttl))
 	l.Kubeconfig = Kubeconfig(l.ID)
 	if p := s.pool(l.Pool); p != nil {
 		p.Leased++
-		p.Ready--
+		p.Ready = max(p.Ready-1, 0)
 	}
+}
+
+// render is l as the API shows it, with its live queue position.
+func (s *Server) render(l *lease) wire.Lease {
+	out := l.Lease
+	out.QueuePosition = 0
+	if l.Phase == wire.PhasePending {
+		for _, id := range s.order {
+			o := s.leases[id]
+			if o.Pool == l.Pool && o.Phase == wire.PhasePending {
+				out.QueuePosition++
+			}
+			if id == l.ID {
+				break
+			}
+		}
+	}
+	return out
 }
 
 func (s *Server) activeLeases(identity string) int {
@@ -276,13 +471,48 @@ func (s *Server) activeLeases(identity string) int {
 	return n
 }
 
-// own returns the caller's lease, or answers 404 (another identity's lease
-// is as unknown as a missing one).
+func (s *Server) activeByAlias(identity, alias string) *lease {
+	for _, l := range s.leases {
+		if l.owner == identity && l.Alias == alias && !wire.PhaseEnded(l.Phase) {
+			return l
+		}
+	}
+	return nil
+}
+
+// resolve finds the caller's lease by id or alias (the active one, else the
+// most recent). It answers 400 for a malformed reference and returns nil
+// (without answering) when the caller holds no such lease.
+func (s *Server) resolve(w http.ResponseWriter, r *http.Request, identity string) (*lease, bool) {
+	ref := r.PathValue("id")
+	if err := wire.ValidateLeaseRef(ref); err != nil {
+		writeError(w, http.StatusBadRequest, wire.ReasonBadRequest, "bad request", err.Error())
+		return nil, false
+	}
+	if wire.IsLeaseID(ref) {
+		l, ok := s.leases[ref]
+		if !ok || l.owner != identity {
+			return nil, true
+		}
+		return l, true
+	}
+	if l := s.activeByAlias(identity, ref); l != nil {
+		return l, true
+	}
+	for _, id := range slices.Backward(s.order) {
+		if l := s.leases[id]; l.owner == identity && l.Alias == ref {
+			return l, true
+		}
+	}
+	return nil, true
+}
+
+// own resolves the caller's lease, or answers 400 or 404 (another
+// identity's lease is as unknown as a missing one).
 func (s *Server) own(w http.ResponseWriter, r *http.Request, identity string) *lease {
-	l, ok := s.leases[r.PathValue("id")]
-	if !ok || l.owner != identity {
-		writeError(w, http.StatusNotFound, "lease not found", fmt.Sprintf("no lease %q for %s", r.PathValue("id"), identity))
-		return nil
+	l, ok := s.resolve(w, r, identity)
+	if ok && l == nil {
+		writeError(w, http.StatusNotFound, wire.ReasonLeaseNotFound, "lease not found", fmt.Sprintf("you hold no lease %q", r.PathValue("id")))
 	}
 	return l
 }
@@ -292,7 +522,7 @@ func (s *Server) listLeases(w http.ResponseWriter, _ *http.Request, identity str
 	for _, id := range s.order {
 		l := s.leases[id]
 		if l.owner == identity && !wire.PhaseEnded(l.Phase) {
-			out = append(out, withoutKubeconfig(l.Lease))
+			out = append(out, withoutKubeconfig(s.render(l)))
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -303,31 +533,36 @@ func (s *Server) getLease(w http.ResponseWriter, r *http.Request, identity strin
 	if l == nil {
 		return
 	}
-	if l.Phase == wire.PhasePending {
+	if l.Phase == wire.PhasePending && l.waiting > 0 {
 		l.waiting--
-		l.QueuePosition = max(l.waiting, 1)
-		if l.waiting <= 0 {
-			if p := s.pool(l.Pool); p != nil {
-				p.QueueDepth--
-			}
+		if l.waiting == 0 {
 			if s.EndWhilePending != "" {
-				l.Phase, l.Reason, l.QueuePosition = s.EndWhilePending, "queue timeout", 0
+				l.Phase, l.Reason = s.EndWhilePending, "queue timeout"
 			} else {
 				s.bind(l)
 			}
 		}
 	}
-	writeJSON(w, http.StatusOK, l.Lease)
+	writeJSON(w, http.StatusOK, s.render(l))
 }
 
+// releaseLease answers 204 whether or not the caller holds the lease, so
+// that it is idempotent for the owner and tells nobody else anything.
 func (s *Server) releaseLease(w http.ResponseWriter, r *http.Request, identity string, _ []byte) {
-	l := s.own(w, r, identity)
-	if l == nil {
+	l, ok := s.resolve(w, r, identity)
+	if !ok {
 		return
 	}
-	s.released = append(s.released, l.ID)
-	if !wire.PhaseEnded(l.Phase) {
-		l.Phase, l.Reason, l.Kubeconfig = wire.PhaseReleased, "released by its holder", ""
+	if l != nil {
+		s.released = append(s.released, l.ID)
+		if !wire.PhaseEnded(l.Phase) {
+			if l.Phase == wire.PhaseBound {
+				if p := s.pool(l.Pool); p != nil {
+					p.Leased--
+				}
+			}
+			l.Phase, l.Reason, l.Kubeconfig = wire.PhaseReleased, "released by its holder", ""
+		}
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
@@ -338,21 +573,21 @@ func (s *Server) extendLease(w http.ResponseWriter, r *http.Request, identity st
 		return
 	}
 	var req wire.ExtendLeaseRequest
-	if err := json.Unmarshal(body, &req); err != nil {
-		writeError(w, http.StatusBadRequest, "bad body", err.Error())
+	if err := decodeStrict(body, &req); err != nil {
+		writeError(w, http.StatusBadRequest, wire.ReasonBadRequest, "bad request", err.Error())
 		return
 	}
 	d, err := time.ParseDuration(req.ExtendTTL)
 	if err != nil || d <= 0 {
-		writeError(w, http.StatusBadRequest, "invalid ttl", fmt.Sprintf("extend_ttl %q is not a positive duration such as 30m", req.ExtendTTL))
+		writeError(w, http.StatusBadRequest, wire.ReasonBadRequest, "bad request", fmt.Sprintf("extend_ttl %q is not a positive duration such as 30m", req.ExtendTTL))
 		return
 	}
 	if l.Phase != wire.PhaseBound {
-		writeError(w, http.StatusConflict, "lease not bound", fmt.Sprintf("lease %s is %s; only Bound leases can be extended", l.ID, l.Phase))
+		writeError(w, http.StatusConflict, wire.ReasonExtensionRefused, "lease not bound", fmt.Sprintf("lease %s is %s; only Bound leases can be extended", l.ID, l.Phase))
 		return
 	}
 	if l.Extensions >= l.MaxExtensions {
-		writeError(w, http.StatusConflict, "extension limit reached",
+		writeError(w, http.StatusConflict, wire.ReasonExtensionLimitReached, "extension limit reached",
 			fmt.Sprintf("lease %s has used %d of %d extensions; lease a new cluster instead", l.ID, l.Extensions, l.MaxExtensions))
 		return
 	}
@@ -361,33 +596,30 @@ func (s *Server) extendLease(w http.ResponseWriter, r *http.Request, identity st
 	writeJSON(w, http.StatusOK, wire.ExtendLeaseResponse{ExpiresAt: l.ExpiresAt, Extensions: l.Extensions, MaxExtensions: l.MaxExtensions})
 }
 
-func (s *Server) listPools(w http.ResponseWriter, _ *http.Request, _ string, _ []byte) {
-	writeJSON(w, http.StatusOK, s.pools)
+func (s *Server) listPools(w http.ResponseWriter, _ *http.Request, identity string, _ []byte) {
+	writeJSON(w, http.StatusOK, s.allowedPools(identity))
 }
 
-func (s *Server) getPool(w http.ResponseWriter, r *http.Request, _ string, _ []byte) {
-	p := s.pool(r.PathValue("name"))
-	if p == nil {
-		writeError(w, http.StatusNotFound, "pool not found", fmt.Sprintf("no pool %q", r.PathValue("name")))
-		return
+func (s *Server) getPool(w http.ResponseWriter, r *http.Request, identity string, _ []byte) {
+	if p := s.usablePool(w, identity, r.PathValue("name")); p != nil {
+		writeJSON(w, http.StatusOK, s.renderPool(*p))
 	}
-	writeJSON(w, http.StatusOK, p)
 }
 
 func (s *Server) listPoolLeases(w http.ResponseWriter, r *http.Request, identity string, _ []byte) {
-	if s.pool(r.PathValue("name")) == nil {
-		writeError(w, http.StatusNotFound, "pool not found", fmt.Sprintf("no pool %q", r.PathValue("name")))
+	p := s.usablePool(w, identity, r.PathValue("name"))
+	if p == nil {
 		return
 	}
 	out := []wire.Lease{}
 	for _, id := range s.order {
 		l := s.leases[id]
-		if l.Pool != r.PathValue("name") || wire.PhaseEnded(l.Phase) {
+		if l.Pool != p.Name || wire.PhaseEnded(l.Phase) {
 			continue
 		}
-		c := withoutKubeconfig(l.Lease)
+		c := withoutKubeconfig(s.render(l))
 		if l.owner != identity {
-			c.Requester = ""
+			c.Requester, c.Alias = "", ""
 		}
 		out = append(out, c)
 	}
@@ -405,6 +637,6 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-func writeError(w http.ResponseWriter, code int, msg, detail string) {
-	writeJSON(w, code, wire.ErrorBody{Message: msg, Detail: strings.TrimSpace(detail)})
+func writeError(w http.ResponseWriter, code int, reason, msg, detail string) {
+	writeJSON(w, code, wire.ErrorBody{Message: msg, Detail: strings.TrimSpace(detail), Reason: reason})
 }
