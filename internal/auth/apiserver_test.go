@@ -3,6 +3,7 @@ package auth
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -14,11 +15,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/testenv"
+	"github.com/kunobi-ninja/kobe/internal/testenv/oidcissuer"
 )
 
 // countingReviewer counts the TokenReviews that reach the API server.
@@ -161,7 +162,7 @@ func TestAgainstAPIServer(t *testing.T) {
 			t.Fatalf("token for another audience: got %v, want ErrInvalidCredentials", err)
 		}
 		// A JWT that is no ServiceAccount token.
-		forged := unsigned(map[string]any{"iss": "https://kubernetes.default.svc", "sub": "system:serviceaccount:ci:deployer"})
+		forged := oidcissuer.Unsigned(map[string]any{"iss": "https://kubernetes.default.svc", "sub": "system:serviceaccount:ci:deployer"})
 		if _, err := authenticate(t, a, "Bearer "+forged); !errors.Is(err, ErrInvalidCredentials) {
 			t.Fatalf("forged token: got %v", err)
 		}
@@ -216,39 +217,24 @@ func TestAgainstAPIServer(t *testing.T) {
 			&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "late-token", Namespace: testNS}, Data: map[string][]byte{"token": []byte("late")}},
 			newPolicy("late", "", kobev1.AuthSpec{Token: &kobev1.TokenAuth{SecretRef: kobev1.SecretKeyRef{Name: "late-token"}}}, allow("x")),
 		)
-		deadline := time.Now().Add(10 * time.Second)
-		for {
+		testenv.Eventually(t, 10*time.Second, "the cache to serve the new policy", func() error {
 			p, err := authenticate(t, ca, "Bearer late")
-			if err == nil && p.Policy == "late" {
-				break
+			if err != nil {
+				return err
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("cache never served the new policy: %v", err)
+			if p.Policy != "late" {
+				return fmt.Errorf("authenticated by policy %q", p.Policy)
 			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return nil
+		})
 	})
 }
 
-// newCachedReader starts a controller-runtime informer cache on testNS, like
-// the operator's manager cache.
+// newCachedReader is the informer cache of a manager on testNS, as the
+// operator reads through.
 func newCachedReader(t *testing.T, env *testenv.Env) client.Reader {
 	t.Helper()
-	c, err := cache.New(env.Config, cache.Options{Scheme: env.Scheme, DefaultNamespaces: map[string]cache.Config{testNS: {}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := c.Start(ctx); err != nil {
-			t.Errorf("cache: %v", err)
-		}
-	}()
-	t.Cleanup(func() { cancel(); <-done })
-	if !c.WaitForCacheSync(ctx) {
-		t.Fatal("cache did not sync")
-	}
-	return c
+	mgr := env.NewManager(t, testNS)
+	testenv.StartManager(t, mgr)
+	return mgr.GetCache()
 }

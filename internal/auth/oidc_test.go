@@ -14,10 +14,11 @@ import (
 	"github.com/go-jose/go-jose/v4"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+	"github.com/kunobi-ninja/kobe/internal/testenv/oidcissuer"
 )
 
 func TestOIDC(t *testing.T) {
-	iss := newIssuer(t)
+	iss := oidcissuer.New(t)
 	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
 		t.Fatal(err)
@@ -30,12 +31,12 @@ func TestOIDC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	iss.publish(rsaKey, "rsa-1", jose.RS256)
-	iss.publish(ecKey, "ec-1", jose.ES256)
+	iss.Publish(rsaKey, "rsa-1", jose.RS256)
+	iss.Publish(ecKey, "ec-1", jose.ES256)
 
 	// A second, real issuer that no policy trusts.
-	foreign := newIssuer(t)
-	foreign.publish(otherRSA, "rsa-1", jose.RS256)
+	foreign := oidcissuer.New(t)
+	foreign.Publish(otherRSA, "rsa-1", jose.RS256)
 
 	pol := newPolicy("github-ci", "{repository}:{ref}",
 		kobev1.AuthSpec{OIDC: &kobev1.OIDCAuth{Issuer: iss.URL, Audience: []string{"https://kobe.example.com", "kobe"}}},
@@ -64,7 +65,7 @@ func TestOIDC(t *testing.T) {
 	}
 
 	t.Run("valid RS256 token", func(t *testing.T) {
-		p, err := authenticate(t, a, "Bearer "+sign(t, rsaKey, "rsa-1", jose.RS256, claims(nil)))
+		p, err := authenticate(t, a, "Bearer "+oidcissuer.MustSign(t, rsaKey, "rsa-1", jose.RS256, claims(nil)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -76,7 +77,7 @@ func TestOIDC(t *testing.T) {
 		}
 	})
 	t.Run("valid ES256 token, second audience as a list, second rule", func(t *testing.T) {
-		tok := sign(t, ecKey, "ec-1", jose.ES256, claims(func(c map[string]any) {
+		tok := oidcissuer.MustSign(t, ecKey, "ec-1", jose.ES256, claims(func(c map[string]any) {
 			c["aud"] = []string{"someone-else", "kobe"}
 			c["repository"] = "my-org/other"
 		}))
@@ -89,7 +90,7 @@ func TestOIDC(t *testing.T) {
 		}
 	})
 	t.Run("within the leeway", func(t *testing.T) {
-		tok := sign(t, rsaKey, "rsa-1", jose.RS256, claims(func(c map[string]any) {
+		tok := oidcissuer.MustSign(t, rsaKey, "rsa-1", jose.RS256, claims(func(c map[string]any) {
 			c["exp"] = now.Add(-10 * time.Second).Unix()
 			c["nbf"] = now.Add(10 * time.Second).Unix()
 		}))
@@ -104,26 +105,26 @@ func TestOIDC(t *testing.T) {
 		want   error
 		detail string
 	}{
-		{"expired", sign(t, rsaKey, "rsa-1", jose.RS256, claims(func(c map[string]any) { c["exp"] = now.Add(-time.Minute).Unix() })),
+		{"expired", oidcissuer.MustSign(t, rsaKey, "rsa-1", jose.RS256, claims(func(c map[string]any) { c["exp"] = now.Add(-time.Minute).Unix() })),
 			ErrInvalidCredentials, "expired"},
-		{"no exp", sign(t, rsaKey, "rsa-1", jose.RS256, claims(func(c map[string]any) { delete(c, "exp") })),
+		{"no exp", oidcissuer.MustSign(t, rsaKey, "rsa-1", jose.RS256, claims(func(c map[string]any) { delete(c, "exp") })),
 			ErrInvalidCredentials, "exp"},
-		{"not yet valid", sign(t, rsaKey, "rsa-1", jose.RS256, claims(func(c map[string]any) { c["nbf"] = now.Add(2 * time.Minute).Unix() })),
+		{"not yet valid", oidcissuer.MustSign(t, rsaKey, "rsa-1", jose.RS256, claims(func(c map[string]any) { c["nbf"] = now.Add(2 * time.Minute).Unix() })),
 			ErrInvalidCredentials, "not valid yet"},
-		{"wrong audience", sign(t, rsaKey, "rsa-1", jose.RS256, claims(func(c map[string]any) { c["aud"] = "https://evil.example.com" })),
+		{"wrong audience", oidcissuer.MustSign(t, rsaKey, "rsa-1", jose.RS256, claims(func(c map[string]any) { c["aud"] = "https://evil.example.com" })),
 			ErrInvalidCredentials, "audience"},
-		{"wrong issuer", sign(t, otherRSA, "rsa-1", jose.RS256, claims(func(c map[string]any) { c["iss"] = foreign.URL })),
+		{"wrong issuer", oidcissuer.MustSign(t, otherRSA, "rsa-1", jose.RS256, claims(func(c map[string]any) { c["iss"] = foreign.URL })),
 			ErrInvalidCredentials, "no access policy accepts"},
-		{"bad signature (other key, known kid)", sign(t, otherRSA, "rsa-1", jose.RS256, claims(nil)),
+		{"bad signature (other key, known kid)", oidcissuer.MustSign(t, otherRSA, "rsa-1", jose.RS256, claims(nil)),
 			ErrInvalidCredentials, "does not verify"},
-		{"alg none", unsigned(claims(nil)), ErrInvalidCredentials, "does not verify"},
+		{"alg none", oidcissuer.Unsigned(claims(nil)), ErrInvalidCredentials, "does not verify"},
 		{"HS256 (algorithm confusion)", signHS256(t, claims(nil)), ErrInvalidCredentials, "does not verify"},
-		{"unknown key id", sign(t, otherRSA, "rsa-unknown", jose.RS256, claims(nil)), ErrInvalidCredentials, "does not verify"},
-		{"claims match no rule", sign(t, rsaKey, "rsa-1", jose.RS256, claims(func(c map[string]any) {
+		{"unknown key id", oidcissuer.MustSign(t, otherRSA, "rsa-unknown", jose.RS256, claims(nil)), ErrInvalidCredentials, "does not verify"},
+		{"claims match no rule", oidcissuer.MustSign(t, rsaKey, "rsa-1", jose.RS256, claims(func(c map[string]any) {
 			c["repository"] = "evil/repo"
 			c["repository_owner"] = "evil"
 		})), ErrNoMatchingRule, `no rule of policy github-ci matches "evil/repo:refs/heads/main"`},
-		{"identity claim missing", sign(t, rsaKey, "rsa-1", jose.RS256, claims(func(c map[string]any) { delete(c, "ref") })),
+		{"identity claim missing", oidcissuer.MustSign(t, rsaKey, "rsa-1", jose.RS256, claims(func(c map[string]any) { delete(c, "ref") })),
 			ErrNoMatchingRule, `claim "ref"`},
 	}
 	for _, tc := range refused {
@@ -146,24 +147,24 @@ func TestOIDC(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tok := sign(t, newKey, "rsa-2", jose.RS256, claims(nil))
+		tok := oidcissuer.MustSign(t, newKey, "rsa-2", jose.RS256, claims(nil))
 		if _, err := authenticate(t, a, "Bearer "+tok); !errors.Is(err, ErrInvalidCredentials) {
 			t.Fatalf("unpublished key accepted: %v", err)
 		}
-		before := iss.jwksFetches.Load()
-		iss.publish(newKey, "rsa-2", jose.RS256)
+		before := iss.JWKSFetches()
+		iss.Publish(newKey, "rsa-2", jose.RS256)
 		if _, err := authenticate(t, a, "Bearer "+tok); err != nil {
 			t.Fatalf("rotated key refused: %v", err)
 		}
-		if iss.jwksFetches.Load() <= before {
+		if iss.JWKSFetches() <= before {
 			t.Fatal("JWKS was not fetched again")
 		}
 		// Known keys are served from the cache.
-		before = iss.jwksFetches.Load()
-		if _, err := authenticate(t, a, "Bearer "+sign(t, rsaKey, "rsa-1", jose.RS256, claims(nil))); err != nil {
+		before = iss.JWKSFetches()
+		if _, err := authenticate(t, a, "Bearer "+oidcissuer.MustSign(t, rsaKey, "rsa-1", jose.RS256, claims(nil))); err != nil {
 			t.Fatal(err)
 		}
-		if iss.jwksFetches.Load() != before {
+		if iss.JWKSFetches() != before {
 			t.Fatal("JWKS fetched for a cached key")
 		}
 	})
@@ -173,7 +174,7 @@ func TestOIDC(t *testing.T) {
 // verifier must refuse the algorithm before looking at keys.
 func signHS256(t *testing.T, claims map[string]any) string {
 	t.Helper()
-	return sign(t, []byte("secret-bytes-secret-bytes-secret"), "rsa-1", jose.HS256, claims)
+	return oidcissuer.MustSign(t, []byte("secret-bytes-secret-bytes-secret"), "rsa-1", jose.HS256, claims)
 }
 
 func TestOIDCUnreachableIssuerFailsClosed(t *testing.T) {
@@ -189,7 +190,7 @@ func TestOIDCUnreachableIssuerFailsClosed(t *testing.T) {
 	}
 	pol := newPolicy("dead", "", kobev1.AuthSpec{OIDC: &kobev1.OIDCAuth{Issuer: dead, Audience: []string{"kobe"}}}, allow("*"))
 	a := NewAuthenticator(Options{Reader: storeReader(t, pol), Namespace: testNS})
-	tok := sign(t, key, "k", jose.RS256, map[string]any{"iss": dead, "aud": "kobe", "sub": "x", "exp": time.Now().Add(time.Hour).Unix()})
+	tok := oidcissuer.MustSign(t, key, "k", jose.RS256, map[string]any{"iss": dead, "aud": "kobe", "sub": "x", "exp": time.Now().Add(time.Hour).Unix()})
 	for range 2 { // the second attempt is answered from the backoff
 		if _, err := authenticate(t, a, "Bearer "+tok); !errors.Is(err, ErrInvalidCredentials) || !strings.Contains(err.Error(), "unreachable") {
 			t.Fatalf("got %v", err)
