@@ -72,7 +72,7 @@ var pools = []struct {
 	ttl     time.Duration
 	members int
 }{
-	{"ci-small", 30 * time.Minute, 16},
+	{"ci-small", 30 * time.Minute, 24},
 	{"ci-large", 2 * time.Hour, 8},
 	{"dev", time.Hour, 6},
 }
@@ -254,6 +254,9 @@ func (f *fixture) createWorld(ctx context.Context) error {
 		{"owner-a", kobev1.AccessRule{Pools: []string{"ci-*"}}},
 		{"owner-b", kobev1.AccessRule{Pools: []string{"ci-*"}}},
 		{"everything", kobev1.AccessRule{Pools: []string{"*"}}},
+		{"aliaser", kobev1.AccessRule{Pools: []string{"ci-*"}}},
+		{"queuer", kobev1.AccessRule{Pools: []string{queuePool}}},
+		{"unavail", kobev1.AccessRule{Pools: []string{"x-*"}}},
 	} {
 		objs = append(objs, tokenPolicy(tp.name, tp.rule)...)
 	}
@@ -271,6 +274,9 @@ func (f *fixture) createWorld(ctx context.Context) error {
 		if err := c.Create(ctx, o); err != nil {
 			return fmt.Errorf("creating %T %s: %w", o, o.GetName(), err)
 		}
+	}
+	if err := createOddPools(ctx, c); err != nil {
+		return err
 	}
 
 	// Lease client certificates expire with their lease and must lie within
@@ -312,6 +318,54 @@ func (f *fixture) createWorld(ctx context.Context) error {
 	return nil
 }
 
+// Pools without members, for the queue and for each reason a pool cannot
+// serve. Nothing reconciles them: their status is written here.
+const (
+	// queuePool has no member: every lease of it stays Pending.
+	queuePool = "queue"
+	// deletingPool is being deleted (a test finalizer holds it).
+	deletingPool = "x-deleting"
+	// backendlessPool reports its backend unavailable.
+	backendlessPool = "x-backendless"
+	// quarantinedPool (size 1) has its one member Quarantined.
+	quarantinedPool = "x-quarantined"
+	testFinalizer   = "kobe.kunobi.ninja/test-hold"
+)
+
+// createOddPools creates queuePool and the x- pools in their states.
+func createOddPools(ctx context.Context, c client.Client) error {
+	mk := func(name string, size int32, finalizers ...string) *kobev1.ClusterPool {
+		return &kobev1.ClusterPool{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Finalizers: finalizers},
+			Spec:       kobev1.ClusterPoolSpec{Size: ptr.To(size), Backend: kobev1.BackendSpec{Type: kobev1.BackendLocal}},
+		}
+	}
+	for _, p := range []*kobev1.ClusterPool{mk(queuePool, 0), mk(deletingPool, 0, testFinalizer), mk(backendlessPool, 1), mk(quarantinedPool, 1)} {
+		if err := c.Create(ctx, p); err != nil {
+			return fmt.Errorf("creating pool %s: %w", p.Name, err)
+		}
+		switch p.Name {
+		case deletingPool:
+			if err := c.Delete(ctx, p); err != nil {
+				return fmt.Errorf("deleting pool %s: %w", p.Name, err)
+			}
+		case backendlessPool:
+			p.Status.Conditions = []metav1.Condition{{
+				Type: kobev1.ConditionCapacity, Status: metav1.ConditionFalse, Reason: kobev1.ReasonBackendUnavailable,
+				Message: `backend "local" is not wired in this operator`, ObservedGeneration: p.Generation, LastTransitionTime: metav1.Now(),
+			}}
+		case quarantinedPool:
+			p.Status.Quarantined = 1
+		}
+		if len(p.Status.Conditions) > 0 || p.Status.Quarantined > 0 {
+			if err := c.Status().Update(ctx, p); err != nil {
+				return fmt.Errorf("writing status of pool %s: %w", p.Name, err)
+			}
+		}
+	}
+	return nil
+}
+
 // waitForCache waits until the manager's cache holds every policy and sees
 // every member Ready, so the first request of a test does not race the
 // informers.
@@ -339,7 +393,17 @@ func (f *fixture) waitForCache(ctx context.Context, c cache.Cache) error {
 				ready++
 			}
 		}
-		return len(pols.Items) == len(want.Items) && ready == members, nil
+		var pls kobev1.ClusterPoolList
+		if err := c.List(ctx, &pls, client.InNamespace(ns)); err != nil {
+			return false, err
+		}
+		odd := 0
+		for _, p := range pls.Items {
+			if !p.DeletionTimestamp.IsZero() || len(p.Status.Conditions) > 0 || p.Status.Quarantined > 0 {
+				odd++
+			}
+		}
+		return len(pols.Items) == len(want.Items) && ready == members && odd == 3, nil
 	})
 }
 

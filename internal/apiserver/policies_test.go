@@ -120,7 +120,7 @@ func TestStatus(t *testing.T) {
 		policy string
 		want   []string
 	}{
-		{"everything", []string{"ci-large", "ci-small", "dev"}},
+		{"everything", []string{"ci-large", "ci-small", "dev", queuePool, backendlessPool, deletingPool, quarantinedPool}},
 		{"ci-only", []string{"ci-large", "ci-small"}},
 	} {
 		t.Run("with credentials of "+tc.policy, func(t *testing.T) {

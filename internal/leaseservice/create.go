@@ -97,7 +97,7 @@ func (s *Service) Create(ctx context.Context, p *auth.Principal, req CreateReque
 		return out, nil
 	}
 	s.markPending(ctx, l)
-	pos, err := s.positions(ctx, pl.Name)
+	pos, err := s.positionsNow(ctx, pl.Name)
 	if err != nil {
 		return nil, err
 	}

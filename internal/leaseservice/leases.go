@@ -71,18 +71,14 @@ func (s *Service) ListPool(ctx context.Context, p *auth.Principal, poolName stri
 	if err := s.opts.Reader.List(ctx, &ls, client.InNamespace(s.opts.Namespace), client.MatchingFields{index.LeasePool: pl.Name}); err != nil {
 		return nil, fmt.Errorf("listing leases of pool %s: %w", pl.Name, err)
 	}
-	q := lease.Queue(ls.Items, pl.Name)
+	pos := queuePositions(ls.Items, pl.Name)
 	out := []Lease{}
 	for i := range ls.Items {
 		l := &ls.Items[i]
 		if !lease.IsActive(l) {
 			continue
 		}
-		v := Lease{Object: l, Pool: pl, Owned: owns(p, l)}
-		if lease.IsQueued(l) {
-			v.QueuePosition = lease.Position(q, l)
-		}
-		out = append(out, v)
+		out = append(out, Lease{Object: l, Pool: pl, Owned: owns(p, l), QueuePosition: pos(l)})
 	}
 	sortByID(out)
 	return out, nil

@@ -199,13 +199,29 @@ func (s *Service) positions(ctx context.Context, pool string) (func(*kobev1.Clus
 	if err := s.opts.Reader.List(ctx, &ls, client.InNamespace(s.opts.Namespace), client.MatchingFields{index.LeasePool: pool}); err != nil {
 		return nil, fmt.Errorf("listing leases of pool %s: %w", pool, err)
 	}
-	q := lease.Queue(ls.Items, pool)
+	return queuePositions(ls.Items, pool), nil
+}
+
+// positionsNow is positions read from the API server: a lease just created
+// must count the requests queued a millisecond before it, which the cache
+// may not have seen. It lists by the pool label, which the API puts on
+// every lease it creates.
+func (s *Service) positionsNow(ctx context.Context, pool string) (func(*kobev1.ClusterLease) int32, error) {
+	var ls kobev1.ClusterLeaseList
+	if err := s.opts.APIReader.List(ctx, &ls, client.InNamespace(s.opts.Namespace), client.MatchingLabels{kobev1.LabelPool: pool}); err != nil {
+		return nil, fmt.Errorf("listing leases of pool %s: %w", pool, err)
+	}
+	return queuePositions(ls.Items, pool), nil
+}
+
+func queuePositions(ls []kobev1.ClusterLease, pool string) func(*kobev1.ClusterLease) int32 {
+	q := lease.Queue(ls, pool)
 	return func(l *kobev1.ClusterLease) int32 {
 		if !lease.IsQueued(l) {
 			return 0
 		}
 		return lease.Position(q, l)
-	}, nil
+	}
 }
 
 // view renders one lease of its owner, with its live queue position and,
