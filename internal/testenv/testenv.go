@@ -16,10 +16,11 @@ import (
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	kobescheme "github.com/kunobi-ninja/kobe/internal/scheme"
+	"github.com/kunobi-ninja/kobe/internal/version"
 )
 
 // KubernetesVersion is the control-plane version the tests run against.
-const KubernetesVersion = "1.37.2"
+const KubernetesVersion = version.Kubernetes
 
 // Env is a running test control plane.
 type Env struct {
