@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -22,11 +23,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/apiserver"
@@ -44,6 +42,7 @@ const ns = "default"
 
 type fixture struct {
 	env   *testenv.Env
+	cache client.Reader
 	url   string
 	token string
 	next  int
@@ -53,20 +52,12 @@ func setup(b *testing.B) *fixture {
 	b.Helper()
 	log.SetLogger(logrDiscard())
 	env := testenv.Start(b)
-	ctx, cancel := context.WithCancel(context.Background())
-	b.Cleanup(cancel)
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:  env.Scheme,
-		Metrics: metricsserver.Options{BindAddress: "0"},
-		Cache:   cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
+	ctx := b.Context()
+	mgr := env.NewManager(b, ns)
 	if err := index.Setup(ctx, mgr); err != nil {
 		b.Fatal(err)
 	}
-	f := &fixture{env: env, token: "bench-token"}
+	f := &fixture{env: env, cache: mgr.GetClient(), token: "bench-token"}
 	c := env.Client
 	for _, o := range []client.Object{
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "bench", Namespace: ns}, StringData: map[string]string{"token": f.token}},
@@ -91,11 +82,13 @@ func setup(b *testing.B) *fixture {
 	if err := mgr.Add(srv); err != nil {
 		b.Fatal(err)
 	}
-	go func() { _ = mgr.Start(ctx) }()
-	deadline := time.Now().Add(30 * time.Second)
-	for srv.Addr() == "" && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	testenv.StartManager(b, mgr)
+	testenv.Eventually(b, 30*time.Second, "the API server to listen", func() error {
+		if srv.Addr() == "" {
+			return errors.New("no address yet")
+		}
+		return nil
+	})
 	f.url = "http://" + srv.Addr()
 	return f
 }
@@ -135,8 +128,24 @@ func (f *fixture) addMembers(b *testing.B, n int) {
 	}
 	wg.Wait()
 	f.next += n
-	// Let the informers catch up before measuring.
-	time.Sleep(2 * time.Second)
+	// Measure only once the cache (which the binder reads) has every member
+	// Ready.
+	testenv.Eventually(b, 30*time.Second, "the cache to see the new members Ready", func() error {
+		var l kobev1.ClusterInstanceList
+		if err := f.cache.List(ctx, &l, client.InNamespace(ns), client.MatchingLabels{kobev1.LabelPool: "bench"}); err != nil {
+			return err
+		}
+		ready := 0
+		for _, m := range l.Items {
+			if m.Status.Phase == kobev1.InstanceReady && m.Spec.LeaseRef == nil {
+				ready++
+			}
+		}
+		if ready < n {
+			return fmt.Errorf("%d of %d new members Ready and free in the cache", ready, n)
+		}
+		return nil
+	})
 }
 
 func (f *fixture) lease(client *http.Client) (time.Duration, error) {

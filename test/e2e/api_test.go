@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -12,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+	"github.com/kunobi-ninja/kobe/internal/testenv"
 	"github.com/kunobi-ninja/kobe/internal/wire"
 )
 
@@ -67,7 +69,7 @@ func TestConcurrentLeases(t *testing.T) {
 	// and record which member each lease got.
 	memberOf := map[string]string{}
 	released := map[string]bool{}
-	eventually(t, 10*time.Minute, "every queued lease to be bound", func() (bool, string) {
+	testenv.Eventually(t, 10*time.Minute, "every queued lease to be bound", func() error {
 		for _, a := range answers {
 			id := a.lease.ID
 			if released[id] {
@@ -92,7 +94,10 @@ func TestConcurrentLeases(t *testing.T) {
 			}
 			released[id] = true
 		}
-		return len(released) == callers, ""
+		if len(released) < callers {
+			return fmt.Errorf("%d of %d leases bound and released", len(released), callers)
+		}
+		return nil
 	})
 
 	// The member side agrees: no instance ever carried two leases (leaseRef

@@ -17,6 +17,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+	"github.com/kunobi-ninja/kobe/internal/testenv"
+	"github.com/kunobi-ninja/kobe/internal/testenv/memberproc"
 	"github.com/kunobi-ninja/kobe/internal/wire"
 )
 
@@ -73,10 +75,10 @@ func TestLeaseUseExtendRelease(t *testing.T) {
 	if l.Phase != wire.PhaseBound || l.ClusterName == "" || l.ExpiresAt == nil {
 		t.Fatalf("lease = %+v, want Bound with a cluster and an expiry", l)
 	}
-	if out, err := kubectl(t, kc, "get", "ns"); err != nil || !strings.Contains(out, "kube-system") {
+	if out, err := testenv.Kubectl(t, kc, "get", "ns"); err != nil || !strings.Contains(out, "kube-system") {
 		t.Fatalf("kubectl get ns with the lease's kubeconfig: %v\n%s", err, out)
 	}
-	if out, err := kubectl(t, kc, "create", "namespace", "from-lease"); err != nil {
+	if out, err := testenv.Kubectl(t, kc, "create", "namespace", "from-lease"); err != nil {
 		t.Fatalf("kubectl create namespace: %v\n%s", err, out)
 	}
 	if got := clientCertNotAfter(t, kc); !got.Equal(*l.ExpiresAt) {
@@ -119,11 +121,13 @@ func TestLeaseUseExtendRelease(t *testing.T) {
 		if out, errOut, err := kobe(t, "release", l.ID); err != nil {
 			t.Fatalf("kobe release: %v\n%s%s", err, out, errOut)
 		}
-		eventually(t, 30*time.Second, "the lease's kubeconfig to stop working", func() (bool, string) {
-			out, err := kubectl(t, kc, "get", "ns")
-			return err != nil, out
+		testenv.Eventually(t, 30*time.Second, "the lease's kubeconfig to stop working", func() error {
+			if out, err := testenv.Kubectl(t, kc, "get", "ns"); err == nil {
+				return fmt.Errorf("kubectl get ns still works: %s", out)
+			}
+			return nil
 		})
-		eventually(t, 60*time.Second, "the member to be destroyed", func() (bool, string) { return instanceGone(t, l.ClusterName) })
+		testenv.Eventually(t, 60*time.Second, "the member to be destroyed", func() error { return instanceGone(t, l.ClusterName) })
 		if got := getLease(t, l.ID); got == nil || got.Status.Phase != kobev1.LeaseReleased {
 			t.Errorf("lease after release: %+v, want phase Released", got)
 		}
@@ -151,18 +155,24 @@ func TestLeaseExpiresServerSide(t *testing.T) {
 	}
 
 	for _, l := range []wire.Lease{short, survivor} {
-		eventually(t, time.Until(*l.ExpiresAt)+15*time.Second, "lease "+l.ID+" to expire", func() (bool, string) {
+		testenv.Eventually(t, time.Until(*l.ExpiresAt)+15*time.Second, "lease "+l.ID+" to expire", func() error {
 			got := getLease(t, l.ID)
-			return got != nil && got.Status.Phase == kobev1.LeaseExpired, fmt.Sprintf("%+v", got.Status)
+			if got == nil {
+				return errors.New("lease object gone")
+			}
+			if got.Status.Phase != kobev1.LeaseExpired {
+				return fmt.Errorf("status %+v", got.Status)
+			}
+			return nil
 		})
 		got := getLease(t, l.ID)
 		late := got.Status.EndedAt.Sub(*l.ExpiresAt)
 		if late < 0 || late > 10*time.Second {
 			t.Errorf("lease %s ended %s after its expiry, want within 10s", l.ID, late)
 		}
-		eventually(t, 60*time.Second, "member "+l.ClusterName+" to be destroyed", func() (bool, string) { return instanceGone(t, l.ClusterName) })
+		testenv.Eventually(t, 60*time.Second, "member "+l.ClusterName+" to be destroyed", func() error { return instanceGone(t, l.ClusterName) })
 	}
-	if out, err := kubectl(t, kc, "get", "ns"); err == nil {
+	if out, err := testenv.Kubectl(t, kc, "get", "ns"); err == nil {
 		t.Errorf("expired lease's kubeconfig still works:\n%s", out)
 	}
 
@@ -184,17 +194,22 @@ func TestLeaseExpiresServerSide(t *testing.T) {
 		}
 		return false
 	}
-	dirs := memberDirs(s.dataRoot)
+	dirs, err := memberproc.Dirs(s.dataRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, d := range dirs {
 		if !ownedBy(d) {
 			t.Errorf("data directory %s belongs to no ClusterInstance", d)
 		}
 	}
-	procs := memberProcesses(s.dataRoot)
-	for _, pid := range procs {
-		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-		if !ownedBy(string(cmdline)) {
-			t.Errorf("process %d (%s) belongs to no ClusterInstance", pid, strings.ReplaceAll(string(cmdline), "\x00", " "))
+	procs, err := memberProcesses(s.dataRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range procs {
+		if !ownedBy(p.Cmdline) {
+			t.Errorf("process %s belongs to no ClusterInstance", p)
 		}
 	}
 	t.Logf("after the restart: %d instances, %d member directories, %d member processes, none orphaned", len(insts.Items), len(dirs), len(procs))
@@ -244,9 +259,9 @@ func TestKobeRun(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, memberDeadline, "the command to start", func() (bool, string) {
+		testenv.Eventually(t, memberDeadline, "the command to start", func() error {
 			_, err := os.Stat(marker)
-			return err == nil, ""
+			return err
 		})
 		if n := activeLeases(); n != 1 {
 			t.Errorf("%d active leases while running, want 1", n)

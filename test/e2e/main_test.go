@@ -7,9 +7,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -28,6 +28,7 @@ import (
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/testenv"
+	"github.com/kunobi-ninja/kobe/internal/testenv/memberproc"
 	"github.com/kunobi-ninja/kobe/internal/wire"
 )
 
@@ -88,6 +89,9 @@ func runSuite(m *testing.M) (int, error) {
 		return 1, err
 	}
 	code := m.Run()
+	if code != 0 {
+		fmt.Fprintf(os.Stderr, "operator log tail:\n%s\n", s.tail())
+	}
 	if err := s.teardown(); err != nil {
 		return code, err
 	}
@@ -142,19 +146,10 @@ func newPool(name string, size int32) *kobev1.ClusterPool {
 	}
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 // startOperator starts kobe-operator and waits for its API to answer.
 func (s *suite) startOperator() error {
 	if s.apiPort == 0 {
-		p, err := freePort()
+		p, err := testenv.FreePort()
 		if err != nil {
 			return err
 		}
@@ -181,18 +176,21 @@ func (s *suite) startOperator() error {
 		return fmt.Errorf("starting operator: %w", err)
 	}
 	s.operator, s.opLog = cmd, logFile
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
+	err = testenv.Poll(context.Background(), 60*time.Second, func() error {
 		resp, err := http.Get(s.apiURL + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
+		if err != nil {
+			return err
 		}
-		time.Sleep(200 * time.Millisecond)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("/readyz answers %d", resp.StatusCode)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("operator API did not become ready: %w; log: %s", err, s.tail())
 	}
-	return fmt.Errorf("operator API did not become ready; log: %s", s.tail())
+	return nil
 }
 
 // killOperator kills the operator with SIGKILL, as a crash would.
@@ -219,58 +217,52 @@ func (s *suite) teardown() error {
 	_ = c.DeleteAllOf(ctx, &kobev1.ClusterLease{}, client.InNamespace(namespace))
 	_ = c.DeleteAllOf(ctx, &kobev1.ClusterPool{}, client.InNamespace(namespace))
 	_ = c.DeleteAllOf(ctx, &kobev1.ClusterInstance{}, client.InNamespace(namespace))
-	for ctx.Err() == nil {
+	var errs []error
+	if err := testenv.Poll(ctx, 3*time.Minute, func() error {
 		var l kobev1.ClusterInstanceList
-		if err := c.List(ctx, &l, client.InNamespace(namespace)); err == nil && len(l.Items) == 0 {
-			break
+		if err := c.List(ctx, &l, client.InNamespace(namespace)); err != nil {
+			return err
 		}
-		time.Sleep(500 * time.Millisecond)
+		if len(l.Items) > 0 {
+			return fmt.Errorf("%d members left", len(l.Items))
+		}
+		return nil
+	}); err != nil {
+		errs = append(errs, fmt.Errorf("deleting every member: %w", err))
 	}
 	s.killOperator()
-	var errs []string
-	if procs := memberProcesses(s.dataRoot); len(procs) > 0 {
-		errs = append(errs, fmt.Sprintf("member processes left after teardown: %v", procs))
-		for _, p := range procs {
-			_ = syscall.Kill(p, syscall.SIGKILL)
-		}
+	procs, err := memberProcesses(s.dataRoot)
+	if err != nil {
+		errs = append(errs, err)
 	}
-	if dirs := memberDirs(s.dataRoot); len(dirs) > 0 {
-		errs = append(errs, fmt.Sprintf("member directories left after teardown: %v", dirs))
+	if len(procs) > 0 {
+		errs = append(errs, fmt.Errorf("member processes left after teardown: %v", procs))
+		memberproc.Kill(procs)
 	}
-	if len(errs) > 0 {
-		return fmt.Errorf("%s", strings.Join(errs, "; "))
+	dirs, err := memberproc.Dirs(s.dataRoot)
+	if err != nil {
+		errs = append(errs, err)
 	}
-	return nil
+	if len(dirs) > 0 {
+		errs = append(errs, fmt.Errorf("member directories left after teardown: %v", dirs))
+	}
+	return errors.Join(errs...)
 }
 
-// memberProcesses lists pids whose command line references root, other
+// memberProcesses lists the processes whose command line names root, other
 // than the operator's own.
-func memberProcesses(root string) []int {
-	entries, _ := os.ReadDir("/proc")
-	var pids []int
-	for _, e := range entries {
-		var pid int
-		if _, err := fmt.Sscanf(e.Name(), "%d", &pid); err != nil {
-			continue
-		}
-		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil {
-			continue
-		}
-		if bytes.Contains(cmdline, []byte(root)) && !bytes.Contains(cmdline, []byte("kobe-operator")) {
-			pids = append(pids, pid)
+func memberProcesses(root string) ([]memberproc.Process, error) {
+	all, err := memberproc.Running(root)
+	if err != nil {
+		return nil, err
+	}
+	var out []memberproc.Process
+	for _, p := range all {
+		if !strings.Contains(p.Cmdline, "kobe-operator") {
+			out = append(out, p)
 		}
 	}
-	return pids
-}
-
-func memberDirs(root string) []string {
-	entries, _ := os.ReadDir(root)
-	var out []string
-	for _, e := range entries {
-		out = append(out, e.Name())
-	}
-	return out
+	return out, nil
 }
 
 // kobe runs the CLI with the suite's endpoint and token.
@@ -284,16 +276,6 @@ func kobe(t *testing.T, args ...string) (stdout, stderr string, err error) {
 	cmd.Stdout, cmd.Stderr = &o, &e
 	err = cmd.Run()
 	return o.String(), e.String(), err
-}
-
-// kubectl runs kubectl with a kubeconfig.
-func kubectl(t *testing.T, kubeconfig string, args ...string) (string, error) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "kubectl", append([]string{"--kubeconfig", kubeconfig, "--request-timeout", "10s"}, args...)...)
-	out, err := cmd.CombinedOutput()
-	return string(out), err
 }
 
 // api calls the HTTP API directly.
@@ -327,28 +309,6 @@ func decodeLease(t *testing.T, b []byte) wire.Lease {
 	return l
 }
 
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, within time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	last := ""
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		last = state
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s; last state: %s\noperator log tail:\n%s", within, what, last, s.tail())
-		}
-		select {
-		case <-t.Context().Done():
-			t.Fatalf("test context ended waiting for %s", what)
-		case <-time.After(250 * time.Millisecond):
-		}
-	}
-}
-
 func getPool(t *testing.T, name string) *kobev1.ClusterPool {
 	t.Helper()
 	p := &kobev1.ClusterPool{}
@@ -361,9 +321,11 @@ func getPool(t *testing.T, name string) *kobev1.ClusterPool {
 // waitPoolReady waits until the pool has n Ready members.
 func waitPoolReady(t *testing.T, name string, n int32) {
 	t.Helper()
-	eventually(t, memberDeadline, fmt.Sprintf("pool %s to have %d ready members", name, n), func() (bool, string) {
-		p := getPool(t, name)
-		return p.Status.Ready >= n, fmt.Sprintf("%+v", p.Status)
+	testenv.Eventually(t, memberDeadline, fmt.Sprintf("pool %s to have %d ready members", name, n), func() error {
+		if p := getPool(t, name); p.Status.Ready < n {
+			return fmt.Errorf("status %+v", p.Status)
+		}
+		return nil
 	})
 }
 
@@ -380,24 +342,31 @@ func getLease(t *testing.T, id string) *kobev1.ClusterLease {
 	return l
 }
 
-// instanceGone reports whether a member's object, processes and data
-// directory are all gone.
-func instanceGone(t *testing.T, name string) (bool, string) {
+// instanceGone returns nil once a member's object, processes and data
+// directory are all gone, else what is left.
+func instanceGone(t *testing.T, name string) error {
 	inst := &kobev1.ClusterInstance{}
 	err := s.env.Client.Get(t.Context(), types.NamespacedName{Namespace: namespace, Name: name}, inst)
 	if err == nil {
-		return false, fmt.Sprintf("instance %s still exists in phase %s", name, inst.Status.Phase)
+		return fmt.Errorf("instance %s still exists in phase %s", name, inst.Status.Phase)
 	}
-	for _, d := range memberDirs(s.dataRoot) {
+	dirs, err := memberproc.Dirs(s.dataRoot)
+	if err != nil {
+		return err
+	}
+	for _, d := range dirs {
 		if strings.Contains(d, name) {
-			return false, "data directory " + d + " still exists"
+			return fmt.Errorf("data directory %s still exists", d)
 		}
 	}
-	for _, pid := range memberProcesses(s.dataRoot) {
-		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-		if bytes.Contains(cmdline, []byte(name)) {
-			return false, fmt.Sprintf("process %d still runs", pid)
+	procs, err := memberProcesses(s.dataRoot)
+	if err != nil {
+		return err
+	}
+	for _, p := range procs {
+		if strings.Contains(p.Cmdline, name) {
+			return fmt.Errorf("process %s still runs", p)
 		}
 	}
-	return true, ""
+	return nil
 }

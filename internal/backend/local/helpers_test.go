@@ -2,13 +2,11 @@ package local
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +17,7 @@ import (
 
 	"github.com/kunobi-ninja/kobe/internal/backend"
 	"github.com/kunobi-ninja/kobe/internal/testenv"
+	"github.com/kunobi-ninja/kobe/internal/testenv/memberproc"
 )
 
 const readyDeadline = 90 * time.Second
@@ -111,60 +110,20 @@ func waitForState(t testing.TB, b *Backend, m backend.Member, want backend.State
 }
 
 // runningUnder lists live processes (zombies excluded) whose command line
-// mentions dir, read straight from /proc.
-func runningUnder(t testing.TB, dir string) []string {
+// mentions dir.
+func runningUnder(t testing.TB, dir string) []memberproc.Process {
 	t.Helper()
-	entries, err := os.ReadDir("/proc")
+	ps, err := memberproc.Running(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []string
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		cmdline, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err != nil || !bytes.Contains(cmdline, []byte(dir)) {
-			continue
-		}
-		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		if f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:])); len(f) > 0 && f[0] == "Z" {
-			continue
-		}
-		out = append(out, fmt.Sprintf("%d %s", pid, strings.ReplaceAll(string(cmdline[:min(len(cmdline), 80)]), "\x00", " ")))
-	}
-	return out
+	return ps
 }
 
-// kubectl runs /usr/bin/kubectl against a kubeconfig.
+// kubectl runs kubectl against a kubeconfig.
 func kubectl(t *testing.T, kubeconfig []byte, args ...string) (string, error) {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(path, kubeconfig, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, kubectlPath(t), append([]string{"--kubeconfig", path}, args...)...)
-	out, err := cmd.CombinedOutput()
-	return strings.TrimSpace(string(out)), err
-}
-
-// kubectlPath is kubectl from PATH (make puts the control-plane directory,
-// which holds one on machines without it, on PATH), else /usr/bin/kubectl.
-func kubectlPath(t *testing.T) string {
-	t.Helper()
-	if p, err := exec.LookPath("kubectl"); err == nil {
-		return p
-	}
-	if _, err := os.Stat("/usr/bin/kubectl"); err != nil {
-		t.Fatalf("kubectl not found on PATH nor at /usr/bin/kubectl: run `make controlplane`")
-	}
-	return "/usr/bin/kubectl"
+	return testenv.Kubectl(t, testenv.KubeconfigFile(t, kubeconfig), args...)
 }
 
 func mustKubectl(t *testing.T, kubeconfig []byte, args ...string) string {
@@ -174,26 +133,6 @@ func mustKubectl(t *testing.T, kubeconfig []byte, args ...string) string {
 		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	return out
-}
-
-// eventually retries f until it returns nil or timeout passes.
-func eventually(t *testing.T, timeout time.Duration, what string, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not done after %s: %v", what, timeout, err)
-		}
-		select {
-		case <-t.Context().Done():
-			t.Fatalf("%s: %v", what, t.Context().Err())
-		case <-time.After(250 * time.Millisecond):
-		}
-	}
 }
 
 // Helper operator: TestMain runs it instead of the tests when

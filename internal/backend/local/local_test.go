@@ -27,6 +27,7 @@ import (
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/backend"
 	"github.com/kunobi-ninja/kobe/internal/credentials/pki"
+	"github.com/kunobi-ninja/kobe/internal/testenv"
 )
 
 // TestMemberLifecycle builds a real member and uses it the way a CI job
@@ -67,7 +68,7 @@ func TestMemberLifecycle(t *testing.T) {
 		kc := acc.AdminKubeconfig
 		mustKubectl(t, kc, "create", "namespace", "ci")
 		mustKubectl(t, kc, "-n", "ci", "create", "deployment", "web", "--image=registry.k8s.io/pause:3.10", "--replicas=2")
-		eventually(t, 30*time.Second, "ReplicaSet of the Deployment", func() error {
+		testenv.Eventually(t, 30*time.Second, "ReplicaSet of the Deployment", func() error {
 			out, err := kubectl(t, kc, "-n", "ci", "get", "replicasets", "-l", "app=web", "-o", "name")
 			if err != nil {
 				return errors.New(out)
@@ -77,14 +78,14 @@ func TestMemberLifecycle(t *testing.T) {
 			}
 			return nil
 		})
-		eventually(t, 30*time.Second, "default ServiceAccount of the namespace", func() error {
+		testenv.Eventually(t, 30*time.Second, "default ServiceAccount of the namespace", func() error {
 			out, err := kubectl(t, kc, "-n", "ci", "get", "serviceaccount", "default", "-o", "name")
 			if err != nil {
 				return errors.New(out)
 			}
 			return nil
 		})
-		eventually(t, 30*time.Second, "kube-root-ca.crt ConfigMap of the namespace", func() error {
+		testenv.Eventually(t, 30*time.Second, "kube-root-ca.crt ConfigMap of the namespace", func() error {
 			out, err := kubectl(t, kc, "-n", "ci", "get", "configmap", "kube-root-ca.crt", "-o", "name")
 			if err != nil {
 				return errors.New(out)
@@ -568,7 +569,7 @@ func TestSchedulingMember(t *testing.T) {
 		t.Errorf("node %s Ready = %q, want True", FakeNodeName, out)
 	}
 	mustKubectl(t, kc, "create", "deployment", "web", "--image=registry.k8s.io/pause:3.10", "--replicas=3")
-	eventually(t, 60*time.Second, "3 Running pods", func() error {
+	testenv.Eventually(t, 60*time.Second, "3 Running pods", func() error {
 		out, err := kubectl(t, kc, "get", "pods", "-l", "app=web", "-o", "jsonpath={range .items[*]}{.status.phase}{\" \"}{end}")
 		if err != nil {
 			return errors.New(out)
