@@ -182,7 +182,7 @@ func (b *Binder) bindTo(ctx context.Context, l *kobev1.ClusterLease, inst *kobev
 	claimed.Status.ObservedGeneration = l.Generation
 	meta.SetStatusCondition(&claimed.Status.Conditions, metav1.Condition{
 		Type: kobev1.ConditionBound, Status: metav1.ConditionTrue, Reason: kobev1.ReasonBound,
-		Message: fmt.Sprintf("bound to %s", inst.Name), ObservedGeneration: l.Generation,
+		Message: fmt.Sprintf("bound to %s", inst.Name), ObservedGeneration: l.Generation, LastTransitionTime: now,
 	})
 	if err := b.Client.Status().Update(ctx, claimed); err != nil {
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
@@ -261,19 +261,20 @@ func SetMemberBinding(inst *kobev1.ClusterInstance, l *kobev1.ClusterLease) {
 }
 
 func (b *Binder) rollback(ctx context.Context, l *kobev1.ClusterLease) error {
-	Unbind(l)
+	Unbind(l, b.Clock.Now())
 	return b.Client.Status().Update(ctx, l)
 }
 
-// Unbind turns a claimed-but-unconfirmed lease back into a queued one.
-func Unbind(l *kobev1.ClusterLease) {
+// Unbind turns a claimed-but-unconfirmed lease back into a queued one, in
+// memory; the caller persists it with a fenced status write.
+func Unbind(l *kobev1.ClusterLease, now time.Time) {
 	l.Status.Phase = kobev1.LeasePending
 	l.Status.InstanceRef = nil
 	l.Status.BoundAt = nil
 	l.Status.ExpiresAt = nil
 	meta.SetStatusCondition(&l.Status.Conditions, metav1.Condition{
 		Type: kobev1.ConditionBound, Status: metav1.ConditionFalse, Reason: kobev1.ReasonQueued,
-		Message: "waiting for a ready member", ObservedGeneration: l.Generation,
+		Message: "waiting for a ready member", ObservedGeneration: l.Generation, LastTransitionTime: metav1.NewTime(now.UTC()),
 	})
 }
 

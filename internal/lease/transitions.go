@@ -26,11 +26,13 @@ func End(l *kobev1.ClusterLease, phase kobev1.LeasePhase, reason, msg string, no
 	l.Status.QueuePosition = 0
 	l.Status.ObservedGeneration = l.Generation
 	meta.SetStatusCondition(&l.Status.Conditions, metav1.Condition{
-		Type: kobev1.ConditionEnded, Status: metav1.ConditionTrue, Reason: reason, Message: msg, ObservedGeneration: l.Generation,
+		Type: kobev1.ConditionEnded, Status: metav1.ConditionTrue, Reason: reason, Message: msg,
+		ObservedGeneration: l.Generation, LastTransitionTime: t,
 	})
 	if c := meta.FindStatusCondition(l.Status.Conditions, kobev1.ConditionBound); c != nil && c.Status == metav1.ConditionTrue {
 		meta.SetStatusCondition(&l.Status.Conditions, metav1.Condition{
-			Type: kobev1.ConditionBound, Status: metav1.ConditionFalse, Reason: reason, Message: msg, ObservedGeneration: l.Generation,
+			Type: kobev1.ConditionBound, Status: metav1.ConditionFalse, Reason: reason, Message: msg,
+			ObservedGeneration: l.Generation, LastTransitionTime: t,
 		})
 	}
 }

@@ -86,12 +86,17 @@ func TestEnd(t *testing.T) {
 			if ended == nil || ended.Status != metav1.ConditionTrue || ended.Reason != tt.reason || ended.Message != "why" || ended.ObservedGeneration != 3 {
 				t.Fatalf("Ended condition = %+v, want True %s at generation 3", ended, tt.reason)
 			}
+			if !ended.LastTransitionTime.Time.Equal(now) {
+				t.Errorf("Ended lastTransitionTime = %s, want the injected now %s", ended.LastTransitionTime, now)
+			}
 			bound := meta.FindStatusCondition(l.Status.Conditions, kobev1.ConditionBound)
 			switch {
 			case tt.wantBound == "" && bound != nil:
 				t.Errorf("Bound condition = %+v, want none", bound)
 			case tt.wantBound != "" && (bound == nil || bound.Status != tt.wantBound || bound.Reason != tt.wantReason):
 				t.Errorf("Bound condition = %+v, want %s %s", bound, tt.wantBound, tt.wantReason)
+			case tt.wantReason == tt.reason && !bound.LastTransitionTime.Time.Equal(now):
+				t.Errorf("Bound lastTransitionTime = %s, want the injected now %s", bound.LastTransitionTime, now)
 			}
 		})
 	}

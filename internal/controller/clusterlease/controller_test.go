@@ -14,14 +14,13 @@ import (
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/binding"
 	"github.com/kunobi-ninja/kobe/internal/controller/clusterlease"
 	"github.com/kunobi-ninja/kobe/internal/index"
+	"github.com/kunobi-ninja/kobe/internal/lease"
 	"github.com/kunobi-ninja/kobe/internal/testenv"
 )
 
@@ -29,40 +28,40 @@ import (
 // ClusterInstances whose phase the test sets, as the instance controller
 // would.
 type harness struct {
-	t *testing.T
-	c client.Client
-	n int
+	t  *testing.T
+	c  client.Client
+	ns string
+	n  int
 }
 
 var shared struct {
-	c client.Client
+	env *testenv.Env
 }
 
-// TestMain runs one control plane and one lease controller for every test;
-// tests keep apart by using their own pools.
+// TestMain runs one control plane and one lease controller (watching
+// namespace default) for every test; tests keep apart by using their own
+// pools, or their own namespace and manager.
 func TestMain(m *testing.M) {
 	ctrl.SetLogger(logr.Discard())
-	dir, err := os.MkdirTemp("", "clusterlease-")
-	if err != nil {
-		panic(err)
-	}
-	env, stop, err := testenv.New(dir)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	code := func() int {
-		mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-			Scheme:  env.Scheme,
-			Metrics: metricsserver.Options{BindAddress: "0"},
-			Cache:   cache.Options{DefaultNamespaces: map[string]cache.Config{"default": {}}},
-		})
+	os.Exit(func() int {
+		dir, err := os.MkdirTemp("", "clusterlease-")
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
-		if err := index.Setup(ctx, mgr); err != nil {
+		defer func() { _ = os.RemoveAll(dir) }()
+		env, stopEnv, err := testenv.New(dir)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer func() { _ = stopEnv() }()
+		mgr, err := ctrl.NewManager(env.Config, env.ManagerOptions("default"))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		if err := index.Setup(context.Background(), mgr); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
@@ -77,20 +76,21 @@ func TestMain(m *testing.M) {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
-		go func() { _ = mgr.Start(ctx) }()
-		shared.c = env.Client
+		stopMgr, err := testenv.RunManager(mgr)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer func() { _ = stopMgr() }()
+		shared.env = env
 		return m.Run()
-	}()
-	cancel()
-	_ = stop()
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
+	}())
 }
 
-func start(t *testing.T) *harness { return &harness{t: t, c: shared.c} }
+func start(t *testing.T) *harness { return &harness{t: t, c: shared.env.Client, ns: "default"} }
 
 func (h *harness) pool(name string, queueTimeout time.Duration) {
-	p := &kobev1.ClusterPool{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}, Spec: kobev1.ClusterPoolSpec{Backend: kobev1.BackendSpec{Type: kobev1.BackendLocal}}}
+	p := &kobev1.ClusterPool{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: h.ns}, Spec: kobev1.ClusterPoolSpec{Backend: kobev1.BackendSpec{Type: kobev1.BackendLocal}}}
 	if queueTimeout > 0 {
 		p.Spec.Scaling = &kobev1.ScalingSpec{MinReady: ptr.To[int32](0), QueueTimeout: &metav1.Duration{Duration: queueTimeout}}
 	}
@@ -101,7 +101,7 @@ func (h *harness) pool(name string, queueTimeout time.Duration) {
 func (h *harness) member(pool string) *kobev1.ClusterInstance {
 	h.n++
 	inst := &kobev1.ClusterInstance{
-		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pool-%s-%d", pool, h.n), Namespace: "default", Labels: map[string]string{kobev1.LabelPool: pool}},
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pool-%s-%d", pool, h.n), Namespace: h.ns, Labels: map[string]string{kobev1.LabelPool: pool}},
 		Spec:       kobev1.ClusterInstanceSpec{PoolRef: kobev1.ObjectRef{Name: pool}, Backend: kobev1.BackendSpec{Type: kobev1.BackendLocal}},
 	}
 	h.must(h.c.Create(h.t.Context(), inst))
@@ -110,32 +110,23 @@ func (h *harness) member(pool string) *kobev1.ClusterInstance {
 	return inst
 }
 
+// lease creates a lease queued now, stamped as the HTTP API stamps it, so
+// that leases created one after the other keep their order below one second.
 func (h *harness) lease(name, pool string, ttl time.Duration) {
-	l := &kobev1.ClusterLease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}, Spec: kobev1.ClusterLeaseSpec{Pool: pool, TTL: &metav1.Duration{Duration: ttl}}}
+	l := &kobev1.ClusterLease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: h.ns}, Spec: kobev1.ClusterLeaseSpec{Pool: pool, TTL: &metav1.Duration{Duration: ttl}}}
+	lease.StampQueuedAt(l, time.Now())
 	h.must(h.c.Create(h.t.Context(), l))
-	// Creation timestamps have one-second resolution; keep FIFO order unambiguous.
-	time.Sleep(1100 * time.Millisecond)
 }
 
 func (h *harness) get(name string) *kobev1.ClusterLease {
 	l := &kobev1.ClusterLease{}
-	h.must(h.c.Get(h.t.Context(), types.NamespacedName{Namespace: "default", Name: name}, l))
+	h.must(h.c.Get(h.t.Context(), types.NamespacedName{Namespace: h.ns, Name: name}, l))
 	return l
 }
 
-func (h *harness) eventually(within time.Duration, what string, cond func() (bool, string)) {
+func (h *harness) eventually(within time.Duration, what string, cond func() error) {
 	h.t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			h.t.Fatalf("timed out waiting for %s; last: %s", what, state)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testenv.Eventually(h.t, within, what, cond)
 }
 
 func (h *harness) must(err error) {
@@ -145,10 +136,18 @@ func (h *harness) must(err error) {
 	}
 }
 
-func phaseIs(h *harness, name string, phase kobev1.LeasePhase, pos int32) func() (bool, string) {
-	return func() (bool, string) {
-		l := h.get(name)
-		return l.Status.Phase == phase && (pos < 0 || l.Status.QueuePosition == pos), fmt.Sprintf("%s pos %d", l.Status.Phase, l.Status.QueuePosition)
+// phaseIs is a condition for eventually: the lease is in phase, at queue
+// position pos unless pos < 0.
+func phaseIs(h *harness, name string, phase kobev1.LeasePhase, pos int32) func() error {
+	return func() error {
+		l := &kobev1.ClusterLease{}
+		if err := h.c.Get(h.t.Context(), types.NamespacedName{Namespace: h.ns, Name: name}, l); err != nil {
+			return err
+		}
+		if l.Status.Phase == phase && (pos < 0 || l.Status.QueuePosition == pos) {
+			return nil
+		}
+		return fmt.Errorf("%s is %s at position %d", name, l.Status.Phase, l.Status.QueuePosition)
 	}
 }
 
@@ -159,9 +158,9 @@ func endedBecause(l *kobev1.ClusterLease) string {
 	return ""
 }
 
-// TestQueueIsFirstComeFirstServed: queued leases get positions in creation
-// order, a lease deleted while queued does not block those behind it, and
-// a member turning Ready goes to the head of the queue.
+// TestQueueIsFirstComeFirstServed: queued leases get positions in the order
+// they were queued, a lease deleted while queued does not block those behind
+// it, and a member turning Ready goes to the head of the queue.
 func TestQueueIsFirstComeFirstServed(t *testing.T) {
 	h := start(t)
 	h.pool("fifo", 0)
@@ -193,6 +192,47 @@ func TestQueueIsFirstComeFirstServed(t *testing.T) {
 	}
 }
 
+// TestQueueOrderFollowsQueuedAt (issue 8): two leases created within the
+// same second queue in the order of their queued-at stamps, whatever their
+// names and creation order; a lease without the stamp (made with kubectl)
+// queues at its creationTimestamp.
+func TestQueueOrderFollowsQueuedAt(t *testing.T) {
+	h := start(t)
+	h.pool("subsecond", 0)
+	base := time.Now()
+	// Two requests stamped 700ms apart whose creates landed in the opposite
+	// order: by creation time or by name, a-late would come first.
+	mk := func(name string, queued *time.Time) *kobev1.ClusterLease {
+		l := &kobev1.ClusterLease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: h.ns}, Spec: kobev1.ClusterLeaseSpec{Pool: "subsecond", TTL: &metav1.Duration{Duration: time.Hour}}}
+		if queued != nil {
+			lease.StampQueuedAt(l, *queued)
+		}
+		h.must(h.c.Create(t.Context(), l))
+		return l
+	}
+	late, early := base.Add(800*time.Millisecond), base.Add(100*time.Millisecond)
+	aLate := mk("a-late", &late)
+	zEarly := mk("z-early", &early)
+	if d := zEarly.CreationTimestamp.Sub(aLate.CreationTimestamp.Time); d < 0 || d > time.Second {
+		t.Fatalf("creationTimestamps %s and %s are not within one second in creation order", aLate.CreationTimestamp, zEarly.CreationTimestamp)
+	}
+	// Created once a-late's stamp is more than a second past: its
+	// creationTimestamp (truncated to the second) is then after that stamp.
+	time.Sleep(time.Until(late.Add(1100 * time.Millisecond)))
+	mk("0-kubectl", nil)
+
+	h.eventually(15*time.Second, "z-early at the head", phaseIs(h, "z-early", kobev1.LeasePending, 1))
+	h.eventually(15*time.Second, "a-late second", phaseIs(h, "a-late", kobev1.LeasePending, 2))
+	h.eventually(15*time.Second, "the kubectl lease last", phaseIs(h, "0-kubectl", kobev1.LeasePending, 3))
+
+	h.member("subsecond")
+	h.eventually(15*time.Second, "z-early to bind first", phaseIs(h, "z-early", kobev1.LeaseBound, 0))
+	h.eventually(15*time.Second, "a-late now at the head", phaseIs(h, "a-late", kobev1.LeasePending, 1))
+	if l := h.get("a-late"); l.Status.InstanceRef != nil {
+		t.Errorf("a-late holds %s, want nothing", l.Status.InstanceRef.Name)
+	}
+}
+
 // TestLeasesEnd: a bound lease ends at its expiry, a queued one after the
 // pool's queue timeout, each with its reason; a VerifiedDestroy lease is
 // refused before binding.
@@ -212,6 +252,9 @@ func TestLeasesEnd(t *testing.T) {
 	if late := short.Status.EndedAt.Sub(short.Status.ExpiresAt.Time); late < 0 || late > 3*time.Second {
 		t.Errorf("short ended %s after its expiry", late)
 	}
+	if c := meta.FindStatusCondition(short.Status.Conditions, kobev1.ConditionBound); c == nil || c.Status != metav1.ConditionFalse || c.Reason != kobev1.ReasonExpired {
+		t.Errorf("short's Bound condition after it ended = %+v, want False Expired", c)
+	}
 
 	h.eventually(20*time.Second, "waits to time out in the queue", phaseIs(h, "waits", kobev1.LeaseExpired, -1))
 	if r := endedBecause(h.get("waits")); r != kobev1.ReasonQueueTimeout {
@@ -226,6 +269,9 @@ func TestLeasesEnd(t *testing.T) {
 	if r := endedBecause(v); r != kobev1.ReasonCleanupModeUnsupported || v.Status.InstanceRef != nil {
 		t.Errorf("verified: reason %q, instance %+v; want CleanupModeUnsupported and never bound", r, v.Status.InstanceRef)
 	}
+	if v.Status.ObservedGeneration != v.Generation {
+		t.Errorf("verified: observedGeneration %d, generation %d", v.Status.ObservedGeneration, v.Generation)
+	}
 }
 
 // TestInterruptedBindIsCompleted: a lease that claims a member whose side of
@@ -235,17 +281,28 @@ func TestInterruptedBindIsCompleted(t *testing.T) {
 	h := start(t)
 	h.pool("crash", 0)
 	inst := h.member("crash")
-	l := &kobev1.ClusterLease{ObjectMeta: metav1.ObjectMeta{Name: "halfway", Namespace: "default"}, Spec: kobev1.ClusterLeaseSpec{Pool: "crash", TTL: &metav1.Duration{Duration: time.Hour}}}
+	// Made as the HTTP API makes it, so that the controller leaves it to the
+	// API's fast path, which then "crashes" after claiming the lease.
+	l := &kobev1.ClusterLease{
+		ObjectMeta: metav1.ObjectMeta{Name: "halfway", Namespace: "default", Annotations: map[string]string{kobev1.AnnotationFastPath: "true"}},
+		Spec:       kobev1.ClusterLeaseSpec{Pool: "crash", TTL: &metav1.Duration{Duration: time.Hour}},
+	}
+	lease.StampQueuedAt(l, time.Now())
 	h.must(h.c.Create(t.Context(), l))
 	now := metav1.NewTime(time.Now().Truncate(time.Second))
 	exp := metav1.NewTime(now.Add(time.Hour))
 	l.Status = kobev1.ClusterLeaseStatus{Phase: kobev1.LeaseBound, InstanceRef: &kobev1.ObjectRef{Name: inst.Name, UID: inst.UID}, BoundAt: &now, ExpiresAt: &exp}
 	h.must(h.c.Status().Update(t.Context(), l))
 
-	h.eventually(20*time.Second, "the member side to be written", func() (bool, string) {
+	h.eventually(20*time.Second, "the member side to be written", func() error {
 		fresh := &kobev1.ClusterInstance{}
-		h.must(h.c.Get(t.Context(), client.ObjectKeyFromObject(inst), fresh))
-		return binding.Consistent(h.get("halfway"), fresh), fmt.Sprintf("%+v", fresh.Spec.LeaseRef)
+		if err := h.c.Get(t.Context(), client.ObjectKeyFromObject(inst), fresh); err != nil {
+			return err
+		}
+		if !binding.Consistent(h.get("halfway"), fresh) {
+			return fmt.Errorf("member's leaseRef is %+v", fresh.Spec.LeaseRef)
+		}
+		return nil
 	})
 	if got := h.get("halfway"); got.Status.Phase != kobev1.LeaseBound || !got.Status.ExpiresAt.Equal(&exp) {
 		t.Errorf("lease after repair: %+v, want still Bound with its expiry", got.Status)
