@@ -29,10 +29,12 @@ func (s *Service) Get(ctx context.Context, p *auth.Principal, ref string) (*Leas
 	return s.view(ctx, l)
 }
 
-// List returns the caller's active leases, by id.
+// List returns the caller's active leases, by id. It reads them from the
+// API server, not the cache, so that a caller who has just released or
+// created a lease sees that in its next listing.
 func (s *Service) List(ctx context.Context, p *auth.Principal) ([]Lease, error) {
 	var ls kobev1.ClusterLeaseList
-	if err := s.opts.Reader.List(ctx, &ls, client.InNamespace(s.opts.Namespace), client.MatchingFields{index.LeaseIdentity: p.Identity}); err != nil {
+	if err := s.opts.APIReader.List(ctx, &ls, client.InNamespace(s.opts.Namespace), client.MatchingLabels{kobev1.LabelRequesterHash: RequesterHash(p)}); err != nil {
 		return nil, fmt.Errorf("listing leases of %s: %w", p.Identity, err)
 	}
 	out := []Lease{}
