@@ -170,14 +170,14 @@ func run(ctx context.Context, o options) error {
 
 func setupControllers(mgr ctrl.Manager, backends backend.Registry, binder *binding.Binder, clk clock.Clock, o options) error {
 	pools := &clusterpool.Reconciler{
-		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
 		Recorder: mgr.GetEventRecorder("kobe-pool"), Backends: backends, Clock: clk,
 	}
 	if err := pools.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up pool controller: %w", err)
 	}
 	instances := &clusterinstance.Reconciler{
-		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
 		Recorder: mgr.GetEventRecorder("kobe-instance"), Backends: backends, Clock: clk,
 	}
 	if err := instances.SetupWithManager(mgr); err != nil {

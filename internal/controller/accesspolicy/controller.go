@@ -4,10 +4,11 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
@@ -21,27 +22,53 @@ import (
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/auth"
+	"github.com/kunobi-ninja/kobe/internal/controller/conditions"
+	"github.com/kunobi-ninja/kobe/internal/controller/patch"
 )
 
-// Reconciler sets AccessPolicy status. Only Client is required.
+// ControllerName names the controller and its events' reporter.
+const ControllerName = "kobe-accesspolicy"
+
+// Reconciler sets AccessPolicy status.
 type Reconciler struct {
+	// Client is the manager's client. Required.
 	Client client.Client
 	// HTTPClient reaches OIDC issuers; defaults to one with a 10s timeout.
 	HTTPClient *http.Client
-	// Recorder, when set, records an event when Ready changes.
+	// Recorder records an event when Ready's reason changes. Required.
 	Recorder events.EventRecorder
-	// Clock defaults to the real clock.
+	// Clock is the time conditions and issuer back-off are computed at.
+	// Required.
 	Clock clock.PassiveClock
 }
 
 // SetupWithManager registers the controller: policies by generation, and
-// the Secrets that token policies name.
+// the Secrets that token policies name. It fails when a required
+// dependency is missing.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if err := r.validate(); err != nil {
+		return err
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("accesspolicy").
 		For(&kobev1.AccessPolicy{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.policiesForSecret)).
 		Complete(r)
+}
+
+// validate names every required dependency that is missing.
+func (r *Reconciler) validate() error {
+	var missing []string
+	for name, absent := range map[string]bool{"Client": r.Client == nil, "Recorder": r.Recorder == nil, "Clock": r.Clock == nil} {
+		if absent {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) > 0 {
+		slices.Sort(missing)
+		return fmt.Errorf("%s: missing %s", ControllerName, strings.Join(missing, ", "))
+	}
+	return nil
 }
 
 // policiesForSecret maps a Secret to the token policies of its namespace
@@ -61,8 +88,10 @@ func (r *Reconciler) policiesForSecret(ctx context.Context, o client.Object) []r
 	return reqs
 }
 
-// Reconcile checks one policy and patches its status once.
-func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+// Reconcile checks one policy: get, one deferred fenced status patch, then
+// the check and its Ready condition. A policy holds nothing outside itself,
+// so it has no finalizer and nothing is done once it is being deleted.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, retErr error) {
 	pol := &kobev1.AccessPolicy{}
 	if err := r.Client.Get(ctx, req.NamespacedName, pol); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -70,50 +99,32 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if !pol.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil
 	}
-	before := pol.DeepCopy()
-	prev := meta.FindStatusCondition(pol.Status.Conditions, kobev1.ConditionReady)
+	h := patch.New(r.Client, pol)
+	defer func() { res, retErr = h.Finish(ctx, res, retErr) }()
 
+	prev := meta.FindStatusCondition(pol.Status.Conditions, kobev1.ConditionReady).DeepCopy()
 	v, err := r.check(ctx, pol)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	status := metav1.ConditionFalse
-	if v.ready {
-		status = metav1.ConditionTrue
-	}
-	meta.SetStatusCondition(&pol.Status.Conditions, metav1.Condition{
-		Type: kobev1.ConditionReady, Status: status, Reason: v.reason, Message: v.message,
-		ObservedGeneration: pol.Generation,
-	})
-	pol.Status.ObservedGeneration = pol.Generation
-	if !equality.Semantic.DeepEqual(before.Status, pol.Status) {
-		if err := r.Client.Status().Patch(ctx, pol, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
-			return ctrl.Result{}, fmt.Errorf("patching status of access policy %s: %w", pol.Name, err)
-		}
-	}
+	now := r.Clock.Now()
+	r.setReady(pol, v, now)
 	if prev == nil || prev.Reason != v.reason {
-		r.event(pol, v)
 		ctrl.LoggerFrom(ctx).Info("Access policy checked", "ready", v.ready, "reason", v.reason, "message", v.message)
 	}
-	return ctrl.Result{RequeueAfter: requeueAfter(v, prev, r.clock().Now())}, nil
+	return ctrl.Result{RequeueAfter: requeueAfter(v, prev, now)}, nil
 }
 
-func (r *Reconciler) event(pol *kobev1.AccessPolicy, v verdict) {
-	if r.Recorder == nil {
-		return
+// setReady writes the verdict as the Ready condition; a new reason is told
+// as an event (Warning when the policy authenticates nobody).
+func (r *Reconciler) setReady(pol *kobev1.AccessPolicy, v verdict, now time.Time) {
+	status, kind := metav1.ConditionFalse, corev1.EventTypeWarning
+	if v.ready {
+		status, kind = metav1.ConditionTrue, corev1.EventTypeNormal
 	}
-	kind := corev1.EventTypeNormal
-	if !v.ready {
-		kind = corev1.EventTypeWarning
-	}
-	r.Recorder.Eventf(pol, nil, kind, v.reason, "Check", "%s", v.message)
-}
-
-func (r *Reconciler) clock() clock.PassiveClock {
-	if r.Clock == nil {
-		return clock.RealClock{}
-	}
-	return r.Clock
+	conditions.Setter{Recorder: r.Recorder, Now: now}.Mark(pol, kind, metav1.Condition{
+		Type: kobev1.ConditionReady, Status: status, Reason: v.reason, Message: v.message,
+	})
 }
 
 // verdict is the outcome of checking a policy.

@@ -1,23 +1,24 @@
 package accesspolicy
 
 import (
-	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/retry"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/testenv"
@@ -32,27 +33,12 @@ func TestController(t *testing.T) {
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		t.Fatal(err)
 	}
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:                 env.Scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
-	})
-	if err != nil {
+	mgr := env.NewManager(t, ns)
+	r := &Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(ControllerName), Clock: clock.RealClock{}}
+	if err := r.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
-	if err := (&Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
-		t.Fatal(err)
-	}
-	mctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := mgr.Start(mctx); err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	}()
-	t.Cleanup(func() { cancel(); <-done })
+	testenv.StartManager(t, mgr)
 
 	policy := func(name string, a kobev1.AuthSpec) *kobev1.AccessPolicy {
 		p := &kobev1.AccessPolicy{
@@ -82,24 +68,55 @@ func TestController(t *testing.T) {
 	// current generation with the wanted status and reason.
 	waitReady := func(name string, status metav1.ConditionStatus, reason string, message ...string) *metav1.Condition {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		var last *kobev1.AccessPolicy
-		for time.Now().Before(deadline) {
+		var got *metav1.Condition
+		testenv.Eventually(t, 30*time.Second, fmt.Sprintf("policy %s Ready=%s/%s", name, status, reason), func() error {
 			var p kobev1.AccessPolicy
 			if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &p); err != nil {
-				t.Fatal(err)
+				return err
 			}
-			last = &p
 			cond := meta.FindStatusCondition(p.Status.Conditions, kobev1.ConditionReady)
 			if cond != nil && cond.Status == status && cond.Reason == reason &&
 				p.Status.ObservedGeneration == p.Generation && cond.ObservedGeneration == p.Generation &&
 				(len(message) == 0 || strings.Contains(cond.Message, message[0])) {
-				return cond
+				got = cond
+				return nil
 			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		t.Fatalf("policy %s never reached Ready=%s/%s; status %+v", name, status, reason, last.Status)
-		return nil
+			return fmt.Errorf("generation %d, status %+v", p.Generation, p.Status)
+		})
+		return got
+	}
+	// waitEvents waits until the policy's events carry exactly these
+	// reasons (each reason change is told once, in any order).
+	waitEvents := func(name string, reasons ...string) {
+		t.Helper()
+		want := slices.Clone(reasons)
+		slices.Sort(want)
+		testenv.Eventually(t, 20*time.Second, "events "+strings.Join(want, ",")+" on "+name, func() error {
+			var list eventsv1.EventList
+			if err := c.List(ctx, &list, client.InNamespace(ns)); err != nil {
+				return err
+			}
+			var got []string
+			for _, e := range list.Items {
+				if e.Regarding.Name == name && e.Regarding.Kind == "AccessPolicy" {
+					if strings.Contains(e.Note, "top-secret-value") {
+						t.Fatalf("event %s leaks the token", e.Name)
+					}
+					n := 1
+					if e.Series != nil { // a repeated event is one object with a count
+						n = int(e.Series.Count)
+					}
+					for range n {
+						got = append(got, e.Reason)
+					}
+				}
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, want) {
+				return fmt.Errorf("events %v", got)
+			}
+			return nil
+		})
 	}
 
 	t.Run("token Secret missing, then created", func(t *testing.T) {
@@ -131,6 +148,9 @@ func TestController(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitReady("static", metav1.ConditionFalse, kobev1.ReasonSecretNotFound)
+		// Missing key and missing Secret share a reason: one event for the
+		// first SecretNotFound, one for PolicyReady, one for the second.
+		waitEvents("static", kobev1.ReasonSecretNotFound, kobev1.ReasonPolicyReady, kobev1.ReasonSecretNotFound)
 	})
 
 	t.Run("oidc issuer reachable and unreachable", func(t *testing.T) {
@@ -176,6 +196,35 @@ func TestController(t *testing.T) {
 		}
 	})
 }
+
+// TestSetupRefusesMissingDependencies: a reconciler wired without what it
+// needs fails at setup, naming what is missing, instead of panicking later.
+func TestSetupRefusesMissingDependencies(t *testing.T) {
+	cases := []struct {
+		missing string
+		unset   func(*Reconciler)
+	}{
+		{"Client", func(r *Reconciler) { r.Client = nil }},
+		{"Recorder", func(r *Reconciler) { r.Recorder = nil }},
+		{"Clock", func(r *Reconciler) { r.Clock = nil }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.missing, func(t *testing.T) {
+			r := &Reconciler{Client: nonNilClient{}, Recorder: events.NewFakeRecorder(1), Clock: clock.RealClock{}}
+			tc.unset(r)
+			err := r.SetupWithManager(nil) // refused before the manager is touched
+			if err == nil || !strings.Contains(err.Error(), "missing "+tc.missing) {
+				t.Errorf("SetupWithManager = %v, want it to name %s", err, tc.missing)
+			}
+		})
+	}
+	if err := (&Reconciler{}).validate(); err == nil || !strings.Contains(err.Error(), "missing Client, Clock, Recorder") {
+		t.Errorf("validate() = %v, want every missing dependency named", err)
+	}
+}
+
+// nonNilClient only has to be non-nil: setup is refused before it is used.
+type nonNilClient struct{ client.Client }
 
 func TestRequeueAfter(t *testing.T) {
 	now := time.Date(2026, 4, 9, 12, 0, 0, 0, time.UTC)

@@ -2,27 +2,27 @@ package clusterinstance
 
 import (
 	"context"
-
-	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/backend"
+	"github.com/kunobi-ninja/kobe/internal/controller/conditions"
+	"github.com/kunobi-ninja/kobe/internal/controller/patch"
 )
 
 // ControllerName names the controller, its events' reporter and its field manager.
@@ -35,12 +35,15 @@ type Reconciler struct {
 	// APIReader reads around the cache where a stale read would do harm:
 	// access Secrets (never cached), a lease that looks ended, the pool whose
 	// failure counter is incremented.
+	// Default: mgr.GetAPIReader().
 	APIReader client.Reader
-	Scheme    *runtime.Scheme
-	// Recorder is from mgr.GetEventRecorder(ControllerName).
+	// Recorder is from mgr.GetEventRecorder(ControllerName). Required.
 	Recorder events.EventRecorder
+	// Backends are the wired backends. Required (it may be empty: members
+	// then report BackendUnavailable).
 	Backends backend.Registry
-	Clock    clock.PassiveClock
+	// Clock is the time every decision is made at. Required.
+	Clock clock.PassiveClock
 
 	// PollInterval is how often a Creating member is observed; 2s when zero.
 	PollInterval time.Duration
@@ -54,25 +57,26 @@ type Reconciler struct {
 
 // scope is one reconcile's view of an instance.
 type scope struct {
-	inst   *kobev1.ClusterInstance
-	before *kobev1.ClusterInstance
+	inst *kobev1.ClusterInstance
+	// patch holds the snapshot of inst and writes its status once, fenced;
+	// once it is Done (gone or stale) nothing more is written.
+	patch *patch.Helper
+	// conds sets conditions at now and tells reason changes as events.
+	conds conditions.Setter
 	// pool is the instance's pool, nil when it is gone (or re-created).
 	pool     *kobev1.ClusterPool
 	backend  backend.Backend
 	settings settings
 	now      time.Time
 	log      logr.Logger
-	// gone is set once the object has been let go; nothing is patched then.
-	gone bool
-	// stale is set when a status patch met a newer object: stop and decide again.
-	stale bool
 }
 
 func (s *scope) member() backend.Member {
 	return backend.Member{Namespace: s.inst.Namespace, Name: s.inst.Name, UID: s.inst.UID, Pool: s.inst.Spec.PoolRef.Name, Spec: s.inst.Spec}
 }
 
-// Reconcile moves the instance one step along its life.
+// Reconcile moves the instance one step along its life: get, scope, one
+// deferred fenced status patch, the finalizer, then the step of its phase.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, retErr error) {
 	inst := &kobev1.ClusterInstance{}
 	if err := r.Client.Get(ctx, req.NamespacedName, inst); err != nil {
@@ -82,22 +86,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	defer func() {
-		retErr = errors.Join(retErr, r.commit(ctx, s))
-		if s.stale && retErr == nil {
-			// Someone (the binder, a gate publisher) wrote meanwhile: decide again.
-			res = ctrl.Result{RequeueAfter: time.Second}
-		}
-	}()
+	// Someone (the binder, a gate publisher) may write meanwhile: a stale
+	// patch is dropped and the reconcile decides again shortly.
+	defer func() { res, retErr = s.patch.Finish(ctx, res, retErr) }()
 
 	if !inst.DeletionTimestamp.IsZero() {
 		return r.finalize(ctx, s)
 	}
-	if controllerutil.AddFinalizer(inst, kobev1.FinalizerInstance) {
-		if err := r.Client.Patch(ctx, inst, client.MergeFromWithOptions(s.before, client.MergeFromWithOptimisticLock{})); err != nil {
-			return ctrl.Result{}, fmt.Errorf("adding finalizer: %w", err)
-		}
-		s.before = inst.DeepCopy()
+	if err := s.patch.AddFinalizer(ctx, kobev1.FinalizerInstance); err != nil || s.patch.Done() {
+		return ctrl.Result{}, err
 	}
 	if s.backend == nil {
 		return r.backendNotWired(ctx, s)
@@ -124,7 +121,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 }
 
 func (r *Reconciler) newScope(ctx context.Context, inst *kobev1.ClusterInstance) (*scope, error) {
-	s := &scope{inst: inst, before: inst.DeepCopy(), now: r.Clock.Now(), log: ctrl.LoggerFrom(ctx)}
+	now := r.Clock.Now()
+	s := &scope{inst: inst, patch: patch.New(r.Client, inst), conds: conditions.Setter{Recorder: r.Recorder, Now: now},
+		now: now, log: ctrl.LoggerFrom(ctx)}
 	pool := &kobev1.ClusterPool{}
 	err := r.Client.Get(ctx, types.NamespacedName{Namespace: inst.Namespace, Name: inst.Spec.PoolRef.Name}, pool)
 	switch {
@@ -142,15 +141,13 @@ func (r *Reconciler) newScope(ctx context.Context, inst *kobev1.ClusterInstance)
 
 // SetupWithManager registers the controller: it watches ClusterInstances and
 // the ClusterLeases bound to them, so that a release is noticed at once.
+// It fails when a required dependency is missing.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	if r.Clock == nil {
-		r.Clock = clock.RealClock{}
+	if err := r.validate(); err != nil {
+		return err
 	}
 	if r.APIReader == nil {
 		r.APIReader = mgr.GetAPIReader()
-	}
-	if r.Recorder == nil {
-		r.Recorder = mgr.GetEventRecorder(ControllerName)
 	}
 	workers := r.MaxConcurrentReconciles
 	if workers <= 0 {
@@ -162,6 +159,23 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&kobev1.ClusterLease{}, handler.EnqueueRequestsFromMapFunc(r.instancesOfLease)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		Complete(r)
+}
+
+// validate names every required dependency that is missing.
+func (r *Reconciler) validate() error {
+	var missing []string
+	for name, absent := range map[string]bool{
+		"Client": r.Client == nil, "Recorder": r.Recorder == nil, "Backends": r.Backends == nil, "Clock": r.Clock == nil,
+	} {
+		if absent {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) > 0 {
+		slices.Sort(missing)
+		return fmt.Errorf("%s: missing %s", ControllerName, strings.Join(missing, ", "))
+	}
+	return nil
 }
 
 // instancesOfLease maps a lease to the member it holds (status.instanceRef)

@@ -2,6 +2,7 @@ package clusterinstance
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -16,12 +17,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/backend"
@@ -170,39 +171,18 @@ func startHarness(t *testing.T) *harness {
 		t.Fatal(err)
 	}
 	fake := newFake(kubeconfig, env.Config.Host)
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:     env.Scheme,
-		Metrics:    metricsserver.Options{BindAddress: "0"},
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
-		Backends: backend.Registry{kobev1.BackendLocal: fake}, PollInterval: 200 * time.Millisecond}
+	mgr := env.NewManager(t)
+	r := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(ControllerName),
+		Clock: clock.RealClock{}, Backends: backend.Registry{kobev1.BackendLocal: fake}, PollInterval: 200 * time.Millisecond}
 	if err := r.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	})
+	testenv.StartManager(t, mgr)
 	return &harness{env: env, c: env.Client, fake: fake}
 }
 
 // namespace creates a namespace for one subtest.
-func (h *harness) namespace(t *testing.T) string {
-	name := fmt.Sprintf("t%d", time.Now().UnixNano()%1_000_000_000)
-	if err := h.c.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
-		t.Fatal(err)
-	}
-	return name
-}
+func (h *harness) namespace(t *testing.T) string { return h.env.NewNamespace(t) }
 
 // poolAndMember creates a pool (no pool controller runs here) and one member
 // of it named like the pool controller would.
@@ -227,21 +207,15 @@ func (h *harness) member(t *testing.T, p *kobev1.ClusterPool, n int32) *kobev1.C
 	return m
 }
 
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	last := ""
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		last = state
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s; last: %s", what, timeout, last)
-		}
-		time.Sleep(100 * time.Millisecond)
+// holds turns a check and the state it saw into testenv.Eventually's error.
+func holds(ok bool, state string) error {
+	if ok {
+		return nil
 	}
+	if state == "" {
+		state = "not yet"
+	}
+	return errors.New(state)
 }
 
 func (h *harness) get(t *testing.T, m *kobev1.ClusterInstance) (*kobev1.ClusterInstance, bool) {
@@ -259,25 +233,25 @@ func (h *harness) get(t *testing.T, m *kobev1.ClusterInstance) (*kobev1.ClusterI
 func (h *harness) waitPhase(t *testing.T, m *kobev1.ClusterInstance, phase kobev1.InstancePhase, timeout time.Duration) *kobev1.ClusterInstance {
 	t.Helper()
 	var got *kobev1.ClusterInstance
-	eventually(t, timeout, fmt.Sprintf("%s %s", m.Name, phase), func() (bool, string) {
+	testenv.Eventually(t, timeout, fmt.Sprintf("%s %s", m.Name, phase), func() error {
 		var ok bool
 		got, ok = h.get(t, m)
 		if !ok {
-			return false, "gone"
+			return holds(false, "gone")
 		}
-		return got.Status.Phase == phase, fmt.Sprintf("phase %q conditions %v", got.Status.Phase, got.Status.Conditions)
+		return holds(got.Status.Phase == phase, fmt.Sprintf("phase %q conditions %v", got.Status.Phase, got.Status.Conditions))
 	})
 	return got
 }
 
 func (h *harness) waitGone(t *testing.T, m *kobev1.ClusterInstance, timeout time.Duration) {
 	t.Helper()
-	eventually(t, timeout, m.Name+" gone", func() (bool, string) {
+	testenv.Eventually(t, timeout, m.Name+" gone", func() error {
 		got, ok := h.get(t, m)
 		if !ok {
-			return true, ""
+			return holds(true, "")
 		}
-		return false, fmt.Sprintf("phase %q deleting %v", got.Status.Phase, got.DeletionTimestamp != nil)
+		return holds(false, fmt.Sprintf("phase %q deleting %v", got.Status.Phase, got.DeletionTimestamp != nil))
 	})
 }
 
@@ -297,8 +271,8 @@ func (h *harness) hasEvent(t *testing.T, ns, name, reason string) bool {
 
 func (h *harness) waitEvent(t *testing.T, ns, name, reason string) {
 	t.Helper()
-	eventually(t, 10*time.Second, "event "+reason+" on "+name, func() (bool, string) {
-		return h.hasEvent(t, ns, name, reason), ""
+	testenv.Eventually(t, 10*time.Second, "event "+reason+" on "+name, func() error {
+		return holds(h.hasEvent(t, ns, name, reason), "")
 	})
 }
 
@@ -419,10 +393,10 @@ func TestInstanceController(t *testing.T) {
 		ns := h.namespace(t)
 		h.fake.set(ns+"/pool-p-0", memberPlan{createErr: fmt.Errorf("%w: kube-apiserver is missing", backend.ErrUnavailable)})
 		_, m := h.poolAndMember(t, ns, nil)
-		eventually(t, 10*time.Second, "Provisioned=False BackendUnavailable", func() (bool, string) {
+		testenv.Eventually(t, 10*time.Second, "Provisioned=False BackendUnavailable", func() error {
 			got, _ := h.get(t, m)
 			c := meta.FindStatusCondition(got.Status.Conditions, kobev1.ConditionProvisioned)
-			return c != nil && c.Reason == kobev1.ReasonBackendUnavailable && strings.Contains(c.Message, "kube-apiserver is missing"), fmt.Sprint(c)
+			return holds(c != nil && c.Reason == kobev1.ReasonBackendUnavailable && strings.Contains(c.Message, "kube-apiserver is missing"), fmt.Sprint(c))
 		})
 		first := h.fake.count(h.fake.creates, ns+"/"+m.Name)
 		deadline := time.Now().Add(3 * time.Second)
@@ -538,3 +512,37 @@ func (h *harness) bind(t *testing.T, m *kobev1.ClusterInstance, name string) *ko
 		}
 	}
 }
+
+// TestSetupRefusesMissingDependencies: a reconciler wired without what it
+// needs fails at setup, naming what is missing, instead of panicking later.
+func TestSetupRefusesMissingDependencies(t *testing.T) {
+	full := func() *Reconciler {
+		return &Reconciler{Client: fakeClient{}, Recorder: events.NewFakeRecorder(1), Backends: backend.Registry{}, Clock: clock.RealClock{}}
+	}
+	cases := []struct {
+		missing string
+		unset   func(*Reconciler)
+	}{
+		{"Client", func(r *Reconciler) { r.Client = nil }},
+		{"Recorder", func(r *Reconciler) { r.Recorder = nil }},
+		{"Backends", func(r *Reconciler) { r.Backends = nil }},
+		{"Clock", func(r *Reconciler) { r.Clock = nil }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.missing, func(t *testing.T) {
+			r := full()
+			tc.unset(r)
+			err := r.SetupWithManager(nil) // refused before the manager is touched
+			if err == nil || !strings.Contains(err.Error(), "missing "+tc.missing) {
+				t.Errorf("SetupWithManager = %v, want it to name %s", err, tc.missing)
+			}
+		})
+	}
+	r := &Reconciler{}
+	if err := r.validate(); err == nil || !strings.Contains(err.Error(), "missing Backends, Client, Clock, Recorder") {
+		t.Errorf("validate() = %v, want every missing dependency named", err)
+	}
+}
+
+// fakeClient only has to be non-nil: setup is refused before it is used.
+type fakeClient struct{ client.Client }

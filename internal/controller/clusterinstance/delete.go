@@ -9,7 +9,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
@@ -50,18 +49,5 @@ func (r *Reconciler) finalize(ctx context.Context, s *scope) (ctrl.Result, error
 		return ctrl.Result{}, fmt.Errorf("deleting access Secret %s: %w", sec.Name, err)
 	}
 	r.event(s, corev1.EventTypeNormal, kobev1.ReasonDestroyed, "Destroy", "the backend reports nothing of the member is left")
-	if err := r.commit(ctx, s); err != nil || s.stale || s.gone {
-		return ctrl.Result{}, err
-	}
-	controllerutil.RemoveFinalizer(s.inst, kobev1.FinalizerInstance)
-	err = r.Client.Patch(ctx, s.inst, client.MergeFromWithOptions(s.before, client.MergeFromWithOptimisticLock{}))
-	switch {
-	case apierrors.IsConflict(err):
-		s.stale = true
-		return ctrl.Result{}, nil
-	case err != nil && !apierrors.IsNotFound(err):
-		return ctrl.Result{}, fmt.Errorf("removing finalizer of %s: %w", s.inst.Name, err)
-	}
-	s.gone = true
-	return ctrl.Result{}, nil
+	return ctrl.Result{}, s.patch.RemoveFinalizer(ctx, kobev1.FinalizerInstance)
 }

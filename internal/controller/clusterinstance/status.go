@@ -5,9 +5,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
@@ -15,36 +13,6 @@ import (
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 )
-
-// commit writes the status if it changed, fenced by the resourceVersion it
-// was computed from: conditions are a list that a JSON merge patch replaces
-// whole, so an unfenced patch could drop a gate condition someone else just
-// set, or overwrite a bind that happened meanwhile.
-//
-// A conflict is not an error: it marks the scope stale, and the reconcile
-// ends and decides again from a fresh read.
-func (r *Reconciler) commit(ctx context.Context, s *scope) error {
-	if s.gone || s.stale {
-		return nil
-	}
-	s.inst.Status.ObservedGeneration = s.inst.Generation
-	if equality.Semantic.DeepEqual(s.before.Status, s.inst.Status) {
-		return nil
-	}
-	err := r.Client.Status().Patch(ctx, s.inst, client.MergeFromWithOptions(s.before, client.MergeFromWithOptimisticLock{}))
-	switch {
-	case apierrors.IsNotFound(err):
-		s.gone = true
-		return nil
-	case apierrors.IsConflict(err):
-		s.stale = true
-		return nil
-	case err != nil:
-		return fmt.Errorf("patching status of %s: %w", s.inst.Name, err)
-	}
-	s.before = s.inst.DeepCopy()
-	return nil
-}
 
 // setPhase moves the instance to phase, records when, sets its Ready
 // condition, and tells the story in an event.
@@ -71,27 +39,17 @@ func (r *Reconciler) setPhase(s *scope, phase kobev1.InstancePhase, reason, msg 
 
 // setCondition sets a condition; it reports whether its status or reason changed.
 func (r *Reconciler) setCondition(s *scope, t string, status metav1.ConditionStatus, reason, msg string) bool {
-	old := meta.FindStatusCondition(s.inst.Status.Conditions, t)
-	changed := old == nil || old.Status != status || old.Reason != reason
-	meta.SetStatusCondition(&s.inst.Status.Conditions, metav1.Condition{
-		Type: t, Status: status, Reason: reason, Message: msg,
-		ObservedGeneration: s.inst.Generation, LastTransitionTime: metav1.NewTime(s.now),
-	})
-	return changed
+	return s.conds.Set(s.inst, metav1.Condition{Type: t, Status: status, Reason: reason, Message: msg})
 }
 
-// mark sets a condition and, when its status or reason changed, records an
-// event of kind with the condition's reason.
+// mark sets a condition and, when its reason changed, records an event of
+// kind with the condition's reason.
 func (r *Reconciler) mark(s *scope, t string, status metav1.ConditionStatus, reason, msg, kind string) {
-	if r.setCondition(s, t, status, reason, msg) {
-		r.event(s, kind, reason, t, msg)
-	}
+	s.conds.Mark(s.inst, kind, metav1.Condition{Type: t, Status: status, Reason: reason, Message: msg})
 }
 
 func (r *Reconciler) event(s *scope, kind, reason, action, msg string) {
-	if r.Recorder != nil {
-		r.Recorder.Eventf(s.inst, nil, kind, reason, action, "%s", msg)
-	}
+	s.conds.Event(s.inst, kind, reason, action, msg)
 }
 
 // countFailure adds one to the pool's status.failures. The read-modify-write

@@ -225,7 +225,7 @@ func (r *Reconciler) lookupLease(ctx context.Context, s *scope) (leaseState, str
 // became Ready, and deletes the object; the finalizer destroys the member.
 func (r *Reconciler) recycle(ctx context.Context, s *scope, reason, msg string, failure bool) (ctrl.Result, error) {
 	r.setPhase(s, kobev1.InstanceRecycling, reason, msg)
-	if err := r.commit(ctx, s); err != nil || s.stale || s.gone {
+	if err := s.patch.Status(ctx); err != nil || s.patch.Done() {
 		return ctrl.Result{}, err
 	}
 	if failure {

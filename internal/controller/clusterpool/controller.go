@@ -2,13 +2,12 @@ package clusterpool
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -16,7 +15,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -24,6 +22,8 @@ import (
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/backend"
+	"github.com/kunobi-ninja/kobe/internal/controller/conditions"
+	"github.com/kunobi-ninja/kobe/internal/controller/patch"
 	"github.com/kunobi-ninja/kobe/internal/lease"
 	"github.com/kunobi-ninja/kobe/internal/pool"
 )
@@ -33,15 +33,19 @@ const ControllerName = "kobe-clusterpool"
 
 // Reconciler keeps each ClusterPool's members at what internal/pool decides.
 type Reconciler struct {
+	// Client is the manager's client. Required.
 	Client client.Client
 	// APIReader lists members live: creating and deleting from a lagging
 	// cache could overshoot the target or delete a member just bound.
+	// Default: mgr.GetAPIReader().
 	APIReader client.Reader
-	Scheme    *runtime.Scheme
-	// Recorder is from mgr.GetEventRecorder(ControllerName).
+	// Recorder is from mgr.GetEventRecorder(ControllerName). Required.
 	Recorder events.EventRecorder
+	// Backends are the wired backends; their capabilities decide which pool
+	// fields are acted on. Required (it may be empty).
 	Backends backend.Registry
-	Clock    clock.PassiveClock
+	// Clock is the time every decision is made at. Required.
+	Clock clock.PassiveClock
 
 	// SignalGrace is how long a member may be Provisioned without passing a
 	// readiness gate before the pool reports ReadinessSignalAbsent;
@@ -49,50 +53,57 @@ type Reconciler struct {
 	SignalGrace time.Duration
 }
 
-// Reconcile converges one pool: finalizer, plan, reserve ordinals, create,
-// delete, and one status patch at the end.
+// scope is one reconcile's view of a pool.
+type scope struct {
+	pool *kobev1.ClusterPool
+	// patch holds the snapshot of pool and writes its status, fenced; once
+	// it is Done (gone or stale) nothing more is written.
+	patch *patch.Helper
+	// conds sets conditions at the reconcile's time and tells reason
+	// changes as events.
+	conds conditions.Setter
+	// plan and queue are what internal/pool decided from the live members.
+	plan  pool.Plan
+	queue int32
+}
+
+// Reconcile converges one pool: get, scope, one deferred fenced status
+// patch, the finalizer, then plan, reserve ordinals, status, create, delete.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, retErr error) {
 	p := &kobev1.ClusterPool{}
 	if err := r.Client.Get(ctx, req.NamespacedName, p); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	s := &scope{pool: p, patch: patch.New(r.Client, p), conds: conditions.Setter{Recorder: r.Recorder, Now: r.Clock.Now()}}
+	defer func() {
+		res, retErr = s.patch.Finish(ctx, res, retErr)
+		if !s.patch.Gone() {
+			publishMetrics(p)
+		}
+	}()
+
 	if !p.DeletionTimestamp.IsZero() {
-		return r.finalize(ctx, p)
+		return r.finalize(ctx, s)
 	}
-	if controllerutil.AddFinalizer(p, kobev1.FinalizerPool) {
-		if err := r.Client.Update(ctx, p); err != nil {
-			return ctrl.Result{}, fmt.Errorf("adding finalizer: %w", err)
+	if err := s.patch.AddFinalizer(ctx, kobev1.FinalizerPool); err != nil || s.patch.Done() {
+		return ctrl.Result{}, err
+	}
+	for _, step := range []func(context.Context, *scope) error{r.decide, r.reserveOrdinals, r.setStatus, r.createMembers} {
+		if err := step(ctx, s); err != nil || s.patch.Done() {
+			return ctrl.Result{}, err
 		}
 	}
-	plan, queue, err := r.plan(ctx, p)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if err := r.reserveOrdinals(ctx, p, plan.NextOrdinal); apierrors.IsConflict(err) {
-		return ctrl.Result{RequeueAfter: time.Second}, nil // decide again from a fresh pool
-	} else if err != nil {
-		return ctrl.Result{}, err
-	}
+	return r.scaleDown(ctx, s)
+}
 
-	before := p.DeepCopy()
-	defer func() { retErr = errors.Join(retErr, r.patchStatus(ctx, before, p)) }()
-	r.setStatus(p, plan, queue)
-
-	if err := r.createMembers(ctx, p, plan); err != nil {
-		return ctrl.Result{}, err
-	}
-	raced, err := r.deleteMembers(ctx, p, plan.Delete, "scaled down: the pool wants "+fmt.Sprint(plan.Target)+" Ready or Creating members")
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if raced {
-		return ctrl.Result{RequeueAfter: time.Second}, nil
-	}
-	return ctrl.Result{RequeueAfter: plan.RequeueAfter}, nil
+// decide gathers the pool's members and queue and asks internal/pool.
+func (r *Reconciler) decide(ctx context.Context, s *scope) (err error) {
+	s.plan, s.queue, err = r.plan(ctx, s.pool, s.conds.Now)
+	return err
 }
 
 // plan gathers the pool's members and queue and asks internal/pool.
-func (r *Reconciler) plan(ctx context.Context, p *kobev1.ClusterPool) (pool.Plan, int32, error) {
+func (r *Reconciler) plan(ctx context.Context, p *kobev1.ClusterPool, now time.Time) (pool.Plan, int32, error) {
 	members, err := r.members(ctx, p)
 	if err != nil {
 		return pool.Plan{}, 0, err
@@ -108,7 +119,7 @@ func (r *Reconciler) plan(ctx context.Context, p *kobev1.ClusterPool) (pool.Plan
 	slices.Sort(wired)
 	return pool.Decide(pool.Input{
 		Pool: p, Members: members, QueueDepth: queue, Wired: wired,
-		Backend: r.capabilities(p.Spec.Backend.Type), Now: r.Clock.Now(), SignalGrace: r.SignalGrace,
+		Backend: r.capabilities(p.Spec.Backend.Type), Now: now, SignalGrace: r.SignalGrace,
 	}), queue, nil
 }
 
@@ -150,16 +161,13 @@ func (r *Reconciler) queueDepth(ctx context.Context, p *kobev1.ClusterPool) (int
 
 // SetupWithManager registers the controller: it watches pools, their
 // members (by label, since a bound member's owner is its lease) and the
-// leases naming them.
+// leases naming them. It fails when a required dependency is missing.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	if r.Clock == nil {
-		r.Clock = clock.RealClock{}
+	if err := r.validate(); err != nil {
+		return err
 	}
 	if r.APIReader == nil {
 		r.APIReader = mgr.GetAPIReader()
-	}
-	if r.Recorder == nil {
-		r.Recorder = mgr.GetEventRecorder(ControllerName)
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
@@ -168,6 +176,23 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			builder.WithPredicates(predicate.Funcs{UpdateFunc: memberChanged})).
 		Watches(&kobev1.ClusterLease{}, handler.EnqueueRequestsFromMapFunc(poolOfLease)).
 		Complete(r)
+}
+
+// validate names every required dependency that is missing.
+func (r *Reconciler) validate() error {
+	var missing []string
+	for name, absent := range map[string]bool{
+		"Client": r.Client == nil, "Recorder": r.Recorder == nil, "Backends": r.Backends == nil, "Clock": r.Clock == nil,
+	} {
+		if absent {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) > 0 {
+		slices.Sort(missing)
+		return fmt.Errorf("%s: missing %s", ControllerName, strings.Join(missing, ", "))
+	}
+	return nil
 }
 
 // memberChanged filters out member updates the pool does not read: a
@@ -203,7 +228,5 @@ func poolOfLease(_ context.Context, o client.Object) []reconcile.Request {
 // event records an event about the pool; related (a member, or nil) also
 // keeps events about different members from being folded into one series.
 func (r *Reconciler) event(p *kobev1.ClusterPool, related runtime.Object, kind, reason, action, note string, args ...any) {
-	if r.Recorder != nil {
-		r.Recorder.Eventf(p, related, kind, reason, action, note, args...)
-	}
+	r.Recorder.Eventf(p, related, kind, reason, action, note, args...)
 }

@@ -1,15 +1,11 @@
 package clusterpool
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -22,12 +18,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/backend"
@@ -35,6 +30,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/controller/clusterinstance"
 	"github.com/kunobi-ninja/kobe/internal/credentials/memberaccess"
 	"github.com/kunobi-ninja/kobe/internal/testenv"
+	"github.com/kunobi-ninja/kobe/internal/testenv/memberproc"
 )
 
 // Deadlines are generous: CI has two cores, and every member is a real
@@ -73,47 +69,27 @@ func startHarness(t *testing.T) *harness {
 			t.Logf("final sweep removed %v (%v)", removed, err)
 		}
 	})
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:     env.Scheme,
-		Metrics:    metricsserver.Options{BindAddress: "0"},
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	mgr := env.NewManager(t)
 	backends := backend.Registry{kobev1.BackendLocal: lb}
-	pools := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
-		Backends: backends, SignalGrace: 5 * time.Second}
+	pools := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(ControllerName),
+		Backends: backends, Clock: clock.RealClock{}, SignalGrace: 5 * time.Second}
 	if err := pools.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
-	instances := &clusterinstance.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
-		Backends: backends, PollInterval: 500 * time.Millisecond}
+	instances := &clusterinstance.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
+		Recorder: mgr.GetEventRecorder(clusterinstance.ControllerName), Backends: backends, Clock: clock.RealClock{},
+		PollInterval: 500 * time.Millisecond}
 	if err := instances.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
 	if err := mgr.Add(&clusterinstance.SweepRunnable{Backends: backends, Reader: mgr.GetAPIReader(), Cache: mgr.GetCache()}); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	})
+	testenv.StartManager(t, mgr)
 	return &harness{env: env, c: env.Client, dataRoot: dataRoot}
 }
 
-func (h *harness) namespace(t *testing.T) string {
-	name := fmt.Sprintf("t%d", time.Now().UnixNano()%1_000_000_000)
-	if err := h.c.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
-		t.Fatal(err)
-	}
-	return name
-}
+func (h *harness) namespace(t *testing.T) string { return h.env.NewNamespace(t) }
 
 func (h *harness) createPool(t *testing.T, ns, name string, mut func(*kobev1.ClusterPool)) *kobev1.ClusterPool {
 	p := &kobev1.ClusterPool{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
@@ -159,37 +135,21 @@ func summary(ms []kobev1.ClusterInstance) string {
 	return strings.Join(s, " ")
 }
 
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s; last: %s", what, timeout, state)
-		}
-		select {
-		case <-t.Context().Done():
-			t.Fatalf("%s: %v", what, t.Context().Err())
-		case <-time.After(250 * time.Millisecond):
-		}
-	}
-}
-
 // waitPool waits until the pool's status satisfies cond.
 func (h *harness) waitPool(t *testing.T, p *kobev1.ClusterPool, timeout time.Duration, what string, cond func(*kobev1.ClusterPool) bool) *kobev1.ClusterPool {
 	t.Helper()
 	var got *kobev1.ClusterPool
-	eventually(t, timeout, p.Name+": "+what, func() (bool, string) {
+	testenv.Eventually(t, timeout, p.Name+": "+what, func() error {
 		var ok bool
 		got, ok = h.pool(t, p)
 		if !ok {
-			return false, "pool gone"
+			return errors.New("pool gone")
+		}
+		if cond(got) {
+			return nil
 		}
 		st := got.Status
-		return cond(got), fmt.Sprintf("phase %s ready %d leased %d creating %d recycling %d failures %d; members %s; conditions %v",
+		return fmt.Errorf("phase %s ready %d leased %d creating %d recycling %d failures %d; members %s; conditions %v",
 			st.Phase, st.Ready, st.Leased, st.Creating, st.Recycling, st.Failures, summary(h.members(t, p)), st.Conditions)
 	})
 	return got
@@ -211,83 +171,36 @@ func (h *harness) adminKubeconfig(t *testing.T, m *kobev1.ClusterInstance) []byt
 	return a.AdminKubeconfig
 }
 
-func kubectl(t *testing.T, kubeconfig []byte, args ...string) (string, error) {
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(path, kubeconfig, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, "/usr/bin/kubectl", append([]string{"--kubeconfig", path}, args...)...).CombinedOutput()
-	return strings.TrimSpace(string(out)), err
-}
-
 // memberDir is the member's data directory under the local backend's root.
 func (h *harness) memberDir(t *testing.T, m *kobev1.ClusterInstance) string {
-	entries, err := os.ReadDir(h.dataRoot)
+	dir, err := memberproc.Dir(h.dataRoot, m.UID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, e := range entries {
-		if strings.HasSuffix(e.Name(), "_"+string(m.UID)) {
-			return filepath.Join(h.dataRoot, e.Name())
-		}
-	}
-	t.Fatalf("no data directory for %s (%s) in %s", m.Name, m.UID, h.dataRoot)
-	return ""
+	return dir
 }
 
 // apiServerPID reads the member's kube-apiserver pid from the local
 // backend's state file.
 func (h *harness) apiServerPID(t *testing.T, m *kobev1.ClusterInstance) int {
-	data, err := os.ReadFile(filepath.Join(h.memberDir(t, m), "state.json"))
+	pids, err := memberproc.Components(h.memberDir(t, m))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var st struct {
-		Processes []struct {
-			Component string `json:"component"`
-			PID       int    `json:"pid"`
-		} `json:"processes"`
+	pid, ok := pids["kube-apiserver"]
+	if !ok {
+		t.Fatalf("no kube-apiserver among %v", pids)
 	}
-	if err := json.Unmarshal(data, &st); err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range st.Processes {
-		if p.Component == "kube-apiserver" {
-			return p.PID
-		}
-	}
-	t.Fatalf("no kube-apiserver in %s", data)
-	return 0
+	return pid
 }
 
-// running lists live processes (not zombies) whose command line mentions
-// dir, straight from /proc.
-func running(t *testing.T, dir string) []string {
-	entries, err := os.ReadDir("/proc")
+// running lists the live processes whose command line mentions dir.
+func running(t *testing.T, dir string) []memberproc.Process {
+	ps, err := memberproc.Running(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []string
-	for _, e := range entries {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		cmdline, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err != nil || !bytes.Contains(cmdline, []byte(dir)) {
-			continue
-		}
-		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		if f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:])); len(f) > 0 && f[0] == "Z" {
-			continue
-		}
-		out = append(out, e.Name()+" "+strings.ReplaceAll(string(cmdline[:min(len(cmdline), 60)]), "\x00", " "))
-	}
-	return out
+	return ps
 }
 
 func (h *harness) events(t *testing.T, ns, name, reason string) []string {
@@ -381,7 +294,12 @@ func TestPoolController(t *testing.T) {
 		if err := h.c.Delete(t.Context(), p); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, shortWait, "pool gone", func() (bool, string) { _, ok := h.pool(t, p); return !ok, "" })
+		testenv.Eventually(t, shortWait, "pool gone", func() error {
+			if _, ok := h.pool(t, p); ok {
+				return errors.New("pool still there")
+			}
+			return nil
+		})
 	})
 
 	t.Run("a readiness gate nothing sets is reported as ReadinessSignalAbsent", func(t *testing.T) {
@@ -462,18 +380,21 @@ func TestPoolController(t *testing.T) {
 
 		t.Log("kubectl with each member's admin kubeconfig: a namespace and a Deployment that gets its ReplicaSet")
 		for i := range ms {
-			kc := h.adminKubeconfig(t, &ms[i])
+			kc := testenv.KubeconfigFile(t, h.adminKubeconfig(t, &ms[i]))
 			for _, args := range [][]string{
 				{"create", "namespace", "demo"},
 				{"-n", "demo", "create", "deployment", "web", "--image=registry.k8s.io/pause:3.10"},
 			} {
-				if out, err := kubectl(t, kc, args...); err != nil {
+				if out, err := testenv.Kubectl(t, kc, args...); err != nil {
 					t.Fatalf("%s: kubectl %v: %v\n%s", ms[i].Name, args, err, out)
 				}
 			}
-			eventually(t, time.Minute, ms[i].Name+": ReplicaSet of web", func() (bool, string) {
-				out, err := kubectl(t, kc, "-n", "demo", "get", "replicasets", "-l", "app=web", "-o", "name")
-				return err == nil && strings.HasPrefix(out, "replicaset.apps/web-"), out
+			testenv.Eventually(t, time.Minute, ms[i].Name+": ReplicaSet of web", func() error {
+				out, err := testenv.Kubectl(t, kc, "-n", "demo", "get", "replicasets", "-l", "app=web", "-o", "name")
+				if err == nil && strings.HasPrefix(out, "replicaset.apps/web-") {
+					return nil
+				}
+				return fmt.Errorf("%v: %s", err, out)
 			})
 		}
 
@@ -485,19 +406,21 @@ func TestPoolController(t *testing.T) {
 		}
 		killed := time.Now()
 		limit := 2*2*time.Second + 10*time.Second // interval x threshold + margin
-		eventually(t, limit, victim.Name+" recycled", func() (bool, string) {
+		testenv.Eventually(t, limit, victim.Name+" recycled", func() error {
 			cur := &kobev1.ClusterInstance{}
 			err := h.c.Get(t.Context(), client.ObjectKeyFromObject(&victim), cur)
-			if apierrors.IsNotFound(err) {
-				return true, ""
+			if apierrors.IsNotFound(err) || cur.Status.Phase == kobev1.InstanceRecycling || cur.DeletionTimestamp != nil {
+				return nil
 			}
-			return cur.Status.Phase == kobev1.InstanceRecycling || cur.DeletionTimestamp != nil,
-				fmt.Sprintf("phase %s failures %d", cur.Status.Phase, cur.Status.HealthFailures)
+			return fmt.Errorf("phase %s failures %d", cur.Status.Phase, cur.Status.HealthFailures)
 		})
 		t.Logf("%s recycled %s after kill -9", victim.Name, time.Since(killed).Round(100*time.Millisecond))
-		eventually(t, shortWait, victim.Name+" destroyed", func() (bool, string) {
+		testenv.Eventually(t, shortWait, victim.Name+" destroyed", func() error {
 			err := h.c.Get(t.Context(), client.ObjectKeyFromObject(&victim), &kobev1.ClusterInstance{})
-			return apierrors.IsNotFound(err), fmt.Sprint(err)
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			return fmt.Errorf("still there (%v)", err)
 		})
 		if len(h.events(t, ns, victim.Name, kobev1.ReasonUnhealthy)) == 0 {
 			t.Errorf("no Unhealthy event on %s", victim.Name)
@@ -563,9 +486,11 @@ func TestPoolController(t *testing.T) {
 		if err := h.c.Delete(t.Context(), p); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, shortWait, "pool gone", func() (bool, string) {
-			_, ok := h.pool(t, p)
-			return !ok, summary(h.members(t, p))
+		testenv.Eventually(t, shortWait, "pool gone", func() error {
+			if _, ok := h.pool(t, p); ok {
+				return errors.New("pool still there; members " + summary(h.members(t, p)))
+			}
+			return nil
 		})
 		rest := h.members(t, p)
 		if len(rest) != 1 || rest[0].Name != held.Name || rest[0].Status.Phase != kobev1.InstanceLeased {
@@ -575,8 +500,11 @@ func TestPoolController(t *testing.T) {
 		if err := h.c.Status().Update(t.Context(), lease); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, shortWait, "released member destroyed", func() (bool, string) {
-			return len(h.members(t, p)) == 0, summary(h.members(t, p))
+		testenv.Eventually(t, shortWait, "released member destroyed", func() error {
+			if ms := h.members(t, p); len(ms) > 0 {
+				return errors.New("members " + summary(ms))
+			}
+			return nil
 		})
 		h.expectNothingLeft(t)
 	})
@@ -588,10 +516,12 @@ func (h *harness) deletePoolAndWait(t *testing.T, p *kobev1.ClusterPool) {
 	if err := h.c.Delete(t.Context(), p); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, shortWait, "pool and members gone", func() (bool, string) {
+	testenv.Eventually(t, shortWait, "pool and members gone", func() error {
 		_, ok := h.pool(t, p)
-		ms := h.members(t, p)
-		return !ok && len(ms) == 0, summary(ms)
+		if ms := h.members(t, p); ok || len(ms) > 0 {
+			return fmt.Errorf("pool there %v, members %s", ok, summary(ms))
+		}
+		return nil
 	})
 	h.expectNothingLeft(t)
 }

@@ -2,10 +2,8 @@ package clusterpool
 
 import (
 	"context"
-	"fmt"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -16,20 +14,17 @@ import (
 // finalize deletes the pool's members that no lease holds and keeps the
 // pool until they are gone; no garbage collector is relied on. A bound
 // member is left to its lease (the binder made the lease its owner).
-func (r *Reconciler) finalize(ctx context.Context, p *kobev1.ClusterPool) (ctrl.Result, error) {
+func (r *Reconciler) finalize(ctx context.Context, s *scope) (ctrl.Result, error) {
+	p := s.pool
 	if !controllerutil.ContainsFinalizer(p, kobev1.FinalizerPool) {
 		return ctrl.Result{}, nil
 	}
-	plan, queue, err := r.plan(ctx, p)
-	if err != nil {
+	if err := r.decide(ctx, s); err != nil {
 		return ctrl.Result{}, err
 	}
-	before := p.DeepCopy()
-	r.setStatus(p, plan, queue)
-	if err := r.patchStatus(ctx, before, p); err != nil {
+	if err := r.setStatus(ctx, s); err != nil {
 		return ctrl.Result{}, err
 	}
-
 	members, err := r.members(ctx, p)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -51,10 +46,8 @@ func (r *Reconciler) finalize(ctx context.Context, p *kobev1.ClusterPool) (ctrl.
 		// Their deletion events bring us back; the poll is a safety net.
 		return ctrl.Result{RequeueAfter: 5 * time.Second}, nil
 	}
-
-	controllerutil.RemoveFinalizer(p, kobev1.FinalizerPool)
-	if err := r.Client.Update(ctx, p); err != nil && !apierrors.IsNotFound(err) {
-		return ctrl.Result{}, fmt.Errorf("removing finalizer of pool %s: %w", p.Name, err)
+	if err := s.patch.RemoveFinalizer(ctx, kobev1.FinalizerPool); err != nil || !s.patch.Gone() {
+		return ctrl.Result{}, err
 	}
 	metrics.DeletePool(p.Namespace, p.Name)
 	ctrl.LoggerFrom(ctx).Info("Pool cleaned up")

@@ -3,6 +3,7 @@ package clusterpool
 import (
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -15,21 +16,22 @@ import (
 
 // reserveOrdinals records status.nextOrdinal before any member uses the new
 // ordinals, fenced by the pool's resourceVersion: a pool read from a lagging
-// cache conflicts instead of handing an ordinal out twice.
-func (r *Reconciler) reserveOrdinals(ctx context.Context, p *kobev1.ClusterPool, next int32) error {
-	if next <= p.Status.NextOrdinal {
+// cache goes stale (and decides again) instead of handing an ordinal out
+// twice.
+func (r *Reconciler) reserveOrdinals(ctx context.Context, s *scope) error {
+	if s.plan.NextOrdinal <= s.pool.Status.NextOrdinal {
 		return nil
 	}
-	before := p.DeepCopy()
-	p.Status.NextOrdinal = next
-	if err := r.Client.Status().Patch(ctx, p, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
-		return fmt.Errorf("reserving ordinals up to %d: %w", next, err)
+	s.pool.Status.NextOrdinal = s.plan.NextOrdinal
+	if err := s.patch.Status(ctx); err != nil {
+		return fmt.Errorf("reserving ordinals up to %d: %w", s.plan.NextOrdinal, err)
 	}
 	return nil
 }
 
 // createMembers creates the planned members.
-func (r *Reconciler) createMembers(ctx context.Context, p *kobev1.ClusterPool, plan pool.Plan) error {
+func (r *Reconciler) createMembers(ctx context.Context, s *scope) error {
+	p, plan := s.pool, s.plan
 	for _, n := range plan.Create {
 		m := pool.NewMember(p, n)
 		if err := r.Client.Create(ctx, m); err != nil {
@@ -43,6 +45,22 @@ func (r *Reconciler) createMembers(ctx context.Context, p *kobev1.ClusterPool, p
 			"created member %s to keep %d members Ready or Creating", m.Name, plan.Target)
 	}
 	return nil
+}
+
+// scaleDown deletes the Ready, unbound members the pool no longer wants. A
+// member that changed meanwhile (bound, probed) is left alone and the pool
+// decides again in a second.
+func (r *Reconciler) scaleDown(ctx context.Context, s *scope) (ctrl.Result, error) {
+	why := fmt.Sprintf("scaled down: the pool wants %d Ready or Creating members", s.plan.Target)
+	raced, err := r.deleteMembers(ctx, s.pool, s.plan.Delete, why)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if raced {
+		ctrl.LoggerFrom(ctx).Info("A member changed before its deletion; deciding again", "after", time.Second)
+		return ctrl.Result{RequeueAfter: time.Second}, nil
+	}
+	return ctrl.Result{RequeueAfter: s.plan.RequeueAfter}, nil
 }
 
 // deleteMembers deletes members fenced by their UID and resourceVersion, so
