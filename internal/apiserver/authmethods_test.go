@@ -17,6 +17,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/apiclient"
 	"github.com/kunobi-ninja/kobe/internal/auth"
 	"github.com/kunobi-ninja/kobe/internal/sshsig/sshsigtest"
+	"github.com/kunobi-ninja/kobe/internal/testenv/oidcissuer"
 	"github.com/kunobi-ninja/kobe/internal/wire"
 )
 
@@ -30,7 +31,7 @@ func TestOIDC(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A real issuer that no policy trusts, with its own published key.
-	fx.foreign.publish(otherKey, oidcKID, jose.RS256)
+	fx.foreign.Publish(otherKey, oidcKID, jose.RS256)
 
 	now := time.Now()
 	claims := func(edit func(map[string]any)) map[string]any {
@@ -50,7 +51,9 @@ func TestOIDC(t *testing.T) {
 		}
 		return c
 	}
-	sign := func(edit func(map[string]any)) string { return signJWT(t, fx.oidcKey, oidcKID, claims(edit)) }
+	sign := func(edit func(map[string]any)) string {
+		return oidcissuer.MustSign(t, fx.oidcKey, oidcKID, jose.RS256, claims(edit))
+	}
 
 	t.Run("valid token leases", func(t *testing.T) {
 		l := createLease(t, apiclient.BearerToken(sign(nil)), "ci-small", "10m")
@@ -85,13 +88,13 @@ func TestOIDC(t *testing.T) {
 			http.StatusUnauthorized, "invalid credentials", "audience"},
 		// Only ServiceAccount and token policies look at it; the issuer
 		// the token names is never contacted (see below).
-		{"issuer no policy trusts", signJWT(t, otherKey, oidcKID, claims(func(c map[string]any) { c["iss"] = fx.foreign.URL })),
+		{"issuer no policy trusts", oidcissuer.MustSign(t, otherKey, oidcKID, jose.RS256, claims(func(c map[string]any) { c["iss"] = fx.foreign.URL })),
 			http.StatusUnauthorized, "invalid credentials", "ServiceAccount token not accepted"},
-		{"bad signature (known kid, other key)", signJWT(t, otherKey, oidcKID, claims(nil)),
+		{"bad signature (known kid, other key)", oidcissuer.MustSign(t, otherKey, oidcKID, jose.RS256, claims(nil)),
 			http.StatusUnauthorized, "invalid credentials", "does not verify"},
-		{"alg none", unsignedJWT(t, claims(nil)),
+		{"alg none", oidcissuer.Unsigned(claims(nil)),
 			http.StatusUnauthorized, "invalid credentials", "does not verify"},
-		{"unknown key id", signJWT(t, otherKey, "rsa-never-published", claims(nil)),
+		{"unknown key id", oidcissuer.MustSign(t, otherKey, "rsa-never-published", jose.RS256, claims(nil)),
 			http.StatusUnauthorized, "invalid credentials", "does not verify"},
 		{"claims match no rule", sign(func(c map[string]any) {
 			c["repository"], c["repository_owner"] = "evil-org/repo", "evil-org"
@@ -112,7 +115,7 @@ func TestOIDC(t *testing.T) {
 	}
 	// The server fetched discovery and keys only from the issuer a policy
 	// names, never from the one an unverified token claims.
-	if n := fx.foreign.hits.Load(); n != 0 {
+	if n := fx.foreign.Hits(); n != 0 {
 		t.Fatalf("the untrusted issuer named in a token was contacted %d times", n)
 	}
 }

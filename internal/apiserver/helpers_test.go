@@ -3,27 +3,22 @@ package apiserver_test
 import (
 	"bytes"
 	"context"
-	"crypto"
-	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/go-jose/go-jose/v4"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/apiclient"
 	"github.com/kunobi-ninja/kobe/internal/lease"
+	"github.com/kunobi-ninja/kobe/internal/testenv"
 	"github.com/kunobi-ninja/kobe/internal/wire"
 )
 
@@ -246,90 +241,14 @@ func requireBoundUntouched(t *testing.T, name string, want *kobev1.ClusterLease)
 	}
 }
 
-// eventually polls cond until it holds or 15s pass; what describes the
-// awaited state for the failure message.
+// eventually waits up to 15s for cond (testenv.Eventually); what
+// describes the awaited state for the failure message.
 func eventually(t *testing.T, what string, cond func(ctx context.Context) bool) {
 	t.Helper()
-	err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 15*time.Second, true, func(ctx context.Context) (bool, error) {
-		return cond(ctx), nil
+	testenv.Eventually(t, 15*time.Second, what, func() error {
+		if !cond(t.Context()) {
+			return errors.New("not yet")
+		}
+		return nil
 	})
-	if err != nil {
-		t.Fatalf("waiting for %s: %v", what, err)
-	}
-}
-
-// oidcIssuer is a local OpenID provider: a discovery document and a JWKS.
-type oidcIssuer struct {
-	*httptest.Server
-	// hits counts the requests the issuer served.
-	hits atomic.Int32
-	mu   sync.Mutex
-	keys []jose.JSONWebKey
-}
-
-func startIssuer() *oidcIssuer {
-	iss := &oidcIssuer{}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /.well-known/openid-configuration", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]any{
-			"issuer":                                iss.URL,
-			"jwks_uri":                              iss.URL + "/keys",
-			"response_types_supported":              []string{"id_token"},
-			"subject_types_supported":               []string{"public"},
-			"id_token_signing_alg_values_supported": []string{"RS256"},
-		})
-	})
-	mux.HandleFunc("GET /keys", func(w http.ResponseWriter, _ *http.Request) {
-		iss.mu.Lock()
-		defer iss.mu.Unlock()
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(jose.JSONWebKeySet{Keys: iss.keys})
-	})
-	iss.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		iss.hits.Add(1)
-		mux.ServeHTTP(w, r)
-	}))
-	return iss
-}
-
-// publish adds the public half of key to the JWKS under kid.
-func (i *oidcIssuer) publish(key crypto.Signer, kid string, alg jose.SignatureAlgorithm) {
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	i.keys = append(i.keys, jose.JSONWebKey{Key: key.Public(), KeyID: kid, Algorithm: string(alg), Use: "sig"})
-}
-
-// signJWT makes a compact JWS of claims signed with key under kid.
-func signJWT(t *testing.T, key crypto.Signer, kid string, claims map[string]any) string {
-	t.Helper()
-	s, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.RS256, Key: jose.JSONWebKey{Key: key, KeyID: kid}},
-		(&jose.SignerOptions{}).WithType("JWT"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	payload, err := json.Marshal(claims)
-	if err != nil {
-		t.Fatal(err)
-	}
-	jws, err := s.Sign(payload)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := jws.CompactSerialize()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
-// unsignedJWT makes an "alg: none" token of claims.
-func unsignedJWT(t *testing.T, claims map[string]any) string {
-	t.Helper()
-	payload, err := json.Marshal(claims)
-	if err != nil {
-		t.Fatal(err)
-	}
-	enc := base64.RawURLEncoding
-	return enc.EncodeToString([]byte(`{"alg":"none","typ":"JWT"}`)) + "." + enc.EncodeToString(payload) + "."
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
-	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -26,7 +25,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/apiserver"
@@ -37,6 +35,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/credentials/pki"
 	"github.com/kunobi-ninja/kobe/internal/index"
 	"github.com/kunobi-ninja/kobe/internal/testenv"
+	"github.com/kunobi-ninja/kobe/internal/testenv/oidcissuer"
 )
 
 // The tests of this package drive the real HTTP API, served on its own
@@ -88,7 +87,7 @@ type fixture struct {
 	http *http.Client
 	// issuer is trusted by policy github-ci and publishes oidcKey as
 	// oidcKID; foreign is a real issuer that no policy trusts.
-	issuer, foreign *oidcIssuer
+	issuer, foreign *oidcissuer.Issuer
 	oidcKey         *rsa.PrivateKey
 	// sshKeyPath is alice's private key made by ssh-keygen; sshAuthorizedKey
 	// its authorized_keys line, the only key of policy developers.
@@ -147,12 +146,12 @@ func setup(dir string) (_ *fixture, _ func(), err error) {
 	}
 	f := &fixture{env: env, kube: kube, http: &http.Client{Timeout: 30 * time.Second}}
 
-	f.issuer, f.foreign = startIssuer(), startIssuer()
+	f.issuer, f.foreign = oidcissuer.Start(), oidcissuer.Start()
 	cleanups = append(cleanups, f.issuer.Close, f.foreign.Close)
 	if f.oidcKey, err = rsa.GenerateKey(rand.Reader, 2048); err != nil {
 		return nil, nil, err
 	}
-	f.issuer.publish(f.oidcKey, oidcKID, jose.RS256)
+	f.issuer.Publish(f.oidcKey, oidcKID, jose.RS256)
 
 	if f.sshKeyPath, f.sshAuthorizedKey, err = sshKeygen(dir, aliceComment); err != nil {
 		return nil, nil, err
@@ -160,12 +159,7 @@ func setup(dir string) (_ *fixture, _ func(), err error) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cleanups = append(cleanups, cancel)
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:                 env.Scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
-	})
+	mgr, err := ctrl.NewManager(env.Config, env.ManagerOptions(ns))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -193,29 +187,21 @@ func setup(dir string) (_ *fixture, _ func(), err error) {
 	if err := mgr.Add(srv); err != nil {
 		return nil, nil, err
 	}
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
+	stopMgr, err := testenv.RunManager(mgr)
+	if err != nil {
+		return nil, nil, err
+	}
 	cleanups = append(cleanups, func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				fmt.Fprintf(os.Stderr, "manager: %v\n", err)
-			}
-		case <-time.After(30 * time.Second):
-			fmt.Fprintln(os.Stderr, "manager did not stop within 30s")
+		if err := stopMgr(); err != nil {
+			fmt.Fprintf(os.Stderr, "manager: %v\n", err)
 		}
 	})
-
 	if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 		return srv.Addr() != "", nil
 	}); err != nil {
 		return nil, nil, fmt.Errorf("API server did not listen: %w", err)
 	}
 	f.url = "http://" + srv.Addr()
-	if !mgr.GetCache().WaitForCacheSync(ctx) {
-		return nil, nil, errors.New("manager cache did not sync")
-	}
 
 	if err := f.createWorld(ctx); err != nil {
 		return nil, nil, err
