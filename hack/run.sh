@@ -1,36 +1,189 @@
 #!/usr/bin/env bash
 # make run: a host control plane, kobe's CRDs, the operator with the local
 # backend, a demo pool "dev" of size 2 and a demo token, then the commands to
-# lease from it. Ctrl-C stops everything (members included).
+# lease from it. Ctrl-C stops everything (members included) within seconds.
+#
+# Environment: KOBE_API_PORT (default 8090) is the API's port; KOBE_STATE_DIR
+# (default .kobe) holds the kubeconfig, logs, the host's data (host/) and the
+# members (members/). Every process of a run names the state directory on its
+# command line: the clean-up finds what is left by the paths of host/ and
+# members/.
+#
+# How Ctrl-C works: the terminal sends SIGINT to its whole foreground process
+# group (make and this script). The host control plane and the operator run
+# in sessions of their own (setsid), so they do not see it; this script then
+# ends the leases and deletes the pools and members while the operator still
+# runs, stops the operator, kills member processes it left, and stops the
+# host. Every wait is bounded; a second Ctrl-C skips the graceful part and
+# kills every process of the state directory at once.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-state=.kobe
+state=${KOBE_STATE_DIR:-.kobe}
 mkdir -p "$state"
-export KUBECONFIG=$PWD/$state/host.kubeconfig
+state=$(cd "$state" && pwd)
+export KUBECONFIG=$state/host.kubeconfig
 api_port=${KOBE_API_PORT:-8090}
-pids=()
-cleanup() {
-	for ((i=${#pids[@]}-1; i>=0; i--)); do kill "${pids[$i]}" 2>/dev/null || true; wait "${pids[$i]}" 2>/dev/null || true; done
-}
-trap cleanup EXIT INT TERM
+members=$state/members
+host_data=$state/host
+rel=${state#"$PWD"/}
 
-rm -f "$KUBECONFIG"
+hostcp_pid=
+operator_pid=
+waiting=
+stopping=0
+forced=0
+
+# naming S prints the pids of live processes, this script's aside, whose
+# command line contains S (read with builtins only, so the scan never finds
+# itself).
+naming() {
+	local f pid args
+	for f in /proc/[0-9]*/cmdline; do
+		pid=${f#/proc/}
+		pid=${pid%/cmdline}
+		[[ $pid == "$$" || $pid == "$BASHPID" ]] && continue
+		mapfile -d '' args 2>/dev/null <"$f" || continue
+		if [[ " ${args[*]-} " == *"$1"* ]]; then echo "$pid"; fi
+	done
+	return 0
+}
+
+# kill_naming S: SIGTERM every process naming S, SIGKILL after 5 s.
+kill_naming() {
+	local pids i
+	mapfile -t pids < <(naming "$1")
+	((${#pids[@]})) || return 0
+	kill -TERM "${pids[@]}" 2>/dev/null || true
+	for ((i = 0; i < 25; i++)); do
+		mapfile -t pids < <(naming "$1")
+		((${#pids[@]})) || return 0
+		((forced)) && break
+		sleep 0.2
+	done
+	kill -KILL "${pids[@]}" 2>/dev/null || true
+}
+
+# stop_session PID SECONDS: SIGTERM the process group a setsid'd child leads,
+# SIGKILL it after SECONDS (at once after a second Ctrl-C).
+stop_session() {
+	local pid=$1 secs=$2 i
+	[ -n "$pid" ] || return 0
+	kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
+	for ((i = 0; i < secs * 5; i++)); do
+		kill -0 "$pid" 2>/dev/null || break
+		((forced)) && break
+		sleep 0.2
+	done
+	kill -KILL -- "-$pid" 2>/dev/null || true
+	wait "$pid" 2>/dev/null || true
+}
+
+# bounded SECONDS CMD...: runs CMD for at most SECONDS, in the background so
+# that a second Ctrl-C is handled at once (on_signal ends it).
+bounded() {
+	local secs=$1
+	shift
+	((forced)) && return 0
+	timeout "$secs" "$@" >/dev/null 2>&1 &
+	waiting=$!
+	wait "$waiting" 2>/dev/null || true
+	waiting=
+}
+
+# shutdown stops everything this run started; it runs once, on Ctrl-C, on
+# SIGTERM, or when the script ends for any other reason.
+shutdown() {
+	local t0=$SECONDS left
+	set +e # clean up as much as possible whatever fails
+	if [ -n "$operator_pid" ] && kill -0 "$operator_pid" 2>/dev/null && [ -s "$KUBECONFIG" ]; then
+		echo "ending leases and destroying every member (Ctrl-C again to kill them at once)..."
+		bounded 10 kubectl delete clusterleases --all --wait=false
+		bounded 10 kubectl delete clusterpools --all --wait=false
+		bounded 10 kubectl delete clusterinstances --all --wait=false
+		bounded 45 kubectl wait --for=delete clusterinstances --all --timeout=45s
+	fi
+	stop_session "$operator_pid" 10
+	# Members outlive the operator by design: kill any it did not destroy.
+	left=$(naming "$members/" | wc -l)
+	if ((left > 0)); then
+		echo "killing $left member processes that are left..."
+		kill_naming "$members/"
+	fi
+	rm -rf "$members"
+	stop_session "$hostcp_pid" 15
+	kill_naming "$host_data/"
+	rm -rf "$host_data" "$KUBECONFIG"
+	echo "kobe stopped ($((SECONDS - t0)) s)."
+}
+
+on_signal() {
+	if ((stopping)); then
+		forced=1
+		echo "interrupted again: killing every process of $rel now..."
+		[ -z "$waiting" ] || kill "$waiting" 2>/dev/null || true
+		return
+	fi
+	stopping=1
+	echo
+	shutdown
+	exit 0
+}
+
+on_exit() {
+	local rc=$?
+	((stopping)) && return
+	stopping=1 # from now on, Ctrl-C forces (on_signal)
+	shutdown
+	exit "$rc"
+}
+trap on_signal INT TERM
+trap on_exit EXIT
+
+# api_answers: the operator's API answers 200 on /readyz.
+api_answers() {
+	local line
+	exec 3<>"/dev/tcp/127.0.0.1/$api_port" || return 1
+	printf 'GET /readyz HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' >&3
+	IFS= read -r -t 2 line <&3 || line=
+	exec 3>&-
+	[[ $line == HTTP/1.?" 200"* ]]
+}
+
+if old=$({ naming "$members"; naming "$host_data"; } | sort -u | tr '\n' ' ') && [ -n "$old" ]; then
+	stopping=1 # not ours: leave them alone
+	echo "processes of an earlier run still use $rel: $old" >&2
+	echo "stop them (kill $old) or choose another KOBE_STATE_DIR" >&2
+	exit 1
+fi
+if (exec 3<>"/dev/tcp/127.0.0.1/$api_port") 2>/dev/null; then
+	echo "port $api_port is in use: set KOBE_API_PORT to a free port" >&2
+	exit 1
+fi
+rm -rf "$members" "$KUBECONFIG"
+
 go build -o bin/hostcp ./hack/hostcp
-# Run the binary itself (not `go run`) so that stopping it stops the control plane.
-bin/hostcp --bin-dir "$CONTROLPLANE_DIR" --write-kubeconfig "$KUBECONFIG" > "$state/hostcp.log" 2>&1 &
-pids+=($!)
-echo "starting the host control plane (log: $state/hostcp.log)..."
-for _ in $(seq 1 180); do
+# Run the binary itself (not `go run`) so that stopping it stops the control
+# plane, and in a session of its own so the terminal's Ctrl-C reaches only
+# this script.
+setsid bin/hostcp --bin-dir "$CONTROLPLANE_DIR" --write-kubeconfig "$KUBECONFIG" --data-dir "$host_data" \
+	>"$state/hostcp.log" 2>&1 </dev/null &
+hostcp_pid=$!
+echo "starting the host control plane (log: $rel/hostcp.log)..."
+for _ in $(seq 1 900); do
 	[ -s "$KUBECONFIG" ] && break
-	kill -0 "${pids[0]}" 2>/dev/null || break
-	sleep 1
+	kill -0 "$hostcp_pid" 2>/dev/null || break
+	sleep 0.2
 done
-[ -s "$KUBECONFIG" ] || { echo "host control plane did not start; see $state/hostcp.log" >&2; exit 1; }
+[ -s "$KUBECONFIG" ] || {
+	echo "host control plane did not start; $rel/hostcp.log ends with:" >&2
+	tail -n 20 "$state/hostcp.log" >&2
+	exit 1
+}
 
 bin/crdgen | kubectl apply -f - >/dev/null
 kubectl wait --for condition=established --timeout=60s crd --all >/dev/null
 
-token=$(head -c 24 /dev/urandom | base64 | tr -d '/+=' )
+token=$(head -c 24 /dev/urandom | base64 | tr -d '/+=')
 kubectl apply -f - >/dev/null <<YAML
 apiVersion: v1
 kind: Secret
@@ -68,14 +221,29 @@ spec:
     failureThreshold: 3
 YAML
 
-bin/kobe-operator --namespace default --api-bind-address "127.0.0.1:$api_port" \
+setsid bin/kobe-operator --namespace default --api-bind-address "127.0.0.1:$api_port" \
 	--metrics-bind-address 127.0.0.1:0 --health-probe-bind-address 127.0.0.1:0 \
-	--local-bin-dir "$CONTROLPLANE_DIR" --local-data-dir "$PWD/$state/members" > "$state/operator.log" 2>&1 &
-pids+=($!)
+	--local-bin-dir "$CONTROLPLANE_DIR" --local-data-dir "$members" >"$state/operator.log" 2>&1 </dev/null &
+operator_pid=$!
+echo "starting the operator (log: $rel/operator.log)..."
+ready=0
+for _ in $(seq 1 300); do
+	if api_answers 2>/dev/null; then
+		ready=1
+		break
+	fi
+	kill -0 "$operator_pid" 2>/dev/null || break
+	sleep 0.2
+done
+if ((!ready)); then
+	echo "the operator's API did not answer on 127.0.0.1:$api_port within 60 s; $rel/operator.log ends with:" >&2
+	tail -n 30 "$state/operator.log" >&2
+	exit 1
+fi
 
 cat <<EOF
 
-kobe is running (operator log: $state/operator.log).
+kobe is running; its API answers on http://127.0.0.1:$api_port (operator log: $rel/operator.log).
 The demo pool "dev" is filling with 2 real clusters (each ~15 s to Ready):
 
   export KUBECONFIG=$KUBECONFIG
@@ -91,16 +259,11 @@ Lease one with the CLI:
 
 Press Ctrl-C to stop kobe and destroy every member.
 EOF
-# Stopping the operator does not stop members (they survive restarts by
-# design), so Ctrl-C deletes the pool first and waits for its members to go.
-stop() {
-	trap - EXIT INT TERM
-	echo "ending leases and destroying every member..."
-	kubectl delete clusterleases --all --wait=false >/dev/null 2>&1 || true
-	kubectl delete clusterpools --all --wait=true --timeout=120s >/dev/null 2>&1 || true
-	kubectl delete clusterinstances --all --wait=true --timeout=120s >/dev/null 2>&1 || true
-	cleanup
-	exit 0
-}
-trap stop INT TERM
-wait "${pids[1]}"
+# wait returns when a trapped signal arrives (on_signal then runs) or when
+# the operator exits by itself.
+wait "$operator_pid" || true
+if ! ((stopping)); then
+	echo "the operator exited; $rel/operator.log ends with:" >&2
+	tail -n 30 "$state/operator.log" >&2
+	exit 1
+fi

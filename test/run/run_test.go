@@ -1,0 +1,225 @@
+package run
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/creack/pty"
+
+	"github.com/kunobi-ninja/kobe/internal/testenv"
+	"github.com/kunobi-ninja/kobe/internal/testenv/memberproc"
+)
+
+const (
+	// startDeadline bounds `make run` up to "kobe is running": building the
+	// binaries (cached in CI after the build step) and the host control plane.
+	startDeadline = 6 * time.Minute
+	// readyDeadline bounds the demo pool filling with two real members.
+	readyDeadline = 5 * time.Minute
+	// stopDeadline is the issue's promise: Ctrl-C stops everything within
+	// it, members included.
+	stopDeadline = 30 * time.Second
+	ctrlC        = 0x03
+)
+
+// terminal is the output of a program run in a pseudo-terminal.
+type terminal struct {
+	mu  sync.Mutex
+	out bytes.Buffer
+}
+
+func (t *terminal) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.out.Write(p)
+}
+
+func (t *terminal) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.out.String()
+}
+
+// TestMakeRunStopsOnCtrlC types `make run` in a terminal, waits until the
+// demo pool has two Ready members, presses Ctrl-C, and checks that within
+// 30 s make has exited and no process of the run (host etcd and
+// kube-apiserver, hostcp, the operator, every member's components) and no
+// member directory is left. Processes are found by the run's state
+// directory on their command lines, read from /proc.
+func TestMakeRunStopsOnCtrlC(t *testing.T) {
+	state := t.TempDir()
+	port, err := testenv.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	members := filepath.Join(state, "members")
+
+	cmd := exec.Command("make", "--no-print-directory", "run")
+	cmd.Dir = testenv.RepoRoot()
+	// As typed in a shell: not a sub-make of whatever make runs this test.
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); k != "MAKEFLAGS" && k != "MFLAGS" && k != "MAKELEVEL" {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, "KOBE_API_PORT="+strconv.Itoa(port), "KOBE_STATE_DIR="+state)
+	// pty.Start makes make the leader of a new session whose controlling
+	// terminal is the pty, so make is its foreground process group, as a
+	// command typed in a shell is.
+	ptmx, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 50, Cols: 200})
+	if err != nil {
+		t.Fatalf("starting make run in a terminal: %v", err)
+	}
+	term := &terminal{}
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		_, _ = io.Copy(term, ptmx) // ends with EIO once every writer is gone
+	}()
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+
+	t.Cleanup(func() {
+		// Whatever happened, leave the machine clean.
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		for range 3 {
+			left, _ := memberproc.Running(state + "/")
+			if len(left) == 0 {
+				break
+			}
+			memberproc.Kill(left)
+			time.Sleep(time.Second)
+		}
+		_ = ptmx.Close()
+		if t.Failed() {
+			t.Logf("terminal:\n%s", term)
+			for _, f := range []string{"operator.log", "hostcp.log"} {
+				if b, err := os.ReadFile(filepath.Join(state, f)); err == nil {
+					t.Logf("%s (end):\n%s", f, tail(b, 4000))
+				}
+			}
+		}
+	})
+
+	// The commands to paste are printed only when the API answers.
+	waitOutput(t, term, exited, startDeadline, "kobe is running")
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", port))
+	if err != nil {
+		t.Fatalf("make run printed that kobe is running, but its API does not answer: %v", err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("make run printed that kobe is running, but /readyz answers %d", resp.StatusCode)
+	}
+	for _, want := range []string{"export KOBE_ENDPOINT=http://127.0.0.1:" + strconv.Itoa(port), "bin/kobe lease dev"} {
+		if !strings.Contains(term.String(), want) {
+			t.Fatalf("make run did not print %q", want)
+		}
+	}
+
+	kubeconfig := filepath.Join(state, "host.kubeconfig")
+	testenv.Eventually(t, readyDeadline, "the demo pool to have 2 Ready members", func() error {
+		select {
+		case err := <-exited:
+			t.Fatalf("make run exited before the pool was ready: %v", err)
+		default:
+		}
+		out, err := testenv.Kubectl(t, kubeconfig, "get", "clusterpool", "dev", "-o", "jsonpath={.status.ready}")
+		if err != nil {
+			return fmt.Errorf("kubectl: %w: %s", err, out)
+		}
+		if out != "2" {
+			return fmt.Errorf("ready members: %q", out)
+		}
+		return nil
+	})
+	dirs, err := memberproc.Dirs(members)
+	if err != nil {
+		t.Fatal(err)
+	}
+	running, err := memberproc.Running(members + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dirs) != 2 || len(running) < 4 {
+		t.Fatalf("with 2 Ready members, found member directories %v and member processes %v", dirs, running)
+	}
+	before, _ := memberproc.Running(state + "/")
+	t.Logf("pool ready; %d processes of the run: %v", len(before), before)
+
+	// Ctrl-C as the terminal does it: the line discipline turns ^C into
+	// SIGINT for the foreground process group.
+	pressed := time.Now()
+	if _, err := ptmx.Write([]byte{ctrlC}); err != nil {
+		t.Fatalf("pressing Ctrl-C: %v", err)
+	}
+	select {
+	case err := <-exited:
+		t.Logf("make exited %s after Ctrl-C (%v)", time.Since(pressed).Round(100*time.Millisecond), err)
+	case <-time.After(stopDeadline):
+		left, _ := memberproc.Running(state + "/")
+		t.Fatalf("make run still runs %s after Ctrl-C; processes of the run: %v", stopDeadline, left)
+	}
+	var lastGone time.Duration
+	err = testenv.Poll(t.Context(), stopDeadline-time.Since(pressed), func() error {
+		left, err := memberproc.Running(state + "/")
+		if err != nil {
+			return err
+		}
+		if len(left) > 0 {
+			return fmt.Errorf("processes of the run left: %v", left)
+		}
+		lastGone = time.Since(pressed)
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("%s after Ctrl-C: %v", stopDeadline, err)
+	}
+	t.Logf("last process of the run gone %s after Ctrl-C", lastGone.Round(100*time.Millisecond))
+	if dirs, err := memberproc.Dirs(members); err != nil || len(dirs) > 0 {
+		t.Fatalf("member directories left after Ctrl-C: %v (%v)", dirs, err)
+	}
+	select {
+	case <-copied:
+	case <-time.After(5 * time.Second):
+	}
+	if !strings.Contains(term.String(), "kobe stopped") {
+		t.Fatalf("make run did not say it stopped")
+	}
+}
+
+// waitOutput waits until the terminal shows want, failing early if make
+// exits first.
+func waitOutput(t *testing.T, term *terminal, exited <-chan error, within time.Duration, want string) {
+	t.Helper()
+	testenv.Eventually(t, within, fmt.Sprintf("make run to print %q", want), func() error {
+		if strings.Contains(term.String(), want) {
+			return nil
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("make run exited before printing %q: %v", want, err)
+		default:
+		}
+		return errors.New("not printed yet")
+	})
+}
+
+func tail(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[len(b)-n:]
+	}
+	return b
+}
