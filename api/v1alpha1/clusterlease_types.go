@@ -121,6 +121,9 @@ type ClusterLeaseStatus struct {
 	Extensions int32 `json:"extensions,omitempty"`
 
 	// queuePosition is the 1-based place in the pool's queue while Pending.
+	// The queue is first come, first served by the time each lease was
+	// queued: its kobe.kunobi.ninja/queued-at annotation (set by the HTTP
+	// API, to the nanosecond), else its creationTimestamp; ties by name.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	QueuePosition int32 `json:"queuePosition,omitempty"`

@@ -131,8 +131,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !lease.IsActive(l) {
-		// Not when it looks Bound: that may be a binder's claim about to be
-		// rolled back, and forgetting then would restart the backoff.
+		// Only once it ended or is going: a lease that looks Bound may show
+		// a binder's claim about to be rolled back, and forgetting its
+		// failed binds then would restart their backoff.
 		r.failures.forget(req.NamespacedName)
 	}
 	if l.DeletionTimestamp != nil {
