@@ -31,6 +31,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/credentials/memberaccess"
 	"github.com/kunobi-ninja/kobe/internal/testenv"
 	"github.com/kunobi-ninja/kobe/internal/testenv/memberproc"
+	"github.com/kunobi-ninja/kobe/internal/version"
 )
 
 // Deadlines are generous: CI has two cores, and every member is a real
@@ -324,7 +325,7 @@ func TestPoolController(t *testing.T) {
 		}
 		ni := meta.FindStatusCondition(got.Status.Conditions, kobev1.ConditionNotImplemented)
 		if ni == nil || ni.Status != metav1.ConditionTrue || !strings.Contains(ni.Message, "bootstraps") ||
-			!strings.Contains(ni.Message, `cluster.version "v1.31.3" (the local backend runs Kubernetes 1.37.2 only)`) {
+			!strings.Contains(ni.Message, `cluster.version "v1.31.3" (the local backend runs Kubernetes `+version.Kubernetes+` only)`) {
 			t.Errorf("FieldNotImplemented = %+v", ni)
 		}
 		ms := h.members(t, p)
