@@ -47,9 +47,10 @@ func QueuedAt(l *kobev1.ClusterLease) time.Time {
 	return t
 }
 
-// queuedBefore is the queue's order: first queued first, ties by name, so
-// that every replica computes the same order from the same objects.
-func queuedBefore(a, b *kobev1.ClusterLease) bool {
+// QueuedBefore reports whether a comes before b in their pool's queue:
+// first queued (QueuedAt) first, ties by name, so that every replica
+// computes the same order from the same objects.
+func QueuedBefore(a, b *kobev1.ClusterLease) bool {
 	return compareQueued(a, b) < 0
 }
 
@@ -119,7 +120,7 @@ func Position(queue []*kobev1.ClusterLease, l *kobev1.ClusterLease) int32 {
 		if q.Name == l.Name && q.Namespace == l.Namespace {
 			continue
 		}
-		if queuedBefore(q, l) {
+		if QueuedBefore(q, l) {
 			pos++
 		}
 	}

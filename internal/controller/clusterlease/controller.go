@@ -10,9 +10,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -87,7 +89,49 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// A member turning Ready may let queued leases bind; a member
 		// disappearing may end the lease bound to it.
 		Watches(&kobev1.ClusterInstance{}, handler.EnqueueRequestsFromMapFunc(r.leasesForInstance)).
+		// A lease joining or leaving the queue moves the ones behind it.
+		Watches(&kobev1.ClusterLease{}, r.queueMoved()).
 		Complete(r)
+}
+
+// queueMoved wakes the queued leases behind a lease that joins its pool's
+// queue ahead of them (queued-at below one second) or leaves it (bound,
+// ended, deleted), so that their positions change at once rather than at
+// their next periodic look.
+func (r *Reconciler) queueMoved() handler.EventHandler {
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if l, ok := e.Object.(*kobev1.ClusterLease); ok && lease.IsQueued(l) {
+				r.enqueueBehind(ctx, l, q)
+			}
+		},
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			prev, ok := e.ObjectOld.(*kobev1.ClusterLease)
+			cur, ok2 := e.ObjectNew.(*kobev1.ClusterLease)
+			if ok && ok2 && lease.IsQueued(prev) != lease.IsQueued(cur) {
+				r.enqueueBehind(ctx, cur, q)
+			}
+		},
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if l, ok := e.Object.(*kobev1.ClusterLease); ok {
+				r.enqueueBehind(ctx, l, q)
+			}
+		},
+	}
+}
+
+// enqueueBehind adds to q the queued leases of moved's pool that come after
+// it.
+func (r *Reconciler) enqueueBehind(ctx context.Context, moved *kobev1.ClusterLease, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	var ls kobev1.ClusterLeaseList
+	if err := r.Client.List(ctx, &ls, client.InNamespace(moved.Namespace), client.MatchingFields{index.LeasePool: moved.Spec.Pool}); err != nil {
+		return // the periodic look of each queued lease catches up
+	}
+	for _, l := range lease.Queue(ls.Items, moved.Spec.Pool) {
+		if l.Name != moved.Name && lease.QueuedBefore(moved, l) {
+			q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(l)})
+		}
+	}
 }
 
 func (r *Reconciler) leasesForInstance(ctx context.Context, o client.Object) []reconcile.Request {
@@ -141,6 +185,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		return ctrl.Result{}, nil
 	}
 	now := r.Clock.Now()
+	if inFlight, wait := lease.InFlight(l, now); inFlight {
+		// The HTTP API is binding it on the request path, or will mark it
+		// Pending. Any write now, even of observedGeneration, would make
+		// the API's fenced claim fail and slow the hand-out down.
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
 	s := &scope{
 		lease: l,
 		patch: patch.New(r.Client, l),

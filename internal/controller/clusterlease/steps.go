@@ -131,12 +131,6 @@ func (r *Reconciler) reconcileQueued(ctx context.Context, s *scope) (ctrl.Result
 	if end.End {
 		return ctrl.Result{}, r.end(ctx, s, end.Phase, end.Reason, end.Message)
 	}
-	if inFlight, wait := lease.InFlight(l, s.now); inFlight {
-		// The HTTP API is binding it on the request path, or will mark it
-		// Pending; stepping in now would only make the two collide.
-		return ctrl.Result{RequeueAfter: wait}, nil
-	}
-
 	var ls kobev1.ClusterLeaseList
 	if err := r.Client.List(ctx, &ls, client.InNamespace(l.Namespace), client.MatchingFields{index.LeasePool: l.Spec.Pool}); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing queue of pool %s: %w", l.Spec.Pool, err)
