@@ -8,8 +8,11 @@
 #   kwok/        kwok, and its stage definitions (kwok-stages/)
 #
 # Output: bin/controlplane/<k8s version>/ (CONTROLPLANE_DIR overrides it),
-# git-ignored. The three modules build concurrently: on a cold machine one
-# downloads modules while another compiles. A stamp keyed on the hashes of
+# git-ignored. The modules' sources download side by side (network-bound),
+# then the Kubernetes commands compile, then etcd and kwok side by side: each
+# go process compiles the standard library and shared packages on its own, so
+# compiling all three at once on a cold cache would do that work three times
+# over. A stamp keyed on the hashes of
 # this script and of the modules' go.mod and go.sum skips the whole build
 # when nothing changed (well under a second); a version bump rebuilds.
 set -euo pipefail
@@ -54,21 +57,40 @@ trap 'rm -rf "$stage"' EXIT
 export CGO_ENABLED=0
 goflags=(-trimpath -ldflags=-s\ -w)
 
-job() { # name, command...: runs in the background, logs its duration
+job() { # name, command...: starts it in the background; it logs its duration
 	local name=$1
 	shift
 	(
 		start=$SECONDS
 		"$@"
-		echo "built $name in $((SECONDS - start))s" >&2
+		echo "$name: done in $((SECONDS - start))s" >&2
 	) &
 	pids+=("$!")
 	names+=("$name")
 }
 
+waitall() { # waits for the jobs started since the last call
+	local i failed=()
+	for i in "${!pids[@]}"; do
+		wait "${pids[$i]}" || failed+=("${names[$i]}")
+	done
+	pids=() names=()
+	if [ ${#failed[@]} -gt 0 ]; then
+		echo "building the control plane failed: ${failed[*]}" >&2
+		exit 1
+	fi
+}
+
+kube_pkgs=("${kube_cmds[@]/#/k8s.io/kubernetes/cmd/}")
+
+fetch() { # module dir, packages...: downloads what building them needs
+	cd "$mods/$1"
+	shift
+	go list -deps "$@" >/dev/null
+}
 build_kube() {
 	cd "$mods/kubernetes"
-	go build "${goflags[@]}" -o "$stage/" "${kube_cmds[@]/#/k8s.io/kubernetes/cmd/}"
+	go build "${goflags[@]}" -o "$stage/" "${kube_pkgs[@]}"
 }
 build_etcd() {
 	cd "$mods/etcd"
@@ -88,17 +110,15 @@ build_kwok() {
 
 echo "building the control plane $k8s_version into $out (${want[*]}); the first time takes several minutes" >&2
 pids=() names=()
-job "${kube_cmds[*]}" build_kube
-job etcd build_etcd
-job kwok build_kwok
-failed=()
-for i in "${!pids[@]}"; do
-	wait "${pids[$i]}" || failed+=("${names[$i]}")
-done
-if [ ${#failed[@]} -gt 0 ]; then
-	echo "building the control plane failed: ${failed[*]}" >&2
-	exit 1
-fi
+job "download kubernetes" fetch kubernetes "${kube_pkgs[@]}"
+job "download etcd" fetch etcd .
+job "download kwok" fetch kwok sigs.k8s.io/kwok/cmd/kwok
+waitall
+job "build ${kube_cmds[*]}" build_kube
+waitall
+job "build etcd" build_etcd
+job "build kwok" build_kwok
+waitall
 
 for f in "${want[@]}"; do
 	# A rename replaces a binary atomically, so a test that is starting one
