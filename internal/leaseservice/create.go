@@ -56,8 +56,9 @@ func (s *Service) Create(ctx context.Context, p *auth.Principal, req CreateReque
 	pl, err := s.Pool(ctx, p, req.Pool)
 	if err != nil {
 		if errors.Is(err, ErrPoolNotAllowed) {
+			// No metric: the name is the caller's, not a pool known to
+			// exist, and must not mint a time series.
 			s.audit(p, "create", "", req.Pool, "refused: pool not allowed")
-			metrics.LeaseRequest(req.Pool, "refused")
 		}
 		return nil, err
 	}
