@@ -195,8 +195,12 @@ func TestMakeRunStopsOnCtrlC(t *testing.T) {
 	case <-copied:
 	case <-time.After(5 * time.Second):
 	}
-	if !strings.Contains(term.String(), "kobe stopped") {
+	out := term.String()
+	if !strings.Contains(out, "kobe stopped") {
 		t.Fatalf("make run did not say it stopped")
+	}
+	if i := strings.LastIndex(out, "Press Ctrl-C"); i >= 0 {
+		t.Logf("terminal after Ctrl-C:\n%s", out[i:])
 	}
 }
 
