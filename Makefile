@@ -38,9 +38,13 @@ build: ## Build kobe-operator, kobe and crdgen into bin/.
 controlplane: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok from the modules in hack/controlplane (skipped when their go.mod/go.sum are unchanged).
 	CONTROLPLANE_DIR='$(CONTROLPLANE_DIR)' hack/build-controlplane.sh
 
-# Both tools in one go build: they share most of their dependencies.
-$(CONTROLLER_GEN) $(GOLANGCI_LINT) &: hack/tools/go.mod hack/tools/go.sum
-	cd hack/tools && go build -o $(TOOLS_DIR)/ sigs.k8s.io/controller-tools/cmd/controller-gen github.com/golangci/golangci-lint/v2/cmd/golangci-lint
+# One rule per tool, so that make generate never waits for golangci-lint
+# and make run needs neither.
+$(CONTROLLER_GEN): hack/tools/go.mod hack/tools/go.sum
+	cd hack/tools && go build -o $(CONTROLLER_GEN) sigs.k8s.io/controller-tools/cmd/controller-gen
+
+$(GOLANGCI_LINT): hack/tools/go.mod hack/tools/go.sum
+	cd hack/tools && go build -o $(GOLANGCI_LINT) github.com/golangci/golangci-lint/v2/cmd/golangci-lint
 
 .PHONY: tools
 tools: $(CONTROLLER_GEN) $(GOLANGCI_LINT) ## Build the pinned developer tools (hack/tools/go.mod) into bin/tools.
