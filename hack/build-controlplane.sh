@@ -12,9 +12,9 @@
 # then the Kubernetes commands compile, then etcd and kwok side by side: each
 # go process compiles the standard library and shared packages on its own, so
 # compiling all three at once on a cold cache would do that work three times
-# over. A stamp keyed on the hashes of
-# this script and of the modules' go.mod and go.sum skips the whole build
-# when nothing changed (well under a second); a version bump rebuilds.
+# over. A stamp keyed on the hashes of this script and of the modules' go.mod
+# and go.sum skips the whole build when nothing changed (well under a
+# second); a version bump rebuilds.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
