@@ -150,7 +150,6 @@ func TestBadRequests(t *testing.T) {
 		{"missing token", "POST", "/v1/leases", "", `{"pool":"dev"}`, 401, "missing credentials"},
 		{"wrong token", "POST", "/v1/leases", "not-the-token", `{"pool":"dev"}`, 401, "invalid credentials"},
 		{"unknown lease", "GET", "/v1/leases/lease-000000000000", s.token, ``, 404, "lease not found"},
-		{"release unknown lease", "DELETE", "/v1/leases/lease-000000000000", s.token, ``, 404, "lease not found"},
 		{"extend past the limit", "PATCH", "/v1/leases/" + limited.ID, s.token, `{"extend_ttl":"1m"}`, 409, "extension limit reached"},
 		{"malformed extension", "PATCH", "/v1/leases/" + limited.ID, s.token, `{"extend_ttl":"soon"}`, 400, "not a duration"},
 		{"wrong method", "PUT", "/v1/leases", s.token, `{}`, 405, "method not allowed"},
@@ -181,6 +180,14 @@ func TestBadRequests(t *testing.T) {
 			}
 		})
 	}
+	// DELETE is idempotent for the owner and tells nobody whether a lease
+	// they do not hold exists: an unknown id answers 204 like a release.
+	t.Run("release unknown lease", func(t *testing.T) {
+		code, body, _ := api(t, http.MethodDelete, "/v1/leases/lease-000000000000", s.token, nil)
+		if code != http.StatusNoContent || len(body) != 0 {
+			t.Fatalf("status %d with %q, want 204 and no body", code, body)
+		}
+	})
 	var after kobev1.ClusterLeaseList
 	if err := s.env.Client.List(t.Context(), &after, client.InNamespace(namespace)); err != nil {
 		t.Fatal(err)
