@@ -392,10 +392,13 @@ func TestPoolController(t *testing.T) {
 			}
 			testenv.Eventually(t, time.Minute, ms[i].Name+": ReplicaSet of web", func() error {
 				out, err := testenv.Kubectl(t, kc, "-n", "demo", "get", "replicasets", "-l", "app=web", "-o", "name")
-				if err == nil && strings.HasPrefix(out, "replicaset.apps/web-") {
-					return nil
+				if err != nil {
+					return fmt.Errorf("kubectl: %w: %s", err, out)
 				}
-				return fmt.Errorf("%v: %s", err, out)
+				if !strings.HasPrefix(out, "replicaset.apps/web-") {
+					return fmt.Errorf("no ReplicaSet of web yet: %q", out)
+				}
+				return nil
 			})
 		}
 
@@ -418,10 +421,13 @@ func TestPoolController(t *testing.T) {
 		t.Logf("%s recycled %s after kill -9", victim.Name, time.Since(killed).Round(100*time.Millisecond))
 		testenv.Eventually(t, shortWait, victim.Name+" destroyed", func() error {
 			err := h.c.Get(t.Context(), client.ObjectKeyFromObject(&victim), &kobev1.ClusterInstance{})
-			if apierrors.IsNotFound(err) {
+			switch {
+			case apierrors.IsNotFound(err):
 				return nil
+			case err != nil:
+				return err
 			}
-			return fmt.Errorf("still there (%v)", err)
+			return errors.New("still there")
 		})
 		if len(h.events(t, ns, victim.Name, kobev1.ReasonUnhealthy)) == 0 {
 			t.Errorf("no Unhealthy event on %s", victim.Name)
