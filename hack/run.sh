@@ -156,6 +156,7 @@ if old=$({ naming "$members"; naming "$host_data"; } | sort -u | tr '\n' ' ') &&
 	exit 1
 fi
 if (exec 3<>"/dev/tcp/127.0.0.1/$api_port") 2>/dev/null; then
+	stopping=1 # nothing started yet
 	echo "port $api_port is in use: set KOBE_API_PORT to a free port" >&2
 	exit 1
 fi
