@@ -168,7 +168,7 @@ func TestReleaseGone(t *testing.T) {
 	testenv.Eventually(t, 15*time.Second, "the lease object to be gone", func() error {
 		err := fx.env.Client.Get(t.Context(), client.ObjectKeyFromObject(obj), obj)
 		if client.IgnoreNotFound(err) != nil || err == nil {
-			return fmt.Errorf("lease %s still readable (err %v)", l.ID, err)
+			return fmt.Errorf("lease %s still readable (err %w)", l.ID, err)
 		}
 		return nil
 	})

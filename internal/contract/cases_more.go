@@ -137,7 +137,7 @@ func releaseCases() []Case {
 				return s.eventually(func() error {
 					r, l, err := s.get(s.tg.Allowed, s.pending[0].ID)
 					if err != nil || l == nil {
-						return fmt.Errorf("reading %s: %v %s", s.pending[0].ID, err, r)
+						return fmt.Errorf("reading %s: %w %s", s.pending[0].ID, err, r)
 					}
 					if l.QueuePosition != 1 {
 						return fmt.Errorf("after the lease ahead left, %s has queue_position %d, want 1", l.ID, l.QueuePosition)
@@ -150,7 +150,7 @@ func releaseCases() []Case {
 			check: func(s *suite, _ response) error {
 				r, l, err := s.get(s.tg.Allowed, s.bound.ID)
 				if err != nil || l == nil || l.Phase != wire.PhaseBound {
-					return fmt.Errorf("the owner's lease changed: %v %s", err, r)
+					return fmt.Errorf("the owner's lease changed: %w %s", err, r)
 				}
 				return nil
 			}},

@@ -271,22 +271,6 @@ func (s *suite) boundLease() (*wire.Lease, error) {
 	return nil, errors.New("the first POST case did not make Allowed's bound lease")
 }
 
-// otherLease is Other's Bound lease, made once.
-func (s *suite) otherLease() (*wire.Lease, error) {
-	if s.otherBound != nil {
-		return s.otherBound, nil
-	}
-	l, err := s.create(s.tg.Other, wire.CreateLeaseRequest{Pool: s.tg.ReadyPool, TTL: "10m", Alias: boundAlias}, http.StatusCreated)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.waitVisible(s.tg.Other, l.ID); err != nil {
-		return nil, err
-	}
-	s.otherBound = l
-	return l, nil
-}
-
 // freshBound makes a new Bound lease of Allowed in ReadyPool.
 func (s *suite) freshBound(alias string) (*wire.Lease, error) {
 	l, err := s.create(s.tg.Allowed, wire.CreateLeaseRequest{Pool: s.tg.ReadyPool, TTL: "10m", Alias: alias}, http.StatusCreated)

@@ -11,16 +11,13 @@ import (
 // PollInterval is how often Eventually and Poll check their condition.
 const PollInterval = 100 * time.Millisecond
 
-// errNotYet stands for a condition that never ran before the deadline.
-var errNotYet = errors.New("condition was never checked")
-
 // Poll calls cond every PollInterval until it returns nil, ctx ends or within
 // passes. The error then wraps cond's last error, so the caller sees the
 // state the wait ended in, not only that it timed out.
 func Poll(ctx context.Context, within time.Duration, cond func() error) error {
 	ctx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
-	last := errNotYet
+	var last error // cond runs before the first wait, so it is set when read
 	t := time.NewTicker(PollInterval)
 	defer t.Stop()
 	for {
