@@ -116,7 +116,7 @@ lint: $(GOLANGCI_LINT) ## golangci-lint.
 # tool builds. Main packages are left out: go build would link them each time.
 .PHONY: build-race
 build-race:
-	go build -race $$(go list -f '{{if ne .Name "main"}}{{.ImportPath}}{{end}}' ./...)
+	go build -race $$(go list -e -f '{{if and .GoFiles (ne .Name "main")}}{{.ImportPath}}{{end}}' ./...)
 
 FUZZTIME ?= 10s
 .PHONY: fuzz
