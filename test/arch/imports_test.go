@@ -36,6 +36,7 @@ type rule struct {
 var controllerHelpers = []string{
 	module + "/internal/controller/patch",
 	module + "/internal/controller/conditions",
+	module + "/internal/controller/deps",
 }
 
 // isController reports whether path is a controller of one reconciled kind.

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"slices"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -23,6 +21,7 @@ import (
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/auth"
 	"github.com/kunobi-ninja/kobe/internal/controller/conditions"
+	"github.com/kunobi-ninja/kobe/internal/controller/deps"
 	"github.com/kunobi-ninja/kobe/internal/controller/patch"
 )
 
@@ -58,17 +57,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 
 // validate names every required dependency that is missing.
 func (r *Reconciler) validate() error {
-	var missing []string
-	for name, absent := range map[string]bool{"Client": r.Client == nil, "Recorder": r.Recorder == nil, "Clock": r.Clock == nil} {
-		if absent {
-			missing = append(missing, name)
-		}
-	}
-	if len(missing) > 0 {
-		slices.Sort(missing)
-		return fmt.Errorf("%s: missing %s", ControllerName, strings.Join(missing, ", "))
-	}
-	return nil
+	return deps.Require(ControllerName, map[string]bool{"Client": r.Client == nil, "Recorder": r.Recorder == nil, "Clock": r.Clock == nil})
 }
 
 // policiesForSecret maps a Secret to the token policies of its namespace

@@ -3,8 +3,6 @@ package clusterinstance
 import (
 	"context"
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -22,6 +20,7 @@ import (
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/backend"
 	"github.com/kunobi-ninja/kobe/internal/controller/conditions"
+	"github.com/kunobi-ninja/kobe/internal/controller/deps"
 	"github.com/kunobi-ninja/kobe/internal/controller/patch"
 )
 
@@ -163,19 +162,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 
 // validate names every required dependency that is missing.
 func (r *Reconciler) validate() error {
-	var missing []string
-	for name, absent := range map[string]bool{
+	return deps.Require(ControllerName, map[string]bool{
 		"Client": r.Client == nil, "Recorder": r.Recorder == nil, "Backends": r.Backends == nil, "Clock": r.Clock == nil,
-	} {
-		if absent {
-			missing = append(missing, name)
-		}
-	}
-	if len(missing) > 0 {
-		slices.Sort(missing)
-		return fmt.Errorf("%s: missing %s", ControllerName, strings.Join(missing, ", "))
-	}
-	return nil
+	})
 }
 
 // instancesOfLease maps a lease to the member it holds (status.instanceRef)

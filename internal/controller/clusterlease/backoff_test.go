@@ -227,7 +227,7 @@ func TestSetupRefusesMissingDependencies(t *testing.T) {
 			r := full()
 			tt.remove(r)
 			err := r.SetupWithManager(env.NewManager(t, "default"))
-			if err == nil || !strings.Contains(err.Error(), tt.field+" is nil") {
+			if err == nil || !strings.Contains(err.Error(), "missing "+tt.field) {
 				t.Fatalf("SetupWithManager without %s = %v, want an error naming it", tt.field, err)
 			}
 		})

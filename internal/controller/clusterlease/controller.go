@@ -2,8 +2,6 @@ package clusterlease
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -21,6 +19,7 @@ import (
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/binding"
 	"github.com/kunobi-ninja/kobe/internal/controller/conditions"
+	"github.com/kunobi-ninja/kobe/internal/controller/deps"
 	"github.com/kunobi-ninja/kobe/internal/controller/patch"
 	"github.com/kunobi-ninja/kobe/internal/index"
 	"github.com/kunobi-ninja/kobe/internal/lease"
@@ -48,32 +47,13 @@ type Reconciler struct {
 	failures bindFailures
 }
 
-// errMissingDependency is returned by SetupWithManager for a Reconciler
-// that lacks a required field.
-var errMissingDependency = errors.New("lease controller: missing dependency")
-
-// validate names the first required field that is not set.
+// validate names every required dependency that is missing.
 func (r *Reconciler) validate() error {
-	missing := func(name string) error { return fmt.Errorf("%w: %s is nil", errMissingDependency, name) }
-	switch {
-	case r.Client == nil:
-		return missing("Client")
-	case r.APIReader == nil:
-		return missing("APIReader")
-	case r.Binder == nil:
-		return missing("Binder")
-	case r.Binder.Client == nil:
-		return missing("Binder.Client")
-	case r.Binder.Reader == nil:
-		return missing("Binder.Reader")
-	case r.Binder.Clock == nil:
-		return missing("Binder.Clock")
-	case r.Recorder == nil:
-		return missing("Recorder")
-	case r.Clock == nil:
-		return missing("Clock")
-	}
-	return nil
+	b := r.Binder
+	return deps.Require(ControllerName, map[string]bool{
+		"Client": r.Client == nil, "APIReader": r.APIReader == nil, "Recorder": r.Recorder == nil, "Clock": r.Clock == nil,
+		"Binder": b == nil, "Binder.Client": b != nil && b.Client == nil, "Binder.Reader": b != nil && b.Reader == nil, "Binder.Clock": b != nil && b.Clock == nil,
+	})
 }
 
 // SetupWithManager registers the controller. The index.LeasePool cache
