@@ -179,9 +179,12 @@ func (r *Reconciler) bind(ctx context.Context, s *scope, pool *kobev1.ClusterPoo
 // again (decideBindRetry): never a silent retry, never a hot loop.
 func (r *Reconciler) bindFailed(s *scope, err error) (ctrl.Result, error) {
 	key := client.ObjectKeyFromObject(s.lease)
-	n := r.failures.add(key, s.now)
+	// The wait counts from the failure, not from the start of the
+	// reconcile: the bind's own API calls must not eat into it.
+	failedAt := r.Clock.Now()
+	n := r.failures.add(key, failedAt)
 	d := decideBindRetry(err, n)
-	r.failures.hold(key, s.now, d.Wait)
+	r.failures.hold(key, failedAt, d.Wait)
 	if d.Err != nil {
 		// controller-runtime logs it, reason first; the hold paces retries.
 		return ctrl.Result{}, d.Err
