@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
+	"flag"
 	"fmt"
 	"net/http"
 	"os"
@@ -100,6 +101,13 @@ func TestMain(m *testing.M) {
 
 func run(m *testing.M) int {
 	log.SetLogger(logr.Discard())
+	flag.Parse()
+	if fuzzing() {
+		// Fuzz targets here are pure functions; each fuzz worker process
+		// runs TestMain too, and must not start a control plane of its own
+		// (make fuzz passes -run='^$', so no test needs the fixture).
+		return m.Run()
+	}
 	dir, err := os.MkdirTemp("", "kobe-apiserver-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -114,6 +122,13 @@ func run(m *testing.M) int {
 	defer stop()
 	fx = f
 	return m.Run()
+}
+
+// fuzzing reports whether this test binary runs a fuzz target (-test.fuzz)
+// or is one of its workers.
+func fuzzing() bool {
+	f, w := flag.Lookup("test.fuzz"), flag.Lookup("test.fuzzworker")
+	return (f != nil && f.Value.String() != "") || (w != nil && w.Value.String() == "true")
 }
 
 // setup starts the control plane, the OIDC issuers, a manager with the API
