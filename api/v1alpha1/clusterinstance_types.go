@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // InstancePhase is where a member is in its life.
@@ -49,10 +50,32 @@ type ClusterInstanceSpec struct {
 	TemplateHash string `json:"templateHash,omitempty"`
 
 	// leaseRef is the lease the member is bound to. It is set once, by the
-	// bind, fenced by the member's resourceVersion; it never changes afterwards.
+	// bind, fenced by the member's resourceVersion; it never changes
+	// afterwards. It is the binding's record: a lease's status is a copy.
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="leaseRef is immutable once set: a member is never rebound"
-	LeaseRef *ObjectRef `json:"leaseRef,omitempty"`
+	LeaseRef *LeaseBinding `json:"leaseRef,omitempty"`
+}
+
+// LeaseBinding is the member's side of a bind: the lease (pinned by UID) and
+// the moment the bind took effect, from which the lease's expiry is counted.
+type LeaseBinding struct {
+	// name of the lease.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+
+	// uid of the lease.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=64
+	UID types.UID `json:"uid,omitempty"`
+
+	// boundAt is when the bind took effect: the lease expires at boundAt
+	// plus its ttl (plus extensions, recorded on the lease).
+	// +optional
+	BoundAt *metav1.Time `json:"boundAt,omitempty"`
 }
 
 // ClusterInstanceStatus is what the member looks like now.

@@ -5,7 +5,7 @@ import (
 )
 
 // BackendType names the provisioner that builds a pool's members.
-// +kubebuilder:validation:Enum=local;k3s;k0s;vcluster;capi
+// +kubebuilder:validation:Enum=local;k3s;k0s;vcluster;capi;sim
 type BackendType string
 
 const (
@@ -19,6 +19,10 @@ const (
 	BackendVCluster BackendType = "vcluster"
 	// BackendCAPI provisions each member through Cluster API.
 	BackendCAPI BackendType = "capi"
+	// BackendSim simulates members: no processes, no cluster behind the
+	// endpoint. For benchmarks, scale tests and demos of pool behaviour
+	// only; the operator refuses it unless started with --enable-sim-backend.
+	BackendSim BackendType = "sim"
 )
 
 // ClusterPoolSpec is the pool the operator keeps converging on.
@@ -94,6 +98,7 @@ type ClusterPoolSpec struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.k0s) || self.type == 'k0s'",message="backend.k0s may only be set when backend.type is k0s"
 // +kubebuilder:validation:XValidation:rule="!has(self.vcluster) || self.type == 'vcluster'",message="backend.vcluster may only be set when backend.type is vcluster"
 // +kubebuilder:validation:XValidation:rule="!has(self.capi) || self.type == 'capi'",message="backend.capi may only be set when backend.type is capi"
+// +kubebuilder:validation:XValidation:rule="!has(self.sim) || self.type == 'sim'",message="backend.sim may only be set when backend.type is sim"
 type BackendSpec struct {
 	// type is the provisioner: local, k3s, k0s, vcluster or capi.
 	// +optional
@@ -119,6 +124,29 @@ type BackendSpec struct {
 	// capi configures the Cluster API backend.
 	// +optional
 	CAPI *CAPIBackendSpec `json:"capi,omitempty"`
+
+	// sim configures the simulated backend (benchmarks and demos only).
+	// +optional
+	Sim *SimBackendSpec `json:"sim,omitempty"`
+}
+
+// SimBackendSpec configures simulated members: they hold no processes and
+// their endpoint answers nothing, but each gets a real access Secret so that
+// a lease's kubeconfig is minted exactly as for a real member.
+type SimBackendSpec struct {
+	// readyAfter is how long a simulated member takes to become Ready.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:MaxLength=64
+	ReadyAfter *metav1.Duration `json:"readyAfter,omitempty"`
+
+	// failurePercent is the share of simulated members, in percent, that
+	// fail while provisioning instead of becoming Ready.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	FailurePercent int32 `json:"failurePercent,omitempty"`
 }
 
 // LocalBackendSpec configures members run as processes on the operator's host.

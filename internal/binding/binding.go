@@ -223,7 +223,7 @@ func (b *Binder) claimInstance(ctx context.Context, l *kobev1.ClusterLease, inst
 // reference, the lease label, and the lease as controller owner so that
 // deleting the pool does not take a member in use with it.
 func SetMemberBinding(inst *kobev1.ClusterInstance, l *kobev1.ClusterLease) {
-	inst.Spec.LeaseRef = &kobev1.ObjectRef{Name: l.Name, UID: l.UID}
+	inst.Spec.LeaseRef = &kobev1.LeaseBinding{Name: l.Name, UID: l.UID}
 	if inst.Labels == nil {
 		inst.Labels = map[string]string{}
 	}

@@ -35,7 +35,7 @@ func testPrinterColumns(t *testing.T, env *testenv.Env) {
 		Spec: kobev1.ClusterInstanceSpec{
 			PoolRef:  kobev1.ObjectRef{Name: "ci-small", UID: p.UID},
 			Backend:  kobev1.BackendSpec{Type: kobev1.BackendK3s},
-			LeaseRef: &kobev1.ObjectRef{Name: "ci-run-1"},
+			LeaseRef: &kobev1.LeaseBinding{Name: "ci-run-1"},
 		},
 	}
 	if err := env.Client.Create(ctx, inst); err != nil {

@@ -501,7 +501,7 @@ func (h *harness) bind(t *testing.T, m *kobev1.ClusterInstance, name string) *ko
 	}
 	for {
 		cur, _ = h.get(t, m)
-		cur.Spec.LeaseRef = &kobev1.ObjectRef{Name: l.Name, UID: l.UID}
+		cur.Spec.LeaseRef = &kobev1.LeaseBinding{Name: l.Name, UID: l.UID}
 		cur.Labels[kobev1.LabelLease] = l.Name
 		err := h.c.Update(t.Context(), cur)
 		if err == nil {

@@ -74,7 +74,7 @@ func TestHealth(t *testing.T) {
 
 func TestJudgeLease(t *testing.T) {
 	inst := &kobev1.ClusterInstance{ObjectMeta: metav1.ObjectMeta{Name: "m", UID: "m-uid"},
-		Spec: kobev1.ClusterInstanceSpec{LeaseRef: &kobev1.ObjectRef{Name: "l", UID: "l-uid"}}}
+		Spec: kobev1.ClusterInstanceSpec{LeaseRef: &kobev1.LeaseBinding{Name: "l", UID: "l-uid"}}}
 	lease := func(mut func(*kobev1.ClusterLease)) *kobev1.ClusterLease {
 		l := &kobev1.ClusterLease{ObjectMeta: metav1.ObjectMeta{Name: "l", UID: "l-uid"},
 			Status: kobev1.ClusterLeaseStatus{Phase: kobev1.LeaseBound, InstanceRef: &kobev1.ObjectRef{Name: "m", UID: "m-uid"}}}

@@ -176,9 +176,9 @@ func (r *Reconciler) probe(ctx context.Context, s *scope) error {
 // reconcileLeased keeps a bound member Leased while its lease holds it, and
 // recycles it once the lease ended, is going or gone, or holds another member.
 func (r *Reconciler) reconcileLeased(ctx context.Context, s *scope) (ctrl.Result, error) {
-	ref := s.inst.Spec.LeaseRef
-	if s.inst.Status.LeaseRef == nil || *s.inst.Status.LeaseRef != *ref {
-		s.inst.Status.LeaseRef = ref.DeepCopy()
+	ref := kobev1.ObjectRef{Name: s.inst.Spec.LeaseRef.Name, UID: s.inst.Spec.LeaseRef.UID}
+	if s.inst.Status.LeaseRef == nil || *s.inst.Status.LeaseRef != ref {
+		s.inst.Status.LeaseRef = &ref
 	}
 	state, msg, err := r.lookupLease(ctx, s)
 	if err != nil {

@@ -235,7 +235,7 @@ func (h *harness) bind(t *testing.T, m *kobev1.ClusterInstance, name string) *ko
 		if err := h.c.Get(t.Context(), client.ObjectKeyFromObject(m), cur); err != nil {
 			t.Fatal(err)
 		}
-		cur.Spec.LeaseRef = &kobev1.ObjectRef{Name: l.Name, UID: l.UID}
+		cur.Spec.LeaseRef = &kobev1.LeaseBinding{Name: l.Name, UID: l.UID}
 		cur.Labels[kobev1.LabelLease] = l.Name
 		err := h.c.Update(t.Context(), cur)
 		if err == nil {

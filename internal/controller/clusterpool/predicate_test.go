@@ -21,7 +21,7 @@ func TestMemberChanged(t *testing.T) {
 		{"a successful probe", func(m *kobev1.ClusterInstance) { m.Status.LastHealthCheck = &metav1.Time{Time: time.Unix(130, 0)} }, false},
 		{"a failed probe", func(m *kobev1.ClusterInstance) { m.Status.HealthFailures = 1 }, true},
 		{"a phase change", func(m *kobev1.ClusterInstance) { m.Status.Phase = kobev1.InstanceLeased }, true},
-		{"a bind", func(m *kobev1.ClusterInstance) { m.Spec.LeaseRef = &kobev1.ObjectRef{Name: "l"} }, true},
+		{"a bind", func(m *kobev1.ClusterInstance) { m.Spec.LeaseRef = &kobev1.LeaseBinding{Name: "l"} }, true},
 		{"deletion", func(m *kobev1.ClusterInstance) { m.DeletionTimestamp = &metav1.Time{Time: time.Unix(200, 0)} }, true},
 		{"a gate condition", func(m *kobev1.ClusterInstance) {
 			m.Status.Conditions = []metav1.Condition{{Type: "ExternalSignal", Status: metav1.ConditionTrue}}
