@@ -15,7 +15,7 @@ import (
 )
 
 // errBadRequest is a request the handler could not decode.
-var errBadRequest = errors.New("bad request")
+var errBadRequest = wire.ErrMalformed
 
 // failure is how the API answers one kind of error.
 type failure struct {
