@@ -6,6 +6,7 @@ package backend
 import (
 	"context"
 	"errors"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 
@@ -23,6 +24,10 @@ type Member struct {
 	Pool string
 	// Spec is the ClusterInstance spec: backend settings and cluster template.
 	Spec kobev1.ClusterInstanceSpec
+	// Created is the ClusterInstance's creationTimestamp. The API server
+	// keeps it, so a backend that times a member from its creation (sim)
+	// gives every replica, and every restart, the same answer.
+	Created time.Time
 }
 
 // State is what a backend says about a member.
@@ -114,6 +119,10 @@ type Capabilities struct {
 	// Scheduling is whether the backend can give members a scheduler and
 	// nodes (backend.local.scheduling).
 	Scheduling bool
+	// Simulated says the backend's members have no API server behind their
+	// endpoint (the sim backend): the operator then neither runs built-in
+	// readiness gates nor health probes against them, which could only fail.
+	Simulated bool
 }
 
 // Sweeper is implemented by backends that can find members nobody owns.
