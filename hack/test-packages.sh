@@ -10,7 +10,8 @@
 #   e2e          the real operator binary, CLI and `make run` end to end
 #
 # The sets come from `go list -deps -test`, so a new package lands in the
-# right layer without editing a list; only heavy and e2e are named here.
+# right layer without editing a list; only heavy and e2e are named here, and
+# test/bench (the `make bench` harness) is in no layer.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,6 +19,7 @@ module=$(go list -m)
 heavy=("$module/internal/backend/local" "$module/internal/controller/clusterpool")
 e2e=("$module/test/e2e")
 compgen -G "test/run/*_test.go" >/dev/null && e2e+=("$module/test/run")
+bench=("$module/test/bench")
 
 # "<pkg> <1 if its test binary links testenv>" for every package with tests.
 classify() {
@@ -45,7 +47,7 @@ heavy) printf '%s\n' "${heavy[@]}" ;;
 e2e) printf '%s\n' "${e2e[@]}" ;;
 unit | integration)
 	classify | while read -r pkg uses; do
-		named "$pkg" "${heavy[@]}" "${e2e[@]}" && continue
+		named "$pkg" "${heavy[@]}" "${e2e[@]}" "${bench[@]}" && continue
 		if { [ "$layer" = unit ] && [ "$uses" = 0 ]; } || { [ "$layer" = integration ] && [ "$uses" = 1 ]; }; then
 			echo "$pkg"
 		fi

@@ -98,11 +98,10 @@ func (r *Reconciler) publishAccess(ctx context.Context, s *scope, a *backend.Acc
 // runGates evaluates the readiness gates; built-in ones become conditions on
 // the instance. All passed makes the member Ready.
 func (r *Reconciler) runGates(ctx context.Context, s *scope, left time.Duration) (ctrl.Result, error) {
-	kubeconfig, err := r.adminKubeconfig(ctx, s)
+	results, err := r.evaluateGates(ctx, s)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	results := gates.Evaluate(ctx, kubeconfig, s.settings.gates, s.inst.Status.Conditions, r.probeTimeout(s))
 	var pending []string
 	for _, g := range results {
 		if !g.Passed {
@@ -134,6 +133,9 @@ func (r *Reconciler) runGates(ctx context.Context, s *scope, left time.Duration)
 // reconcileReady probes a warm member every health interval; failureThreshold
 // consecutive failures recycle it without it ever being offered again.
 func (r *Reconciler) reconcileReady(ctx context.Context, s *scope) (ctrl.Result, error) {
+	if s.simulated() {
+		return ctrl.Result{}, nil // nothing to probe; see simulated.go
+	}
 	if due := healthDue(s.inst, s.settings.interval, s.now); due > 0 {
 		return ctrl.Result{RequeueAfter: due}, nil
 	}

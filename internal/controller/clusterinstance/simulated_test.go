@@ -1,0 +1,141 @@
+package clusterinstance
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+	"github.com/kunobi-ninja/kobe/internal/backend"
+	"github.com/kunobi-ninja/kobe/internal/backend/sim"
+	"github.com/kunobi-ninja/kobe/internal/credentials/memberaccess"
+	"github.com/kunobi-ninja/kobe/internal/testenv"
+)
+
+// TestSimulatedMembers runs the instance controller with the real sim
+// backend, whose endpoint answers nothing: built-in gates pass unprobed, a
+// gate that is someone else's condition still holds a member, a Ready
+// member is not probed (so it stays Ready), and the access Secret written
+// once is kept across an operator restart.
+func TestSimulatedMembers(t *testing.T) {
+	env := testenv.Start(t)
+	ctrl.SetLogger(logr.Discard())
+	start := func(t *testing.T) func() {
+		mgr := env.NewManager(t)
+		r := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(ControllerName),
+			Clock: clock.RealClock{}, Backends: backend.Registry{kobev1.BackendSim: sim.New(sim.Options{})},
+			PollInterval: 100 * time.Millisecond}
+		if err := r.SetupWithManager(mgr); err != nil {
+			t.Fatal(err)
+		}
+		stop, err := testenv.RunManager(mgr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return func() {
+			if err := stop(); err != nil {
+				t.Errorf("stopping manager: %v", err)
+			}
+		}
+	}
+	stop := start(t)
+	h := &harness{env: env, c: env.Client}
+	ns := env.NewNamespace(t)
+	const seeded = "Seeded"
+	p, m := h.poolAndMember(t, ns, func(p *kobev1.ClusterPool) {
+		p.Spec.Backend = kobev1.BackendSpec{Type: kobev1.BackendSim, Sim: &kobev1.SimBackendSpec{ReadyAfter: &metav1.Duration{Duration: 2 * time.Second}}}
+		p.Spec.ReadinessGates = []kobev1.ReadinessGate{{Type: kobev1.GateNodesReady}, {Type: seeded}}
+		p.Spec.HealthCheck = &kobev1.HealthCheckSpec{IntervalSeconds: 1, FailureThreshold: 1}
+	})
+	m2 := h.member(t, p, 1)
+
+	// Provisioned after readyAfter, built-in gates passed, held by the
+	// external gate.
+	testenv.Eventually(t, 15*time.Second, "member provisioned and waiting for "+seeded, func() error {
+		got, ok := h.get(t, m)
+		if !ok {
+			return holds(false, "gone")
+		}
+		c := meta.FindStatusCondition(got.Status.Conditions, kobev1.ConditionReady)
+		return holds(meta.IsStatusConditionTrue(got.Status.Conditions, kobev1.ConditionProvisioned) && c != nil &&
+			c.Status == metav1.ConditionFalse && c.Message == "waiting for readiness gates: "+seeded,
+			fmt.Sprintf("phase %q conditions %v", got.Status.Phase, got.Status.Conditions))
+	})
+	got, _ := h.get(t, m)
+	prov := meta.FindStatusCondition(got.Status.Conditions, kobev1.ConditionProvisioned)
+	if d := prov.LastTransitionTime.Sub(got.CreationTimestamp.Time); d < 2*time.Second {
+		// Both times are truncated to the second, readyAt is
+		// creationTimestamp + readyAfter: d is never under readyAfter.
+		t.Errorf("provisioned %s after creation, want about readyAfter (2s)", d)
+	}
+	for _, g := range kobev1.EffectiveGates([]kobev1.ReadinessGate{{Type: kobev1.GateNodesReady}}) {
+		if !meta.IsStatusConditionTrue(got.Status.Conditions, g) {
+			t.Errorf("built-in gate %s not passed: %v", g, got.Status.Conditions)
+		}
+	}
+	if got.Status.Phase != kobev1.InstanceCreating || got.Status.Endpoint != sim.Endpoint {
+		t.Errorf("phase %s endpoint %q, want Creating at %s", got.Status.Phase, got.Status.Endpoint, sim.Endpoint)
+	}
+
+	// The external gate passes: Ready, and it stays Ready although its
+	// endpoint answers nothing and the health interval is 1s with a
+	// threshold of 1.
+	for _, mm := range []*kobev1.ClusterInstance{m, m2} {
+		testenv.Eventually(t, 10*time.Second, "setting "+seeded+" on "+mm.Name, func() error {
+			cur, ok := h.get(t, mm)
+			if !ok {
+				return holds(false, "gone")
+			}
+			meta.SetStatusCondition(&cur.Status.Conditions, metav1.Condition{Type: seeded, Status: metav1.ConditionTrue, Reason: "Seeded", Message: "seeded"})
+			return h.c.Status().Update(t.Context(), cur)
+		})
+		h.waitPhase(t, mm, kobev1.InstanceReady, 10*time.Second)
+	}
+	secret := func() *corev1.Secret {
+		sec := &corev1.Secret{}
+		if err := h.c.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: memberaccess.SecretName(m.Name)}, sec); err != nil {
+			t.Fatalf("reading access Secret: %v", err)
+		}
+		return sec
+	}
+	before := secret()
+	if a, err := memberaccess.FromSecret(before); err != nil || a.Endpoint != sim.Endpoint {
+		t.Fatalf("access Secret: %v, endpoint %v", err, a)
+	}
+
+	// A restart (a new operator process, a new sim backend) leaves the
+	// Ready member and its key material as they were.
+	stop()
+	stop = start(t)
+	defer stop()
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		cur, ok := h.get(t, m)
+		if !ok || cur.Status.Phase != kobev1.InstanceReady {
+			t.Fatalf("after restart: member %v", cur)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	after := secret()
+	if after.ResourceVersion != before.ResourceVersion || string(after.Data[memberaccess.KeyClientCACert]) != string(before.Data[memberaccess.KeyClientCACert]) {
+		t.Errorf("access Secret rewritten after restart (resourceVersion %s -> %s)", before.ResourceVersion, after.ResourceVersion)
+	}
+
+	// Delete: the backend reports gone at once, the Secret goes with it.
+	if err := h.c.Delete(t.Context(), m); err != nil {
+		t.Fatal(err)
+	}
+	h.waitGone(t, m, 10*time.Second)
+	if err := h.c.Get(t.Context(), client.ObjectKeyFromObject(before), &corev1.Secret{}); err == nil {
+		t.Error("access Secret left after the member was destroyed")
+	}
+}

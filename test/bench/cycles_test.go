@@ -1,0 +1,260 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+)
+
+const (
+	// refillPoolSize is the refilling pool's size: twice the largest
+	// caller count tried, so that a member is Ready when a caller returns.
+	refillPoolSize = 64
+	// warmPoolSize is the size of each pre-warmed pool (a pool holds at
+	// most 500).
+	warmPoolSize = 500
+	// parked is the sim readyAfter given to pre-warmed pools once warm: the
+	// replacements they create stay Creating for the whole run.
+	parked = time.Hour
+)
+
+// cycleStats is one lease-and-release run.
+type cycleStats struct {
+	callers  int
+	cycles   int64
+	pending  int64
+	elapsed  time.Duration
+	leaseLat []time.Duration
+	relLat   []time.Duration
+}
+
+func (s cycleStats) rate() float64 { return float64(s.cycles) / s.elapsed.Seconds() }
+
+// measureCycles measures lease-and-release cycles per second (POST, then
+// DELETE) sustained for -bench.cycles-duration: first with the sim backend
+// refilling (readyAfter 0) a pool of refillPoolSize, then from pre-warmed
+// pools holding a member for every cycle of the run, whose replacements are
+// parked. The caller count is the one a short sweep found fastest.
+func measureCycles(ctx context.Context, b *bench, _ int) (figures, error) {
+	ns, err := b.namespace(ctx, "cycles")
+	if err != nil {
+		return nil, err
+	}
+	op, stop, err := b.startOperator(ctx, ns)
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
+	out := figures{}
+	const refill = "cycles-refill"
+	if err := b.env.Client.Create(ctx, simPool(ns, refill, refillPoolSize, 0)); err != nil {
+		return nil, err
+	}
+	if err := b.waitSettled(ctx, op, ns, 3*time.Minute); err != nil {
+		return nil, err
+	}
+	if b.best == 0 {
+		best, err := b.sweep(ctx, op, ns, refill, out)
+		if err != nil {
+			return nil, err
+		}
+		b.best = best
+	}
+	out["cycles.callers"] = float64(b.best)
+
+	// (ii) refilling.
+	before, err := b.quiet(ctx, op, time.Second)
+	if err != nil {
+		return nil, err
+	}
+	st, err := b.cycles(ctx, op, []string{refill}, b.best, *flagCyclesFor, true)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.waitSettled(ctx, op, ns, 3*time.Minute); err != nil {
+		return nil, err
+	}
+	after, err := b.quiet(ctx, op, 2*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	addCycle(out, "cycles.refill.", st)
+	addWrites(out, "writes.cycle_refill.", after.sub(before), int(st.cycles))
+
+	// (i) pre-warmed: a member for every cycle the refilling run managed,
+	// plus a third.
+	want := min(int(st.rate()*flagCyclesFor.Seconds()*4/3), *flagPrewarmMax)
+	pools := (want + warmPoolSize - 1) / warmPoolSize
+	var names []string
+	fillStart := time.Now()
+	for i := range pools {
+		name := fmt.Sprintf("cycles-warm-%d", i)
+		names = append(names, name)
+		if err := b.env.Client.Create(ctx, simPool(ns, name, warmPoolSize, 0)); err != nil {
+			return nil, err
+		}
+	}
+	if err := b.waitSettled(ctx, op, ns, 15*time.Minute); err != nil {
+		return nil, fmt.Errorf("pre-warming %d members: %w", pools*warmPoolSize, err)
+	}
+	fill := time.Since(fillStart)
+	out["cycles.warm.members"] = float64(pools * warmPoolSize)
+	out["cycles.warm.fill_s"] = fill.Seconds()
+	out["cycles.warm.fill_per_s"] = float64(pools*warmPoolSize) / fill.Seconds()
+	if err := b.park(ctx, op, ns, names); err != nil {
+		return nil, err
+	}
+	before, err = b.quiet(ctx, op, time.Second)
+	if err != nil {
+		return nil, err
+	}
+	st, err = b.cycles(ctx, op, names, b.best, *flagCyclesFor, false)
+	if err != nil {
+		return nil, err
+	}
+	after, err = b.quiet(ctx, op, 2*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	addCycle(out, "cycles.warm.", st)
+	addWrites(out, "writes.cycle_warm.", after.sub(before), int(st.cycles))
+	return out, op.alive()
+}
+
+// sweep runs each caller count of -bench.cycles-callers briefly and returns
+// the fastest.
+func (b *bench) sweep(ctx context.Context, op *operator, ns, pool string, out figures) (int, error) {
+	best, bestRate := 0, 0.0
+	for _, f := range strings.Split(*flagCallers, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > refillPoolSize/2 {
+			return 0, fmt.Errorf("-bench.cycles-callers: %q is not a count in 1..%d", f, refillPoolSize/2)
+		}
+		st, err := b.cycles(ctx, op, []string{pool}, n, *flagCyclesSweep, true)
+		if err != nil {
+			return 0, err
+		}
+		out[fmt.Sprintf("cycles.sweep.c%d.per_s", n)] = st.rate()
+		if st.rate() > bestRate {
+			best, bestRate = n, st.rate()
+		}
+		if err := b.waitSettled(ctx, op, ns, 3*time.Minute); err != nil {
+			return 0, err
+		}
+	}
+	return best, nil
+}
+
+// park gives the pools' future members a readyAfter of an hour, so that
+// replacements stay Creating while the run draws on the warm members.
+func (b *bench) park(ctx context.Context, op *operator, ns string, pools []string) error {
+	for _, name := range pools {
+		p := &kobev1.ClusterPool{}
+		if err := b.env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, p); err != nil {
+			return err
+		}
+		base := p.DeepCopy()
+		p.Spec.Backend.Sim.ReadyAfter.Duration = parked
+		if err := b.env.Client.Patch(ctx, p, client.MergeFrom(base)); err != nil {
+			return fmt.Errorf("parking the refill of %s: %w", name, err)
+		}
+		if err := b.waitPool(ctx, op, ns, name, time.Minute, func(q *kobev1.ClusterPool) error {
+			if q.Status.ObservedGeneration < p.Generation {
+				return fmt.Errorf("pool %s: observed generation %d of %d", name, q.Status.ObservedGeneration, p.Generation)
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// cycles runs callers goroutines that lease and release until d has passed;
+// caller i's j-th cycle draws from pools[(i+j) % len(pools)]. A Pending
+// answer is waited for when refilling, else released and counted.
+func (b *bench) cycles(ctx context.Context, op *operator, pools []string, callers int, d time.Duration, refilling bool) (cycleStats, error) {
+	c := b.client(op, callers)
+	st := cycleStats{callers: callers}
+	var (
+		mu      sync.Mutex
+		errs    []error
+		wg      sync.WaitGroup
+		cycles  atomic.Int64
+		pending atomic.Int64
+	)
+	start := time.Now()
+	deadline := start.Add(d)
+	for i := range callers {
+		wg.Go(func() {
+			var leaseLat, relLat []time.Duration
+			fail := func(err error) {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+			for j := i; time.Now().Before(deadline); j++ {
+				l, took, isPending, err := c.lease(ctx, pools[j%len(pools)])
+				if err != nil {
+					fail(err)
+					return
+				}
+				if isPending {
+					pending.Add(1)
+					if refilling {
+						if err := c.waitBound(ctx, l.ID, time.Minute); err != nil {
+							fail(err)
+							return
+						}
+					}
+				}
+				t0 := time.Now()
+				if err := c.release(ctx, l.ID); err != nil {
+					fail(err)
+					return
+				}
+				if isPending && !refilling {
+					continue
+				}
+				relLat = append(relLat, time.Since(t0))
+				leaseLat = append(leaseLat, took)
+				cycles.Add(1)
+			}
+			mu.Lock()
+			st.leaseLat = append(st.leaseLat, leaseLat...)
+			st.relLat = append(st.relLat, relLat...)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	st.elapsed = time.Since(start)
+	st.cycles, st.pending = cycles.Load(), pending.Load()
+	if err := errors.Join(op.alive(), errors.Join(errs...)); err != nil {
+		return st, fmt.Errorf("lease-and-release with %d callers: %w", callers, err)
+	}
+	if st.cycles == 0 {
+		return st, errors.New("no lease-and-release cycle completed")
+	}
+	return st, nil
+}
+
+func addCycle(out figures, prefix string, st cycleStats) {
+	out[prefix+"per_s"] = st.rate()
+	out[prefix+"cycles"] = float64(st.cycles)
+	out[prefix+"pending"] = float64(st.pending)
+	out[prefix+"seconds"] = st.elapsed.Seconds()
+	p := percentiles(st.leaseLat, 0.5, 0.99)
+	out[prefix+"lease_p50_ms"], out[prefix+"lease_p99_ms"] = p[0], p[1]
+	p = percentiles(st.relLat, 0.5, 0.99)
+	out[prefix+"release_p50_ms"], out[prefix+"release_p99_ms"] = p[0], p[1]
+}

@@ -1,0 +1,193 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/kunobi-ninja/kobe/internal/testenv"
+)
+
+// operator is one kobe-operator process started by the harness.
+type operator struct {
+	cmd        *exec.Cmd
+	logPath    string
+	apiURL     string
+	metricsURL string
+	probeURL   string
+
+	mu      sync.Mutex
+	exited  bool
+	exitErr error
+	done    chan struct{}
+}
+
+// operatorBinary is bin/kobe-operator of the repository (`make build`).
+func operatorBinary() (string, error) {
+	p := filepath.Join(testenv.RepoRoot(), "bin", "kobe-operator")
+	if _, err := os.Stat(p); err != nil {
+		return "", fmt.Errorf("operator binary missing: run `make build` first (%w)", err)
+	}
+	return p, nil
+}
+
+// startOperator runs bin/kobe-operator against the test API server, serving
+// namespace ns, with the sim backend enabled, loopback ports of its own and
+// extra flags; it returns once /readyz answers 200 on the API port.
+func startOperator(ctx context.Context, kubeconfig, ns, workDir string, extra ...string) (*operator, error) {
+	bin, err := operatorBinary()
+	if err != nil {
+		return nil, err
+	}
+	ports := make([]int, 3)
+	for i := range ports {
+		if ports[i], err = testenv.FreePort(); err != nil {
+			return nil, err
+		}
+	}
+	op := &operator{
+		logPath:    filepath.Join(workDir, "operator-"+ns+".log"),
+		apiURL:     fmt.Sprintf("http://127.0.0.1:%d", ports[0]),
+		metricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[1]),
+		probeURL:   fmt.Sprintf("http://127.0.0.1:%d", ports[2]),
+		done:       make(chan struct{}),
+	}
+	logFile, err := os.Create(op.logPath)
+	if err != nil {
+		return nil, err
+	}
+	args := append([]string{
+		"--kubeconfig", kubeconfig,
+		"--namespace", ns,
+		"--api-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[0]),
+		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[1]),
+		"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[2]),
+		"--local-data-dir", filepath.Join(workDir, "members-"+ns),
+	}, extra...)
+	if *flagSim {
+		args = append(args, "--enable-sim-backend")
+	}
+	op.cmd = exec.Command(bin, args...)
+	// The local backend's default --local-bin-dir is relative to the
+	// repository root.
+	op.cmd.Dir = testenv.RepoRoot()
+	op.cmd.Stdout, op.cmd.Stderr = logFile, logFile
+	if err := op.cmd.Start(); err != nil {
+		_ = logFile.Close()
+		return nil, fmt.Errorf("starting %s: %w", bin, err)
+	}
+	go func() {
+		err := op.cmd.Wait()
+		_ = logFile.Close()
+		op.mu.Lock()
+		op.exited, op.exitErr = true, err
+		op.mu.Unlock()
+		close(op.done)
+	}()
+	err = testenv.Poll(ctx, 90*time.Second, func() error {
+		if err := op.alive(); err != nil {
+			return err
+		}
+		resp, err := http.Get(op.apiURL + "/readyz")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("/readyz answers %d", resp.StatusCode)
+		}
+		return nil
+	})
+	if err != nil {
+		op.stop()
+		return nil, fmt.Errorf("operator did not become ready: %w\nlog tail:\n%s", err, op.tail())
+	}
+	return op, nil
+}
+
+// alive returns an error, with the log's tail, once the process has exited.
+func (op *operator) alive() error {
+	op.mu.Lock()
+	defer op.mu.Unlock()
+	if !op.exited {
+		return nil
+	}
+	return fmt.Errorf("kobe-operator exited (%v); log tail:\n%s", op.exitErr, op.tail())
+}
+
+// stop sends SIGTERM, waits up to 20 s, then SIGKILL.
+func (op *operator) stop() {
+	_ = op.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-op.done:
+	case <-time.After(20 * time.Second):
+		_ = op.cmd.Process.Kill()
+		<-op.done
+	}
+}
+
+func (op *operator) pid() int { return op.cmd.Process.Pid }
+
+func (op *operator) tail() string {
+	b, _ := os.ReadFile(op.logPath)
+	if len(b) > 4000 {
+		b = b[len(b)-4000:]
+	}
+	return string(b)
+}
+
+// rssBytes reads VmRSS from /proc/<pid>/status.
+func rssBytes(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			f := strings.Fields(v) // "123456 kB"
+			if len(f) != 2 || f[1] != "kB" {
+				return 0, fmt.Errorf("unexpected VmRSS line %q", line)
+			}
+			kb, err := strconv.ParseInt(f[0], 10, 64)
+			return kb << 10, err
+		}
+	}
+	return 0, errors.New("no VmRSS in /proc/<pid>/status")
+}
+
+// clockTicks is USER_HZ, the unit of utime and stime in /proc/<pid>/stat;
+// 100 on every Linux architecture Go supports.
+const clockTicks = 100
+
+// cpuTime reads utime+stime from /proc/<pid>/stat.
+func cpuTime(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) is in parentheses and may hold spaces.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("unexpected /proc/%d/stat %q", pid, s)
+	}
+	f := strings.Fields(s[i+1:]) // f[0] is field 3 (state)
+	if len(f) < 13 {
+		return 0, fmt.Errorf("unexpected /proc/%d/stat %q", pid, s)
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64) // field 14
+	stime, err2 := strconv.ParseInt(f[12], 10, 64) // field 15
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, err
+	}
+	return time.Duration(utime+stime) * time.Second / clockTicks, nil
+}

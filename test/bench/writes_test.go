@@ -1,0 +1,144 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+)
+
+const (
+	writesHandouts = 50 // hand-outs in the counted window
+	writesSamples  = 10 // single hand-outs whose writes are read right after the answer
+)
+
+// measureWrites counts the API writes one hand-out costs, from
+// kube-apiserver's own apiserver_request_total: over a window of
+// sequential hand-outs (and everything they set off, up to the replacement
+// member being Ready), by resource/subresource/verb; and, for single
+// hand-outs, the writes already counted when the answer arrived.
+func measureWrites(ctx context.Context, b *bench, _ int) (figures, error) {
+	ns, err := b.namespace(ctx, "writes")
+	if err != nil {
+		return nil, err
+	}
+	op, stop, err := b.startOperator(ctx, ns)
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
+	const pool = "writes"
+	if err := b.env.Client.Create(ctx, simPool(ns, pool, writesHandouts+writesSamples, time.Second)); err != nil {
+		return nil, err
+	}
+	if err := b.waitSettled(ctx, op, ns, 3*time.Minute); err != nil {
+		return nil, err
+	}
+	c := b.client(op, 1)
+	out := figures{}
+
+	// Writes seen by the time the answer arrived, one hand-out at a time,
+	// each after the previous one's after-effects have settled.
+	var byAnswer []float64
+	for range writesSamples {
+		before, err := b.quiet(ctx, op, 1500*time.Millisecond)
+		if err != nil {
+			return nil, err
+		}
+		if _, _, pending, err := c.lease(ctx, pool); err != nil || pending {
+			return nil, fmt.Errorf("hand-out for the writes sample: pending %v, %w", pending, err)
+		}
+		after, err := b.metrics.writes(ctx)
+		if err != nil {
+			return nil, err
+		}
+		d := after.sub(before)
+		var n float64
+		for k, v := range d {
+			if !notKobe(k) {
+				n += v
+			}
+		}
+		byAnswer = append(byAnswer, n)
+	}
+	slices.Sort(byAnswer)
+	out["writes.handout.by_answer_min"] = byAnswer[0]
+	out["writes.handout.by_answer_median"] = byAnswer[len(byAnswer)/2]
+	out["writes.handout.by_answer_max"] = byAnswer[len(byAnswer)-1]
+
+	// The window: sequential hand-outs and everything they set off.
+	if err := b.waitSettled(ctx, op, ns, 2*time.Minute); err != nil {
+		return nil, err
+	}
+	before, err := b.quiet(ctx, op, 1500*time.Millisecond)
+	if err != nil {
+		return nil, err
+	}
+	for range writesHandouts {
+		if _, _, pending, err := c.lease(ctx, pool); err != nil || pending {
+			return nil, fmt.Errorf("hand-out in the writes window: pending %v, %w", pending, err)
+		}
+	}
+	if err := b.waitSettled(ctx, op, ns, 2*time.Minute); err != nil {
+		return nil, err
+	}
+	after, err := b.quiet(ctx, op, 2*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	addWrites(out, "writes.handout.", after.sub(before), writesHandouts)
+	return out, op.alive()
+}
+
+// addWrites records a window's writes per unit: total, critical path (by
+// resource and verb, see criticalPath), after the answer, and each kind.
+func addWrites(out figures, prefix string, d writeCounts, units int) {
+	var critical, after float64
+	for k, v := range d {
+		switch {
+		case notKobe(k):
+			out[prefix+"not_kobe["+k.String()+"]"] = v / float64(units)
+		case criticalPath(k):
+			critical += v
+			out[prefix+"per["+k.String()+"]"] = v / float64(units)
+		default:
+			after += v
+			out[prefix+"per["+k.String()+"]"] = v / float64(units)
+		}
+	}
+	out[prefix+"critical"] = critical / float64(units)
+	out[prefix+"after"] = after / float64(units)
+	out[prefix+"total"] = (critical + after) / float64(units)
+	out[prefix+"units"] = float64(units)
+}
+
+// quiet waits until kube-apiserver has counted no write of kobe's for the
+// given time and returns the write counters then.
+func (b *bench) quiet(ctx context.Context, op *operator, quiet time.Duration) (writeCounts, error) {
+	var (
+		last    writeCounts
+		lastSum float64
+		since   time.Time
+	)
+	err := pollAlive(ctx, op, 2*time.Minute, func() error {
+		w, err := b.metrics.writes(ctx)
+		if err != nil {
+			return err
+		}
+		var sum float64
+		for k, v := range w {
+			if !notKobe(k) {
+				sum += v
+			}
+		}
+		now := time.Now()
+		if last == nil || sum != lastSum {
+			last, lastSum, since = w, sum, now
+		}
+		if now.Sub(since) >= quiet {
+			return nil
+		}
+		return fmt.Errorf("kobe's writes still changing (%.0f so far)", sum)
+	})
+	return last, err
+}
