@@ -156,6 +156,10 @@ func Decide(in Input) Plan {
 	case !wired:
 		capCond.Reason = kobev1.ReasonBackendUnavailable
 		capCond.Message = fmt.Sprintf("backend %q is not wired in this operator; wired backends: %s", p.Spec.Backend.Type, joinTypes(in.Wired))
+		if p.Spec.Backend.Type == kobev1.BackendSim {
+			// Never a default: simulated members' kubeconfigs point at nothing.
+			capCond.Message += "; start the operator with --enable-sim-backend to serve simulated members (benchmarks and demos only)"
+		}
 	case failing != "":
 		capCond.Reason, capCond.Message = kobev1.ReasonBackendFailing, failing
 	case capped:

@@ -164,6 +164,12 @@ func TestDecide(t *testing.T) {
 			conds:       map[string]string{"Capacity": "False/BackendUnavailable", "Ready": "False/BackendUnavailable"},
 			msgContains: map[string]string{"Capacity": `backend "k3s" is not wired in this operator; wired backends: local`}},
 	}, {
+		name: "sim backend not wired: nothing created, the message names the operator flag",
+		in:   Input{Pool: testPool(func(p *kobev1.ClusterPool) { p.Spec.Backend.Type = kobev1.BackendSim }), Wired: local},
+		want: want{next: 0, phase: kobev1.PoolDegraded,
+			conds:       map[string]string{"Capacity": "False/BackendUnavailable", "Ready": "False/BackendUnavailable"},
+			msgContains: map[string]string{"Capacity": `backend "sim" is not wired in this operator; wired backends: local; start the operator with --enable-sim-backend`}},
+	}, {
 		name: "a member the backend cannot build makes the pool Degraded with BackendFailing",
 		in: Input{Pool: testPool(), Members: []kobev1.ClusterInstance{
 			member(0, kobev1.InstanceCreating, condition(kobev1.ConditionProvisioned, metav1.ConditionFalse, kobev1.ReasonBackendUnavailable)),
