@@ -26,6 +26,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/auth"
 	"github.com/kunobi-ninja/kobe/internal/backend"
 	"github.com/kunobi-ninja/kobe/internal/backend/local"
+	"github.com/kunobi-ninja/kobe/internal/backend/sim"
 	"github.com/kunobi-ninja/kobe/internal/binding"
 	"github.com/kunobi-ninja/kobe/internal/controller/accesspolicy"
 	"github.com/kunobi-ninja/kobe/internal/controller/clusterinstance"
@@ -53,6 +54,7 @@ type options struct {
 	repairGrace       time.Duration
 	disableLocal      bool
 	localProvisionMax time.Duration
+	enableSim         bool
 }
 
 func (o *options) bind(fs *flag.FlagSet) {
@@ -73,6 +75,7 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.localAdvertise, "local-advertise-host", "127.0.0.1", "Host name or IP in local members' endpoints, reachable by lease holders.")
 	fs.DurationVar(&o.localProvisionMax, "local-provision-timeout", 3*time.Minute, "How long a local member may take to start before it is reported failed.")
 	fs.BoolVar(&o.disableLocal, "disable-local-backend", false, "Do not wire the local backend.")
+	fs.BoolVar(&o.enableSim, "enable-sim-backend", false, "Wire the sim backend: pools with backend.type sim get simulated members, with no cluster behind them, whose kubeconfigs point at an address that answers nothing. For benchmarks, scale tests and demos only; never for real use.")
 	fs.DurationVar(&o.leaseRetention, "lease-retention", time.Hour, "How long ended leases are kept before deletion.")
 	fs.DurationVar(&o.repairGrace, "bind-repair-grace", 10*time.Second, "How long a half-written bind is left to its writer before the controller completes or undoes it.")
 }
@@ -128,6 +131,11 @@ func run(ctx context.Context, o options) error {
 			return fmt.Errorf("wiring local backend: %w", err)
 		}
 		backends[kobev1.BackendLocal] = lb
+	}
+	if o.enableSim {
+		backends[kobev1.BackendSim] = sim.New(sim.Options{})
+		log.Info("WARNING: --enable-sim-backend is set: pools with backend.type sim are served simulated members; their kubeconfigs reach no cluster. Benchmarks and demos only, never real use",
+			"endpoint", sim.Endpoint)
 	}
 
 	clk := clock.RealClock{}

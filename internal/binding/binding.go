@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -17,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+	"github.com/kunobi-ninja/kobe/internal/index"
 )
 
 // ErrNoReadyMember means the pool has no Ready, unbound member right now.
@@ -25,6 +28,12 @@ var ErrNoReadyMember = errors.New("no ready member")
 // ErrLeaseChanged means the lease changed under the binder (another binder
 // won, or it ended); re-read it and decide again.
 var ErrLeaseChanged = errors.New("lease changed while binding")
+
+// ErrUncertain means a member write failed in a way that does not say
+// whether the API server applied it (a timeout, a dropped connection, a 5xx).
+// The caller must not claim another member for the lease until a live read
+// shows which members name it (Members).
+var ErrUncertain = errors.New("member write outcome unknown")
 
 // ErrCleanupModeUnsupported: no wired backend can prove a VerifiedDestroy,
 // so such leases are refused before binding, never silently downgraded.
@@ -41,11 +50,12 @@ func LostRace(err error) bool {
 // maxAttempts bounds how many members one Bind call tries.
 const maxAttempts = 8
 
-// Binder binds leases to members.
+// Binder claims members for leases.
 type Binder struct {
-	// Client writes (and reads back on conflict, uncached).
+	// Client writes the member and re-reads it after a conflict.
 	Client client.Client
-	// Reader lists members; normally the manager's cache.
+	// Reader lists members and looks leases up by the index.LeaseInstanceUID
+	// index; normally the manager's cache.
 	Reader client.Reader
 	Clock  clock.PassiveClock
 
@@ -63,16 +73,24 @@ type Binder struct {
 // cache lag.
 const takenMemory = 10 * time.Minute
 
-// Result is a successful bind.
+// Result is a successful claim: the member names the lease.
 type Result struct {
-	Lease    *kobev1.ClusterLease
+	// Lease is the lease as given; its status is not written by Bind.
+	Lease *kobev1.ClusterLease
+	// Instance is the member as the API server answered the claim: its
+	// spec.leaseRef names the lease, with the moment the bind took effect.
 	Instance *kobev1.ClusterInstance
 }
 
-// Bind binds l (which must be queued, with a current resourceVersion) to a
-// Ready member of its pool, with the given TTL counted from now. A failure
-// for which LostRace is false carries the API server's reason.
-func (b *Binder) Bind(ctx context.Context, l *kobev1.ClusterLease, ttl time.Duration) (*Result, error) {
+// BoundAt is when the bind took effect (the member's leaseRef.boundAt).
+func (r *Result) BoundAt() time.Time { return BoundAt(r.Instance, r.Lease) }
+
+// Bind claims a Ready member of l's pool for l with one Update of the member
+// fenced by its resourceVersion (the protocol in doc.go). It writes nothing
+// to l: the caller records the bind on the lease (RecordBound) afterwards.
+// A failure for which LostRace is false carries the API server's reason, or
+// wraps ErrUncertain when a write may have landed.
+func (b *Binder) Bind(ctx context.Context, l *kobev1.ClusterLease) (*Result, error) {
 	if l.Spec.CleanupMode == kobev1.CleanupVerifiedDestroy {
 		return nil, ErrCleanupModeUnsupported
 	}
@@ -92,24 +110,34 @@ func (b *Binder) Bind(ctx context.Context, l *kobev1.ClusterLease, ttl time.Dura
 	attempts := 0
 	var failed error // the last member that failed for a reason other than being taken
 	for _, inst := range candidates {
-		if attempts >= maxAttempts {
+		if attempts >= maxAttempts || ctx.Err() != nil {
 			break
 		}
 		if _, done := b.taken.Load(inst.UID); done {
+			continue
+		}
+		named, err := b.namedByLease(ctx, inst)
+		if err != nil {
+			return nil, err
+		}
+		if named {
 			continue
 		}
 		if _, busy := b.inFlight.LoadOrStore(inst.UID, struct{}{}); busy {
 			continue
 		}
 		attempts++
-		res, err := b.bindTo(ctx, l, inst.DeepCopy(), ttl)
+		res, err := b.claim(ctx, l, inst.DeepCopy())
 		b.inFlight.Delete(inst.UID)
 		if err == nil {
 			b.remember(inst.UID)
 			return res, nil
 		}
-		if errors.Is(err, ErrLeaseChanged) || errors.Is(err, errLeaseWrite) || ctx.Err() != nil {
-			return nil, err
+		if errors.Is(err, ErrUncertain) {
+			// The member may name l now: claiming a second one could give
+			// l two members. The caller finds out with a live read.
+			b.remember(inst.UID)
+			return nil, fmt.Errorf("binding lease %s: %w", l.Name, err)
 		}
 		if !errors.Is(err, errMemberTaken) {
 			failed = err
@@ -120,19 +148,30 @@ func (b *Binder) Bind(ctx context.Context, l *kobev1.ClusterLease, ttl time.Dura
 		// Not a lost race: say why, so the caller can log it and back off.
 		return nil, fmt.Errorf("binding lease %s: %w", l.Name, failed)
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("binding lease %s: %w", l.Name, err)
+	}
 	if attempts > 0 {
 		return nil, fmt.Errorf("%w: the %d members tried were taken meanwhile", ErrNoReadyMember, attempts)
 	}
 	return nil, ErrNoReadyMember
 }
 
+// namedByLease reports whether some lease's status names inst. Only a
+// member's own leaseRef makes a bind, but a member that a lease's status
+// names (a forged or stale status) is never handed to another lease: the
+// lease controller recycles it.
+func (b *Binder) namedByLease(ctx context.Context, inst *kobev1.ClusterInstance) (bool, error) {
+	var ls kobev1.ClusterLeaseList
+	if err := b.Reader.List(ctx, &ls, client.InNamespace(inst.Namespace), client.MatchingFields{index.LeaseInstanceUID: string(inst.UID)}); err != nil {
+		return false, fmt.Errorf("looking up leases naming member %s: %w", inst.Name, err)
+	}
+	return len(ls.Items) > 0, nil
+}
+
 // errMemberTaken marks a member that another lease claimed, or that stopped
 // being available, while this binder tried it: a lost race, not a failure.
 var errMemberTaken = errors.New("member taken")
-
-// errLeaseWrite marks a failure to write the lease's own claim for a reason
-// other than a conflict: trying another member cannot help.
-var errLeaseWrite = errors.New("lease claim not written")
 
 func (b *Binder) remember(uid types.UID) {
 	now := b.Clock.Now()
@@ -150,80 +189,56 @@ func Available(inst *kobev1.ClusterInstance) bool {
 	return inst.DeletionTimestamp == nil && inst.Spec.LeaseRef == nil && inst.Status.Phase == kobev1.InstanceReady
 }
 
-func (b *Binder) bindTo(ctx context.Context, l *kobev1.ClusterLease, inst *kobev1.ClusterInstance, ttl time.Duration) (*Result, error) {
-	now := metav1.NewTime(b.Clock.Now().UTC().Truncate(time.Second))
-	expires := metav1.NewTime(now.Add(ttl))
-
-	// 1. Claim the lease.
-	claimed := l.DeepCopy()
-	claimed.Status.Phase = kobev1.LeaseBound
-	claimed.Status.InstanceRef = &kobev1.ObjectRef{Name: inst.Name, UID: inst.UID}
-	claimed.Status.BoundAt = &now
-	claimed.Status.ExpiresAt = &expires
-	claimed.Status.QueuePosition = 0
-	claimed.Status.ObservedGeneration = l.Generation
-	meta.SetStatusCondition(&claimed.Status.Conditions, metav1.Condition{
-		Type: kobev1.ConditionBound, Status: metav1.ConditionTrue, Reason: kobev1.ReasonBound,
-		Message: fmt.Sprintf("bound to %s", inst.Name), ObservedGeneration: l.Generation, LastTransitionTime: now,
-	})
-	if err := b.Client.Status().Update(ctx, claimed); err != nil {
-		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("%w: %w", ErrLeaseChanged, err)
-		}
-		return nil, fmt.Errorf("%w: claiming lease %s: %w", errLeaseWrite, l.Name, err)
-	}
-
-	// 2. Claim the member.
-	err := b.claimInstance(ctx, claimed, inst)
-	if err == nil {
-		*l = *claimed
-		return &Result{Lease: claimed, Instance: inst}, nil
-	}
-
-	// 3. Roll the lease back so it can be bound elsewhere.
-	if rbErr := b.rollback(ctx, claimed); rbErr != nil {
-		return nil, fmt.Errorf("%w: member %s refused (%w) and rollback failed: %w", ErrLeaseChanged, inst.Name, err, rbErr)
-	}
-	*l = *claimed
-	return nil, fmt.Errorf("member %s: %w", inst.Name, err)
-}
-
-// claimInstance writes the member side of the binding. On a conflict it
-// re-reads the member once: a status write (health probe) may have moved its
-// resourceVersion without making it unavailable.
-func (b *Binder) claimInstance(ctx context.Context, l *kobev1.ClusterLease, inst *kobev1.ClusterInstance) error {
+// claim writes the member side of the binding, the only write of a bind. On
+// a conflict it re-reads the member once: a status write (health probe) may
+// have moved its resourceVersion without making it unavailable.
+func (b *Binder) claim(ctx context.Context, l *kobev1.ClusterLease, inst *kobev1.ClusterInstance) (*Result, error) {
+	boundAt := b.Clock.Now().UTC().Truncate(time.Second)
 	for try := 0; try < 2; try++ {
 		if !Available(inst) {
-			return fmt.Errorf("%w: member %s is no longer available", errMemberTaken, inst.Name)
+			return nil, fmt.Errorf("%w: member %s is no longer available", errMemberTaken, inst.Name)
 		}
-		SetMemberBinding(inst, l)
+		SetMemberBinding(inst, l, boundAt)
 		err := b.Client.Update(ctx, inst)
-		if err == nil {
-			return nil
-		}
-		if apierrors.IsNotFound(err) {
-			return fmt.Errorf("%w: member %s is gone", errMemberTaken, inst.Name)
-		}
-		if !apierrors.IsConflict(err) {
-			return fmt.Errorf("claiming member %s: %w", inst.Name, err)
+		switch {
+		case err == nil:
+			return &Result{Lease: l, Instance: inst}, nil
+		case apierrors.IsNotFound(err):
+			return nil, fmt.Errorf("%w: member %s is gone", errMemberTaken, inst.Name)
+		case Uncertain(err):
+			return nil, fmt.Errorf("%w: claiming member %s: %w", ErrUncertain, inst.Name, err)
+		case !apierrors.IsConflict(err):
+			return nil, fmt.Errorf("claiming member %s: %w", inst.Name, err)
 		}
 		fresh := &kobev1.ClusterInstance{}
 		if gerr := b.Client.Get(ctx, client.ObjectKeyFromObject(inst), fresh); gerr != nil {
 			if apierrors.IsNotFound(gerr) {
-				return fmt.Errorf("%w: member %s is gone", errMemberTaken, inst.Name)
+				return nil, fmt.Errorf("%w: member %s is gone", errMemberTaken, inst.Name)
 			}
-			return fmt.Errorf("re-reading member %s: %w", inst.Name, gerr)
+			return nil, fmt.Errorf("re-reading member %s: %w", inst.Name, gerr)
 		}
 		*inst = *fresh
 	}
-	return fmt.Errorf("%w: member %s kept changing", errMemberTaken, inst.Name)
+	return nil, fmt.Errorf("%w: member %s kept changing", errMemberTaken, inst.Name)
+}
+
+// Uncertain reports whether a failed write may still have been applied by
+// the API server: anything but a refusal it answered with a 4xx status.
+func Uncertain(err error) bool {
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		code := status.Status().Code
+		return code == 0 || code >= 500
+	}
+	return true
 }
 
 // SetMemberBinding writes the member side of a binding into inst: the lease
-// reference, the lease label, and the lease as controller owner so that
-// deleting the pool does not take a member in use with it.
-func SetMemberBinding(inst *kobev1.ClusterInstance, l *kobev1.ClusterLease) {
-	inst.Spec.LeaseRef = &kobev1.LeaseBinding{Name: l.Name, UID: l.UID}
+// reference with the moment the bind takes effect, the lease label, and the
+// lease as controller owner so that deleting the pool does not take a member
+// in use with it.
+func SetMemberBinding(inst *kobev1.ClusterInstance, l *kobev1.ClusterLease, boundAt time.Time) {
+	inst.Spec.LeaseRef = &kobev1.LeaseBinding{Name: l.Name, UID: l.UID, BoundAt: ptr.To(metav1.NewTime(boundAt.UTC().Truncate(time.Second)))}
 	if inst.Labels == nil {
 		inst.Labels = map[string]string{}
 	}
@@ -242,13 +257,95 @@ func SetMemberBinding(inst *kobev1.ClusterInstance, l *kobev1.ClusterLease) {
 	inst.OwnerReferences = owners
 }
 
-func (b *Binder) rollback(ctx context.Context, l *kobev1.ClusterLease) error {
-	Unbind(l, b.Clock.Now())
-	return b.Client.Status().Update(ctx, l)
+// Names reports whether inst's write-once leaseRef names l: the member's
+// side of a bind, which alone makes the bind.
+func Names(inst *kobev1.ClusterInstance, l *kobev1.ClusterLease) bool {
+	return inst.Spec.LeaseRef != nil && inst.Spec.LeaseRef.UID != "" && inst.Spec.LeaseRef.UID == l.UID
 }
 
-// Unbind turns a claimed-but-unconfirmed lease back into a queued one, in
-// memory; the caller persists it with a fenced status write.
+// BoundAt is when inst's bind to l took effect: its leaseRef.boundAt, else
+// (a member bound before boundAt was recorded) the lease's creation, which
+// errs towards an earlier expiry.
+func BoundAt(inst *kobev1.ClusterInstance, l *kobev1.ClusterLease) time.Time {
+	if ref := inst.Spec.LeaseRef; ref != nil && ref.BoundAt != nil {
+		return ref.BoundAt.Time
+	}
+	return l.CreationTimestamp.Time
+}
+
+// RecordBound writes in memory the lease's copy of a bind that inst
+// confirms (Names): phase Bound, instanceRef, boundAt, expiresAt = boundAt +
+// ttl, and the Bound condition. The caller persists it with a fenced status
+// write; a lease already Bound to inst keeps its expiry (and extensions).
+func RecordBound(l *kobev1.ClusterLease, inst *kobev1.ClusterInstance, ttl time.Duration) {
+	ref := &kobev1.ObjectRef{Name: inst.Name, UID: inst.UID}
+	if l.Status.Phase == kobev1.LeaseBound && l.Status.InstanceRef != nil && *l.Status.InstanceRef == *ref && l.Status.ExpiresAt != nil {
+		return
+	}
+	at := metav1.NewTime(BoundAt(inst, l).UTC())
+	expires := metav1.NewTime(at.Add(ttl))
+	l.Status.Phase = kobev1.LeaseBound
+	l.Status.InstanceRef = ref
+	l.Status.BoundAt = &at
+	l.Status.ExpiresAt = &expires
+	l.Status.QueuePosition = 0
+	l.Status.ObservedGeneration = l.Generation
+	meta.SetStatusCondition(&l.Status.Conditions, metav1.Condition{
+		Type: kobev1.ConditionBound, Status: metav1.ConditionTrue, Reason: kobev1.ReasonBound,
+		Message: fmt.Sprintf("bound to %s", inst.Name), ObservedGeneration: l.Generation, LastTransitionTime: at,
+	})
+}
+
+// Record picks, among members, the one that is l's bind: the member its
+// status names when that member names l back, else (no status copy yet) the
+// only member that names l. Two members naming l (a claim the API server
+// applied after its binder gave up) with no status copy to choose between
+// them give nil: the lease controller records the earliest (Elect) and the
+// other is recycled.
+func Record(members []kobev1.ClusterInstance, l *kobev1.ClusterLease) *kobev1.ClusterInstance {
+	var found *kobev1.ClusterInstance
+	n := 0
+	for i := range members {
+		m := &members[i]
+		if !Names(m, l) {
+			continue
+		}
+		if ref := l.Status.InstanceRef; ref != nil && ref.UID == m.UID {
+			return m
+		}
+		found = m
+		n++
+	}
+	if l.Status.InstanceRef != nil || n != 1 {
+		return nil
+	}
+	return found
+}
+
+// Elect picks, among members, the one a lease's status copy should name
+// when several name l: the earliest bind, then the first by name. It is nil
+// when none names l.
+func Elect(members []kobev1.ClusterInstance, l *kobev1.ClusterLease) *kobev1.ClusterInstance {
+	var named []*kobev1.ClusterInstance
+	for i := range members {
+		if Names(&members[i], l) {
+			named = append(named, &members[i])
+		}
+	}
+	if len(named) == 0 {
+		return nil
+	}
+	return slices.MinFunc(named, func(a, b *kobev1.ClusterInstance) int {
+		if c := BoundAt(a, l).Compare(BoundAt(b, l)); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+}
+
+// Unbind turns a lease whose status names a member that does not name it
+// back into a queued one, in memory; the caller persists it with a fenced
+// status write.
 func Unbind(l *kobev1.ClusterLease, now time.Time) {
 	l.Status.Phase = kobev1.LeasePending
 	l.Status.InstanceRef = nil
@@ -260,8 +357,8 @@ func Unbind(l *kobev1.ClusterLease, now time.Time) {
 	})
 }
 
-// Consistent reports whether the member side of a bound lease points back.
+// Consistent reports whether both sides of a bind agree: the lease's status
+// names inst and inst's leaseRef names the lease.
 func Consistent(l *kobev1.ClusterLease, inst *kobev1.ClusterInstance) bool {
-	return l.Status.InstanceRef != nil && inst.Spec.LeaseRef != nil &&
-		inst.UID == l.Status.InstanceRef.UID && inst.Spec.LeaseRef.UID == l.UID
+	return l.Status.InstanceRef != nil && inst.UID == l.Status.InstanceRef.UID && Names(inst, l)
 }

@@ -1,33 +1,44 @@
 package binding_test
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/binding"
+	"github.com/kunobi-ninja/kobe/internal/index"
 	"github.com/kunobi-ninja/kobe/internal/testenv"
 )
 
-// TestConcurrentBindsNeverDoubleBook races many leases, each with its own
-// Binder (as if on its own replica), for fewer members than leases, against
-// a real API server: every member ends with at most one lease, every lease
-// with at most one member, and both sides of every binding agree.
+// TestConcurrentBindsNeverDoubleBook races many leases for fewer members,
+// each lease bound by its own Binder (as if on its own replica, with its own
+// in-flight set), against a real API server, each winner recording the bind
+// on its lease as the API and the controller do: every member ends with at
+// most one lease, every lease with at most one member, both sides of every
+// binding agree, and a member some lease's status names is never claimed.
 func TestConcurrentBindsNeverDoubleBook(t *testing.T) {
 	env := testenv.Start(t)
 	ctx := t.Context()
 	c := env.Client
+	mgr := env.NewManager(t, "default")
+	if err := index.Setup(ctx, mgr); err != nil {
+		t.Fatal(err)
+	}
+	testenv.StartManager(t, mgr)
 	const members, leases = 5, 24
 
 	pool := &kobev1.ClusterPool{ObjectMeta: metav1.ObjectMeta{Name: "race", Namespace: "default"}, Spec: kobev1.ClusterPoolSpec{Backend: kobev1.BackendSpec{Type: kobev1.BackendLocal}}}
 	must(t, c.Create(ctx, pool))
-	for i := 0; i < members; i++ {
+	var forbidden *kobev1.ClusterInstance
+	for i := 0; i < members+1; i++ {
 		inst := &kobev1.ClusterInstance{
 			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pool-race-%d", i), Namespace: "default", Labels: map[string]string{kobev1.LabelPool: "race"}},
 			Spec:       kobev1.ClusterInstanceSpec{PoolRef: kobev1.ObjectRef{Name: "race", UID: pool.UID}, Backend: kobev1.BackendSpec{Type: kobev1.BackendLocal}},
@@ -35,28 +46,50 @@ func TestConcurrentBindsNeverDoubleBook(t *testing.T) {
 		must(t, c.Create(ctx, inst))
 		inst.Status.Phase = kobev1.InstanceReady
 		must(t, c.Status().Update(ctx, inst))
+		forbidden = inst
 	}
+	// The last member is named by a lease's status (forged): never claimed.
+	forged := &kobev1.ClusterLease{ObjectMeta: metav1.ObjectMeta{Name: "forged", Namespace: "default"}, Spec: kobev1.ClusterLeaseSpec{Pool: "elsewhere"}}
+	must(t, c.Create(ctx, forged))
+	forged.Status = kobev1.ClusterLeaseStatus{Phase: kobev1.LeaseBound, InstanceRef: &kobev1.ObjectRef{Name: forbidden.Name, UID: forbidden.UID}}
+	must(t, c.Status().Update(ctx, forged))
+
 	ls := make([]*kobev1.ClusterLease, leases)
 	for i := range ls {
 		ls[i] = &kobev1.ClusterLease{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("lease-%02d", i), Namespace: "default"}, Spec: kobev1.ClusterLeaseSpec{Pool: "race"}}
 		must(t, c.Create(ctx, ls[i]))
 	}
-
-	// Each lease is bound by two binders at once (API fast path and
-	// controller), each binder with its own in-flight set (other replicas).
-	var wg sync.WaitGroup
-	errs := make(chan error, 2*leases)
-	for i := range ls {
-		for range 2 {
-			wg.Add(1)
-			go func(l kobev1.ClusterLease) {
-				defer wg.Done()
-				b := &binding.Binder{Client: c, Reader: c, Clock: clock.RealClock{}}
-				if _, err := b.Bind(ctx, &l, time.Hour); err != nil {
-					errs <- err
-				}
-			}(*ls[i].DeepCopy())
+	testenv.Eventually(t, 15*time.Second, "the cache to see every member and the forged lease", func() error {
+		var got kobev1.ClusterLeaseList
+		if err := mgr.GetClient().List(ctx, &got, client.InNamespace("default"), client.MatchingFields{index.LeaseInstanceUID: string(forbidden.UID)}); err != nil {
+			return err
 		}
+		var insts kobev1.ClusterInstanceList
+		if err := mgr.GetClient().List(ctx, &insts, client.InNamespace("default")); err != nil {
+			return err
+		}
+		if len(got.Items) != 1 || len(insts.Items) != members+1 {
+			return fmt.Errorf("%d leases name the forbidden member, %d members", len(got.Items), len(insts.Items))
+		}
+		return nil
+	})
+
+	var wg sync.WaitGroup
+	errs := make(chan error, leases)
+	for i := range ls {
+		wg.Go(func() {
+			l := ls[i].DeepCopy()
+			b := &binding.Binder{Client: mgr.GetClient(), Reader: mgr.GetClient(), Clock: clock.RealClock{}}
+			res, err := b.Bind(ctx, l)
+			if err != nil {
+				errs <- err
+				return
+			}
+			binding.RecordBound(l, res.Instance, time.Hour)
+			if err := c.Status().Update(ctx, l); err != nil {
+				errs <- fmt.Errorf("recording %s: %w", l.Name, err)
+			}
+		})
 	}
 	wg.Wait()
 	close(errs)
@@ -79,9 +112,18 @@ func TestConcurrentBindsNeverDoubleBook(t *testing.T) {
 	}
 	memberOfLease := map[string]string{}
 	for _, inst := range gotInst.Items {
+		if inst.Name == forbidden.Name {
+			if inst.Spec.LeaseRef != nil {
+				t.Errorf("member %s, named by a forged lease status, was claimed by %s", inst.Name, inst.Spec.LeaseRef.Name)
+			}
+			continue
+		}
 		if inst.Spec.LeaseRef == nil {
 			t.Errorf("member %s was left unbound with %d leases competing", inst.Name, leases)
 			continue
+		}
+		if inst.Spec.LeaseRef.BoundAt == nil {
+			t.Errorf("member %s records no boundAt", inst.Name)
 		}
 		if prev, dup := memberOfLease[inst.Spec.LeaseRef.Name]; dup {
 			t.Errorf("lease %s holds two members: %s and %s", inst.Spec.LeaseRef.Name, prev, inst.Name)
@@ -89,24 +131,80 @@ func TestConcurrentBindsNeverDoubleBook(t *testing.T) {
 		memberOfLease[inst.Spec.LeaseRef.Name] = inst.Name
 		l := leaseByName[inst.Spec.LeaseRef.Name]
 		if l == nil || !binding.Consistent(l, &inst) || l.Status.Phase != kobev1.LeaseBound {
-			t.Errorf("member %s points at lease %s, which does not point back (%+v)", inst.Name, inst.Spec.LeaseRef.Name, l.Status)
+			t.Errorf("member %s points at lease %s, whose status does not point back", inst.Name, inst.Spec.LeaseRef.Name)
+			continue
+		}
+		if got := l.Status.ExpiresAt.Sub(inst.Spec.LeaseRef.BoundAt.Time); got != time.Hour {
+			t.Errorf("lease %s expires %s after its member's boundAt, want 1h", l.Name, got)
 		}
 	}
 	bound := 0
 	for _, l := range gotLeases.Items {
+		if l.Name == forged.Name {
+			continue
+		}
 		if l.Status.Phase == kobev1.LeaseBound {
 			bound++
 			if memberOfLease[l.Name] != l.Status.InstanceRef.Name {
 				t.Errorf("lease %s says it holds %s, but that member does not point back", l.Name, l.Status.InstanceRef.Name)
 			}
 		} else if l.Status.InstanceRef != nil {
-			t.Errorf("unbound lease %s still names member %s", l.Name, l.Status.InstanceRef.Name)
+			t.Errorf("unbound lease %s names member %s", l.Name, l.Status.InstanceRef.Name)
 		}
 	}
 	if bound != members {
 		t.Errorf("%d leases bound, want exactly %d (one per member)", bound, members)
 	}
 }
+
+// TestRecordAndElect: a lease's bind is the member that names it; with two
+// (a claim applied after its binder gave up) and no status copy, Record
+// refuses to choose and Elect takes the earliest.
+func TestRecordAndElect(t *testing.T) {
+	l := &kobev1.ClusterLease{ObjectMeta: metav1.ObjectMeta{Name: "l", UID: "l-uid"}}
+	at := func(s int) *metav1.Time { t := metav1.NewTime(time.Unix(1_700_000_000+int64(s), 0)); return &t }
+	m := func(name string, ref *kobev1.LeaseBinding) kobev1.ClusterInstance {
+		return kobev1.ClusterInstance{ObjectMeta: metav1.ObjectMeta{Name: name, UID: k8stypes.UID("uid-" + name)}, Spec: kobev1.ClusterInstanceSpec{LeaseRef: ref}}
+	}
+	other := m("x", &kobev1.LeaseBinding{Name: "other", UID: "other-uid", BoundAt: at(0)})
+	late := m("b", &kobev1.LeaseBinding{Name: "l", UID: "l-uid", BoundAt: at(5)})
+	early := m("c", &kobev1.LeaseBinding{Name: "l", UID: "l-uid", BoundAt: at(1)})
+	sameName := m("y", &kobev1.LeaseBinding{Name: "l", UID: "old-incarnation", BoundAt: at(0)})
+
+	if got := binding.Record([]kobev1.ClusterInstance{other, late, sameName}, l); got == nil || got.Name != "b" {
+		t.Errorf("Record with one member naming the lease = %v, want b", got)
+	}
+	if got := binding.Record([]kobev1.ClusterInstance{late, early}, l); got != nil {
+		t.Errorf("Record with two members naming the lease and no status copy = %s, want none", got.Name)
+	}
+	if got := binding.Elect([]kobev1.ClusterInstance{late, early, other}, l); got == nil || got.Name != "c" {
+		t.Errorf("Elect = %v, want the earliest bind c", got)
+	}
+	withCopy := l.DeepCopy()
+	withCopy.Status.InstanceRef = &kobev1.ObjectRef{Name: "b", UID: late.UID}
+	if got := binding.Record([]kobev1.ClusterInstance{late, early}, withCopy); got == nil || got.Name != "b" {
+		t.Errorf("Record with a status copy naming b = %v, want b", got)
+	}
+	forged := l.DeepCopy()
+	forged.Status.InstanceRef = &kobev1.ObjectRef{Name: "x", UID: other.UID}
+	if got := binding.Record([]kobev1.ClusterInstance{other, late}, forged); got != nil {
+		t.Errorf("Record with a status naming a member of another lease = %s, want none", got.Name)
+	}
+	if binding.Elect([]kobev1.ClusterInstance{other, sameName}, l) != nil {
+		t.Error("Elect picked a member that names another lease (or another incarnation)")
+	}
+
+	rec := l.DeepCopy()
+	binding.RecordBound(rec, &early, 30*time.Minute)
+	if rec.Status.Phase != kobev1.LeaseBound || !rec.Status.BoundAt.Equal(early.Spec.LeaseRef.BoundAt) ||
+		rec.Status.ExpiresAt.Sub(early.Spec.LeaseRef.BoundAt.Time) != 30*time.Minute || rec.Status.InstanceRef.UID != early.UID {
+		t.Errorf("RecordBound: %+v", rec.Status)
+	}
+	if err := errors.New("x"); !binding.Uncertain(err) {
+		t.Error("a transport error is not uncertain")
+	}
+}
+
 
 func must(t *testing.T, err error) {
 	t.Helper()

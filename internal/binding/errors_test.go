@@ -19,30 +19,37 @@ import (
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/binding"
+	"github.com/kunobi-ninja/kobe/internal/index"
 )
 
 // TestBindSaysWhyItFailed is a unit test of one step: when the API server
-// refuses a write for a reason other than a race, Bind reports that reason
-// (so the lease controller logs it and backs off) instead of "no ready
-// member", and it rolls the lease back. Races themselves are proven against
-// the real API server in TestConcurrentBindsNeverDoubleBook.
+// refuses the member's claim for a reason other than a race, Bind reports
+// that reason (so the lease controller logs it and backs off) instead of
+// "no ready member"; when the claim's outcome is unknown (a 5xx, a timeout)
+// it says so with ErrUncertain and tries no other member; and a member that
+// some lease's status names is never claimed. Bind never writes the lease.
+// Races themselves are proven against the real API server in
+// TestConcurrentBindsNeverDoubleBook.
 func TestBindSaysWhyItFailed(t *testing.T) {
 	forbidden := apierrors.NewForbidden(schema.GroupResource{Group: kobev1.GroupVersion.Group, Resource: "clusterinstances"}, "m", errors.New("RBAC says no"))
-	conflict := apierrors.NewConflict(schema.GroupResource{Group: kobev1.GroupVersion.Group, Resource: "clusterleases"}, "l", errors.New("changed"))
+	conflict := apierrors.NewConflict(schema.GroupResource{Group: kobev1.GroupVersion.Group, Resource: "clusterinstances"}, "m", errors.New("changed"))
 	unavailable := apierrors.NewServiceUnavailable("etcd is unhappy")
 	tests := []struct {
 		name         string
 		memberUpdate error // returned by every member Update
-		leaseStatus  error // returned by the lease's first status write
 		noMembers    bool
+		namedBy      bool // another lease's status names the member
 		wantLostRace bool
 		wantIs       error
 		wantText     string
+		wantUpdates  int
 	}{
-		{"member write forbidden", forbidden, nil, false, false, nil, "RBAC says no"},
-		{"lease claim refused by the API server", nil, unavailable, false, false, nil, "etcd is unhappy"},
-		{"lease changed under the binder", nil, conflict, false, true, binding.ErrLeaseChanged, ""},
-		{"no ready member at all", nil, nil, true, true, binding.ErrNoReadyMember, ""},
+		{"member write forbidden", forbidden, false, false, false, nil, "RBAC says no", 2},
+		{"member write outcome unknown (5xx)", unavailable, false, false, false, binding.ErrUncertain, "etcd is unhappy", 1},
+		{"member write outcome unknown (deadline)", context.DeadlineExceeded, false, false, false, binding.ErrUncertain, "deadline", 1},
+		{"member changed under the binder", conflict, false, false, true, binding.ErrNoReadyMember, "", 4},
+		{"no ready member at all", nil, true, false, true, binding.ErrNoReadyMember, "", 0},
+		{"the only member is named by a lease's status", nil, false, true, true, binding.ErrNoReadyMember, "", 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -53,27 +60,35 @@ func TestBindSaysWhyItFailed(t *testing.T) {
 			l := &kobev1.ClusterLease{ObjectMeta: metav1.ObjectMeta{Name: "l", Namespace: "default", UID: "lease-uid"}, Spec: kobev1.ClusterLeaseSpec{Pool: "p"}}
 			objs := []client.Object{l}
 			if !tt.noMembers {
-				objs = append(objs, &kobev1.ClusterInstance{
-					ObjectMeta: metav1.ObjectMeta{Name: "m", Namespace: "default", UID: "m-uid", Labels: map[string]string{kobev1.LabelPool: "p"}},
-					Status:     kobev1.ClusterInstanceStatus{Phase: kobev1.InstanceReady},
-				})
+				// Two members: a failure that is not a lost race must stop
+				// at the first only when its outcome is unknown.
+				for _, n := range []string{"m1", "m2"} {
+					objs = append(objs, &kobev1.ClusterInstance{
+						ObjectMeta: metav1.ObjectMeta{Name: n, Namespace: "default", UID: types.UID(n + "-uid"), Labels: map[string]string{kobev1.LabelPool: "p"}},
+						Status:     kobev1.ClusterInstanceStatus{Phase: kobev1.InstanceReady},
+					})
+				}
 			}
-			leaseWrites := 0
+			if tt.namedBy {
+				objs = objs[:2] // one member only
+				objs = append(objs, &kobev1.ClusterLease{ObjectMeta: metav1.ObjectMeta{Name: "forged", Namespace: "default", UID: "forged-uid"},
+					Status: kobev1.ClusterLeaseStatus{Phase: kobev1.LeaseBound, InstanceRef: &kobev1.ObjectRef{Name: "m1", UID: "m1-uid"}}})
+			}
+			updates, leaseWrites := 0, 0
 			c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).WithStatusSubresource(&kobev1.ClusterLease{}, &kobev1.ClusterInstance{}).
+				WithIndex(&kobev1.ClusterLease{}, index.LeaseInstanceUID, index.LeaseInstance).
 				WithInterceptorFuncs(interceptor.Funcs{
 					Update: func(ctx context.Context, c client.WithWatch, o client.Object, opts ...client.UpdateOption) error {
-						if _, ok := o.(*kobev1.ClusterInstance); ok && tt.memberUpdate != nil {
-							return tt.memberUpdate
+						if _, ok := o.(*kobev1.ClusterInstance); ok {
+							updates++
+							if tt.memberUpdate != nil {
+								return tt.memberUpdate
+							}
 						}
 						return c.Update(ctx, o, opts...)
 					},
 					SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, o client.Object, opts ...client.SubResourceUpdateOption) error {
-						if _, ok := o.(*kobev1.ClusterLease); ok {
-							leaseWrites++
-							if leaseWrites == 1 && tt.leaseStatus != nil {
-								return tt.leaseStatus
-							}
-						}
+						leaseWrites++
 						return c.SubResource(sub).Update(ctx, o, opts...)
 					},
 				}).Build()
@@ -82,7 +97,7 @@ func TestBindSaysWhyItFailed(t *testing.T) {
 				t.Fatal(err)
 			}
 			b := &binding.Binder{Client: c, Reader: c, Clock: clocktesting.NewFakePassiveClock(time.Now())}
-			_, err := b.Bind(t.Context(), fresh, time.Hour)
+			_, err := b.Bind(t.Context(), fresh)
 			if err == nil {
 				t.Fatal("Bind succeeded, want a failure")
 			}
@@ -95,13 +110,20 @@ func TestBindSaysWhyItFailed(t *testing.T) {
 			if tt.wantText != "" && !strings.Contains(err.Error(), tt.wantText) {
 				t.Errorf("err = %v, want it to carry %q", err, tt.wantText)
 			}
-			// Whatever happened, the lease is not left claiming a member.
-			stored := &kobev1.ClusterLease{}
-			if err := c.Get(t.Context(), types.NamespacedName{Namespace: "default", Name: "l"}, stored); err != nil {
+			if updates != tt.wantUpdates {
+				t.Errorf("%d member writes, want %d", updates, tt.wantUpdates)
+			}
+			if leaseWrites != 0 {
+				t.Errorf("Bind wrote the lease's status %d times; it must never write it", leaseWrites)
+			}
+			var ms kobev1.ClusterInstanceList
+			if err := c.List(t.Context(), &ms); err != nil {
 				t.Fatal(err)
 			}
-			if stored.Status.Phase == kobev1.LeaseBound || stored.Status.InstanceRef != nil {
-				t.Errorf("lease after a failed bind: %+v, want not bound", stored.Status)
+			for _, m := range ms.Items {
+				if m.Spec.LeaseRef != nil {
+					t.Errorf("member %s names lease %s after a failed bind", m.Name, m.Spec.LeaseRef.Name)
+				}
 			}
 		})
 	}

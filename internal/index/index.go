@@ -17,7 +17,31 @@ const (
 	LeasePool = "spec.pool"
 	// LeaseIdentity indexes ClusterLeases by spec.requester.identity.
 	LeaseIdentity = "spec.requester.identity"
+	// LeaseInstanceUID indexes ClusterLeases by status.instanceRef.uid: the
+	// binder skips a member that any lease's status names (package binding).
+	LeaseInstanceUID = "status.instanceRef.uid"
+	// InstanceLeaseUID indexes ClusterInstances by spec.leaseRef.uid: the
+	// members that name a lease (the record of its bind, package binding).
+	InstanceLeaseUID = "spec.leaseRef.uid"
 )
+
+// LeaseInstance is the LeaseInstanceUID index function.
+func LeaseInstance(o client.Object) []string {
+	l, ok := o.(*kobev1.ClusterLease)
+	if !ok || l.Status.InstanceRef == nil || l.Status.InstanceRef.UID == "" {
+		return nil
+	}
+	return []string{string(l.Status.InstanceRef.UID)}
+}
+
+// InstanceLease is the InstanceLeaseUID index function.
+func InstanceLease(o client.Object) []string {
+	inst, ok := o.(*kobev1.ClusterInstance)
+	if !ok || inst.Spec.LeaseRef == nil || inst.Spec.LeaseRef.UID == "" {
+		return nil
+	}
+	return []string{string(inst.Spec.LeaseRef.UID)}
+}
 
 // Setup registers every index on the manager's cache.
 func Setup(ctx context.Context, mgr ctrl.Manager) error {
@@ -31,6 +55,12 @@ func Setup(ctx context.Context, mgr ctrl.Manager) error {
 		return []string{o.(*kobev1.ClusterLease).Spec.Requester.Identity}
 	}); err != nil {
 		return fmt.Errorf("indexing leases by identity: %w", err)
+	}
+	if err := fi.IndexField(ctx, &kobev1.ClusterLease{}, LeaseInstanceUID, LeaseInstance); err != nil {
+		return fmt.Errorf("indexing leases by member: %w", err)
+	}
+	if err := fi.IndexField(ctx, &kobev1.ClusterInstance{}, InstanceLeaseUID, InstanceLease); err != nil {
+		return fmt.Errorf("indexing members by lease: %w", err)
 	}
 	return nil
 }

@@ -83,21 +83,21 @@ func (s *Service) Create(ctx context.Context, p *auth.Principal, req CreateReque
 	}
 
 	out := &Lease{Object: l, Pool: pl, Owned: true}
-	kc, err := s.bindNow(ctx, l, ttl)
-	if err != nil {
+	fp, err := s.bindNow(ctx, p, l, ttl, start)
+	switch {
+	case err != nil:
 		s.audit(p, "create", l.Name, pl.Name, "failed: kubeconfig")
 		metrics.LeaseRequest(pl.Name, "error")
 		return nil, err
-	}
-	if out.Bound() {
-		out.Kubeconfig = kc
-		metrics.LeaseBound(pl.Name, "api", s.opts.Clock.Since(start))
-		metrics.LeaseRequest(pl.Name, "bound")
-		s.audit(p, "create", l.Name, pl.Name, "bound to "+l.Status.InstanceRef.Name)
-		s.opts.Recorder.Eventf(l, nil, "Normal", kobev1.ReasonBound, "Create", "Leased by %s (policy %s, method %s), bound to %s", p.Identity, p.Policy, p.Method, l.Status.InstanceRef.Name)
+	case fp.bound != nil:
+		out.Object, out.Kubeconfig = fp.bound, fp.kubeconfig
+		s.audit(p, "create", l.Name, pl.Name, "bound to "+fp.bound.Status.InstanceRef.Name)
 		return out, nil
+	case !fp.uncertain:
+		// A claim that may have landed is left to the lease controller,
+		// which looks for it before binding; Pending would let it bind at once.
+		s.markPending(ctx, l)
 	}
-	s.markPending(ctx, l)
 	pos, err := s.positionsNow(ctx, pl.Name)
 	if err != nil {
 		return nil, err
@@ -204,19 +204,107 @@ func (s *Service) newLease(p *auth.Principal, poolName string, ttl time.Duration
 	return l, nil
 }
 
+// ClaimBudget bounds the fast path's member claim, counted from the moment
+// the lease was queued (lease.QueuedAt). It is shorter than
+// lease.InFlightGrace, so the lease controller never claims a member for a
+// lease while the fast path still may.
+const ClaimBudget = 3 * time.Second
+
+// AfterAnswerTimeout bounds the work done after a hand-out's answer (the
+// lease's status copy, its Event) and a failed hand-out's undo.
+const AfterAnswerTimeout = 10 * time.Second
+
 // bindNow binds a new lease at once when its pool has a Ready member and
-// nobody is queued ahead of it; otherwise the lease controller binds it
-// later. It returns the kubeconfig once bound. A lease bound but without a
-// kubeconfig is released at once, so that it holds nothing, and reported
-// as an error.
-func (s *Service) bindNow(ctx context.Context, l *kobev1.ClusterLease, ttl time.Duration) ([]byte, error) {
-	if !s.bind(ctx, l, ttl) {
-		return nil, nil
+// nobody waits ahead of it; otherwise the lease controller binds it later.
+// The bind is the member's claim alone (package binding): its successful
+// answer confirms the bind, so the kubeconfig is minted from it at once and
+// the lease's status copy, Event and metrics are left to s.opts.Defer. The
+// claim runs on a context the caller cannot cancel, bounded by ClaimBudget:
+// a caller who hangs up leaves a member that names the lease (which the
+// deferred write or the lease controller records) or one it never touched.
+// It returns the lease as its caller sees it and its kubeconfig, or nil
+// when the lease stays queued. A lease bound but without a kubeconfig is
+// ended at once, so that its member is recycled, and reported as an error.
+func (s *Service) bindNow(ctx context.Context, p *auth.Principal, l *kobev1.ClusterLease, ttl time.Duration, start time.Time) (fastPath, error) {
+	if !s.headOfQueue(ctx, l) {
+		return fastPath{}, nil
 	}
-	kc, mintErr := s.kubeconfig(ctx, l)
-	if mintErr == nil {
-		return kc, nil
+	detached := context.WithoutCancel(ctx)
+	claimCtx, cancel := context.WithDeadline(detached, lease.QueuedAt(l).Add(ClaimBudget))
+	res, err := s.opts.Binder.Bind(claimCtx, l)
+	cancel()
+	if err != nil {
+		s.opts.Log.V(1).Info("Fast-path bind failed; the lease is queued", "lease", l.Name, "error", err.Error())
+		return fastPath{uncertain: errors.Is(err, binding.ErrUncertain)}, nil
 	}
+	bound := l.DeepCopy()
+	binding.RecordBound(bound, res.Instance, ttl)
+
+	mintCtx, cancel := context.WithTimeout(detached, AfterAnswerTimeout)
+	defer cancel()
+	kc, mintErr := s.kubeconfig(mintCtx, bound, res.Instance)
+	if mintErr != nil {
+		return fastPath{}, s.withdraw(mintCtx, l, mintErr)
+	}
+	elapsed := s.opts.Clock.Since(start)
+	created, member := l.DeepCopy(), res.Instance.DeepCopy()
+	s.opts.Defer(func() {
+		ctx, cancel := context.WithTimeout(detached, AfterAnswerTimeout)
+		defer cancel()
+		if err := s.recordBound(ctx, created, member, ttl); err != nil {
+			// The lease controller records it from the member.
+			s.opts.Log.Info("Could not record a bind on its lease; the lease controller will", "lease", created.Name, "member", member.Name, "error", err.Error())
+		}
+		metrics.LeaseBound(created.Spec.Pool, "api", elapsed)
+		metrics.LeaseRequest(created.Spec.Pool, "bound")
+		s.opts.Recorder.Eventf(bound, member, "Normal", kobev1.ReasonBound, "Create", "Leased by %s (policy %s, method %s), bound to %s", p.Identity, p.Policy, p.Method, member.Name)
+	})
+	return fastPath{bound: bound, kubeconfig: kc}, nil
+}
+
+// fastPath is what the request path made of a new lease.
+type fastPath struct {
+	// bound is the lease as its caller sees it once bound (its status copy
+	// filled in memory), with its kubeconfig; nil when it stays queued.
+	bound      *kobev1.ClusterLease
+	kubeconfig []byte
+	// uncertain: a member claim may have landed; the lease must not be
+	// marked Pending (see Create).
+	uncertain bool
+}
+
+// headOfQueue reports whether nobody waits ahead of the new lease l.
+func (s *Service) headOfQueue(ctx context.Context, l *kobev1.ClusterLease) bool {
+	var ls kobev1.ClusterLeaseList
+	if err := s.opts.Reader.List(ctx, &ls, client.InNamespace(l.Namespace), client.MatchingFields{index.LeasePool: l.Spec.Pool}); err != nil {
+		return false
+	}
+	return lease.Position(lease.Waiting(lease.Queue(ls.Items, l.Spec.Pool), s.opts.Clock.Now()), l) <= 1
+}
+
+// recordBound writes the lease's copy of the bind that inst confirms,
+// starting from l as created. It stops when the lease ended meanwhile (its
+// member is then recycled) or someone recorded the bind first.
+func (s *Service) recordBound(ctx context.Context, l *kobev1.ClusterLease, inst *kobev1.ClusterInstance, ttl time.Duration) error {
+	first := true
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if !first {
+			if err := s.opts.APIReader.Get(ctx, client.ObjectKeyFromObject(l), l); err != nil {
+				return client.IgnoreNotFound(err)
+			}
+		}
+		first = false
+		if !lease.IsActive(l) || l.UID != inst.Spec.LeaseRef.UID || l.Status.Phase == kobev1.LeaseBound {
+			return nil
+		}
+		binding.RecordBound(l, inst, ttl)
+		return s.opts.Client.Status().Update(ctx, l)
+	})
+}
+
+// withdraw ends a lease whose kubeconfig could not be minted, so that it
+// holds nothing (its member, if any, is recycled), and returns the error.
+func (s *Service) withdraw(ctx context.Context, l *kobev1.ClusterLease, mintErr error) error {
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if err := s.opts.APIReader.Get(ctx, client.ObjectKeyFromObject(l), l); err != nil || !lease.IsActive(l) {
 			return err
@@ -225,40 +313,9 @@ func (s *Service) bindNow(ctx context.Context, l *kobev1.ClusterLease, ttl time.
 		return s.opts.Client.Status().Update(ctx, l)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("%w; releasing the lease: %w", mintErr, err)
+		return fmt.Errorf("%w; releasing the lease: %w", mintErr, err)
 	}
-	return nil, fmt.Errorf("%w (the lease was released)", mintErr)
-}
-
-// bind tries to bind l on the request path and reports whether l is Bound.
-func (s *Service) bind(ctx context.Context, l *kobev1.ClusterLease, ttl time.Duration) bool {
-	var ls kobev1.ClusterLeaseList
-	if err := s.opts.Reader.List(ctx, &ls, client.InNamespace(l.Namespace), client.MatchingFields{index.LeasePool: l.Spec.Pool}); err != nil {
-		return false
-	}
-	if lease.Position(lease.Waiting(lease.Queue(ls.Items, l.Spec.Pool), s.opts.Clock.Now()), l) > 1 {
-		return false
-	}
-	for range 3 {
-		_, err := s.opts.Binder.Bind(ctx, l, ttl)
-		if err == nil {
-			return true
-		}
-		if !errors.Is(err, binding.ErrLeaseChanged) {
-			return false
-		}
-		// The lease controller got to it first: see what it did.
-		if err := s.opts.APIReader.Get(ctx, client.ObjectKeyFromObject(l), l); err != nil {
-			return false
-		}
-		if l.Status.Phase == kobev1.LeaseBound {
-			return true
-		}
-		if lease.IsEnded(l.Status.Phase) {
-			return false
-		}
-	}
-	return false
+	return fmt.Errorf("%w (the lease was released)", mintErr)
 }
 
 // markPending records that the fast path could not bind the lease, so that

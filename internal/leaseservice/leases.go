@@ -14,6 +14,7 @@ import (
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/auth"
+	"github.com/kunobi-ninja/kobe/internal/binding"
 	"github.com/kunobi-ninja/kobe/internal/index"
 	"github.com/kunobi-ninja/kobe/internal/lease"
 	"github.com/kunobi-ninja/kobe/internal/metrics"
@@ -111,13 +112,29 @@ func (s *Service) Extend(ctx context.Context, p *auth.Principal, ref string, by 
 		if err := s.opts.APIReader.Get(ctx, client.ObjectKeyFromObject(l), l); err != nil {
 			return err
 		}
+		// Only a bind its member confirms, read live, is extended; one whose
+		// status copy is not written yet gets it written with the extension.
+		pool := s.poolOrNil(ctx, l.Spec.Pool)
+		shown, inst, err := s.confirmed(ctx, l, pool)
+		if err != nil {
+			return err
+		}
+		if inst == nil {
+			*l = *shown
+			if err := lease.Extend(l, by, s.opts.Clock.Now()); err != nil {
+				refusal = err
+			} else {
+				refusal = fmt.Errorf("%w (no member confirms lease %s)", lease.ErrNotBound, l.Name)
+			}
+			return nil
+		}
+		binding.RecordBound(l, inst, lease.TTL(l, pool))
 		if err := lease.Extend(l, by, s.opts.Clock.Now()); err != nil {
 			refusal = err
 			return nil
 		}
 		// Mint before saving, so that a failure does not use up an extension.
-		var err error
-		if kc, err = s.kubeconfig(ctx, l); err != nil {
+		if kc, err = s.kubeconfig(ctx, l, inst); err != nil {
 			return err
 		}
 		return s.opts.Client.Status().Update(ctx, l)

@@ -181,6 +181,21 @@ func leaseObject(t *testing.T, name string) *kobev1.ClusterLease {
 	return l
 }
 
+// waitRecorded waits for the status copy of a bind answered by the fast
+// path (written after the answer) and returns the lease.
+func waitRecorded(t *testing.T, name string) *kobev1.ClusterLease {
+	t.Helper()
+	var l *kobev1.ClusterLease
+	testenv.Eventually(t, 10*time.Second, "lease "+name+" to record its bind", func() error {
+		l = leaseObject(t, name)
+		if l.Status.Phase != kobev1.LeaseBound || l.Status.InstanceRef == nil || l.Status.ExpiresAt == nil {
+			return fmt.Errorf("phase %q, instance %+v", l.Status.Phase, l.Status.InstanceRef)
+		}
+		return nil
+	})
+	return l
+}
+
 // leasesOfPool lists a pool's ClusterLeases from the API server.
 func leasesOfPool(t *testing.T, pool string) []kobev1.ClusterLease {
 	t.Helper()

@@ -43,6 +43,10 @@ type Options struct {
 	Clock     clock.PassiveClock
 	// Log receives one audit line per lease operation; never credentials.
 	Log logr.Logger
+	// Defer runs work that follows a hand-out's answer (the lease's status
+	// copy, its Event, metrics) on a context the caller cannot cancel.
+	// Default: go f(). A test may hold the work to count the answer's writes.
+	Defer func(f func())
 }
 
 // Service carries out lease and pool operations for authenticated callers.
@@ -58,6 +62,9 @@ type Service struct {
 func New(opts Options) *Service {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
+	}
+	if opts.Defer == nil {
+		opts.Defer = func(f func()) { go f() }
 	}
 	return &Service{opts: opts}
 }
@@ -223,19 +230,31 @@ func queuePositions(ls []kobev1.ClusterLease, pool string) func(*kobev1.ClusterL
 	}
 }
 
-// view renders one lease of its owner, with its live queue position and,
-// once Bound, a fresh kubeconfig.
+// view renders one lease of its owner, read live, with its live queue
+// position and, once its member confirms the bind, a fresh kubeconfig.
 func (s *Service) view(ctx context.Context, l *kobev1.ClusterLease) (*Lease, error) {
-	out := &Lease{Object: l, Pool: s.poolOrNil(ctx, l.Spec.Pool), Owned: true}
-	if lease.IsQueued(l) {
-		pos, err := s.positions(ctx, l.Spec.Pool)
+	live := &kobev1.ClusterLease{}
+	if err := s.opts.APIReader.Get(ctx, client.ObjectKeyFromObject(l), live); err != nil || live.UID != l.UID {
+		if err == nil || apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("%w: you hold no lease %q; GET /v1/leases lists yours", ErrLeaseNotFound, l.Name)
+		}
+		return nil, fmt.Errorf("reading lease %s: %w", l.Name, err)
+	}
+	pool := s.poolOrNil(ctx, live.Spec.Pool)
+	shown, inst, err := s.confirmed(ctx, live, pool)
+	if err != nil {
+		return nil, err
+	}
+	out := &Lease{Object: shown, Pool: pool, Owned: true}
+	if lease.IsQueued(shown) {
+		pos, err := s.positions(ctx, shown.Spec.Pool)
 		if err != nil {
 			return nil, err
 		}
-		out.QueuePosition = pos(l)
+		out.QueuePosition = pos(shown)
 	}
-	if out.Bound() {
-		kc, err := s.kubeconfig(ctx, l)
+	if inst != nil {
+		kc, err := s.kubeconfig(ctx, shown, inst)
 		if err != nil {
 			return nil, err
 		}
@@ -244,20 +263,92 @@ func (s *Service) view(ctx context.Context, l *kobev1.ClusterLease) (*Lease, err
 	return out, nil
 }
 
-// kubeconfig mints a kubeconfig for a bound lease from its member's access
-// Secret.
-func (s *Service) kubeconfig(ctx context.Context, l *kobev1.ClusterLease) ([]byte, error) {
-	if l.Status.InstanceRef == nil {
-		return nil, fmt.Errorf("lease %s is not bound", l.Name)
+// confirmed returns l as its owner may see it, and the member a kubeconfig
+// may be minted for, or nil. A kubeconfig is minted only when a live read of
+// the member shows its write-once leaseRef naming l's UID, the member is not
+// being deleted, and l (read live by the caller) is active and not past its
+// expiry. A lease whose status copy is not written yet is shown Bound, with
+// expiresAt = boundAt + ttl; a lease whose status names a member that does
+// not confirm it is shown Pending, without the member.
+func (s *Service) confirmed(ctx context.Context, l *kobev1.ClusterLease, pool *kobev1.ClusterPool) (*kobev1.ClusterLease, *kobev1.ClusterInstance, error) {
+	if !lease.IsActive(l) {
+		return l, nil, nil
 	}
-	key := types.NamespacedName{Namespace: l.Namespace, Name: memberaccess.SecretName(l.Status.InstanceRef.Name)}
+	inst, err := s.member(ctx, l)
+	if err != nil {
+		return nil, nil, err
+	}
+	shown := l.DeepCopy()
+	if inst == nil {
+		if l.Status.Phase == kobev1.LeaseBound || l.Status.InstanceRef != nil {
+			binding.Unbind(shown, s.opts.Clock.Now())
+		}
+		return shown, nil, nil
+	}
+	binding.RecordBound(shown, inst, lease.TTL(l, pool))
+	if !s.opts.Clock.Now().Before(shown.Status.ExpiresAt.Time) {
+		return shown, nil, nil // the lease controller ends it
+	}
+	return shown, inst, nil
+}
+
+// member finds, read live, the member whose leaseRef names l: the one l's
+// status names, else (no status copy yet) the one member naming l in the
+// cache (index.InstanceLeaseUID), or labelled with l on the API server while the fast path may still be
+// recording it. It is nil when no member confirms the bind, or when two do
+// and l's status does not say which (binding.Record).
+func (s *Service) member(ctx context.Context, l *kobev1.ClusterLease) (*kobev1.ClusterInstance, error) {
+	name := ""
+	if ref := l.Status.InstanceRef; ref != nil {
+		name = ref.Name
+	} else {
+		var ms kobev1.ClusterInstanceList
+		if err := s.opts.Reader.List(ctx, &ms, client.InNamespace(l.Namespace), client.MatchingFields{index.InstanceLeaseUID: string(l.UID)}); err != nil {
+			return nil, fmt.Errorf("listing members of lease %s: %w", l.Name, err)
+		}
+		if len(ms.Items) == 0 && l.Status.Phase == "" {
+			if err := s.opts.APIReader.List(ctx, &ms, client.InNamespace(l.Namespace), client.MatchingLabels{kobev1.LabelLease: l.Name}); err != nil {
+				return nil, fmt.Errorf("listing members of lease %s: %w", l.Name, err)
+			}
+		}
+		m := binding.Record(ms.Items, l)
+		if m == nil {
+			return nil, nil
+		}
+		name = m.Name
+	}
+	inst := &kobev1.ClusterInstance{}
+	err := s.opts.APIReader.Get(ctx, types.NamespacedName{Namespace: l.Namespace, Name: name}, inst)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("reading member %s: %w", name, err)
+	case !binding.Names(inst, l) || inst.DeletionTimestamp != nil:
+		return nil, nil
+	case l.Status.InstanceRef != nil && l.Status.InstanceRef.UID != inst.UID:
+		return nil, nil
+	}
+	return inst, nil
+}
+
+// kubeconfig mints a kubeconfig for l, bound to inst (which the caller has
+// confirmed), from inst's access Secret. The Secret must be owned by inst
+// (UID), not merely carry its name.
+func (s *Service) kubeconfig(ctx context.Context, l *kobev1.ClusterLease, inst *kobev1.ClusterInstance) ([]byte, error) {
+	key := types.NamespacedName{Namespace: inst.Namespace, Name: memberaccess.SecretName(inst.Name)}
 	sec := &corev1.Secret{}
 	err := s.opts.Reader.Get(ctx, key, sec)
-	if apierrors.IsNotFound(err) {
+	if apierrors.IsNotFound(err) || (err == nil && !ownedBy(sec, inst)) {
+		// The cache may not have seen it yet, or may hold an older Secret
+		// of a member of the same name.
 		err = s.opts.APIReader.Get(ctx, key, sec)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reading access Secret %s: %w", key, err)
+	}
+	if !ownedBy(sec, inst) {
+		return nil, fmt.Errorf("access Secret %s does not belong to member %s (uid %s)", key, inst.Name, inst.UID)
 	}
 	a, err := memberaccess.FromSecret(sec)
 	if err != nil {
@@ -268,6 +359,16 @@ func (s *Service) kubeconfig(ctx context.Context, l *kobev1.ClusterLease) ([]byt
 		return nil, fmt.Errorf("minting kubeconfig of lease %s: %w", l.Name, err)
 	}
 	return kc, nil
+}
+
+// ownedBy reports whether sec names inst (by UID) among its owners.
+func ownedBy(sec *corev1.Secret, inst *kobev1.ClusterInstance) bool {
+	for _, o := range sec.OwnerReferences {
+		if o.UID == inst.UID && o.Kind == "ClusterInstance" {
+			return true
+		}
+	}
+	return false
 }
 
 // audit logs one lease operation: who, under which policy, what, and the

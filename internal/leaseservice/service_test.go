@@ -39,7 +39,10 @@ func TestCreateGetExtendRelease(t *testing.T) {
 	if !l.Bound() || len(l.Kubeconfig) == 0 || l.QueuePosition != 0 || !l.Owned {
 		t.Fatalf("created lease: phase %s, kubeconfig %d bytes, position %d", l.Object.Status.Phase, len(l.Kubeconfig), l.QueuePosition)
 	}
-	obj := leaseObject(t, l.Object.Name)
+	obj := waitRecorded(t, l.Object.Name)
+	if !obj.Status.ExpiresAt.Equal(l.Object.Status.ExpiresAt) || obj.Status.InstanceRef.UID != l.Object.Status.InstanceRef.UID {
+		t.Fatalf("the recorded bind %+v differs from the answer %+v", obj.Status, l.Object.Status)
+	}
 	if _, ok := obj.Annotations[kobev1.AnnotationQueuedAt]; !ok || obj.Labels[kobev1.LabelRequesterHash] != leaseservice.RequesterHash(p) {
 		t.Fatalf("lease %s lacks its queued-at stamp or requester label: %v %v", obj.Name, obj.Annotations, obj.Labels)
 	}
@@ -156,7 +159,7 @@ func TestOtherCallersLease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	before := leaseObject(t, l.Object.Name)
+	before := waitRecorded(t, l.Object.Name)
 	for _, p := range []*auth.Principal{stranger, impostor} {
 		for _, ref := range []string{l.Object.Name, "mine"} {
 			if _, err := s.Get(t.Context(), p, ref); !errors.Is(err, leaseservice.ErrLeaseNotFound) {

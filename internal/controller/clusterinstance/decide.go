@@ -86,18 +86,20 @@ func healthVerdict(failures int32, probeErr error, threshold int32) (int32, bool
 type leaseState int
 
 const (
-	// leaseActive: the lease is Bound to this member.
+	// leaseActive: the lease holds this member. The member's leaseRef is
+	// the record of the bind; the lease's status, a copy written after it,
+	// may not name the member yet.
 	leaseActive leaseState = iota
-	// leaseBinding: the bind is in progress (the lease is not Bound yet and
-	// names no other member); wait.
-	leaseBinding
-	// leaseEnded: the lease ended, is being deleted, is gone, or holds
-	// another member; the member must be destroyed.
+	// leaseEnded: the lease ended, is being deleted, is gone, or its status
+	// names another member; the member must be destroyed.
 	leaseEnded
 )
 
 // judgeLease decides from the lease named by inst.spec.leaseRef (nil when it
-// does not exist) whether the member is still held.
+// does not exist) whether the member is still held. A lease whose status
+// names another member holds that one: two members naming one lease (a
+// claim applied after its binder gave up) leave only the one the lease's
+// status copy names.
 func judgeLease(inst *kobev1.ClusterInstance, l *kobev1.ClusterLease) (leaseState, string) {
 	ref := inst.Spec.LeaseRef
 	switch {
@@ -112,14 +114,8 @@ func judgeLease(inst *kobev1.ClusterInstance, l *kobev1.ClusterLease) (leaseStat
 		return leaseEnded, fmt.Sprintf("lease %s holds member %s, not this one", l.Name, l.Status.InstanceRef.Name)
 	}
 	switch l.Status.Phase {
-	case kobev1.LeaseBound:
-		if l.Status.InstanceRef == nil {
-			return leaseBinding, fmt.Sprintf("lease %s is Bound but names no member yet", l.Name)
-		}
-		return leaseActive, fmt.Sprintf("bound to lease %s", l.Name)
 	case kobev1.LeaseReleased, kobev1.LeaseExpired, kobev1.LeaseRecycling, kobev1.LeaseQuarantined:
 		return leaseEnded, fmt.Sprintf("lease %s is %s", l.Name, l.Status.Phase)
-	default:
-		return leaseBinding, fmt.Sprintf("lease %s is being bound", l.Name)
 	}
+	return leaseActive, fmt.Sprintf("bound to lease %s", l.Name)
 }

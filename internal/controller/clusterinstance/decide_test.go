@@ -99,8 +99,11 @@ func TestJudgeLease(t *testing.T) {
 		{"expired", lease(func(l *kobev1.ClusterLease) { l.Status.Phase = kobev1.LeaseExpired }), leaseEnded},
 		{"recycling", lease(func(l *kobev1.ClusterLease) { l.Status.Phase = kobev1.LeaseRecycling }), leaseEnded},
 		{"quarantined", lease(func(l *kobev1.ClusterLease) { l.Status.Phase = kobev1.LeaseQuarantined }), leaseEnded},
-		{"pending, bind in progress", lease(func(l *kobev1.ClusterLease) { l.Status.Phase = kobev1.LeasePending; l.Status.InstanceRef = nil }), leaseBinding},
-		{"no phase yet", lease(func(l *kobev1.ClusterLease) { l.Status.Phase = "" }), leaseBinding},
+		// The member's leaseRef is the bind; the lease's status copy follows.
+		{"status copy not written yet", lease(func(l *kobev1.ClusterLease) { l.Status.Phase = ""; l.Status.InstanceRef = nil }), leaseActive},
+		{"pending, copy not written yet", lease(func(l *kobev1.ClusterLease) { l.Status.Phase = kobev1.LeasePending; l.Status.InstanceRef = nil }), leaseActive},
+		{"status copy names another member (two claimed)", lease(func(l *kobev1.ClusterLease) { l.Status.Phase = ""; l.Status.InstanceRef.Name = "other" }), leaseEnded},
+		{"ended before its copy was written", lease(func(l *kobev1.ClusterLease) { l.Status.Phase = kobev1.LeaseReleased; l.Status.InstanceRef = nil }), leaseEnded},
 	}
 	for _, c := range cases {
 		if got, msg := judgeLease(inst, c.l); got != c.want {

@@ -176,7 +176,8 @@ func (r *Reconciler) probe(ctx context.Context, s *scope) error {
 }
 
 // reconcileLeased keeps a bound member Leased while its lease holds it, and
-// recycles it once the lease ended, is going or gone, or holds another member.
+// recycles it once the lease ended, is going or gone, or its status names
+// another member.
 func (r *Reconciler) reconcileLeased(ctx context.Context, s *scope) (ctrl.Result, error) {
 	ref := kobev1.ObjectRef{Name: s.inst.Spec.LeaseRef.Name, UID: s.inst.Spec.LeaseRef.UID}
 	if s.inst.Status.LeaseRef == nil || *s.inst.Status.LeaseRef != ref {
@@ -186,11 +187,8 @@ func (r *Reconciler) reconcileLeased(ctx context.Context, s *scope) (ctrl.Result
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	switch state {
-	case leaseEnded:
+	if state == leaseEnded {
 		return r.recycle(ctx, s, kobev1.ReasonLeaseEnded, msg, false)
-	case leaseBinding:
-		return ctrl.Result{RequeueAfter: r.pollInterval()}, nil
 	}
 	r.setPhase(s, kobev1.InstanceLeased, kobev1.ReasonBound, msg)
 	return ctrl.Result{}, nil // the lease watch brings the end

@@ -39,8 +39,11 @@ type Reconciler struct {
 	Clock     clock.PassiveClock
 	// Retention is how long an ended lease is kept (for GET and audit).
 	Retention time.Duration
-	// RepairGrace is how long a half-written bind is left to its binder
-	// before the controller completes or undoes it.
+	// RepairGrace is ignored. Under the member-first bind (package binding)
+	// no bind is ever half-written on the lease's side: a lease whose status
+	// names a member that does not name it back is dropped at once.
+	//
+	// Deprecated: kept until the operator's flag is removed.
 	RepairGrace time.Duration
 
 	// failures paces the retries of binds that keep failing.
@@ -183,7 +186,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	switch {
 	case lease.IsEnded(l.Status.Phase):
 		return r.reconcileEnded(ctx, s)
-	case l.Status.Phase == kobev1.LeaseBound:
+	case l.Status.Phase == kobev1.LeaseBound || l.Status.InstanceRef != nil:
 		return r.reconcileBound(ctx, s)
 	default:
 		return r.reconcileQueued(ctx, s)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -275,37 +276,83 @@ func TestLeasesEnd(t *testing.T) {
 	}
 }
 
-// TestInterruptedBindIsCompleted: a lease that claims a member whose side of
-// the bind was never written (the binder crashed) is completed by the
-// controller after the repair grace.
-func TestInterruptedBindIsCompleted(t *testing.T) {
+// TestForgedStatusIsRecycled (issue 10): a lease whose status is made to
+// point at a Ready member by a direct status write (as anyone with
+// clusterleases/status could) does not hold it: the member is recycled
+// (deleted, for the instance controller to destroy), never bound, and the
+// lease is queued again and bound properly to the next Ready member.
+func TestForgedStatusIsRecycled(t *testing.T) {
+	h := start(t)
+	h.pool("forge", 0)
+	victim := h.member("forge")
+	h.lease("forger", "forge", time.Hour)
+	h.eventually(15*time.Second, "forger to bind to the only member", phaseIs(h, "forger", kobev1.LeaseBound, -1))
+	// A second lease, forged onto a second Ready member.
+	target := h.member("forge")
+	l := &kobev1.ClusterLease{ObjectMeta: metav1.ObjectMeta{Name: "forged", Namespace: h.ns}, Spec: kobev1.ClusterLeaseSpec{Pool: "forge-other", TTL: &metav1.Duration{Duration: time.Hour}}}
+	h.must(h.c.Create(t.Context(), l))
+	now := metav1.NewTime(time.Now().Truncate(time.Second))
+	exp := metav1.NewTime(now.Add(time.Hour))
+	l.Status = kobev1.ClusterLeaseStatus{Phase: kobev1.LeaseBound, InstanceRef: &kobev1.ObjectRef{Name: target.Name, UID: target.UID}, BoundAt: &now, ExpiresAt: &exp}
+	h.must(h.c.Status().Update(t.Context(), l))
+
+	h.eventually(20*time.Second, "the forged-onto member to be recycled", func() error {
+		fresh := &kobev1.ClusterInstance{}
+		err := h.c.Get(t.Context(), client.ObjectKeyFromObject(target), fresh)
+		if apierrors.IsNotFound(err) || (err == nil && fresh.DeletionTimestamp != nil) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return fmt.Errorf("member %s: phase %s, leaseRef %+v", fresh.Name, fresh.Status.Phase, fresh.Spec.LeaseRef)
+	})
+	h.eventually(15*time.Second, "the forged lease to be queued again", phaseIs(h, "forged", kobev1.LeasePending, -1))
+	if got := h.get("forged"); got.Status.InstanceRef != nil {
+		t.Errorf("forged lease still names %s", got.Status.InstanceRef.Name)
+	}
+	// The legitimate bind was left alone.
+	if fresh := (&kobev1.ClusterInstance{}); h.c.Get(t.Context(), client.ObjectKeyFromObject(victim), fresh) != nil || !binding.Consistent(h.get("forger"), fresh) {
+		t.Errorf("the legitimate bind of forger changed: %+v", fresh.Spec.LeaseRef)
+	}
+}
+
+// TestBindRecordedFromMember: a lease whose member names it but whose
+// status copy was never written (the API answered, then crashed before its
+// deferred write) is recorded by the controller from the member once the
+// fast path's grace is over, not bound again; with two members naming it (a
+// claim the API server applied after its binder gave up) the copy names the
+// earliest bind.
+func TestBindRecordedFromMember(t *testing.T) {
 	h := start(t)
 	h.pool("crash", 0)
-	inst := h.member("crash")
-	// Made as the HTTP API makes it, so that the controller leaves it to the
-	// API's fast path, which then "crashes" after claiming the lease.
+	first, second := h.member("crash"), h.member("crash")
+	spare := h.member("crash")
 	l := &kobev1.ClusterLease{
-		ObjectMeta: metav1.ObjectMeta{Name: "halfway", Namespace: "default", Annotations: map[string]string{kobev1.AnnotationFastPath: "true"}},
+		ObjectMeta: metav1.ObjectMeta{Name: "answered", Namespace: h.ns, Annotations: map[string]string{kobev1.AnnotationFastPath: "true"}},
 		Spec:       kobev1.ClusterLeaseSpec{Pool: "crash", TTL: &metav1.Duration{Duration: time.Hour}},
 	}
 	lease.StampQueuedAt(l, time.Now())
 	h.must(h.c.Create(t.Context(), l))
-	now := metav1.NewTime(time.Now().Truncate(time.Second))
-	exp := metav1.NewTime(now.Add(time.Hour))
-	l.Status = kobev1.ClusterLeaseStatus{Phase: kobev1.LeaseBound, InstanceRef: &kobev1.ObjectRef{Name: inst.Name, UID: inst.UID}, BoundAt: &now, ExpiresAt: &exp}
-	h.must(h.c.Status().Update(t.Context(), l))
-
-	h.eventually(20*time.Second, "the member side to be written", func() error {
-		fresh := &kobev1.ClusterInstance{}
-		if err := h.c.Get(t.Context(), client.ObjectKeyFromObject(inst), fresh); err != nil {
-			return err
-		}
-		if !binding.Consistent(h.get("halfway"), fresh) {
-			return fmt.Errorf("member's leaseRef is %+v", fresh.Spec.LeaseRef)
-		}
-		return nil
-	})
-	if got := h.get("halfway"); got.Status.Phase != kobev1.LeaseBound || !got.Status.ExpiresAt.Equal(&exp) {
-		t.Errorf("lease after repair: %+v, want still Bound with its expiry", got.Status)
+	boundAt := time.Now().Add(-2 * time.Second).Truncate(time.Second)
+	for i, m := range []*kobev1.ClusterInstance{first, second} {
+		binding.SetMemberBinding(m, l, boundAt.Add(time.Duration(i)*time.Second))
+		h.must(h.c.Update(t.Context(), m))
+	}
+	// Within the grace the controller leaves the lease to the fast path.
+	time.Sleep(lease.InFlightGrace / 2)
+	if got := h.get("answered"); got.Status.Phase != "" {
+		t.Fatalf("the controller wrote the lease within the fast path's grace: %+v", got.Status)
+	}
+	h.eventually(lease.InFlightGrace+15*time.Second, "the bind to be recorded", phaseIs(h, "answered", kobev1.LeaseBound, -1))
+	got := h.get("answered")
+	if got.Status.InstanceRef == nil || got.Status.InstanceRef.UID != first.UID {
+		t.Fatalf("recorded %+v, want the earliest bind %s", got.Status.InstanceRef, first.Name)
+	}
+	if !got.Status.BoundAt.Time.Equal(boundAt) || got.Status.ExpiresAt.Sub(boundAt) != time.Hour {
+		t.Errorf("boundAt %s, expiresAt %s; want %s and one hour later", got.Status.BoundAt, got.Status.ExpiresAt, boundAt)
+	}
+	if fresh := (&kobev1.ClusterInstance{}); h.c.Get(t.Context(), client.ObjectKeyFromObject(spare), fresh) != nil || fresh.Spec.LeaseRef != nil {
+		t.Errorf("the lease was bound again, to %s", spare.Name)
 	}
 }

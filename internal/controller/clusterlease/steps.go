@@ -24,9 +24,21 @@ import (
 // member events wake queued leases, this is a safety net.
 const queueRecheck = 30 * time.Second
 
-// reconcileEnded deletes an ended lease once its retention has passed.
+// reconcileEnded deletes an ended lease once its retention has passed. A
+// member its status names without naming it back is recycled first.
 func (r *Reconciler) reconcileEnded(ctx context.Context, s *scope) (ctrl.Result, error) {
 	l := s.lease
+	if ref := l.Status.InstanceRef; ref != nil {
+		inst, err := r.liveMember(ctx, l.Namespace, ref)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if inst != nil && inst.Spec.LeaseRef == nil {
+			if err := r.recycleMember(ctx, s, inst); err != nil {
+				return ctrl.Result{}, err
+			}
+		}
+	}
 	ended := l.CreationTimestamp.Time
 	if l.Status.EndedAt != nil {
 		ended = l.Status.EndedAt.Time
@@ -40,11 +52,13 @@ func (r *Reconciler) reconcileEnded(ctx context.Context, s *scope) (ctrl.Result,
 	return ctrl.Result{}, nil
 }
 
-// reconcileBound checks the member side of the binding and ends the lease at
+// reconcileBound checks a lease whose status names a member and ends it at
 // its expiry.
 func (r *Reconciler) reconcileBound(ctx context.Context, s *scope) (ctrl.Result, error) {
-	if end := lease.CheckEnd(s.lease, 0, s.now); end.End {
-		return ctrl.Result{}, r.end(ctx, s, end.Phase, end.Reason, end.Message)
+	if s.lease.Status.Phase == kobev1.LeaseBound {
+		if end := lease.CheckEnd(s.lease, 0, s.now); end.End {
+			return ctrl.Result{}, r.end(ctx, s, end.Phase, end.Reason, end.Message)
+		}
 	}
 	res, err := r.checkMember(ctx, s)
 	if err != nil || s.lease.Status.Phase != kobev1.LeaseBound {
@@ -57,64 +71,144 @@ func (r *Reconciler) reconcileBound(ctx context.Context, s *scope) (ctrl.Result,
 	return res, nil
 }
 
-// checkMember verifies that the bound member points back at the lease. A
-// bind interrupted between its two writes is completed (member still
-// available) or undone, once the binder had RepairGrace to finish it.
+// checkMember verifies that the member the lease's status names names the
+// lease back (its leaseRef, the record of the bind). A status that names a
+// member that does not (forged by a status write, or stale) is dropped and
+// the lease queued again; that member, if no lease holds it, is recycled,
+// never handed out. A lease whose member is gone ends (InstanceLost).
 func (r *Reconciler) checkMember(ctx context.Context, s *scope) (ctrl.Result, error) {
 	l := s.lease
 	ref := l.Status.InstanceRef
 	if ref == nil {
-		return ctrl.Result{}, r.end(ctx, s, kobev1.LeaseExpired, kobev1.ReasonInstanceLost, "lease is bound but names no member")
+		return r.recordOrQueue(ctx, s, "lease is Bound but names no member")
 	}
-	key := types.NamespacedName{Namespace: l.Namespace, Name: ref.Name}
-	inst := &kobev1.ClusterInstance{}
 	// The cache answers the common case (both sides agree); anything else
 	// is confirmed against the API server before acting on it.
-	if err := r.Client.Get(ctx, key, inst); err == nil && binding.Consistent(l, inst) {
-		return ctrl.Result{}, nil
+	cached := &kobev1.ClusterInstance{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: l.Namespace, Name: ref.Name}, cached); err == nil && binding.Consistent(l, cached) {
+		return r.recordFrom(ctx, s, cached)
 	}
-	err := r.APIReader.Get(ctx, key, inst)
-	if apierrors.IsNotFound(err) || (err == nil && inst.UID != ref.UID) {
+	inst, err := r.liveMember(ctx, l.Namespace, ref)
+	switch {
+	case err != nil:
+		return ctrl.Result{}, err
+	case inst == nil && l.Status.Phase == kobev1.LeaseBound:
 		return ctrl.Result{}, r.end(ctx, s, kobev1.LeaseExpired, kobev1.ReasonInstanceLost, fmt.Sprintf("member %s is gone", ref.Name))
-	}
-	if err != nil {
-		return ctrl.Result{}, fmt.Errorf("reading member %s: %w", ref.Name, err)
-	}
-	if binding.Consistent(l, inst) {
-		return ctrl.Result{}, nil
-	}
-	if inst.Spec.LeaseRef != nil {
-		// The member went to another lease: this bind lost. Queue again;
-		// the deferred status write is fenced like every other.
-		s.log.Info("Member went to another lease; queuing again", "member", klog.KObj(inst))
-		binding.Unbind(l, s.now)
-		return ctrl.Result{RequeueAfter: time.Millisecond}, nil
-	}
-	boundAt := l.CreationTimestamp.Time
-	if l.Status.BoundAt != nil {
-		boundAt = l.Status.BoundAt.Time
-	}
-	if wait := boundAt.Add(r.RepairGrace).Sub(s.now); wait > 0 {
-		return ctrl.Result{RequeueAfter: wait}, nil
-	}
-	if binding.Available(inst) {
-		binding.SetMemberBinding(inst, l)
-		if err := r.Client.Update(ctx, inst); err != nil {
-			return ctrl.Result{}, fmt.Errorf("completing interrupted bind of %s to %s: %w", l.Name, inst.Name, err)
+	case inst == nil:
+		return r.recordOrQueue(ctx, s, fmt.Sprintf("member %s is gone", ref.Name))
+	case binding.Consistent(l, inst):
+		return r.recordFrom(ctx, s, inst)
+	case inst.Spec.LeaseRef == nil:
+		// Named by this lease's status, claimed by no lease: never a bind
+		// of this protocol, which writes the status from a member that
+		// already names the lease. It must not be handed to anyone.
+		if err := r.recycleMember(ctx, s, inst); err != nil {
+			return ctrl.Result{}, err
 		}
-		s.log.Info("Completed an interrupted bind", "member", klog.KObj(inst))
-		r.Recorder.Eventf(l, inst, corev1.EventTypeNormal, kobev1.ReasonBound, "Bind", "Completed an interrupted bind to %s", inst.Name)
-		return ctrl.Result{}, nil
 	}
-	s.log.Info("Undoing an interrupted bind: the member is no longer available", "member", klog.KObj(inst))
-	binding.Unbind(l, s.now)
+	return r.recordOrQueue(ctx, s, fmt.Sprintf("member %s does not name lease %s", ref.Name, l.Name))
+}
+
+// recordOrQueue handles a lease whose status does not name its bind: the
+// member that names the lease, read live, is recorded, else the lease is
+// queued again.
+func (r *Reconciler) recordOrQueue(ctx context.Context, s *scope, why string) (ctrl.Result, error) {
+	inst, err := r.namingMember(ctx, s.lease, true)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if inst != nil {
+		return r.recordFrom(ctx, s, inst)
+	}
+	s.log.Info("Lease status names no member that holds it; queuing again", "why", why)
+	binding.Unbind(s.lease, s.now)
 	return ctrl.Result{RequeueAfter: time.Millisecond}, nil
 }
 
-// reconcileQueued keeps a queued lease's position current, binds it when its
-// turn comes, and ends it after the pool's queue timeout.
+// recordFrom writes the lease's copy of the bind inst confirms (a no-op for
+// a lease already Bound to inst) with the deferred status write.
+func (r *Reconciler) recordFrom(ctx context.Context, s *scope, inst *kobev1.ClusterInstance) (ctrl.Result, error) {
+	l := s.lease
+	if l.Status.Phase == kobev1.LeaseBound && binding.Consistent(l, inst) {
+		return ctrl.Result{}, nil
+	}
+	binding.RecordBound(l, inst, lease.TTL(l, r.poolOrNil(ctx, l)))
+	s.log.Info("Recorded a bind from its member", "member", klog.KObj(inst), "expiresAt", l.Status.ExpiresAt.UTC().Format(time.RFC3339))
+	return ctrl.Result{RequeueAfter: max(l.Status.ExpiresAt.Sub(s.now), time.Millisecond)}, nil
+}
+
+// liveMember reads the member ref names from the API server; nil when it is
+// gone (or re-created under the same name).
+func (r *Reconciler) liveMember(ctx context.Context, ns string, ref *kobev1.ObjectRef) (*kobev1.ClusterInstance, error) {
+	inst := &kobev1.ClusterInstance{}
+	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: ns, Name: ref.Name}, inst)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("reading member %s: %w", ref.Name, err)
+	case ref.UID != "" && inst.UID != ref.UID:
+		return nil, nil
+	}
+	return inst, nil
+}
+
+// namingMember finds the member whose leaseRef names l, from the cache
+// (index.InstanceLeaseUID) or, live, from the API server (lease label); when
+// several do, the earliest bind (binding.Elect), the others being recycled
+// by the instance controller once the lease's status names the one.
+func (r *Reconciler) namingMember(ctx context.Context, l *kobev1.ClusterLease, live bool) (*kobev1.ClusterInstance, error) {
+	var ms kobev1.ClusterInstanceList
+	var err error
+	if live {
+		err = r.APIReader.List(ctx, &ms, client.InNamespace(l.Namespace), client.MatchingLabels{kobev1.LabelLease: l.Name})
+	} else {
+		err = r.Client.List(ctx, &ms, client.InNamespace(l.Namespace), client.MatchingFields{index.InstanceLeaseUID: string(l.UID)})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listing members naming lease %s: %w", l.Name, err)
+	}
+	return binding.Elect(ms.Items, l), nil
+}
+
+// recycleMember deletes a member that a lease's status names but no lease
+// holds, fenced by what was read: one claimed meanwhile is left alone. The
+// instance controller's finalizer then destroys it.
+func (r *Reconciler) recycleMember(ctx context.Context, s *scope, inst *kobev1.ClusterInstance) error {
+	if inst.DeletionTimestamp != nil {
+		return nil
+	}
+	uid, rv := inst.UID, inst.ResourceVersion
+	if err := r.Client.Delete(ctx, inst, client.Preconditions{UID: &uid, ResourceVersion: &rv}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("recycling member %s named by lease %s: %w", inst.Name, s.lease.Name, err)
+	}
+	s.log.Info("Recycled a member the lease's status names but which does not name the lease", "member", klog.KObj(inst))
+	r.Recorder.Eventf(s.lease, inst, corev1.EventTypeWarning, kobev1.ReasonInstanceLost, "Recycle",
+		"Member %s is named by this lease's status but was never bound to it; it is recycled, not handed out", inst.Name)
+	return nil
+}
+
+func (r *Reconciler) poolOrNil(ctx context.Context, l *kobev1.ClusterLease) *kobev1.ClusterPool {
+	pool := &kobev1.ClusterPool{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: l.Namespace, Name: l.Spec.Pool}, pool); err != nil {
+		return nil
+	}
+	return pool
+}
+
+// reconcileQueued records a bind its member already made, keeps a queued
+// lease's position current, binds it when its turn comes, and ends it after
+// the pool's queue timeout.
 func (r *Reconciler) reconcileQueued(ctx context.Context, s *scope) (ctrl.Result, error) {
 	l := s.lease
+	// A member may name the lease already: a fast-path bind whose status
+	// copy was not written, or this controller's own whose write failed.
+	if inst, err := r.namingMember(ctx, l, false); err != nil || inst != nil {
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		return r.recordFrom(ctx, s, inst)
+	}
 	pool := &kobev1.ClusterPool{}
 	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: l.Namespace, Name: l.Spec.Pool}, pool); err != nil {
 		if !apierrors.IsNotFound(err) {
@@ -154,25 +248,36 @@ func (r *Reconciler) reconcileQueued(ctx context.Context, s *scope) (ctrl.Result
 		}
 		return r.markQueued(s, pos, false, wait), nil
 	}
+	// Never a second member: look, live, for one that names the lease
+	// (the cache may not show a claim made a moment ago) before claiming.
+	if inst, err := r.namingMember(ctx, l, true); err != nil || inst != nil {
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		return r.recordFrom(ctx, s, inst)
+	}
 	return r.bind(ctx, s, pool)
 }
 
-// bind binds the lease at the head of the queue to a Ready member.
+// bind claims a Ready member for the lease at the head of the queue and
+// records the bind on the lease. If that write fails, the member names the
+// lease all the same and the next reconcile records it (reconcileQueued).
 func (r *Reconciler) bind(ctx context.Context, s *scope, pool *kobev1.ClusterPool) (ctrl.Result, error) {
 	l := s.lease
-	res, err := r.Binder.Bind(ctx, l, lease.TTL(l, pool))
-	// The binder wrote the lease itself (its claim, or claim and roll-back)
-	// and l is the server's answer: that is the base of any further write.
-	s.patch.Snapshot()
+	res, err := r.Binder.Bind(ctx, l)
 	if err != nil {
 		return r.bindFailed(s, err)
 	}
 	r.failures.forget(client.ObjectKeyFromObject(l))
+	binding.RecordBound(l, res.Instance, lease.TTL(l, pool))
+	if err := s.patch.Status(ctx); err != nil || s.patch.Done() {
+		return ctrl.Result{}, err
+	}
 	metrics.LeaseBound(l.Spec.Pool, "controller", s.now.Sub(lease.QueuedAt(l)))
 	expires := l.Status.ExpiresAt.UTC().Format(time.RFC3339)
 	s.log.Info("Lease bound", "member", klog.KObj(res.Instance), "expiresAt", expires)
 	r.Recorder.Eventf(l, res.Instance, corev1.EventTypeNormal, kobev1.ReasonBound, "Bind", "Bound to %s until %s", res.Instance.Name, expires)
-	return ctrl.Result{RequeueAfter: l.Status.ExpiresAt.Sub(s.now)}, nil
+	return ctrl.Result{RequeueAfter: max(l.Status.ExpiresAt.Sub(s.now), time.Millisecond)}, nil
 }
 
 // bindFailed logs why a bind failed and holds the lease back before it tries
