@@ -28,6 +28,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/backend/local"
 	"github.com/kunobi-ninja/kobe/internal/backend/sim"
 	"github.com/kunobi-ninja/kobe/internal/binding"
+	"github.com/kunobi-ninja/kobe/internal/cachetrim"
 	"github.com/kunobi-ninja/kobe/internal/controller/accesspolicy"
 	"github.com/kunobi-ninja/kobe/internal/controller/clusterinstance"
 	"github.com/kunobi-ninja/kobe/internal/controller/clusterlease"
@@ -109,8 +110,16 @@ func run(ctx context.Context, o options) error {
 		LeaderElectionNamespace: o.namespace,
 		Cache: cache.Options{
 			// One namespace: pools, leases, the access Secrets of members
-			// and the token Secrets of policies all live there.
+			// and the token Secrets of policies all live there. Secrets are
+			// cached whole: both kinds are read on the hand-out path (the
+			// token on each request, the access Secret at each bind) and
+			// the policy controller watches token Secrets, which carry no
+			// label of kobe's to select them by.
 			DefaultNamespaces: map[string]cache.Config{o.namespace: {}},
+			// Cached objects carry no managedFields (nor, for Secrets, a
+			// last-applied copy): at 10,000 members they are a large part
+			// of the cache and nothing reads them.
+			DefaultTransform: cachetrim.Transform,
 		},
 		Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Event{}}}},
 	})

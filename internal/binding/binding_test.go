@@ -205,6 +205,7 @@ func TestRecordAndElect(t *testing.T) {
 	}
 }
 
+
 func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {

@@ -23,6 +23,11 @@ const (
 	// InstanceLeaseUID indexes ClusterInstances by spec.leaseRef.uid: the
 	// members that name a lease (the record of its bind, package binding).
 	InstanceLeaseUID = "spec.leaseRef.uid"
+	// InstancePool indexes ClusterInstances by the pool their
+	// kobev1.LabelPool label names, so that a pool's members are found
+	// without scanning every member of the namespace (as a label selector
+	// on the cache does).
+	InstancePool = "metadata.labels.pool"
 )
 
 // LeaseInstance is the LeaseInstanceUID index function.
@@ -61,6 +66,14 @@ func Setup(ctx context.Context, mgr ctrl.Manager) error {
 	}
 	if err := fi.IndexField(ctx, &kobev1.ClusterInstance{}, InstanceLeaseUID, InstanceLease); err != nil {
 		return fmt.Errorf("indexing members by lease: %w", err)
+	}
+	if err := fi.IndexField(ctx, &kobev1.ClusterInstance{}, InstancePool, func(o client.Object) []string {
+		if name := o.GetLabels()[kobev1.LabelPool]; name != "" {
+			return []string{name}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("indexing instances by pool: %w", err)
 	}
 	return nil
 }

@@ -1,0 +1,39 @@
+package cachetrim
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+)
+
+// stripManagedFields is controller-runtime's own transform.
+var stripManagedFields = cache.TransformStripManagedFields()
+
+// Transform is a cache.Options.DefaultTransform. It drops from each object:
+//   - metadata.managedFields, which kobe never reads and which is often as
+//     large as the rest of a small object. A full Update of an object read
+//     from the cache still keeps the server's managedFields: the API server
+//     keeps them when a request carries none.
+//   - on Secrets, the kubectl.kubernetes.io/last-applied-configuration
+//     annotation: a second copy of the Secret's data (a policy's token
+//     included) that nothing in kobe reads. Kobe never writes back a Secret
+//     read from the cache. Other kinds keep it, so that a full Update of an
+//     object read from the cache cannot remove it.
+//
+// Anything that is not an object (a deletion tombstone) passes unchanged.
+// Readers still get deep copies: the transform runs once, before the object
+// is stored, and does not change the cache's copy-on-read.
+func Transform(in any) (any, error) {
+	out, err := stripManagedFields(in)
+	if err != nil {
+		return nil, err
+	}
+	if s, ok := out.(*corev1.Secret); ok {
+		if _, has := s.Annotations[corev1.LastAppliedConfigAnnotation]; has {
+			delete(s.Annotations, corev1.LastAppliedConfigAnnotation)
+		}
+	}
+	return out, nil
+}
+
+// Transform fits the informers' hook.
+var _ = cache.Options{DefaultTransform: Transform}
