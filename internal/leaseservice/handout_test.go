@@ -627,4 +627,3 @@ func makePoolB(b *testing.B, name string, members int) {
 		b.Fatal(err)
 	}
 }
-
