@@ -101,9 +101,9 @@ func run(m *testing.M) int {
 
 // newService is one replica's lease service: each has its own in-process
 // locks, as two operator replicas would.
-func newService(mut ...func(*leaseservice.Options)) *leaseservice.Service {
+func newService() *leaseservice.Service {
 	clk := clock.RealClock{}
-	opts := leaseservice.Options{
+	return leaseservice.New(leaseservice.Options{
 		Namespace: ns,
 		Client:    fx.mgr.GetClient(),
 		Reader:    fx.mgr.GetClient(),
@@ -112,11 +112,7 @@ func newService(mut ...func(*leaseservice.Options)) *leaseservice.Service {
 		Recorder:  fx.mgr.GetEventRecorder("leaseservice-test"),
 		Clock:     clk,
 		Log:       logr.Discard(),
-	}
-	for _, f := range mut {
-		f(&opts)
-	}
-	return leaseservice.New(opts)
+	})
 }
 
 // makePool creates pool name with members Ready members (each with its
