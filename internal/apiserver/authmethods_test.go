@@ -143,7 +143,7 @@ func TestSSH(t *testing.T) {
 	if l.Phase != wire.PhaseBound || l.Kubeconfig == "" || l.Requester != aliceComment {
 		t.Fatalf("signed request: lease %+v", l)
 	}
-	obj := leaseObject(t, l.ID)
+	obj := recordedLease(t, l.ID)
 	if want := (kobev1.Requester{Identity: aliceComment, Policy: "developers", Method: auth.MethodSSH}); obj.Spec.Requester != want {
 		t.Fatalf("lease %s requester %+v, want %+v", l.ID, obj.Spec.Requester, want)
 	}

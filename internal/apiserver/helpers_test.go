@@ -172,7 +172,22 @@ func createLease(t *testing.T, creds apiclient.Credentials, pool, ttl string) wi
 	if l.Phase != wire.PhaseBound || l.Kubeconfig == "" || l.ClusterName == "" || l.Pool != pool {
 		t.Fatalf("not a lease of %s bound with a kubeconfig: %s", pool, r)
 	}
+	recordedLease(t, l.ID)
 	return l
+}
+
+// recordedLease waits for a lease answered Bound to record its bind (the
+// status copy is written after the answer) and returns it.
+func recordedLease(t *testing.T, id string) *kobev1.ClusterLease {
+	t.Helper()
+	var obj *kobev1.ClusterLease
+	testenv.Eventually(t, 10*time.Second, "lease "+id+" to record its bind", func() error {
+		if obj = leaseObject(t, id); obj.Status.Phase != kobev1.LeaseBound || obj.Status.InstanceRef == nil {
+			return fmt.Errorf("phase %q, instance %+v", obj.Status.Phase, obj.Status.InstanceRef)
+		}
+		return nil
+	})
+	return obj
 }
 
 // leaseObjects lists every ClusterLease of the namespace from the API
