@@ -85,7 +85,10 @@ func Queue(all []kobev1.ClusterLease, pool string) []*kobev1.ClusterLease {
 
 // InFlightGrace is how long a lease the HTTP API is binding on the request
 // path (AnnotationFastPath, no phase yet) is presumed to be in flight rather
-// than waiting in the queue.
+// than waiting in the queue. It must exceed the fast path's claim budget
+// (leaseservice.ClaimBudget, also counted from QueuedAt) with room for clock
+// skew between replicas: the lease controller claims no member for a lease
+// within it, so the two never claim two members for one lease.
 const InFlightGrace = 5 * time.Second
 
 // InFlight reports whether the HTTP API may still be binding l, and for how

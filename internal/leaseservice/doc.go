@@ -4,4 +4,11 @@
 // each authorised for an auth.Principal before anything is read. It works
 // with Kubernetes objects and sentinel errors and knows nothing of HTTP; it
 // must not import a controller (lease transitions come from package lease).
+//
+// A kubeconfig is minted only for a member whose write-once leaseRef names
+// the lease's UID, read live (or returned by the member's claim itself), for
+// a lease that has not ended, from an access Secret that member owns. A
+// hand-out costs two API writes before its answer (the lease, the member's
+// claim; package binding); the lease's status copy, Events and metrics
+// follow the answer through Options.Defer.
 package leaseservice
