@@ -205,7 +205,6 @@ func TestRecordAndElect(t *testing.T) {
 	}
 }
 
-
 func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {

@@ -101,9 +101,9 @@ func run(m *testing.M) int {
 
 // newService is one replica's lease service: each has its own in-process
 // locks, as two operator replicas would.
-func newService() *leaseservice.Service {
+func newService(mut ...func(*leaseservice.Options)) *leaseservice.Service {
 	clk := clock.RealClock{}
-	return leaseservice.New(leaseservice.Options{
+	opts := leaseservice.Options{
 		Namespace: ns,
 		Client:    fx.mgr.GetClient(),
 		Reader:    fx.mgr.GetClient(),
@@ -112,7 +112,11 @@ func newService() *leaseservice.Service {
 		Recorder:  fx.mgr.GetEventRecorder("leaseservice-test"),
 		Clock:     clk,
 		Log:       logr.Discard(),
-	})
+	}
+	for _, f := range mut {
+		f(&opts)
+	}
+	return leaseservice.New(opts)
 }
 
 // makePool creates pool name with members Ready members (each with its
