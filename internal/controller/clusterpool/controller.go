@@ -24,6 +24,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/controller/conditions"
 	"github.com/kunobi-ninja/kobe/internal/controller/deps"
 	"github.com/kunobi-ninja/kobe/internal/controller/patch"
+	"github.com/kunobi-ninja/kobe/internal/index"
 	"github.com/kunobi-ninja/kobe/internal/lease"
 	"github.com/kunobi-ninja/kobe/internal/pool"
 )
@@ -33,10 +34,13 @@ const ControllerName = "kobe-clusterpool"
 
 // Reconciler keeps each ClusterPool's members at what internal/pool decides.
 type Reconciler struct {
-	// Client is the manager's client. Required.
+	// Client is the manager's client; the pool's members and leases are
+	// read from its cache through the index.InstancePool and
+	// index.LeasePool indexes (index.Setup). Required.
 	Client client.Client
-	// APIReader lists members live: creating and deleting from a lagging
-	// cache could overshoot the target or delete a member just bound.
+	// APIReader lists members live before the pool creates or deletes any:
+	// acting on a lagging cache could overshoot the target. A decision that
+	// changes nothing is taken from the cache alone.
 	// Default: mgr.GetAPIReader().
 	APIReader client.Reader
 	// Recorder is from mgr.GetEventRecorder(ControllerName). Required.
@@ -96,22 +100,41 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	return r.scaleDown(ctx, s)
 }
 
-// decide gathers the pool's members and queue and asks internal/pool.
-func (r *Reconciler) decide(ctx context.Context, s *scope) (err error) {
-	s.plan, s.queue, err = r.plan(ctx, s.pool, s.conds.Now)
-	return err
+// decide gathers the pool's members and queue and asks internal/pool. It
+// decides from the cache; only a plan that creates or deletes members is
+// made again from a live list, so that a pool at rest costs the API server
+// nothing and one that acts never acts on a lagging cache. Reserving
+// ordinals needs no live list: a member is created only after its ordinal
+// was reserved, so one missing from the cache is already below
+// status.nextOrdinal, which never goes down.
+func (r *Reconciler) decide(ctx context.Context, s *scope) error {
+	queue, err := r.queueDepth(ctx, s.pool)
+	if err != nil {
+		return err
+	}
+	members, err := r.members(ctx, s.pool, r.Client)
+	if err != nil {
+		return err
+	}
+	s.queue = queue
+	s.plan = r.plan(s.pool, members, queue, s.conds.Now)
+	if !acts(s.plan) {
+		return nil
+	}
+	if members, err = r.members(ctx, s.pool, r.APIReader); err != nil {
+		return err
+	}
+	s.plan = r.plan(s.pool, members, queue, s.conds.Now)
+	return nil
 }
 
-// plan gathers the pool's members and queue and asks internal/pool.
-func (r *Reconciler) plan(ctx context.Context, p *kobev1.ClusterPool, now time.Time) (pool.Plan, int32, error) {
-	members, err := r.members(ctx, p)
-	if err != nil {
-		return pool.Plan{}, 0, err
-	}
-	queue, err := r.queueDepth(ctx, p)
-	if err != nil {
-		return pool.Plan{}, 0, err
-	}
+// acts reports whether plan creates or deletes members.
+func acts(plan pool.Plan) bool {
+	return len(plan.Create) > 0 || len(plan.Delete) > 0
+}
+
+// plan asks internal/pool.
+func (r *Reconciler) plan(p *kobev1.ClusterPool, members []kobev1.ClusterInstance, queue int32, now time.Time) pool.Plan {
 	wired := make([]kobev1.BackendType, 0, len(r.Backends))
 	for t := range r.Backends {
 		wired = append(wired, t)
@@ -120,7 +143,7 @@ func (r *Reconciler) plan(ctx context.Context, p *kobev1.ClusterPool, now time.T
 	return pool.Decide(pool.Input{
 		Pool: p, Members: members, QueueDepth: queue, Wired: wired,
 		Backend: r.capabilities(p.Spec.Backend.Type), Now: now, SignalGrace: r.SignalGrace,
-	}), queue, nil
+	})
 }
 
 // capabilities asks the wired backend of type t what it can build; a type
@@ -138,11 +161,16 @@ func (r *Reconciler) capabilities(t kobev1.BackendType) pool.Capabilities {
 	}
 }
 
-// members lists the pool's ClusterInstances live, including those bound to
-// leases; members of an earlier pool with the same name are not this pool's.
-func (r *Reconciler) members(ctx context.Context, p *kobev1.ClusterPool) ([]kobev1.ClusterInstance, error) {
+// members lists the pool's ClusterInstances, including those bound to
+// leases, from the cache (by index) or live (by label, r.APIReader);
+// members of an earlier pool with the same name are not this pool's.
+func (r *Reconciler) members(ctx context.Context, p *kobev1.ClusterPool, from client.Reader) ([]kobev1.ClusterInstance, error) {
 	var list kobev1.ClusterInstanceList
-	if err := r.APIReader.List(ctx, &list, client.InNamespace(p.Namespace), client.MatchingLabels{kobev1.LabelPool: p.Name}); err != nil {
+	sel := client.ListOption(client.MatchingFields{index.InstancePool: p.Name})
+	if from != r.Client {
+		sel = client.MatchingLabels{kobev1.LabelPool: p.Name}
+	}
+	if err := from.List(ctx, &list, client.InNamespace(p.Namespace), sel); err != nil {
 		return nil, fmt.Errorf("listing members of pool %s: %w", p.Name, err)
 	}
 	return slices.DeleteFunc(list.Items, func(m kobev1.ClusterInstance) bool {
@@ -153,7 +181,7 @@ func (r *Reconciler) members(ctx context.Context, p *kobev1.ClusterPool) ([]kobe
 // queueDepth counts the pool's leases that wait for a member.
 func (r *Reconciler) queueDepth(ctx context.Context, p *kobev1.ClusterPool) (int32, error) {
 	var list kobev1.ClusterLeaseList
-	if err := r.Client.List(ctx, &list, client.InNamespace(p.Namespace)); err != nil {
+	if err := r.Client.List(ctx, &list, client.InNamespace(p.Namespace), client.MatchingFields{index.LeasePool: p.Name}); err != nil {
 		return 0, fmt.Errorf("listing leases of pool %s: %w", p.Name, err)
 	}
 	return int32(len(lease.Queue(list.Items, p.Name))), nil
@@ -161,7 +189,9 @@ func (r *Reconciler) queueDepth(ctx context.Context, p *kobev1.ClusterPool) (int
 
 // SetupWithManager registers the controller: it watches pools, their
 // members (by label, since a bound member's owner is its lease) and the
-// leases naming them. It fails when a required dependency is missing.
+// leases naming them; each event wakes only the pool it names. The
+// index.InstancePool and index.LeasePool cache indexes must be registered
+// on mgr (index.Setup). It fails when a required dependency is missing.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := r.validate(); err != nil {
 		return err
@@ -174,7 +204,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&kobev1.ClusterPool{}).
 		Watches(&kobev1.ClusterInstance{}, handler.EnqueueRequestsFromMapFunc(poolOfMember),
 			builder.WithPredicates(predicate.Funcs{UpdateFunc: memberChanged})).
-		Watches(&kobev1.ClusterLease{}, handler.EnqueueRequestsFromMapFunc(poolOfLease)).
+		Watches(&kobev1.ClusterLease{}, handler.EnqueueRequestsFromMapFunc(poolOfLease),
+			builder.WithPredicates(predicate.Funcs{UpdateFunc: queueChanged})).
 		Complete(r)
 }
 
@@ -199,6 +230,18 @@ func memberChanged(e event.UpdateEvent) bool {
 		!equality.Semantic.DeepEqual(o.Labels, n.Labels) || !o.DeletionTimestamp.Equal(n.DeletionTimestamp)
 }
 
+// queueChanged filters out lease updates the pool does not read: of its
+// leases, the pool reads only which of them wait in its queue.
+func queueChanged(e event.UpdateEvent) bool {
+	o, ok1 := e.ObjectOld.(*kobev1.ClusterLease)
+	n, ok2 := e.ObjectNew.(*kobev1.ClusterLease)
+	if !ok1 || !ok2 {
+		return true
+	}
+	return lease.IsQueued(o) != lease.IsQueued(n) || o.Spec.Pool != n.Spec.Pool
+}
+
+// poolOfMember maps a member to its own pool only, named by its label.
 func poolOfMember(_ context.Context, o client.Object) []reconcile.Request {
 	name := o.GetLabels()[kobev1.LabelPool]
 	if name == "" {
@@ -207,6 +250,7 @@ func poolOfMember(_ context.Context, o client.Object) []reconcile.Request {
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
 }
 
+// poolOfLease maps a lease to the pool it asks for.
 func poolOfLease(_ context.Context, o client.Object) []reconcile.Request {
 	l, ok := o.(*kobev1.ClusterLease)
 	if !ok || l.Spec.Pool == "" {

@@ -29,6 +29,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/backend/local"
 	"github.com/kunobi-ninja/kobe/internal/controller/clusterinstance"
 	"github.com/kunobi-ninja/kobe/internal/credentials/memberaccess"
+	"github.com/kunobi-ninja/kobe/internal/index"
 	"github.com/kunobi-ninja/kobe/internal/testenv"
 	"github.com/kunobi-ninja/kobe/internal/testenv/memberproc"
 	"github.com/kunobi-ninja/kobe/internal/version"
@@ -71,6 +72,9 @@ func startHarness(t *testing.T) *harness {
 		}
 	})
 	mgr := env.NewManager(t)
+	if err := index.Setup(t.Context(), mgr); err != nil {
+		t.Fatal(err)
+	}
 	backends := backend.Registry{kobev1.BackendLocal: lb}
 	pools := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(ControllerName),
 		Backends: backends, Clock: clock.RealClock{}, SignalGrace: 5 * time.Second}

@@ -25,7 +25,7 @@ func (r *Reconciler) finalize(ctx context.Context, s *scope) (ctrl.Result, error
 	if err := r.setStatus(ctx, s); err != nil {
 		return ctrl.Result{}, err
 	}
-	members, err := r.members(ctx, p)
+	members, err := r.members(ctx, p, r.APIReader)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
