@@ -40,9 +40,10 @@ type CreateRequest struct {
 // (ErrPoolNotAllowed) before any read, the pool's existence
 // (ErrPoolNotFound), whether it can ever serve (UnavailableError), then the
 // caller's alias (ErrAliasInUse) and lease limit (ErrLeaseLimit). The lease
-// is bound at once when a member is Ready and nobody is queued ahead of it
-// (the answer carries its kubeconfig); otherwise it is left Pending with its
-// queue position, for the lease controller to bind.
+// is bound at once when a member is Ready and nobody is queued ahead of it:
+// the answer carries its kubeconfig after two API writes (the lease, the
+// member's claim; see bindNow). Otherwise it is left Pending with its queue
+// position, for the lease controller to bind.
 func (s *Service) Create(ctx context.Context, p *auth.Principal, req CreateRequest) (*Lease, error) {
 	start := s.opts.Clock.Now()
 	if req.Alias != "" {
@@ -94,8 +95,10 @@ func (s *Service) Create(ctx context.Context, p *auth.Principal, req CreateReque
 		s.audit(p, "create", l.Name, pl.Name, "bound to "+fp.bound.Status.InstanceRef.Name)
 		return out, nil
 	case !fp.uncertain:
-		// A claim that may have landed is left to the lease controller,
-		// which looks for it before binding; Pending would let it bind at once.
+		// Not when a member claim may have landed: Pending would let the
+		// lease controller bind the lease at once, perhaps to a second
+		// member. Unmarked, it waits lease.InFlightGrace, then looks for
+		// the claim before binding.
 		s.markPending(ctx, l)
 	}
 	pos, err := s.positionsNow(ctx, pl.Name)
