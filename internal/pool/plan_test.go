@@ -43,7 +43,9 @@ func member(n int32, ph kobev1.InstancePhase, mut ...func(*kobev1.ClusterInstanc
 	return *m
 }
 
-func bound(m *kobev1.ClusterInstance) { m.Spec.LeaseRef = &kobev1.LeaseBinding{Name: "l", UID: "l-uid"} }
+func bound(m *kobev1.ClusterInstance) {
+	m.Spec.LeaseRef = &kobev1.LeaseBinding{Name: "l", UID: "l-uid"}
+}
 func deleting(m *kobev1.ClusterInstance) {
 	t := metav1.NewTime(now)
 	m.DeletionTimestamp = &t

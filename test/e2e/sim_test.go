@@ -101,11 +101,16 @@ func (op *simOperator) stop(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- op.cmd.Wait() }()
 	select {
-	case <-done:
+	case err := <-done:
+		if err != nil {
+			t.Logf("operator exited after SIGTERM: %v", err)
+		}
 	case <-time.After(20 * time.Second):
 		t.Errorf("operator did not stop within 20s of SIGTERM; killing it")
 		_ = op.cmd.Process.Kill()
-		<-done
+		if err := <-done; err != nil {
+			t.Logf("operator killed: %v", err)
+		}
 	}
 }
 

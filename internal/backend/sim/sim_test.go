@@ -207,7 +207,7 @@ func TestEndpointFailsFastOnLoopback(t *testing.T) {
 	start := time.Now()
 	conn, err := net.DialTimeout("tcp", u.Host, 5*time.Second)
 	if err == nil {
-		conn.Close()
+		_ = conn.Close()
 		t.Fatalf("something listens on %s", u.Host)
 	}
 	if took := time.Since(start); took > time.Second {
