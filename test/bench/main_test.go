@@ -12,12 +12,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/testenv"
@@ -43,6 +45,7 @@ var (
 	flagRefillLocal  = flag.Int("bench.refill-local-samples", 3, "Samples of the local refill measurement.")
 	flagOverloadReqs = flag.Int("bench.overload-requests", 1000, "Concurrent requests of the overload measurement.")
 	flagMaxInFlight  = flag.Int("bench.max-in-flight", 50, "--api-max-in-flight of the overload measurement's operator.")
+	flagOperator     = flag.String("bench.operator", "", "The kobe-operator binary (default bin/kobe-operator of the repository).")
 	flagSim          = flag.Bool("bench.sim", true, "Start the operator with --enable-sim-backend.")
 )
 
@@ -97,6 +100,7 @@ func TestBench(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := t.Context()
+	ctrllog.SetLogger(logr.Discard())
 	env := testenv.Start(t)
 	cfg := rest.CopyConfig(env.Config)
 	cfg.QPS = -1 // no client-side throttling: the harness must not be the bottleneck
@@ -215,6 +219,11 @@ func simPool(ns, name string, size int32, readyAfter time.Duration) *kobev1.Clus
 			}},
 		},
 	}
+}
+
+// logf prints progress with the time, so a long run shows where it is.
+func logf(format string, a ...any) {
+	fmt.Printf("%s bench: %s\n", time.Now().UTC().Format("15:04:05"), fmt.Sprintf(format, a...))
 }
 
 // pollAlive is testenv.Poll that gives up at once, with the operator's log,

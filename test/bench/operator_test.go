@@ -33,7 +33,10 @@ type operator struct {
 
 // operatorBinary is bin/kobe-operator of the repository (`make build`).
 func operatorBinary() (string, error) {
-	p := filepath.Join(testenv.RepoRoot(), "bin", "kobe-operator")
+	p := *flagOperator
+	if p == "" {
+		p = filepath.Join(testenv.RepoRoot(), "bin", "kobe-operator")
+	}
 	if _, err := os.Stat(p); err != nil {
 		return "", fmt.Errorf("operator binary missing: run `make build` first (%w)", err)
 	}

@@ -45,7 +45,12 @@ func measureScale(ctx context.Context, b *bench, _ int) (figures, error) {
 	}
 	out["scale.create_pools_s"] = time.Since(start).Seconds()
 	var ready int32
+	lastLog := time.Now()
 	err = pollAlive(ctx, op, *flagScaleWait, func() error {
+		if time.Since(lastLog) > 30*time.Second {
+			logf("scale: %d of %d members Ready after %s", ready, want, time.Since(start).Round(time.Second))
+			lastLog = time.Now()
+		}
 		var l kobev1.ClusterPoolList
 		if err := b.env.Client.List(ctx, &l, inNamespace(ns)); err != nil {
 			return err

@@ -119,6 +119,7 @@ func (b *bench) quiet(ctx context.Context, op *operator, quiet time.Duration) (w
 		last    writeCounts
 		lastSum float64
 		since   time.Time
+		moved   writeCounts
 	)
 	err := pollAlive(ctx, op, 2*time.Minute, func() error {
 		w, err := b.metrics.writes(ctx)
@@ -133,12 +134,15 @@ func (b *bench) quiet(ctx context.Context, op *operator, quiet time.Duration) (w
 		}
 		now := time.Now()
 		if last == nil || sum != lastSum {
+			if last != nil {
+				moved = w.sub(last)
+			}
 			last, lastSum, since = w, sum, now
 		}
 		if now.Sub(since) >= quiet {
 			return nil
 		}
-		return fmt.Errorf("kobe's writes still changing (%.0f so far)", sum)
+		return fmt.Errorf("kobe's writes still changing (%.0f so far; last change: %v)", sum, moved)
 	})
 	return last, err
 }
