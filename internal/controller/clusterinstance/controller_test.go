@@ -26,6 +26,7 @@ import (
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/backend"
+	"github.com/kunobi-ninja/kobe/internal/binding"
 	"github.com/kunobi-ninja/kobe/internal/credentials/memberaccess"
 	"github.com/kunobi-ninja/kobe/internal/pool"
 	"github.com/kunobi-ninja/kobe/internal/testenv"
@@ -458,6 +459,38 @@ func TestInstanceController(t *testing.T) {
 		}
 	})
 
+	t.Run("a member is Leased from its own leaseRef; a second member naming the lease is recycled once the lease names the first", func(t *testing.T) {
+		ns := h.namespace(t)
+		p, m := h.poolAndMember(t, ns, nil)
+		m2 := h.member(t, p, 1)
+		for _, x := range []*kobev1.ClusterInstance{m, m2} {
+			h.waitPhase(t, x, kobev1.InstanceReady, 30*time.Second)
+		}
+		// The API answered from the member's claim; the lease's status
+		// copy is not written yet (and a late claim named a second member).
+		l := h.claim(t, m, h.lease(t, m, "answered"))
+		h.claim(t, m2, l)
+		for _, x := range []*kobev1.ClusterInstance{m, m2} {
+			h.waitPhase(t, x, kobev1.InstanceLeased, 10*time.Second)
+		}
+		cur, _ := h.get(t, m)
+		l.Status.Phase = kobev1.LeaseBound
+		l.Status.InstanceRef = &kobev1.ObjectRef{Name: cur.Name, UID: cur.UID}
+		if err := h.c.Status().Update(t.Context(), l); err != nil {
+			t.Fatal(err)
+		}
+		h.waitGone(t, m2, 10*time.Second)
+		if got, _ := h.get(t, m); got.Status.Phase != kobev1.InstanceLeased {
+			t.Errorf("the member the lease names is %s, want Leased", got.Status.Phase)
+		}
+		// The lease ends: its member goes with it.
+		l.Status.Phase = kobev1.LeaseReleased
+		if err := h.c.Status().Update(t.Context(), l); err != nil {
+			t.Fatal(err)
+		}
+		h.waitGone(t, m, 10*time.Second)
+	})
+
 	t.Run("the start-up sweep asks backends about UIDs and lists live", func(t *testing.T) {
 		ns := h.namespace(t)
 		_, m := h.poolAndMember(t, ns, nil)
@@ -485,24 +518,36 @@ func TestInstanceController(t *testing.T) {
 	})
 }
 
-// bind does what the binder does: the lease is Bound to the member first,
-// then the member names the lease.
+// bind does what the binder does: the member names the lease first (its
+// write-once leaseRef is the bind), then the lease records the bind.
 func (h *harness) bind(t *testing.T, m *kobev1.ClusterInstance, name string) *kobev1.ClusterLease {
 	t.Helper()
-	l := &kobev1.ClusterLease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: m.Namespace}, Spec: kobev1.ClusterLeaseSpec{Pool: m.Spec.PoolRef.Name}}
-	if err := h.c.Create(t.Context(), l); err != nil {
-		t.Fatal(err)
-	}
+	l := h.claim(t, m, h.lease(t, m, name))
 	cur, _ := h.get(t, m)
 	l.Status.Phase = kobev1.LeaseBound
 	l.Status.InstanceRef = &kobev1.ObjectRef{Name: cur.Name, UID: cur.UID}
 	if err := h.c.Status().Update(t.Context(), l); err != nil {
 		t.Fatal(err)
 	}
+	return l
+}
+
+// lease creates a lease of m's pool, not bound.
+func (h *harness) lease(t *testing.T, m *kobev1.ClusterInstance, name string) *kobev1.ClusterLease {
+	t.Helper()
+	l := &kobev1.ClusterLease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: m.Namespace}, Spec: kobev1.ClusterLeaseSpec{Pool: m.Spec.PoolRef.Name}}
+	if err := h.c.Create(t.Context(), l); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// claim writes the member's side of a bind to l, as the binder does.
+func (h *harness) claim(t *testing.T, m *kobev1.ClusterInstance, l *kobev1.ClusterLease) *kobev1.ClusterLease {
+	t.Helper()
 	for {
-		cur, _ = h.get(t, m)
-		cur.Spec.LeaseRef = &kobev1.LeaseBinding{Name: l.Name, UID: l.UID}
-		cur.Labels[kobev1.LabelLease] = l.Name
+		cur, _ := h.get(t, m)
+		binding.SetMemberBinding(cur, l, time.Now())
 		err := h.c.Update(t.Context(), cur)
 		if err == nil {
 			return l
