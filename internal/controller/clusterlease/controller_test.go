@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -293,8 +294,7 @@ func TestForgedStatusIsRecycled(t *testing.T) {
 	h.must(h.c.Create(t.Context(), l))
 	now := metav1.NewTime(time.Now().Truncate(time.Second))
 	exp := metav1.NewTime(now.Add(time.Hour))
-	l.Status = kobev1.ClusterLeaseStatus{Phase: kobev1.LeaseBound, InstanceRef: &kobev1.ObjectRef{Name: target.Name, UID: target.UID}, BoundAt: &now, ExpiresAt: &exp}
-	h.must(h.c.Status().Update(t.Context(), l))
+	h.forge(l, kobev1.ClusterLeaseStatus{Phase: kobev1.LeaseBound, InstanceRef: &kobev1.ObjectRef{Name: target.Name, UID: target.UID}, BoundAt: &now, ExpiresAt: &exp})
 
 	h.eventually(20*time.Second, "the forged-onto member to be recycled", func() error {
 		fresh := &kobev1.ClusterInstance{}
@@ -311,10 +311,38 @@ func TestForgedStatusIsRecycled(t *testing.T) {
 	if got := h.get("forged"); got.Status.InstanceRef != nil {
 		t.Errorf("forged lease still names %s", got.Status.InstanceRef.Name)
 	}
+	// A forged status on a lease that has ended names another member.
+	third := h.member("forge")
+	ended := &kobev1.ClusterLease{ObjectMeta: metav1.ObjectMeta{Name: "forged-ended", Namespace: h.ns}, Spec: kobev1.ClusterLeaseSpec{Pool: "forge-other"}}
+	h.must(h.c.Create(t.Context(), ended))
+	h.forge(ended, kobev1.ClusterLeaseStatus{Phase: kobev1.LeaseReleased, EndedAt: &now, InstanceRef: &kobev1.ObjectRef{Name: third.Name, UID: third.UID}})
+	h.eventually(20*time.Second, "the member an ended lease's forged status names to be recycled", func() error {
+		fresh := &kobev1.ClusterInstance{}
+		err := h.c.Get(t.Context(), client.ObjectKeyFromObject(third), fresh)
+		if apierrors.IsNotFound(err) || (err == nil && fresh.DeletionTimestamp != nil) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return fmt.Errorf("member %s: phase %s, leaseRef %+v", fresh.Name, fresh.Status.Phase, fresh.Spec.LeaseRef)
+	})
+
 	// The legitimate bind was left alone.
 	if fresh := (&kobev1.ClusterInstance{}); h.c.Get(t.Context(), client.ObjectKeyFromObject(victim), fresh) != nil || !binding.Consistent(h.get("forger"), fresh) {
 		t.Errorf("the legitimate bind of forger changed: %+v", fresh.Spec.LeaseRef)
 	}
+}
+
+// forge writes st as l's status, as anyone with clusterleases/status could,
+// over whatever the controller wrote meanwhile.
+func (h *harness) forge(l *kobev1.ClusterLease, st kobev1.ClusterLeaseStatus) {
+	h.t.Helper()
+	h.must(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := h.get(l.Name)
+		cur.Status = st
+		return h.c.Status().Update(h.t.Context(), cur)
+	}))
 }
 
 // TestBindRecordedFromMember: a lease whose member names it but whose

@@ -28,16 +28,8 @@ const queueRecheck = 30 * time.Second
 // member its status names without naming it back is recycled first.
 func (r *Reconciler) reconcileEnded(ctx context.Context, s *scope) (ctrl.Result, error) {
 	l := s.lease
-	if ref := l.Status.InstanceRef; ref != nil {
-		inst, err := r.liveMember(ctx, l.Namespace, ref)
-		if err != nil {
-			return ctrl.Result{}, err
-		}
-		if inst != nil && inst.Spec.LeaseRef == nil {
-			if err := r.recycleMember(ctx, s, inst); err != nil {
-				return ctrl.Result{}, err
-			}
-		}
+	if err := r.recycleUnclaimed(ctx, s); err != nil {
+		return ctrl.Result{}, err
 	}
 	ended := l.CreationTimestamp.Time
 	if l.Status.EndedAt != nil {
@@ -50,6 +42,30 @@ func (r *Reconciler) reconcileEnded(ctx context.Context, s *scope) (ctrl.Result,
 		return ctrl.Result{}, fmt.Errorf("deleting ended lease %s: %w", l.Name, err)
 	}
 	return ctrl.Result{}, nil
+}
+
+// recycleUnclaimed recycles the member an ended lease's status names when
+// that member names no lease (a forged status, or one the lease ended with
+// before it was dropped). The cache answers the common case (the member
+// names a lease); an unclaimed one, or one the cache lacks, is read live.
+func (r *Reconciler) recycleUnclaimed(ctx context.Context, s *scope) error {
+	ref := s.lease.Status.InstanceRef
+	if ref == nil {
+		return nil
+	}
+	cached := &kobev1.ClusterInstance{}
+	err := r.Client.Get(ctx, types.NamespacedName{Namespace: s.lease.Namespace, Name: ref.Name}, cached)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("reading member %s: %w", ref.Name, err)
+	}
+	if err == nil && (cached.UID != ref.UID || cached.Spec.LeaseRef != nil) {
+		return nil
+	}
+	inst, err := r.liveMember(ctx, s.lease.Namespace, ref)
+	if err != nil || inst == nil || inst.Spec.LeaseRef != nil {
+		return err
+	}
+	return r.recycleMember(ctx, s, inst)
 }
 
 // reconcileBound checks a lease whose status names a member and ends it at
