@@ -83,8 +83,12 @@ func (s *Service) Create(ctx context.Context, p *auth.Principal, req CreateReque
 		return nil, err
 	}
 
+	// From here on the caller cannot cancel: a lease it created is bound,
+	// or queued, whether or not it waits for the answer.
+	detached, cancel := context.WithTimeout(context.WithoutCancel(ctx), AfterAnswerTimeout)
+	defer cancel()
 	out := &Lease{Object: l, Pool: pl, Owned: true}
-	fp, err := s.bindNow(ctx, p, l, ttl, start)
+	fp, err := s.bindNow(detached, p, l, ttl, start)
 	switch {
 	case err != nil:
 		s.audit(p, "create", l.Name, pl.Name, "failed: kubeconfig")
@@ -99,7 +103,7 @@ func (s *Service) Create(ctx context.Context, p *auth.Principal, req CreateReque
 		// lease controller bind the lease at once, perhaps to a second
 		// member. Unmarked, it waits lease.InFlightGrace, then looks for
 		// the claim before binding.
-		s.markPending(ctx, l)
+		s.markPending(detached, l)
 	}
 	pos, err := s.positionsNow(ctx, pl.Name)
 	if err != nil {
@@ -228,12 +232,13 @@ const AfterAnswerTimeout = 10 * time.Second
 // It returns the lease as its caller sees it and its kubeconfig, or nil
 // when the lease stays queued. A lease bound but without a kubeconfig is
 // ended at once, so that its member is recycled, and reported as an error.
+//
+// ctx must be one the caller cannot cancel (Create detaches it).
 func (s *Service) bindNow(ctx context.Context, p *auth.Principal, l *kobev1.ClusterLease, ttl time.Duration, start time.Time) (fastPath, error) {
 	if !s.headOfQueue(ctx, l) {
 		return fastPath{}, nil
 	}
-	detached := context.WithoutCancel(ctx)
-	claimCtx, cancel := context.WithDeadline(detached, lease.QueuedAt(l).Add(ClaimBudget))
+	claimCtx, cancel := context.WithDeadline(ctx, lease.QueuedAt(l).Add(ClaimBudget))
 	res, err := s.opts.Binder.Bind(claimCtx, l)
 	cancel()
 	if err != nil {
@@ -243,14 +248,14 @@ func (s *Service) bindNow(ctx context.Context, p *auth.Principal, l *kobev1.Clus
 	bound := l.DeepCopy()
 	binding.RecordBound(bound, res.Instance, ttl)
 
-	mintCtx, cancel := context.WithTimeout(detached, AfterAnswerTimeout)
-	defer cancel()
-	kc, mintErr := s.kubeconfig(mintCtx, bound, res.Instance)
+	kc, mintErr := s.kubeconfig(ctx, bound, res.Instance)
 	if mintErr != nil {
-		return fastPath{}, s.withdraw(mintCtx, l, mintErr)
+		return fastPath{}, s.withdraw(ctx, l, mintErr)
 	}
 	elapsed := s.opts.Clock.Since(start)
 	created, member := l.DeepCopy(), res.Instance.DeepCopy()
+	// The deferred work outlives ctx (and its deadline).
+	detached := context.WithoutCancel(ctx)
 	s.opts.Defer(func() {
 		ctx, cancel := context.WithTimeout(detached, AfterAnswerTimeout)
 		defer cancel()

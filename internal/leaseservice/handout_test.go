@@ -326,8 +326,10 @@ func TestHangUpsNeverLeakACredential(t *testing.T) {
 		}
 	}
 	t.Logf("%d leases created of 60 requests, %d kubeconfigs returned (%d members bound of 4)", len(ls), len(kcs), bound)
-	if len(ls) == 0 {
-		t.Fatal("no lease was created: the hang-ups came too early to test anything")
+	// Each lease a caller got created is bound or queued whether or not
+	// the caller waited: the run must have bound members to test anything.
+	if len(ls) == 0 || bound == 0 {
+		t.Fatalf("%d leases created, %d members bound: the hang-ups came too early to test anything", len(ls), bound)
 	}
 	// A lease whose member names it gets its kubeconfig from GET; the
 	// callers who hung up are not left without a way to use what they hold.
