@@ -25,10 +25,6 @@ import (
 // ErrNoReadyMember means the pool has no Ready, unbound member right now.
 var ErrNoReadyMember = errors.New("no ready member")
 
-// ErrLeaseChanged means the lease changed under the binder (another binder
-// won, or it ended); re-read it and decide again.
-var ErrLeaseChanged = errors.New("lease changed while binding")
-
 // ErrUncertain means a member write failed in a way that does not say
 // whether the API server applied it (a timeout, a dropped connection, a 5xx).
 // The caller must not claim another member for the lease until a live read
@@ -40,11 +36,11 @@ var ErrUncertain = errors.New("member write outcome unknown")
 var ErrCleanupModeUnsupported = errors.New("cleanupMode VerifiedDestroy is not supported by the wired backends")
 
 // LostRace reports whether a failed Bind lost a race (the members it saw were
-// taken meanwhile, or the lease changed under it), which retrying soon with
-// fresh objects resolves, rather than failing for a reason retrying may not
-// fix (the API server refused a write), which the caller must report.
+// taken meanwhile), which retrying soon with fresh objects resolves, rather
+// than failing for a reason retrying may not fix (the API server refused a
+// write), which the caller must report.
 func LostRace(err error) bool {
-	return errors.Is(err, ErrNoReadyMember) || errors.Is(err, ErrLeaseChanged)
+	return errors.Is(err, ErrNoReadyMember)
 }
 
 // maxAttempts bounds how many members one Bind call tries.
@@ -81,9 +77,6 @@ type Result struct {
 	// spec.leaseRef names the lease, with the moment the bind took effect.
 	Instance *kobev1.ClusterInstance
 }
-
-// BoundAt is when the bind took effect (the member's leaseRef.boundAt).
-func (r *Result) BoundAt() time.Time { return BoundAt(r.Instance, r.Lease) }
 
 // Bind claims a Ready member of l's pool for l with one Update of the member
 // fenced by its resourceVersion (the protocol in doc.go). It writes nothing

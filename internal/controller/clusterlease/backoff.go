@@ -20,6 +20,9 @@ const (
 	bindLostRace = "LostRace"
 	// bindRefused: the API server refused a write of the binding.
 	bindRefused = "APIServerRefused"
+	// bindUncertain: a member claim may or may not have landed; the next
+	// try looks for it, live, before claiming again.
+	bindUncertain = "OutcomeUnknown"
 	// bindUnsupported: the lease asks for something no backend can do.
 	bindUnsupported = "CleanupModeUnsupported"
 )
@@ -57,6 +60,8 @@ func decideBindRetry(err error, failures int) bindRetry {
 	switch {
 	case binding.LostRace(err):
 		return bindRetry{Reason: bindLostRace, Wait: wait, Loud: failures >= bindLogAfter}
+	case errors.Is(err, binding.ErrUncertain):
+		return bindRetry{Reason: bindUncertain, Wait: wait, Err: fmt.Errorf("%s: %w", bindUncertain, err)}
 	case errors.Is(err, binding.ErrCleanupModeUnsupported):
 		return bindRetry{Reason: bindUnsupported, Err: reconcile.TerminalError(fmt.Errorf("%s: %w", bindUnsupported, err))}
 	default:

@@ -16,7 +16,7 @@ import (
 
 func TestDecideBindRetry(t *testing.T) {
 	lost := fmt.Errorf("%w: the 2 members tried were taken meanwhile", binding.ErrNoReadyMember)
-	changed := fmt.Errorf("%w: conflict", binding.ErrLeaseChanged)
+	uncertain := fmt.Errorf("binding lease l: %w: claiming member m: %w", binding.ErrUncertain, apierrors.NewServiceUnavailable("etcd is slow"))
 	forbidden := fmt.Errorf("binding lease l: claiming member m: %w",
 		apierrors.NewForbidden(schema.GroupResource{Resource: "clusterinstances"}, "m", errors.New("RBAC says no")))
 	tests := []struct {
@@ -30,7 +30,7 @@ func TestDecideBindRetry(t *testing.T) {
 		wantLoud   bool
 	}{
 		{"first lost race: retried quickly and quietly", lost, 1, bindLostRace, 200 * time.Millisecond, false, false, false},
-		{"lease changed under the binder is a lost race", changed, 1, bindLostRace, 200 * time.Millisecond, false, false, false},
+		{"a claim whose outcome is unknown: error with its reason", uncertain, 1, bindUncertain, 200 * time.Millisecond, true, false, false},
 		{"second lost race waits twice as long", lost, 2, bindLostRace, 400 * time.Millisecond, false, false, false},
 		{"third lost race in a row is logged", lost, 3, bindLostRace, 800 * time.Millisecond, false, false, true},
 		{"a bind that keeps losing waits up to the cap", lost, 50, bindLostRace, 30 * time.Second, false, false, true},
