@@ -70,7 +70,8 @@ func (c *apiClient) lease(ctx context.Context, pool string) (l wire.Lease, took 
 	return l, took, false, nil
 }
 
-// waitBound polls a Pending lease until it is Bound with a kubeconfig.
+// waitBound polls a Pending lease every 50 ms (the CLI starts at 500 ms)
+// until it is Bound with a kubeconfig.
 func (c *apiClient) waitBound(ctx context.Context, id string, within time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
@@ -89,7 +90,7 @@ func (c *apiClient) waitBound(ctx context.Context, id string, within time.Durati
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("lease %s still Pending: %w", id, ctx.Err())
-		case <-time.After(10 * time.Millisecond):
+		case <-time.After(50 * time.Millisecond):
 		}
 	}
 }

@@ -33,49 +33,37 @@ type cycleStats struct {
 func (s cycleStats) rate() float64 { return float64(s.cycles) / s.elapsed.Seconds() }
 
 // measureCycles measures lease-and-release cycles per second (POST, then
-// DELETE) sustained for -bench.cycles-duration: first with the sim backend
-// refilling (readyAfter 0) a pool of refillPoolSize, then from pre-warmed
-// pools holding a Ready member for every cycle of the run (they refill too,
-// as every pool does, but no caller depends on it). The caller count is
-// the one a short sweep found fastest.
-//
-// Replacements are not parked (a long readyAfter) in the pre-warmed run:
-// a Creating sim member patches its status on every requeue, which would
-// load the run with writes that no hand-out causes.
+// DELETE) sustained for -bench.cycles-duration with the sim backend
+// refilling (readyAfter 0) a pool of refillPoolSize. The caller count is the
+// one a short sweep (first run only) found fastest.
 func measureCycles(ctx context.Context, b *bench, _ int) (figures, error) {
-	ns, err := b.namespace(ctx, "cycles")
-	if err != nil {
-		return nil, err
-	}
-	op, stop, err := b.startOperator(ctx, ns)
+	ns, op, stop, err := b.cyclesSetup(ctx, "cycles")
 	if err != nil {
 		return nil, err
 	}
 	defer stop()
 	out := figures{}
-	const refill = "cycles-refill"
-	if err := b.env.Client.Create(ctx, simPool(ns, refill, refillPoolSize, 0)); err != nil {
-		return nil, err
-	}
-	if err := b.waitSettled(ctx, op, ns, 3*time.Minute); err != nil {
-		return nil, err
-	}
 	if b.best == 0 {
-		best, err := b.sweep(ctx, op, ns, refill, out)
+		best, err := b.sweep(ctx, op, ns, refillPool, out)
 		if err != nil {
 			return nil, err
 		}
 		b.best = best
 	}
 	out["cycles.callers"] = float64(b.best)
-
-	// (ii) refilling.
 	before, err := b.quiet(ctx, op, time.Second)
 	if err != nil {
 		return nil, err
 	}
-	st, err := b.cycles(ctx, op, []string{refill}, b.best, *flagCyclesFor, true)
+	shares, err := newCPUShares(op)
 	if err != nil {
+		return nil, err
+	}
+	st, err := b.cycles(ctx, op, []string{refillPool}, b.best, *flagCyclesFor, true)
+	if err != nil {
+		return nil, err
+	}
+	if err := shares.add(out, "cpu.cycles_refill."); err != nil {
 		return nil, err
 	}
 	if err := b.waitSettled(ctx, op, ns, 3*time.Minute); err != nil {
@@ -86,13 +74,36 @@ func measureCycles(ctx context.Context, b *bench, _ int) (figures, error) {
 		return nil, err
 	}
 	addCycle(out, "cycles.refill.", st)
-	logf("cycles refilling: %d callers, %.0f cycles/s, %d answered Pending", b.best, st.rate(), st.pending)
 	addWrites(out, "writes.cycle_refill.", after.sub(before), int(st.cycles))
+	logf("cycles refilling: %d callers, %.0f cycles/s, %d answered Pending", b.best, st.rate(), st.pending)
+	b.refillRate = st.rate()
+	return out, op.alive()
+}
 
-	// (i) pre-warmed: a member for every cycle the refilling run managed,
-	// plus a third.
-	want := min(int(st.rate()*flagCyclesFor.Seconds()*4/3), *flagPrewarmMax)
-	pools := (want + warmPoolSize - 1) / warmPoolSize
+// measureCyclesWarm measures the same from pre-warmed pools holding a Ready
+// member for every cycle the refilling run managed in as long, plus a
+// third (at most -bench.prewarm-max). They refill too, as every pool does,
+// but no caller depends on it. Run once: the fill is long.
+//
+// Replacements are not parked (a long readyAfter): a Creating sim member
+// patches its status on every requeue, which would load the run with
+// writes that no hand-out causes.
+func measureCyclesWarm(ctx context.Context, b *bench, _ int) (figures, error) {
+	ns, op, stop, err := b.cyclesSetup(ctx, "cycles-warm")
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
+	out := figures{}
+	if b.best == 0 || b.refillRate == 0 {
+		// Run alone: find the caller count and the rate first.
+		if b.best, err = b.sweep(ctx, op, ns, refillPool, out); err != nil {
+			return nil, err
+		}
+		b.refillRate = out[fmt.Sprintf("cycles.sweep.c%d.per_s", b.best)]
+	}
+	want := min(int(b.refillRate*flagCyclesFor.Seconds()*4/3), *flagPrewarmMax)
+	pools := max(1, (want+warmPoolSize-1)/warmPoolSize)
 	var names []string
 	fillStart := time.Now()
 	for i := range pools {
@@ -110,25 +121,58 @@ func measureCycles(ctx context.Context, b *bench, _ int) (figures, error) {
 	out["cycles.warm.members"] = float64(pools * warmPoolSize)
 	out["cycles.warm.fill_s"] = fill.Seconds()
 	out["cycles.warm.fill_per_s"] = float64(pools*warmPoolSize) / fill.Seconds()
-	before, err = b.quiet(ctx, op, time.Second)
+	out["cycles.warm.callers"] = float64(b.best)
+	before, err := b.quiet(ctx, op, time.Second)
 	if err != nil {
 		return nil, err
 	}
-	st, err = b.cycles(ctx, op, names, b.best, *flagCyclesFor, false)
+	shares, err := newCPUShares(op)
 	if err != nil {
+		return nil, err
+	}
+	st, err := b.cycles(ctx, op, names, b.best, *flagCyclesFor, false)
+	if err != nil {
+		return nil, err
+	}
+	if err := shares.add(out, "cpu.cycles_warm."); err != nil {
 		return nil, err
 	}
 	if err := b.waitSettled(ctx, op, ns, 5*time.Minute); err != nil {
 		return nil, err
 	}
-	after, err = b.quiet(ctx, op, 2*time.Second)
+	after, err := b.quiet(ctx, op, 2*time.Second)
 	if err != nil {
 		return nil, err
 	}
 	addCycle(out, "cycles.warm.", st)
-	logf("cycles pre-warmed: %d callers, %.0f cycles/s, %d answered Pending", b.best, st.rate(), st.pending)
 	addWrites(out, "writes.cycle_warm.", after.sub(before), int(st.cycles))
+	logf("cycles pre-warmed: %d callers, %.0f cycles/s, %d answered Pending", b.best, st.rate(), st.pending)
 	return out, op.alive()
+}
+
+// refillPool is the refilling pool of the cycles measurements.
+const refillPool = "cycles-refill"
+
+// cyclesSetup starts an operator on a fresh namespace with a settled
+// refilling pool.
+func (b *bench) cyclesSetup(ctx context.Context, name string) (string, *operator, func(), error) {
+	ns, err := b.namespace(ctx, name)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	op, stop, err := b.startOperator(ctx, ns)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	if err := b.env.Client.Create(ctx, simPool(ns, refillPool, refillPoolSize, 0)); err != nil {
+		stop()
+		return "", nil, nil, err
+	}
+	if err := b.waitSettled(ctx, op, ns, 3*time.Minute); err != nil {
+		stop()
+		return "", nil, nil, err
+	}
+	return ns, op, stop, nil
 }
 
 // sweep runs each caller count of -bench.cycles-callers briefly and returns

@@ -40,9 +40,30 @@ func measureHandout(ctx context.Context, b *bench, _ int) (figures, error) {
 		if err := b.waitSettled(ctx, op, ns, 5*time.Minute); err != nil {
 			return nil, fmt.Errorf("filling pool %s: %w", name, err)
 		}
+		shares, err := newCPUShares(op)
+		if err != nil {
+			return nil, err
+		}
+		durBefore, err := b.metrics.requestDurations(ctx)
+		if err != nil {
+			return nil, err
+		}
 		lat, elapsed, err := b.handouts(ctx, op, name, callers, per)
 		if err != nil {
 			return nil, err
+		}
+		if err := shares.add(out, fmt.Sprintf("cpu.handout_c%d.", callers)); err != nil {
+			return nil, err
+		}
+		durAfter, err := b.metrics.requestDurations(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for k, v := range durAfter {
+			if n := v[0] - durBefore[k][0]; n > 0 && writeVerbs[k.Verb] && !notKobe(k) {
+				out[fmt.Sprintf("apiserver.handout_c%d.mean_ms[%s]", callers, k)] = 1000 * (v[1] - durBefore[k][1]) / n
+				out[fmt.Sprintf("apiserver.handout_c%d.count[%s]", callers, k)] = n
+			}
 		}
 		p := percentiles(lat, 0.5, 0.95, 0.99, 1)
 		key := fmt.Sprintf("handout.c%d.", callers)

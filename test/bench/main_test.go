@@ -33,11 +33,11 @@ var (
 	flagMD    = flag.String("bench.md", "docs/benchmarks.md", "Markdown report, relative to the repository root.")
 	flagJSON  = flag.String("bench.json", "docs/benchmarks.json", "JSON report, relative to the repository root.")
 
-	flagHandouts     = flag.Int("bench.handouts", 480, "Hand-outs per concurrency level of the latency measurement (at most 500, a pool's size limit).")
+	flagHandouts     = flag.Int("bench.handouts", 200, "Hand-outs per concurrency level of the latency measurement (at most 500, a pool's size limit).")
 	flagCyclesFor    = flag.Duration("bench.cycles-duration", 60*time.Second, "How long each lease-and-release measurement runs.")
-	flagCyclesSweep  = flag.Duration("bench.cycles-sweep", 5*time.Second, "How long each caller count of the sweep runs.")
+	flagCyclesSweep  = flag.Duration("bench.cycles-sweep", 4*time.Second, "How long each caller count of the sweep runs.")
 	flagCallers      = flag.String("bench.cycles-callers", "4,8,16,32", "Caller counts tried by the sweep; the best one runs for -bench.cycles-duration.")
-	flagPrewarmMax   = flag.Int("bench.prewarm-max", 20000, "Most members pre-warmed for the pre-warmed cycles measurement.")
+	flagPrewarmMax   = flag.Int("bench.prewarm-max", 6000, "Most members pre-warmed for the pre-warmed cycles measurement.")
 	flagScalePools   = flag.Int("bench.scale-pools", 1000, "Pools of the scale measurement.")
 	flagScaleSize    = flag.Int("bench.scale-size", 10, "Members per pool of the scale measurement.")
 	flagScaleWait    = flag.Duration("bench.scale-wait", 15*time.Minute, "How long the scale measurement waits for every member to be Ready.")
@@ -62,6 +62,7 @@ func measurements() []measurement {
 		{"handout", true, measureHandout},
 		{"writes", true, measureWrites},
 		{"cycles", true, measureCycles},
+		{"cycles-warm", false, measureCyclesWarm},
 		{"refill", true, measureRefillSim},
 		{"overload", true, measureOverload},
 		{"refill-local", false, measureRefillLocal},
@@ -70,7 +71,7 @@ func measurements() []measurement {
 }
 
 func measurementNames() []string {
-	return []string{"handout", "writes", "cycles", "refill", "overload", "refill-local", "scale"}
+	return []string{"handout", "writes", "cycles", "cycles-warm", "refill", "overload", "refill-local", "scale"}
 }
 
 // figures are one run's numbers by key, e.g. "handout.c16.p99_ms".
@@ -87,6 +88,8 @@ type bench struct {
 	// best is the caller count the first cycles sweep chose; later runs
 	// reuse it.
 	best int
+	// refillRate is the last refilling cycles run's rate.
+	refillRate float64
 }
 
 // TestBench runs the selected measurements and writes the report. It is

@@ -194,3 +194,69 @@ func cpuTime(pid int) (time.Duration, error) {
 	}
 	return time.Duration(utime+stime) * time.Second / clockTicks, nil
 }
+
+// cpuShares tracks the CPU time of the processes that share the machine
+// during a measurement: the operator, the test kube-apiserver and etcd
+// (children of this process) and the harness itself.
+type cpuShares struct {
+	pids  map[string]int
+	start map[string]time.Duration
+	t0    time.Time
+}
+
+func newCPUShares(op *operator) (*cpuShares, error) {
+	pids := map[string]int{"operator": op.pid(), "harness": os.Getpid()}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		open, closing := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+		if open < 0 || closing < open {
+			continue
+		}
+		comm := s[open+1 : closing]
+		f := strings.Fields(s[closing+1:])
+		if len(f) < 2 || f[1] != strconv.Itoa(os.Getpid()) {
+			continue
+		}
+		if comm == "etcd" || comm == "kube-apiserver" {
+			pids[comm] = pid
+		}
+	}
+	for _, n := range []string{"etcd", "kube-apiserver"} {
+		if pids[n] == 0 {
+			return nil, fmt.Errorf("no %s process started by the harness found", n)
+		}
+	}
+	c := &cpuShares{pids: pids, start: map[string]time.Duration{}, t0: time.Now()}
+	for n, pid := range pids {
+		if c.start[n], err = cpuTime(pid); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// add records each process's CPU since newCPUShares as a percentage of one
+// core, under prefix.
+func (c *cpuShares) add(out figures, prefix string) error {
+	wall := time.Since(c.t0).Seconds()
+	for n, pid := range c.pids {
+		t, err := cpuTime(pid)
+		if err != nil {
+			return err
+		}
+		out[prefix+n+"_percent"] = 100 * (t - c.start[n]).Seconds() / wall
+	}
+	return nil
+}

@@ -148,7 +148,7 @@ func (r *report) markdown() string {
 	w("Measured %s on commit `%s`; %s cores (%s), %s memory; load average %s at the start. ",
 		r.Date, r.Commit, r.Machine["cores"], r.Machine["cpu"], r.Machine["memory"], r.Machine["loadavg_at_start"])
 	w("Each repeated figure is the median of %d runs (`docs/benchmarks.json` has every run); "+
-		"the scale and local-refill measurements run once. The whole run took %s.\n\n", r.Runs, r.Elapsed)
+		"the pre-warmed cycles, local refill and scale measurements run once. The whole run took %s.\n\n", r.Runs, r.Elapsed)
 	w("```\n%s\n```\n\n", r.Command)
 	w("What runs: a real kube-apiserver 1.37.2 + etcd (internal/testenv), `bin/kobe-operator` as its own process " +
 		"(`--enable-sim-backend`, every controller and the HTTP API, loopback ports), a token AccessPolicy with no per-owner " +
@@ -300,6 +300,7 @@ func (r *report) markdown() string {
 			m["overload.hold.in_flight"], m["overload.limit"], m["overload.hold.extra_served"], m["overload.hold.rejected"],
 			m["overload.hold.healthz_p50_ms"], m["overload.hold.healthz_p99_ms"], m["overload.hold.healthz_max_ms"])
 	}
+	r.whereTimeGoes(w)
 	w("%s\n", endMarker)
 	return b.String()
 }
@@ -328,4 +329,50 @@ func (r *report) write(mdPath, jsonPath, section string) error {
 		return err
 	}
 	return os.WriteFile(jsonPath, append(js, '\n'), 0o644)
+}
+
+// whereTimeGoes renders the CPU shares and kube-apiserver's time per write.
+func (r *report) whereTimeGoes(w func(string, ...any)) {
+	m := r.Median
+	procs := []string{"operator", "kube-apiserver", "etcd", "harness"}
+	var rows []string
+	for _, sc := range []struct{ key, name string }{
+		{"cpu.handout_c1.", "hand-outs, 1 caller"}, {"cpu.handout_c16.", "hand-outs, 16 callers"}, {"cpu.handout_c64.", "hand-outs, 64 callers"},
+		{"cpu.cycles_refill.", "cycles, refilling"}, {"cpu.cycles_warm.", "cycles, pre-warmed"},
+	} {
+		if !r.has(sc.key + "operator_percent") {
+			continue
+		}
+		row := "| " + sc.name
+		total := 0.0
+		for _, p := range procs {
+			v := m[sc.key+p+"_percent"]
+			total += v
+			row += fmt.Sprintf(" | %.0f%%", v)
+		}
+		rows = append(rows, row+fmt.Sprintf(" | %.0f%% |", total))
+	}
+	if len(rows) == 0 {
+		return
+	}
+	w("### Where the time goes\n\n")
+	w("CPU of each process while the measurement ran (utime+stime from /proc; one core = 100%%, the machine has %s):\n\n", r.Machine["cores"])
+	w("| scenario | operator | kube-apiserver | etcd | harness | total |\n|---|---|---|---|---|---|\n%s\n\n", strings.Join(rows, "\n"))
+	const prefix = "apiserver.handout_c16.mean_ms["
+	var kinds []string
+	for k := range m {
+		if s, ok := strings.CutPrefix(k, prefix); ok {
+			kinds = append(kinds, strings.TrimSuffix(s, "]"))
+		}
+	}
+	if len(kinds) > 0 {
+		slices.Sort(kinds)
+		w("kube-apiserver's own time per write during the 16-caller hand-outs (`apiserver_request_duration_seconds`, sum / count):\n\n")
+		w("| resource | verb | requests | mean |\n|---|---|---|---|\n")
+		for _, k := range kinds {
+			res, verb, _ := strings.Cut(k, " ")
+			w("| %s | %s | %.0f | %.1f ms |\n", res, verb, m["apiserver.handout_c16.count["+k+"]"], m[prefix+k+"]"])
+		}
+		w("\n")
+	}
 }
