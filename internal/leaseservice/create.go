@@ -74,7 +74,15 @@ func (s *Service) Create(ctx context.Context, p *auth.Principal, req CreateReque
 	}
 	ttl, _ = p.ClampTTL(ttl)
 
-	l, err := s.admit(ctx, p, pl.Name, ttl, req.Alias)
+	// From here on the caller cannot cancel: a request that passed the
+	// checks above is carried out (its lease created, then bound or queued)
+	// whether or not the caller waits for the answer. Cut at any point, it
+	// would leave a lease the caller may not know of (a create the API
+	// server applied after the client gave up), unmarked until the lease
+	// controller's grace is over.
+	detached, cancel := context.WithTimeout(context.WithoutCancel(ctx), AfterAnswerTimeout)
+	defer cancel()
+	l, err := s.admit(detached, p, pl.Name, ttl, req.Alias)
 	if err != nil {
 		if errors.Is(err, ErrLeaseLimit) || errors.Is(err, ErrAliasInUse) {
 			s.audit(p, "create", "", pl.Name, "refused: "+err.Error())
@@ -83,10 +91,6 @@ func (s *Service) Create(ctx context.Context, p *auth.Principal, req CreateReque
 		return nil, err
 	}
 
-	// From here on the caller cannot cancel: a lease it created is bound,
-	// or queued, whether or not it waits for the answer.
-	detached, cancel := context.WithTimeout(context.WithoutCancel(ctx), AfterAnswerTimeout)
-	defer cancel()
 	out := &Lease{Object: l, Pool: pl, Owned: true}
 	fp, err := s.bindNow(detached, p, l, ttl, start)
 	switch {
@@ -217,8 +221,9 @@ func (s *Service) newLease(p *auth.Principal, poolName string, ttl time.Duration
 // lease while the fast path still may.
 const ClaimBudget = 3 * time.Second
 
-// AfterAnswerTimeout bounds the work done after a hand-out's answer (the
-// lease's status copy, its Event) and a failed hand-out's undo.
+// AfterAnswerTimeout bounds the work of a lease request that its caller
+// cannot cancel (from the lease's create to its answer), and separately the
+// work done after a hand-out's answer (the lease's status copy, its Event).
 const AfterAnswerTimeout = 10 * time.Second
 
 // bindNow binds a new lease at once when its pool has a Ready member and
