@@ -16,8 +16,8 @@ var handoutCallers = []int{1, 16, 64}
 // measureHandout measures request -> Bound kubeconfig through the operator's
 // API at 1, 16 and 64 concurrent callers. Each level gets its own sim pool
 // (readyAfter 1s) holding at least as many Ready members as the level hands
-// out, so no caller ever waits for a member; the pool refills in the
-// background as it would in use.
+// out, so no caller ever needs to wait for a member; the pool refills in
+// the background as it would in use.
 func measureHandout(ctx context.Context, b *bench, _ int) (figures, error) {
 	ns, err := b.namespace(ctx, "handout")
 	if err != nil {
@@ -48,7 +48,7 @@ func measureHandout(ctx context.Context, b *bench, _ int) (figures, error) {
 		if err != nil {
 			return nil, err
 		}
-		lat, elapsed, err := b.handouts(ctx, op, name, callers, per)
+		lat, elapsed, pending, err := b.handouts(ctx, op, name, callers, per)
 		if err != nil {
 			return nil, err
 		}
@@ -69,30 +69,40 @@ func measureHandout(ctx context.Context, b *bench, _ int) (figures, error) {
 		key := fmt.Sprintf("handout.c%d.", callers)
 		out[key+"p50_ms"], out[key+"p95_ms"], out[key+"p99_ms"], out[key+"max_ms"] = p[0], p[1], p[2], p[3]
 		out[key+"n"] = float64(len(lat))
+		out[key+"pending"] = float64(pending)
 		out[key+"per_s"] = float64(len(lat)) / elapsed.Seconds()
 	}
 	return out, op.alive()
 }
 
-// handouts runs callers goroutines doing per hand-outs each and returns every
-// latency and the wall time. A Pending answer (the pool ran dry) fails it.
-func (b *bench) handouts(ctx context.Context, op *operator, pool string, callers, per int) ([]time.Duration, time.Duration, error) {
+// handouts runs callers goroutines doing per hand-outs each and returns
+// every latency (request to a Bound kubeconfig), the wall time and how many
+// were answered Pending. A Pending answer (the operator queued the lease
+// although its pool held a Ready member for every hand-out) is polled, as a
+// caller would, until Bound: its latency runs until then.
+func (b *bench) handouts(ctx context.Context, op *operator, pool string, callers, per int) ([]time.Duration, time.Duration, int, error) {
 	c := b.client(op, callers)
 	var (
-		mu   sync.Mutex
-		lat  = make([]time.Duration, 0, callers*per)
-		errs []error
-		wg   sync.WaitGroup
+		mu      sync.Mutex
+		lat     = make([]time.Duration, 0, callers*per)
+		pending int
+		errs    []error
+		wg      sync.WaitGroup
 	)
 	start := time.Now()
 	for range callers {
 		wg.Go(func() {
 			for range per {
-				_, took, pending, err := c.lease(ctx, pool)
-				if err == nil && pending {
-					err = errDry
+				t0 := time.Now()
+				l, took, isPending, err := c.lease(ctx, pool)
+				if err == nil && isPending {
+					err = c.waitBound(ctx, l.ID, time.Minute)
+					took = time.Since(t0)
 				}
 				mu.Lock()
+				if isPending {
+					pending++
+				}
 				if err != nil {
 					errs = append(errs, err)
 					mu.Unlock()
@@ -106,9 +116,9 @@ func (b *bench) handouts(ctx context.Context, op *operator, pool string, callers
 	wg.Wait()
 	elapsed := time.Since(start)
 	if err := errors.Join(op.alive(), errors.Join(errs...)); err != nil {
-		return nil, 0, fmt.Errorf("hand-outs from %s with %d callers: %w", pool, callers, err)
+		return nil, 0, 0, fmt.Errorf("hand-outs from %s with %d callers: %w", pool, callers, err)
 	}
-	return lat, elapsed, nil
+	return lat, elapsed, pending, nil
 }
 
 // waitSettled waits until every pool of ns holds its size in Ready members

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -299,5 +298,3 @@ func machine() map[string]string {
 	}
 	return out
 }
-
-var errDry = errors.New("the pool ran dry: a lease was answered Pending")
