@@ -294,9 +294,10 @@ func (s *Service) confirmed(ctx context.Context, l *kobev1.ClusterLease, pool *k
 
 // member finds, read live, the member whose leaseRef names l: the one l's
 // status names, else (no status copy yet) the one member naming l in the
-// cache (index.InstanceLeaseUID), or labelled with l on the API server while the fast path may still be
-// recording it. It is nil when no member confirms the bind, or when two do
-// and l's status does not say which (binding.Record).
+// cache (index.InstanceLeaseUID) or, while the fast path may still be
+// recording it (no phase yet), labelled with l on the API server. It is nil
+// when no member confirms the bind, or when two do and l's status does not
+// say which (binding.Record).
 func (s *Service) member(ctx context.Context, l *kobev1.ClusterLease) (*kobev1.ClusterInstance, error) {
 	name := ""
 	if ref := l.Status.InstanceRef; ref != nil {
