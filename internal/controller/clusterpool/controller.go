@@ -14,6 +14,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -55,6 +56,10 @@ type Reconciler struct {
 	// readiness gate before the pool reports ReadinessSignalAbsent;
 	// pool.DefaultSignalGrace when zero.
 	SignalGrace time.Duration
+	// MaxConcurrentReconciles; 4 when zero. Pools are independent, and a
+	// pool that fills waits on the API server for each member it creates:
+	// one worker would make a thousand pools fill one after another.
+	MaxConcurrentReconciles int
 }
 
 // scope is one reconcile's view of a pool.
@@ -199,8 +204,13 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.APIReader == nil {
 		r.APIReader = mgr.GetAPIReader()
 	}
+	workers := r.MaxConcurrentReconciles
+	if workers <= 0 {
+		workers = 4
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
+		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		For(&kobev1.ClusterPool{}).
 		Watches(&kobev1.ClusterInstance{}, handler.EnqueueRequestsFromMapFunc(poolOfMember),
 			builder.WithPredicates(predicate.Funcs{UpdateFunc: memberChanged})).
