@@ -52,7 +52,6 @@ type options struct {
 	apiTLSCert        string
 	apiTLSKey         string
 	apiMaxInFlight    int
-	repairGrace       time.Duration
 	disableLocal      bool
 	localProvisionMax time.Duration
 	enableSim         bool
@@ -78,7 +77,6 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.BoolVar(&o.disableLocal, "disable-local-backend", false, "Do not wire the local backend.")
 	fs.BoolVar(&o.enableSim, "enable-sim-backend", false, "Wire the sim backend: pools with backend.type sim get simulated members, with no cluster behind them, whose kubeconfigs point at an address that answers nothing. For benchmarks, scale tests and demos only; never for real use.")
 	fs.DurationVar(&o.leaseRetention, "lease-retention", time.Hour, "How long ended leases are kept before deletion.")
-	fs.DurationVar(&o.repairGrace, "bind-repair-grace", 10*time.Second, "How long a half-written bind is left to its writer before the controller completes or undoes it.")
 }
 
 func main() {
@@ -203,7 +201,7 @@ func setupControllers(mgr ctrl.Manager, backends backend.Registry, binder *bindi
 	leases := &clusterlease.Reconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Binder: binder,
 		Recorder: mgr.GetEventRecorder("kobe-lease"), Clock: clk,
-		Retention: o.leaseRetention, RepairGrace: o.repairGrace,
+		Retention: o.leaseRetention,
 	}
 	if err := leases.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up lease controller: %w", err)

@@ -169,7 +169,6 @@ func (s *suite) startOperator() error {
 		"--local-bin-dir", testenv.BinDir(),
 		"--local-data-dir", s.dataRoot,
 		"--lease-retention", "1h",
-		"--bind-repair-grace", "3s",
 	)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {

@@ -119,7 +119,7 @@ func TestFailingBindBacksOff(t *testing.T) {
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
 		Binder:   &binding.Binder{Client: faulty, Reader: mgr.GetClient(), Clock: clk},
 		Recorder: mgr.GetEventRecorder("test"), Clock: clk,
-		Retention: time.Hour, RepairGrace: 2 * time.Second,
+		Retention: time.Hour,
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)

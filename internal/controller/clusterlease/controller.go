@@ -28,8 +28,7 @@ import (
 // ControllerName names the controller.
 const ControllerName = "clusterlease"
 
-// Reconciler reconciles ClusterLeases. Every field but Retention and
-// RepairGrace is required; SetupWithManager refuses to start without them.
+// Reconciler reconciles ClusterLeases. Every field but Retention is required; SetupWithManager refuses to start without them.
 type Reconciler struct {
 	Client client.Client
 	// APIReader confirms, around the cache, a binding that looks broken.
@@ -39,12 +38,6 @@ type Reconciler struct {
 	Clock     clock.PassiveClock
 	// Retention is how long an ended lease is kept (for GET and audit).
 	Retention time.Duration
-	// RepairGrace is ignored. Under the member-first bind (package binding)
-	// no bind is ever half-written on the lease's side: a lease whose status
-	// names a member that does not name it back is dropped at once.
-	//
-	// Deprecated: kept until the operator's flag is removed.
-	RepairGrace time.Duration
 
 	// failures paces the retries of binds that keep failing.
 	failures bindFailures

@@ -72,7 +72,7 @@ func TestMain(m *testing.M) {
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
 			Binder:   &binding.Binder{Client: mgr.GetClient(), Reader: mgr.GetClient(), Clock: clk},
 			Recorder: mgr.GetEventRecorder("test"), Clock: clk,
-			Retention: time.Hour, RepairGrace: 2 * time.Second,
+			Retention: time.Hour,
 		}
 		if err := r.SetupWithManager(mgr); err != nil {
 			fmt.Fprintln(os.Stderr, err)
