@@ -187,6 +187,10 @@ func (r *report) markdown() string {
 			}
 			w("| %d | %.0f | %.0f | %.1f ms | %.1f ms | %.1f ms | %.1f ms | %.0f | %s |\n", c, m[k+"n"], m[k+"pending"], m[k+"p50_ms"], m[k+"p95_ms"], m[k+"p99_ms"], m[k+"max_ms"], m[k+"per_s"], bf)
 		}
+		if r.has("handout.isolated.p50_ms") {
+			w("| 1, each alone (after kobe's writes were quiet for 1.5 s; from the writes measurement) | %.0f | - | %.1f ms | %.1f ms | - | %.1f ms | - | - |\n",
+				m["handout.isolated.n"], m["handout.isolated.p50_ms"], m["handout.isolated.p95_ms"], m["handout.isolated.max_ms"])
+		}
 		w("\n")
 	}
 

@@ -10,14 +10,17 @@ import (
 
 const (
 	writesHandouts = 50 // hand-outs in the counted window
-	writesSamples  = 10 // single hand-outs whose writes are read right after the answer
+	writesSamples  = 20 // single hand-outs whose writes are read right after the answer
 )
 
 // measureWrites counts the API writes one hand-out costs, from
 // kube-apiserver's own apiserver_request_total: over a window of
 // sequential hand-outs (and everything they set off, up to the replacement
 // member being Ready), by resource/subresource/verb; and, for single
-// hand-outs, the writes already counted when the answer arrived.
+// hand-outs, the writes already counted when the answer arrived. The single
+// hand-outs, each started once kobe's writes have been quiet for 1.5 s, also
+// give the latency of a hand-out that competes with no earlier one's
+// after-effects.
 func measureWrites(ctx context.Context, b *bench, _ int) (figures, error) {
 	ns, err := b.namespace(ctx, "writes")
 	if err != nil {
@@ -40,13 +43,16 @@ func measureWrites(ctx context.Context, b *bench, _ int) (figures, error) {
 
 	// Writes seen by the time the answer arrived, one hand-out at a time,
 	// each after the previous one's after-effects have settled.
-	var byAnswer []float64
+	var (
+		byAnswer []float64
+		isolated []time.Duration
+	)
 	for range writesSamples {
 		before, err := b.quiet(ctx, op, 1500*time.Millisecond)
 		if err != nil {
 			return nil, err
 		}
-		l, _, pending, err := c.lease(ctx, pool)
+		l, took, pending, err := c.lease(ctx, pool)
 		if err != nil {
 			return nil, fmt.Errorf("hand-out for the writes sample: %w", err)
 		}
@@ -70,10 +76,14 @@ func measureWrites(ctx context.Context, b *bench, _ int) (figures, error) {
 			}
 		}
 		byAnswer = append(byAnswer, n)
+		isolated = append(isolated, took)
 	}
 	if len(byAnswer) == 0 {
 		return nil, fmt.Errorf("every one of %d single hand-outs was answered Pending", writesSamples)
 	}
+	p := percentiles(isolated, 0.5, 0.95, 1)
+	out["handout.isolated.p50_ms"], out["handout.isolated.p95_ms"], out["handout.isolated.max_ms"] = p[0], p[1], p[2]
+	out["handout.isolated.n"] = float64(len(isolated))
 	slices.Sort(byAnswer)
 	out["writes.handout.by_answer_min"] = byAnswer[0]
 	out["writes.handout.by_answer_median"] = byAnswer[len(byAnswer)/2]
