@@ -10,7 +10,7 @@ import (
 
 const (
 	writesHandouts = 50 // hand-outs in the counted window
-	writesSamples  = 20 // single hand-outs whose writes are read right after the answer
+	writesSamples  = 12 // single hand-outs whose writes are read right after the answer
 )
 
 // measureWrites counts the API writes one hand-out costs, from
