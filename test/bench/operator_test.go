@@ -75,13 +75,14 @@ func startOperator(ctx context.Context, kubeconfig, ns, workDir string, extra ..
 		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[1]),
 		"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[2]),
 		"--local-data-dir", filepath.Join(workDir, "members-"+ns),
+		// Where `make controlplane` put the binaries (CONTROLPLANE_DIR);
+		// every other local flag keeps its default.
+		"--local-bin-dir", testenv.BinDir(),
 	}, extra...)
 	if *flagSim {
 		args = append(args, "--enable-sim-backend")
 	}
 	op.cmd = exec.Command(bin, args...)
-	// The local backend's default --local-bin-dir is relative to the
-	// repository root.
 	op.cmd.Dir = testenv.RepoRoot()
 	op.cmd.Stdout, op.cmd.Stderr = logFile, logFile
 	if err := op.cmd.Start(); err != nil {
