@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"net/http"
 	"slices"
 	"strings"
 
@@ -170,4 +171,31 @@ func labels(m *dto.Metric) map[string]string {
 		out[l.GetName()] = l.GetValue()
 	}
 	return out
+}
+
+// operatorMetrics reads gauges from the operator's metrics endpoint.
+func operatorMetrics(ctx context.Context, op *operator, names ...string) ([]float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, op.metricsURL, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("reading the operator's metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("parsing the operator's metrics: %w", err)
+	}
+	out := make([]float64, len(names))
+	for i, n := range names {
+		f, ok := fams[n]
+		if !ok || len(f.GetMetric()) == 0 {
+			return nil, fmt.Errorf("the operator's metrics have no %s", n)
+		}
+		out[i] = f.GetMetric()[0].GetGauge().GetValue()
+	}
+	return out, nil
 }

@@ -286,6 +286,7 @@ func (r *report) markdown() string {
 		w("| pools created (16 writers) | %.1f s |\n", m["scale.create_pools_s"])
 		w("| from the first pool create to %s | %.0f s (%.0f members/s) |\n", state, m["scale.all_ready_s"], m["scale.ready_members"]/m["scale.all_ready_s"])
 		w("| operator RSS when all were Ready / after 40 s at rest | %.0f MB / %.0f MB |\n", m["scale.rss_at_ready_mb"], m["scale.rss_mb"])
+		w("| operator Go heap in use / goroutines at rest (its /metrics) | %.0f MB / %.0f |\n", m["scale.heap_inuse_mb"], m["scale.goroutines"])
 		w("| operator CPU at rest (utime+stime over %s; one core = 100%%) | %.1f%% |\n", scaleCPUWindow, m["scale.cpu_percent"])
 		w("| status lag of a size change 10 -> 11 (%d pools): status observes the generation, p50 / max | %.0f / %.0f ms |\n",
 			scaleLagSamples, m["scale.lag_observed_p50_ms"], m["scale.lag_observed_max_ms"])

@@ -98,6 +98,11 @@ func measureScale(ctx context.Context, b *bench, _ int) (figures, error) {
 		return nil, err
 	}
 	out["scale.rss_mb"] = float64(rss) / 1e6
+	gm, err := operatorMetrics(ctx, op, "go_memstats_heap_inuse_bytes", "go_goroutines")
+	if err != nil {
+		return nil, err
+	}
+	out["scale.heap_inuse_mb"], out["scale.goroutines"] = gm[0]/1e6, gm[1]
 
 	obs, rdy, err := b.statusLag(ctx, op, ns, pools, size)
 	if err != nil {
