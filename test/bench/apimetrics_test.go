@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"maps"
 	"net/http"
-	"slices"
 	"strings"
 
 	dto "github.com/prometheus/client_model/go"
@@ -98,29 +96,6 @@ func (after writeCounts) sub(before writeCounts) writeCounts {
 		}
 	}
 	return out
-}
-
-func (w writeCounts) total() float64 {
-	var t float64
-	for _, v := range w {
-		t += v
-	}
-	return t
-}
-
-// sorted lists the keys by count, highest first.
-func (w writeCounts) sorted() []writeKey {
-	keys := slices.Collect(maps.Keys(w))
-	slices.SortFunc(keys, func(a, b writeKey) int {
-		if w[a] != w[b] {
-			if w[a] > w[b] {
-				return -1
-			}
-			return 1
-		}
-		return strings.Compare(a.String(), b.String())
-	})
-	return keys
 }
 
 // notKobe are writes no kobe component makes: kube-apiserver renews its own

@@ -122,5 +122,3 @@ func percentiles(d []time.Duration, ps ...float64) []float64 {
 	}
 	return out
 }
-
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -14,7 +14,6 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -248,29 +247,7 @@ func pollAlive(ctx context.Context, op *operator, within time.Duration, cond fun
 	return err
 }
 
-// waitPool waits until cond holds for the pool.
-func (b *bench) waitPool(ctx context.Context, op *operator, ns, name string, within time.Duration, cond func(*kobev1.ClusterPool) error) error {
-	return pollAlive(ctx, op, within, func() error {
-		p := &kobev1.ClusterPool{}
-		if err := b.env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, p); err != nil {
-			return err
-		}
-		return cond(p)
-	})
-}
-
 func inNamespace(ns string) client.InNamespace { return client.InNamespace(ns) }
-
-// readyAtLeast is a waitPool condition.
-func readyAtLeast(n int32) func(*kobev1.ClusterPool) error {
-	return func(p *kobev1.ClusterPool) error {
-		if p.Status.Ready >= n {
-			return nil
-		}
-		return fmt.Errorf("pool %s: ready %d of %d, creating %d, leased %d, failures %d, phase %s",
-			p.Name, p.Status.Ready, n, p.Status.Creating, p.Status.Leased, p.Status.Failures, p.Status.Phase)
-	}
-}
 
 // machine describes the host for the report.
 func machine() map[string]string {

@@ -125,7 +125,7 @@ func (op *operator) alive() error {
 	if !op.exited {
 		return nil
 	}
-	return fmt.Errorf("kobe-operator exited (%v); log tail:\n%s", op.exitErr, op.tail())
+	return fmt.Errorf("kobe-operator exited (%w); log tail:\n%s", op.exitErr, op.tail())
 }
 
 // stop sends SIGTERM, waits up to 20 s, then SIGKILL.

@@ -45,7 +45,7 @@ func measureOverload(ctx context.Context, b *bench, _ int) (figures, error) {
 		return nil, err
 	}
 	if probe.failures > 0 {
-		return nil, fmt.Errorf("/healthz failed %d times during the storm: %v", probe.failures, probe.lastErr)
+		return nil, fmt.Errorf("/healthz failed %d times during the storm: %w", probe.failures, probe.lastErr)
 	}
 	var other int
 	for code, n := range codes {
@@ -71,7 +71,7 @@ func measureOverload(ctx context.Context, b *bench, _ int) (figures, error) {
 		return nil, err
 	}
 	if probe.failures > 0 {
-		return nil, fmt.Errorf("/healthz failed %d times while requests were held: %v", probe.failures, probe.lastErr)
+		return nil, fmt.Errorf("/healthz failed %d times while requests were held: %w", probe.failures, probe.lastErr)
 	}
 	if held > limit {
 		return nil, fmt.Errorf("%d requests were admitted to read their bodies at once, above --api-max-in-flight %d "+
