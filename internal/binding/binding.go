@@ -88,7 +88,7 @@ func (b *Binder) Bind(ctx context.Context, l *kobev1.ClusterLease) (*Result, err
 		return nil, ErrCleanupModeUnsupported
 	}
 	var members kobev1.ClusterInstanceList
-	if err := b.Reader.List(ctx, &members, client.InNamespace(l.Namespace), client.MatchingLabels{kobev1.LabelPool: l.Spec.Pool}); err != nil {
+	if err := b.Reader.List(ctx, &members, client.InNamespace(l.Namespace), client.MatchingFields{index.InstancePool: l.Spec.Pool}); err != nil {
 		return nil, fmt.Errorf("listing members of pool %s: %w", l.Spec.Pool, err)
 	}
 	candidates := make([]*kobev1.ClusterInstance, 0, len(members.Items))

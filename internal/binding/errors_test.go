@@ -77,6 +77,7 @@ func TestBindSaysWhyItFailed(t *testing.T) {
 			updates, leaseWrites := 0, 0
 			c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).WithStatusSubresource(&kobev1.ClusterLease{}, &kobev1.ClusterInstance{}).
 				WithIndex(&kobev1.ClusterLease{}, index.LeaseInstanceUID, index.LeaseInstance).
+				WithIndex(&kobev1.ClusterInstance{}, index.InstancePool, index.InstancePoolName).
 				WithInterceptorFuncs(interceptor.Funcs{
 					Update: func(ctx context.Context, c client.WithWatch, o client.Object, opts ...client.UpdateOption) error {
 						if _, ok := o.(*kobev1.ClusterInstance); ok {

@@ -48,6 +48,14 @@ func InstanceLease(o client.Object) []string {
 	return []string{string(inst.Spec.LeaseRef.UID)}
 }
 
+// InstancePoolName is the InstancePool index: a member's pool label.
+func InstancePoolName(o client.Object) []string {
+	if name := o.GetLabels()[kobev1.LabelPool]; name != "" {
+		return []string{name}
+	}
+	return nil
+}
+
 // Setup registers every index on the manager's cache.
 func Setup(ctx context.Context, mgr ctrl.Manager) error {
 	fi := mgr.GetFieldIndexer()
@@ -67,12 +75,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager) error {
 	if err := fi.IndexField(ctx, &kobev1.ClusterInstance{}, InstanceLeaseUID, InstanceLease); err != nil {
 		return fmt.Errorf("indexing members by lease: %w", err)
 	}
-	if err := fi.IndexField(ctx, &kobev1.ClusterInstance{}, InstancePool, func(o client.Object) []string {
-		if name := o.GetLabels()[kobev1.LabelPool]; name != "" {
-			return []string{name}
-		}
-		return nil
-	}); err != nil {
+	if err := fi.IndexField(ctx, &kobev1.ClusterInstance{}, InstancePool, InstancePoolName); err != nil {
 		return fmt.Errorf("indexing instances by pool: %w", err)
 	}
 	return nil

@@ -22,6 +22,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/controller/conditions"
 	"github.com/kunobi-ninja/kobe/internal/controller/deps"
 	"github.com/kunobi-ninja/kobe/internal/controller/patch"
+	"github.com/kunobi-ninja/kobe/internal/index"
 )
 
 // ControllerName names the controller, its events' reporter and its field manager.
@@ -187,7 +188,11 @@ func (r *Reconciler) instancesOfLease(ctx context.Context, o client.Object) []re
 		add(l.Status.InstanceRef.Name)
 	}
 	var list kobev1.ClusterInstanceList
-	if err := r.Client.List(ctx, &list, client.InNamespace(l.Namespace), client.MatchingLabels{kobev1.LabelLease: l.Name}); err == nil {
+	// By index, not by label: a label selector scans every member of the
+	// namespace in the cache, an index only this lease's.
+	if err := r.Client.List(ctx, &list, client.InNamespace(l.Namespace), client.MatchingFields{index.InstanceLeaseUID: string(l.UID)}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing the members of a lease", "lease", l.Name)
+	} else {
 		for i := range list.Items {
 			add(list.Items[i].Name)
 		}

@@ -28,6 +28,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/backend"
 	"github.com/kunobi-ninja/kobe/internal/binding"
 	"github.com/kunobi-ninja/kobe/internal/credentials/memberaccess"
+	"github.com/kunobi-ninja/kobe/internal/index"
 	"github.com/kunobi-ninja/kobe/internal/pool"
 	"github.com/kunobi-ninja/kobe/internal/testenv"
 )
@@ -173,6 +174,9 @@ func startHarness(t *testing.T) *harness {
 	}
 	fake := newFake(kubeconfig, env.Config.Host)
 	mgr := env.NewManager(t)
+	if err := index.Setup(t.Context(), mgr); err != nil {
+		t.Fatal(err)
+	}
 	r := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(ControllerName),
 		Clock: clock.RealClock{}, Backends: backend.Registry{kobev1.BackendLocal: fake}, PollInterval: 200 * time.Millisecond}
 	if err := r.SetupWithManager(mgr); err != nil {

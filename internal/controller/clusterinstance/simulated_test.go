@@ -18,6 +18,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/backend"
 	"github.com/kunobi-ninja/kobe/internal/backend/sim"
 	"github.com/kunobi-ninja/kobe/internal/credentials/memberaccess"
+	"github.com/kunobi-ninja/kobe/internal/index"
 	"github.com/kunobi-ninja/kobe/internal/testenv"
 )
 
@@ -31,6 +32,9 @@ func TestSimulatedMembers(t *testing.T) {
 	ctrl.SetLogger(logr.Discard())
 	start := func(t *testing.T) func() {
 		mgr := env.NewManager(t)
+		if err := index.Setup(t.Context(), mgr); err != nil {
+			t.Fatal(err)
+		}
 		r := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(ControllerName),
 			Clock: clock.RealClock{}, Backends: backend.Registry{kobev1.BackendSim: sim.New(sim.Options{})},
 			PollInterval: 100 * time.Millisecond}

@@ -320,7 +320,7 @@ func (r *Reconciler) bindFailed(s *scope, err error) (ctrl.Result, error) {
 
 func (r *Reconciler) availableMembers(ctx context.Context, l *kobev1.ClusterLease) (int32, error) {
 	var members kobev1.ClusterInstanceList
-	if err := r.Client.List(ctx, &members, client.InNamespace(l.Namespace), client.MatchingLabels{kobev1.LabelPool: l.Spec.Pool}); err != nil {
+	if err := r.Client.List(ctx, &members, client.InNamespace(l.Namespace), client.MatchingFields{index.InstancePool: l.Spec.Pool}); err != nil {
 		return 0, fmt.Errorf("listing members of pool %s: %w", l.Spec.Pool, err)
 	}
 	var n int32
