@@ -3,6 +3,8 @@ package cachetrim
 import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+
+	"github.com/kunobi-ninja/kobe/internal/credentials/memberaccess"
 )
 
 // stripManagedFields is controller-runtime's own transform.
@@ -18,6 +20,10 @@ var stripManagedFields = cache.TransformStripManagedFields()
 //     included) that nothing in kobe reads. Kobe never writes back a Secret
 //     read from the cache. Other kinds keep it, so that a full Update of an
 //     object read from the cache cannot remove it.
+//   - on members' access Secrets, the admin kubeconfig: about half of each
+//     Secret (10,000 members hold tens of MB of it), read only live, by the
+//     instance controller; minting a lease's kubeconfig needs the rest
+//     (memberaccess.ForLeases).
 //
 // Anything that is not an object (a deletion tombstone) passes unchanged.
 // Readers still get deep copies: the transform runs once, before the object
@@ -30,6 +36,9 @@ func Transform(in any) (any, error) {
 	if s, ok := out.(*corev1.Secret); ok {
 		if _, has := s.Annotations[corev1.LastAppliedConfigAnnotation]; has {
 			delete(s.Annotations, corev1.LastAppliedConfigAnnotation)
+		}
+		if memberaccess.IsAccessSecret(s) {
+			delete(s.Data, memberaccess.KeyAdminKubeconfig)
 		}
 	}
 	return out, nil

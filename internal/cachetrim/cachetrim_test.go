@@ -14,7 +14,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+	"github.com/kunobi-ninja/kobe/internal/backend"
 	"github.com/kunobi-ninja/kobe/internal/cachetrim"
+	"github.com/kunobi-ninja/kobe/internal/credentials/memberaccess"
 	"github.com/kunobi-ninja/kobe/internal/testenv"
 )
 
@@ -111,5 +113,44 @@ func TestTransformPassesTombstones(t *testing.T) {
 	out, err := cachetrim.Transform(tomb)
 	if err != nil || fmt.Sprint(out) != fmt.Sprint(tomb) {
 		t.Errorf("Transform(tombstone) = %v, %v; want it unchanged", out, err)
+	}
+}
+
+// TestAccessSecretsDropTheAdminKubeconfig: a member's access Secret is
+// cached without its admin kubeconfig (read only live) but with everything
+// a lease's kubeconfig is minted from; another Secret that happens to have
+// a key of that name keeps it.
+func TestAccessSecretsDropTheAdminKubeconfig(t *testing.T) {
+	inst := &kobev1.ClusterInstance{ObjectMeta: metav1.ObjectMeta{Name: "m", Namespace: "ns", UID: "m-uid"},
+		Spec: kobev1.ClusterInstanceSpec{PoolRef: kobev1.ObjectRef{Name: "p"}}}
+	access := &backend.Access{Endpoint: "https://127.0.0.1:1", CACert: []byte("ca"), ClientCACert: []byte("client-ca"),
+		ClientCAKey: []byte("client-ca-key"), AdminKubeconfig: []byte("admin")}
+	out, err := cachetrim.Transform(memberaccess.Secret(inst, access))
+	if err != nil {
+		t.Fatal(err)
+	}
+	trimmed := out.(*corev1.Secret)
+	if _, has := trimmed.Data[memberaccess.KeyAdminKubeconfig]; has {
+		t.Error("the cached access Secret keeps the admin kubeconfig")
+	}
+	got, err := memberaccess.ForLeases(trimmed)
+	if err != nil {
+		t.Fatalf("ForLeases on the cached Secret: %v", err)
+	}
+	if got.Endpoint != access.Endpoint || string(got.ClientCAKey) != "client-ca-key" || string(got.CACert) != "ca" || string(got.ClientCACert) != "client-ca" {
+		t.Errorf("ForLeases = %+v, want the member's endpoint, CA and client CA", got)
+	}
+	if _, err := memberaccess.FromSecret(trimmed); err == nil {
+		t.Error("FromSecret accepted a Secret without the admin kubeconfig")
+	}
+
+	other := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: "ns"},
+		Data: map[string][]byte{memberaccess.KeyAdminKubeconfig: []byte("kept")}}
+	out, err = cachetrim.Transform(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(out.(*corev1.Secret).Data[memberaccess.KeyAdminKubeconfig]) != "kept" {
+		t.Error("a Secret that is not a member's access Secret lost a key")
 	}
 }

@@ -351,7 +351,7 @@ func (s *Service) kubeconfig(ctx context.Context, l *kobev1.ClusterLease, inst *
 	if !ownedBy(sec, inst) {
 		return nil, fmt.Errorf("access Secret %s does not belong to member %s (uid %s)", key, inst.Name, inst.UID)
 	}
-	a, err := memberaccess.FromSecret(sec)
+	a, err := memberaccess.ForLeases(sec)
 	if err != nil {
 		return nil, fmt.Errorf("reading access Secret %s: %w", key, err)
 	}

@@ -15,6 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/kunobi-ninja/kobe/internal/cachetrim"
 )
 
 // managerStopTimeout bounds how long stopping a test manager may take.
@@ -30,6 +32,9 @@ func (e *Env) ManagerOptions(namespaces ...string) ctrl.Options {
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+		// Cache what the operator caches, trimmed the same way, so that a
+		// test reading from the cache sees what production code sees.
+		Cache: cache.Options{DefaultTransform: cachetrim.Transform},
 	}
 	if len(namespaces) > 0 {
 		opts.Cache.DefaultNamespaces = map[string]cache.Config{}

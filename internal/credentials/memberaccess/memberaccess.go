@@ -55,7 +55,42 @@ func Secret(inst *kobev1.ClusterInstance, a *backend.Access) *corev1.Secret {
 	}
 }
 
+// IsAccessSecret reports whether s is a member's access Secret: labelled
+// with its member and owned by a ClusterInstance.
+func IsAccessSecret(s *corev1.Secret) bool {
+	if s.Labels[kobev1.LabelInstance] == "" {
+		return false
+	}
+	for _, o := range s.OwnerReferences {
+		if o.Kind == "ClusterInstance" && o.APIVersion == kobev1.GroupVersion.String() {
+			return true
+		}
+	}
+	return false
+}
+
+// ForLeases reads back what minting a lease's kubeconfig needs: everything
+// but the admin kubeconfig, which the operator's cache drops (about half of
+// each access Secret) because only live reads use it. It fails when a key
+// it needs is missing.
+func ForLeases(s *corev1.Secret) (*backend.Access, error) {
+	a := &backend.Access{
+		Endpoint:     string(s.Data[KeyEndpoint]),
+		CACert:       s.Data[KeyCACert],
+		ClientCACert: s.Data[KeyClientCACert],
+		ClientCAKey:  s.Data[KeyClientCAKey],
+	}
+	for k, v := range map[string][]byte{KeyEndpoint: []byte(a.Endpoint), KeyCACert: a.CACert, KeyClientCACert: a.ClientCACert, KeyClientCAKey: a.ClientCAKey} {
+		if len(v) == 0 {
+			return nil, fmt.Errorf("access secret %s/%s has no %q", s.Namespace, s.Name, k)
+		}
+	}
+	return a, nil
+}
+
 // FromSecret reads access material back; it fails when a key is missing.
+// Read the Secret live: the operator's cache holds it without the admin
+// kubeconfig (see ForLeases).
 func FromSecret(s *corev1.Secret) (*backend.Access, error) {
 	a := &backend.Access{
 		Endpoint:        string(s.Data[KeyEndpoint]),
