@@ -34,9 +34,7 @@ func Transform(in any) (any, error) {
 		return nil, err
 	}
 	if s, ok := out.(*corev1.Secret); ok {
-		if _, has := s.Annotations[corev1.LastAppliedConfigAnnotation]; has {
-			delete(s.Annotations, corev1.LastAppliedConfigAnnotation)
-		}
+		delete(s.Annotations, corev1.LastAppliedConfigAnnotation)
 		if memberaccess.IsAccessSecret(s) {
 			delete(s.Data, memberaccess.KeyAdminKubeconfig)
 		}
