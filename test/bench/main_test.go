@@ -38,7 +38,7 @@ var (
 	flagPrewarmMax   = flag.Int("bench.prewarm-max", 3000, "Most members pre-warmed for the pre-warmed cycles measurement.")
 	flagScalePools   = flag.Int("bench.scale-pools", 1000, "Pools of the scale measurement.")
 	flagScaleSize    = flag.Int("bench.scale-size", 10, "Members per pool of the scale measurement.")
-	flagScaleWait    = flag.Duration("bench.scale-wait", 10*time.Minute, "How long the scale measurement waits for every member to be Ready.")
+	flagScaleWait    = flag.Duration("bench.scale-wait", 3*time.Minute, "How long the scale measurement waits for every member to be Ready.")
 	flagRefillSim    = flag.Int("bench.refill-sim-samples", 10, "Samples of the sim refill measurement.")
 	flagRefillLocal  = flag.Int("bench.refill-local-samples", 3, "Samples of the local refill measurement.")
 	flagOverloadReqs = flag.Int("bench.overload-requests", 1000, "Concurrent requests of the overload measurement.")
@@ -132,16 +132,31 @@ func TestBench(t *testing.T) {
 			}
 			rep.add(ms.name, run, figs)
 			t.Logf("%s run %d took %s:\n%s", ms.name, run, time.Since(t0).Round(time.Second), figs.text())
+			// Written after every measurement, so that an interrupted run
+			// leaves what it measured, saying how far it got.
+			rep.Progress = fmt.Sprintf("%s of run %d of %d", ms.name, run, *flagRuns)
+			writeReport(t, rep, selected, started, false)
 		}
 	}
+	writeReport(t, rep, selected, started, true)
+}
+
+// writeReport renders the report and, with -bench.write and every
+// measurement selected, writes the files.
+func writeReport(t *testing.T, rep *report, selected []measurement, started time.Time, done bool) {
 	rep.Elapsed = time.Since(started).Round(time.Second).String()
 	rep.Measurements = names(selected)
+	rep.Complete = done
 	md := rep.markdown()
-	fmt.Println(md)
+	if done {
+		fmt.Println(md)
+	}
 	switch {
 	case !*flagWrite:
 	case len(selected) < len(measurements()):
-		t.Logf("not writing %s and %s: only %s ran", *flagMD, *flagJSON, strings.Join(rep.Measurements, ","))
+		if done {
+			t.Logf("not writing %s and %s: only %s ran", *flagMD, *flagJSON, strings.Join(rep.Measurements, ","))
+		}
 	default:
 		if err := rep.write(*flagMD, *flagJSON, md); err != nil {
 			t.Fatal(err)

@@ -43,6 +43,8 @@ type report struct {
 	Runs         int                  `json:"runs"`
 	Elapsed      string               `json:"elapsed"`
 	Measurements []string             `json:"measurements"`
+	Complete     bool                 `json:"complete"`
+	Progress     string               `json:"progress"`
 	Median       map[string]float64   `json:"median"`
 	PerRun       map[string][]float64 `json:"per_run"`
 	Goals        []goal               `json:"goals"`
@@ -149,6 +151,9 @@ func (r *report) markdown() string {
 		r.Date, r.Commit, r.Machine["cores"], r.Machine["cpu"], r.Machine["memory"], r.Machine["loadavg_at_start"])
 	w("Each repeated figure is the median of %d runs (`docs/benchmarks.json` has every run); "+
 		"the pre-warmed cycles, local refill and scale measurements run once. The whole run took %s.\n\n", r.Runs, r.Elapsed)
+	if !r.Complete {
+		w("**Incomplete run**: it ended after %s; the medians are over the runs completed (`per_run` in the JSON).\n\n", r.Progress)
+	}
 	w("```\n%s\n```\n\n", r.Command)
 	w("What runs: a real kube-apiserver 1.37.2 + etcd (internal/testenv), `bin/kobe-operator` as its own process " +
 		"(`--enable-sim-backend`, every controller and the HTTP API, loopback ports), a token AccessPolicy with no per-owner " +
