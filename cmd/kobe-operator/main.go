@@ -55,6 +55,7 @@ type options struct {
 	disableLocal      bool
 	localProvisionMax time.Duration
 	enableSim         bool
+	pprofAddr         string
 }
 
 func (o *options) bind(fs *flag.FlagSet) {
@@ -76,6 +77,7 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.DurationVar(&o.localProvisionMax, "local-provision-timeout", 3*time.Minute, "How long a local member may take to start before it is reported failed.")
 	fs.BoolVar(&o.disableLocal, "disable-local-backend", false, "Do not wire the local backend.")
 	fs.BoolVar(&o.enableSim, "enable-sim-backend", false, "Wire the sim backend: pools with backend.type sim get simulated members, with no cluster behind them, whose kubeconfigs point at an address that answers nothing. For benchmarks, scale tests and demos only; never for real use.")
+	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "", "Serve Go's /debug/pprof on this address (e.g. 127.0.0.1:6060) for profiling; empty disables it.")
 	fs.DurationVar(&o.leaseRetention, "lease-retention", time.Hour, "How long ended leases are kept before deletion.")
 }
 
@@ -103,6 +105,7 @@ func run(ctx context.Context, o options) error {
 		Scheme:                  scheme,
 		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
 		HealthProbeBindAddress:  o.probeAddr,
+		PprofBindAddress:        o.pprofAddr,
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        "kobe-operator.kobe.kunobi.ninja",
 		LeaderElectionNamespace: o.namespace,

@@ -82,6 +82,10 @@ func startOperator(ctx context.Context, kubeconfig, ns, workDir string, extra ..
 	if *flagSim {
 		args = append(args, "--enable-sim-backend")
 	}
+	if addr := os.Getenv("KOBE_BENCH_PPROF"); addr != "" {
+		// Profile the operator: go tool pprof http://$KOBE_BENCH_PPROF/debug/pprof/profile
+		args = append(args, "--pprof-bind-address", addr)
+	}
 	op.cmd = exec.Command(bin, args...)
 	op.cmd.Dir = testenv.RepoRoot()
 	op.cmd.Stdout, op.cmd.Stderr = logFile, logFile

@@ -229,3 +229,29 @@ func TestDeleteIsGoneAtOnceAndCapabilities(t *testing.T) {
 		t.Errorf("type %s", b.Type())
 	}
 }
+
+// TestAccessIsMintedOncePerMember: observing a Ready member again returns
+// the material minted the first time; a deleted member's is forgotten.
+func TestAccessIsMintedOncePerMember(t *testing.T) {
+	b := sim.New(sim.Options{Clock: clocktesting.NewFakePassiveClock(t0)})
+	m := member("uid-once", nil)
+	first, err := b.Observe(t.Context(), m)
+	if err != nil || first.Access == nil {
+		t.Fatalf("Observe = %+v, %v; want Ready with access", first, err)
+	}
+	again, err := b.Observe(t.Context(), m)
+	if err != nil || again.Access != first.Access {
+		t.Errorf("second Observe minted new access material (%v)", err)
+	}
+	other, err := b.Observe(t.Context(), member("uid-other", nil))
+	if err != nil || string(other.Access.ClientCAKey) == string(first.Access.ClientCAKey) {
+		t.Errorf("two members share a client CA key (%v)", err)
+	}
+	if _, err := b.Delete(t.Context(), m); err != nil {
+		t.Fatal(err)
+	}
+	after, err := b.Observe(t.Context(), m)
+	if err != nil || after.Access == first.Access {
+		t.Errorf("a deleted member's access material was kept (%v)", err)
+	}
+}
