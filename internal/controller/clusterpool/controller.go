@@ -39,9 +39,10 @@ type Reconciler struct {
 	// read from its cache through the index.InstancePool and
 	// index.LeasePool indexes (index.Setup). Required.
 	Client client.Client
-	// APIReader lists members live before the pool creates or deletes any:
-	// acting on a lagging cache could overshoot the target. A decision that
-	// changes nothing is taken from the cache alone.
+	// APIReader lists members live before the pool creates or deletes any
+	// while a create or delete of its own is not in the cache yet: acting on
+	// a lagging cache could overshoot the target. Otherwise the cache is
+	// enough (see expectations).
 	// Default: mgr.GetAPIReader().
 	APIReader client.Reader
 	// Recorder is from mgr.GetEventRecorder(ControllerName). Required.
@@ -60,6 +61,10 @@ type Reconciler struct {
 	// pool that fills waits on the API server for each member it creates:
 	// one worker would make a thousand pools fill one after another.
 	MaxConcurrentReconciles int
+
+	// expected holds this process's creates and deletes of members until
+	// the cache shows them.
+	expected expectations
 }
 
 // scope is one reconcile's view of a pool.
@@ -123,7 +128,7 @@ func (r *Reconciler) decide(ctx context.Context, s *scope) error {
 	}
 	s.queue = queue
 	s.plan = r.plan(s.pool, members, queue, s.conds.Now)
-	if !acts(s.plan) {
+	if !acts(s.plan) || r.expected.seen(s.pool.UID, members, s.conds.Now) {
 		return nil
 	}
 	if members, err = r.members(ctx, s.pool, r.APIReader); err != nil {

@@ -50,6 +50,7 @@ func (r *Reconciler) finalize(ctx context.Context, s *scope) (ctrl.Result, error
 		return ctrl.Result{}, err
 	}
 	metrics.DeletePool(p.Namespace, p.Name)
+	r.expected.forget(p.UID)
 	ctrl.LoggerFrom(ctx).Info("Pool cleaned up")
 	return ctrl.Result{}, nil
 }

@@ -40,6 +40,7 @@ func (r *Reconciler) createMembers(ctx context.Context, s *scope) error {
 			}
 			return fmt.Errorf("creating member %s: %w", m.Name, err)
 		}
+		r.expected.expect(p.UID, []string{m.Name}, nil, s.conds.Now)
 		ctrl.LoggerFrom(ctx).Info("Member created", "member", m.Name)
 		r.event(p, m, corev1.EventTypeNormal, kobev1.EventMemberCreated, "Create",
 			"created member %s to keep %d members Ready or Creating", m.Name, plan.Target)
@@ -78,6 +79,7 @@ func (r *Reconciler) deleteMembers(ctx context.Context, p *kobev1.ClusterPool, m
 		case err != nil:
 			return raced, fmt.Errorf("deleting member %s: %w", m.Name, err)
 		}
+		r.expected.expect(p.UID, nil, []string{m.Name}, r.Clock.Now())
 		ctrl.LoggerFrom(ctx).Info("Member deleted", "member", m.Name, "why", why)
 		r.event(p, m, corev1.EventTypeNormal, kobev1.EventMemberDeleted, "Delete", "deleted member %s (%s): %s", m.Name, m.Status.Phase, why)
 	}

@@ -1,0 +1,100 @@
+package clusterpool
+
+import (
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+)
+
+// expectationTTL bounds how long a create or delete this process made may
+// stay unseen in the cache before the pool stops waiting for it and lists
+// live instead.
+const expectationTTL = 30 * time.Second
+
+// expectations remember, per pool, the members this process created or
+// deleted until the cache shows it. While none is pending, the cache holds
+// every member this leader's own writes made or removed, and a plan made
+// from it can be acted on without a live list: a live list of a pool's
+// members cost kube-apiserver a full encode of every member on every
+// hand-out's refill. It is a guard against cache lag only; nothing is lost
+// with it: a new leader starts with an empty record and a freshly synced
+// cache.
+type expectations struct {
+	mu    sync.Mutex
+	pools map[types.UID]*pending
+}
+
+type pending struct {
+	created map[string]bool
+	deleted map[string]bool
+	since   time.Time
+}
+
+// expect records members of pool p created and deleted at now.
+func (e *expectations) expect(p types.UID, created, deleted []string, now time.Time) {
+	if len(created) == 0 && len(deleted) == 0 {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.pools == nil {
+		e.pools = map[types.UID]*pending{}
+	}
+	pd := e.pools[p]
+	if pd == nil {
+		pd = &pending{created: map[string]bool{}, deleted: map[string]bool{}}
+		e.pools[p] = pd
+	}
+	for _, n := range created {
+		pd.created[n] = true
+	}
+	for _, n := range deleted {
+		pd.deleted[n] = true
+	}
+	pd.since = now
+}
+
+// seen reports whether cached shows every create and delete recorded for
+// pool p, forgetting those it shows. A record older than expectationTTL is
+// dropped and reported unseen, once, so that the caller lists live.
+func (e *expectations) seen(p types.UID, cached []kobev1.ClusterInstance, now time.Time) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	pd := e.pools[p]
+	if pd == nil {
+		return true
+	}
+	present := make(map[string]bool, len(cached))
+	for i := range cached {
+		// A member being deleted counts as deleted: its delete was seen.
+		present[cached[i].Name] = cached[i].DeletionTimestamp.IsZero()
+	}
+	for n := range pd.created {
+		if _, ok := present[n]; ok {
+			delete(pd.created, n)
+		}
+	}
+	for n := range pd.deleted {
+		if !present[n] {
+			delete(pd.deleted, n)
+		}
+	}
+	if len(pd.created) == 0 && len(pd.deleted) == 0 {
+		delete(e.pools, p)
+		return true
+	}
+	if now.Sub(pd.since) > expectationTTL {
+		delete(e.pools, p)
+	}
+	return false
+}
+
+// forget drops pool p's record (the pool is gone).
+func (e *expectations) forget(p types.UID) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.pools, p)
+}

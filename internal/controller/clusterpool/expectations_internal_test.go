@@ -1,0 +1,59 @@
+package clusterpool
+
+import (
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+)
+
+func cached(names ...string) []kobev1.ClusterInstance {
+	out := make([]kobev1.ClusterInstance, 0, len(names))
+	for _, n := range names {
+		out = append(out, kobev1.ClusterInstance{ObjectMeta: metav1.ObjectMeta{Name: n}})
+	}
+	return out
+}
+
+func TestExpectations(t *testing.T) {
+	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	var e expectations
+	if !e.seen("p", nil, t0) {
+		t.Fatal("a pool with no record must be seen")
+	}
+	e.expect("p", []string{"pool-p-3"}, []string{"pool-p-1"}, t0)
+	if e.seen("p", cached("pool-p-1", "pool-p-2"), t0) {
+		t.Error("the create of pool-p-3 is not in the cache yet: not seen")
+	}
+	if e.seen("p", cached("pool-p-1", "pool-p-2", "pool-p-3"), t0) {
+		t.Error("pool-p-1, deleted, is still in the cache: not seen")
+	}
+	if !e.seen("other", nil, t0) {
+		t.Error("another pool's record leaked into this one")
+	}
+	deleting := cached("pool-p-1", "pool-p-2", "pool-p-3")
+	now := metav1.NewTime(t0)
+	deleting[0].DeletionTimestamp = &now
+	if !e.seen("p", deleting, t0) {
+		t.Error("a member being deleted and a created one present: both seen")
+	}
+	if !e.seen("p", cached("pool-p-2"), t0) {
+		t.Error("a record already satisfied must stay satisfied")
+	}
+
+	e.expect("p", []string{"pool-p-9"}, nil, t0)
+	if e.seen("p", nil, t0.Add(expectationTTL+time.Second)) {
+		t.Error("an expired record is reported unseen once, so that the pool lists live")
+	}
+	if !e.seen("p", nil, t0.Add(expectationTTL+2*time.Second)) {
+		t.Error("an expired record must be dropped after it was reported")
+	}
+
+	e.expect("p", []string{"pool-p-10"}, nil, t0)
+	e.forget("p")
+	if !e.seen("p", nil, t0) {
+		t.Error("forget must drop the record")
+	}
+}
