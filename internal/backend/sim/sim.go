@@ -88,7 +88,9 @@ func (b *Backend) Observe(_ context.Context, m backend.Member) (backend.Observat
 	readyAt := m.Created.Add(readyAfter)
 	if left := readyAt.Sub(b.clock.Now()); left > 0 {
 		return backend.Observation{State: backend.StateProvisioning,
-			Message: fmt.Sprintf("simulated member: Ready in %s (readyAfter %s)", left.Round(time.Millisecond), readyAfter)}, nil
+			// A message that does not count down: it lands in the member's
+			// status, and a changing one would cost a write per observation.
+			Message: fmt.Sprintf("simulated member: Ready at %s (readyAfter %s)", readyAt.UTC().Format(time.RFC3339), readyAfter)}, nil
 	}
 	if Fails(m.UID, failurePercent) {
 		return backend.Observation{State: backend.StateFailed,

@@ -30,6 +30,10 @@ func (r *Reconciler) setPhase(s *scope, phase kobev1.InstancePhase, reason, msg 
 	st.Phase = phase
 	t := metav1.NewTime(s.now)
 	st.LastPhaseChange = &t
+	if phase == kobev1.InstanceCreating && reason == kobev1.ReasonCreating {
+		// The pool's MemberCreated Event already says it.
+		return
+	}
 	kind := corev1.EventTypeNormal
 	if phase == kobev1.InstanceRecycling && reason != kobev1.ReasonLeaseEnded && reason != kobev1.ReasonScaledDown && reason != kobev1.ReasonPoolDeleted {
 		kind = corev1.EventTypeWarning
