@@ -129,3 +129,23 @@ func TestQueueTimeoutAndInFlightCountFromQueuedAt(t *testing.T) {
 		t.Error("InFlight after grace from queued-at = true, want false")
 	}
 }
+
+func TestMayBindNow(t *testing.T) {
+	for _, tc := range []struct {
+		position  int32
+		available int
+		want      bool
+	}{
+		{position: 1, available: 0, want: true}, // first: bind or queue by what the binder finds
+		{position: 1, available: 3, want: true},
+		{position: 2, available: 1, want: false}, // the one member is for the lease ahead
+		{position: 2, available: 2, want: true},  // one for the lease ahead, one for this
+		{position: 5, available: 4, want: false},
+		{position: 5, available: 5, want: true},
+		{position: 3, available: 0, want: false},
+	} {
+		if got := MayBindNow(tc.position, tc.available); got != tc.want {
+			t.Errorf("MayBindNow(%d, %d) = %v, want %v", tc.position, tc.available, got, tc.want)
+		}
+	}
+}

@@ -286,13 +286,29 @@ type fastPath struct {
 	uncertain bool
 }
 
-// headOfQueue reports whether nobody waits ahead of the new lease l.
+// headOfQueue reports whether the new lease l may be bound at once: nobody
+// waits ahead of it, or the pool has more Ready members than leases waiting
+// ahead of it (lease.MayBindNow).
 func (s *Service) headOfQueue(ctx context.Context, l *kobev1.ClusterLease) bool {
 	var ls kobev1.ClusterLeaseList
 	if err := s.opts.Reader.List(ctx, &ls, client.InNamespace(l.Namespace), client.MatchingFields{index.LeasePool: l.Spec.Pool}); err != nil {
 		return false
 	}
-	return lease.Position(lease.Waiting(lease.Queue(ls.Items, l.Spec.Pool), s.opts.Clock.Now()), l) <= 1
+	pos := lease.Position(lease.Waiting(lease.Queue(ls.Items, l.Spec.Pool), s.opts.Clock.Now()), l)
+	if pos <= 1 {
+		return true
+	}
+	var members kobev1.ClusterInstanceList
+	if err := s.opts.Reader.List(ctx, &members, client.InNamespace(l.Namespace), client.MatchingFields{index.InstancePool: l.Spec.Pool}); err != nil {
+		return false
+	}
+	available := 0
+	for i := range members.Items {
+		if binding.Available(&members.Items[i]) {
+			available++
+		}
+	}
+	return lease.MayBindNow(pos, available)
 }
 
 // recordBound writes the lease's copy of the bind that inst confirms,

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
@@ -301,4 +302,54 @@ func positions(ls []leaseservice.Lease) map[string]int32 {
 		out[l.Object.Name] = l.QueuePosition
 	}
 	return out
+}
+
+// TestNewRequestsBindPastAWaitingLeaseOnlyWhenMembersSuffice: a lease
+// waiting in the queue does not make a new request queue when the pool has
+// a Ready member for the waiting lease and one more; with only the one it
+// does (first come, first served).
+func TestNewRequestsBindPastAWaitingLeaseOnlyWhenMembersSuffice(t *testing.T) {
+	for _, tc := range []struct {
+		pool      string
+		members   int
+		wantBound bool
+	}{
+		{pool: "ahead-enough", members: 2, wantBound: true},
+		{pool: "ahead-short", members: 1, wantBound: false},
+	} {
+		t.Run(tc.pool, func(t *testing.T) {
+			makePool(t, tc.pool, tc.members)
+			waiting := &kobev1.ClusterLease{
+				ObjectMeta: metav1.ObjectMeta{Name: tc.pool + "-waiting", Namespace: ns, Labels: map[string]string{kobev1.LabelPool: tc.pool}},
+				Spec:       kobev1.ClusterLeaseSpec{Pool: tc.pool, TTL: &metav1.Duration{Duration: time.Hour}},
+			}
+			if err := fx.env.Client.Create(t.Context(), waiting); err != nil {
+				t.Fatal(err)
+			}
+			waiting.Status.Phase = kobev1.LeasePending
+			if err := fx.env.Client.Status().Update(t.Context(), waiting); err != nil {
+				t.Fatal(err)
+			}
+			testenv.Eventually(t, 15*time.Second, "the cache to see the waiting lease", func() error {
+				var got kobev1.ClusterLease
+				if err := fx.mgr.GetClient().Get(t.Context(), clientKey(waiting.Name), &got); err != nil {
+					return err
+				}
+				if got.Status.Phase != kobev1.LeasePending {
+					return fmt.Errorf("phase %q", got.Status.Phase)
+				}
+				return nil
+			})
+			l, err := newService().Create(t.Context(), caller("late", kobev1.AccessRule{Pools: []string{tc.pool}}), leaseservice.CreateRequest{Pool: tc.pool})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if l.Bound() != tc.wantBound {
+				t.Errorf("with %d Ready members and one lease waiting: bound %v (position %d), want bound %v", tc.members, l.Bound(), l.QueuePosition, tc.wantBound)
+			}
+			if !tc.wantBound && l.QueuePosition != 2 {
+				t.Errorf("queued at %d, want 2 (behind the waiting lease)", l.QueuePosition)
+			}
+		})
+	}
 }
