@@ -156,14 +156,11 @@ const refillPool = "cycles-refill"
 // cyclesSetup starts an operator on a fresh namespace with a settled
 // refilling pool.
 func (b *bench) cyclesSetup(ctx context.Context, name string) (string, *operator, func(), error) {
-	ns, err := b.namespace(ctx, name)
+	ns, op, err := b.operatorIn(ctx, name)
 	if err != nil {
 		return "", nil, nil, err
 	}
-	op, stop, err := b.startOperator(ctx, ns)
-	if err != nil {
-		return "", nil, nil, err
-	}
+	stop := op.stop
 	if err := b.env.Client.Create(ctx, simPool(ns, refillPool, refillPoolSize, 0)); err != nil {
 		stop()
 		return "", nil, nil, err

@@ -19,15 +19,11 @@ var handoutCallers = []int{1, 16, 64}
 // out, so no caller ever needs to wait for a member; the pool refills in
 // the background as it would in use.
 func measureHandout(ctx context.Context, b *bench, _ int) (figures, error) {
-	ns, err := b.namespace(ctx, "handout")
+	ns, op, err := b.operatorIn(ctx, "handout")
 	if err != nil {
 		return nil, err
 	}
-	op, stop, err := b.startOperator(ctx, ns)
-	if err != nil {
-		return nil, err
-	}
-	defer stop()
+	defer op.stop()
 	n := min(*flagHandouts, 500)
 	out := figures{}
 	for _, callers := range handoutCallers {

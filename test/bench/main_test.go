@@ -214,13 +214,18 @@ func (b *bench) namespace(ctx context.Context, name string) (string, error) {
 	return ns, nil
 }
 
-// startOperator starts an operator for ns and makes sure it is stopped.
-func (b *bench) startOperator(ctx context.Context, ns string, extra ...string) (*operator, func(), error) {
+// operatorIn makes a fresh namespace (see namespace) and starts an operator
+// for it; the caller stops it (op.stop).
+func (b *bench) operatorIn(ctx context.Context, name string, extra ...string) (string, *operator, error) {
+	ns, err := b.namespace(ctx, name)
+	if err != nil {
+		return "", nil, err
+	}
 	op, err := startOperator(ctx, b.env.Kubeconfig, ns, b.work, extra...)
 	if err != nil {
-		return nil, nil, err
+		return "", nil, err
 	}
-	return op, op.stop, nil
+	return ns, op, nil
 }
 
 // simPool is a pool of the sim backend.

@@ -26,16 +26,12 @@ const overloadWaves = 5
 // while a prober GETs /healthz on the probe port every 5 ms, whose latency
 // is reported.
 func measureOverload(ctx context.Context, b *bench, _ int) (figures, error) {
-	ns, err := b.namespace(ctx, "overload")
-	if err != nil {
-		return nil, err
-	}
 	limit := *flagMaxInFlight
-	op, stop, err := b.startOperator(ctx, ns, "--api-max-in-flight", fmt.Sprint(limit))
+	_, op, err := b.operatorIn(ctx, "overload", "--api-max-in-flight", fmt.Sprint(limit))
 	if err != nil {
 		return nil, err
 	}
-	defer stop()
+	defer op.stop()
 	out := figures{"overload.limit": float64(limit), "overload.requests": float64(*flagOverloadReqs)}
 
 	probe := newProber(op.probeURL + "/healthz")

@@ -20,15 +20,11 @@ import (
 // the time from a bind (the request that bound the only member) to its
 // replacement being Ready: what kobe itself adds to a refill.
 func measureRefillSim(ctx context.Context, b *bench, _ int) (figures, error) {
-	ns, err := b.namespace(ctx, "refill")
+	ns, op, err := b.operatorIn(ctx, "refill")
 	if err != nil {
 		return nil, err
 	}
-	op, stop, err := b.startOperator(ctx, ns)
-	if err != nil {
-		return nil, err
-	}
-	defer stop()
+	defer op.stop()
 	samples, err := b.refill(ctx, op, simPool(ns, "refill", 1, 0), *flagRefillSim, time.Minute)
 	if err != nil {
 		return nil, err
@@ -41,14 +37,11 @@ func measureRefillSim(ctx context.Context, b *bench, _ int) (figures, error) {
 // etcd, kube-apiserver and kube-controller-manager processes, the operator's
 // default local flags (its --local-data-dir is the harness's own).
 func measureRefillLocal(ctx context.Context, b *bench, _ int) (figures, error) {
-	ns, err := b.namespace(ctx, "refill-local")
+	ns, op, err := b.operatorIn(ctx, "refill-local")
 	if err != nil {
 		return nil, err
 	}
-	op, stop, err := b.startOperator(ctx, ns)
-	if err != nil {
-		return nil, err
-	}
+	stop := op.stop
 	dataRoot := filepath.Join(b.work, "members-"+ns)
 	defer func() {
 		// Members are processes: destroy them through the operator before

@@ -29,15 +29,11 @@ const (
 // all Ready within -bench.scale-wait, it reports how far they got and goes
 // on with the rest.
 func measureScale(ctx context.Context, b *bench, _ int) (figures, error) {
-	ns, err := b.namespace(ctx, "scale")
+	ns, op, err := b.operatorIn(ctx, "scale")
 	if err != nil {
 		return nil, err
 	}
-	op, stop, err := b.startOperator(ctx, ns)
-	if err != nil {
-		return nil, err
-	}
-	defer stop()
+	defer op.stop()
 	pools, size := *flagScalePools, int32(*flagScaleSize)
 	want := int32(pools) * size
 	out := figures{"scale.pools": float64(pools), "scale.size": float64(size)}

@@ -22,15 +22,11 @@ const (
 // give the latency of a hand-out that competes with no earlier one's
 // after-effects.
 func measureWrites(ctx context.Context, b *bench, _ int) (figures, error) {
-	ns, err := b.namespace(ctx, "writes")
+	ns, op, err := b.operatorIn(ctx, "writes")
 	if err != nil {
 		return nil, err
 	}
-	op, stop, err := b.startOperator(ctx, ns)
-	if err != nil {
-		return nil, err
-	}
-	defer stop()
+	defer op.stop()
 	const pool = "writes"
 	if err := b.env.Client.Create(ctx, simPool(ns, pool, writesHandouts+writesSamples, time.Second)); err != nil {
 		return nil, err
