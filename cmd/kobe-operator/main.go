@@ -56,6 +56,7 @@ type options struct {
 	localProvisionMax time.Duration
 	enableSim         bool
 	pprofAddr         string
+	bindAllInterfaces bool
 }
 
 func (o *options) bind(fs *flag.FlagSet) {
@@ -64,12 +65,13 @@ func (o *options) bind(fs *flag.FlagSet) {
 		ns = "default"
 	}
 	fs.StringVar(&o.namespace, "namespace", ns, "Namespace whose pools, instances, leases and access policies the operator manages and the API serves.")
-	fs.StringVar(&o.apiAddr, "api-bind-address", ":8090", "Address of the lease HTTP API.")
+	fs.StringVar(&o.apiAddr, "api-bind-address", "", "Address of the lease HTTP API (default 127.0.0.1:8090; :8090 with --api-tls-cert-file or --"+bindAllInterfacesFlag+").")
 	fs.StringVar(&o.apiTLSCert, "api-tls-cert-file", "", "Serve the lease API over HTTPS with this certificate (and --api-tls-key-file).")
 	fs.StringVar(&o.apiTLSKey, "api-tls-key-file", "", "Key of --api-tls-cert-file.")
 	fs.IntVar(&o.apiMaxInFlight, "api-max-in-flight", apiserver.DefaultMaxInFlight, "Concurrent API requests served before answering 429.")
-	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address of the controller metrics endpoint; 0 disables it.")
-	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz probes.")
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", "", "Address of the controller metrics endpoint (default 127.0.0.1:8080; :8080 with --"+bindAllInterfacesFlag+"); 0 disables it.")
+	fs.StringVar(&o.probeAddr, "health-probe-bind-address", "", "Address of the /healthz and /readyz probes (default 127.0.0.1:8081; :8081 with --"+bindAllInterfacesFlag+"); 0 disables them.")
+	fs.BoolVar(&o.bindAllInterfaces, bindAllInterfacesFlag, false, "Let endpoints served over plain HTTP (metrics, probes, pprof, and the API without TLS) listen beyond loopback: on every interface by default, or on the non-loopback address given. Only where the network in front of them is trusted, e.g. a pod network behind a NetworkPolicy.")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader so that several replicas can run; only the leader reconciles.")
 	fs.StringVar(&o.localBinDir, "local-bin-dir", local.DefaultBinDir, "Directory with etcd, kube-apiserver and kube-controller-manager for the local backend.")
 	fs.StringVar(&o.localDataRoot, "local-data-dir", filepath.Join(os.TempDir(), "kobe-local"), "Directory holding the local backend's member data; anything in it that no ClusterInstance owns is removed at start.")
@@ -88,6 +90,10 @@ func main() {
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	if err := o.resolveListeners(); err != nil {
+		fmt.Fprintln(os.Stderr, "kobe-operator: refusing to start:", err)
+		os.Exit(2)
+	}
 	if err := run(ctrl.SetupSignalHandler(), o); err != nil {
 		ctrl.Log.Error(err, "Operator failed")
 		os.Exit(1)
