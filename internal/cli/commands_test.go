@@ -27,7 +27,7 @@ func TestLeaseWritesKubeconfig(t *testing.T) {
 	if err != nil {
 		t.Fatalf("kubeconfig not at the default path: %v\n%s", err, r)
 	}
-	if string(data) != apiclienttest.Kubeconfig(id) {
+	if !sameKubeconfig(t, string(data), apiclienttest.Kubeconfig(id)) {
 		t.Errorf("kubeconfig content %q", data)
 	}
 	if got := fileMode(t, path); got != 0o600 {

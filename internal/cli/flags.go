@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/url"
 	"os"
 
 	"github.com/spf13/pflag"
@@ -25,6 +27,8 @@ type ConfigFlags struct {
 	SSHKey                string
 	CAFile                string
 	InsecureSkipTLSVerify bool
+	// Insecure allows a plain-HTTP endpoint beyond loopback.
+	Insecure bool
 
 	// Getenv reads the environment (os.Getenv unless a test says otherwise).
 	Getenv func(string) string
@@ -49,6 +53,7 @@ func (f *ConfigFlags) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&f.SSHKey, "ssh-key", "", "with --auth ssh: agent key to sign with (SHA256:... fingerprint, comment, or path of a .pub file)")
 	fs.StringVar(&f.CAFile, "ca-file", "", "PEM file of the CA that signed the API's TLS certificate")
 	fs.BoolVar(&f.InsecureSkipTLSVerify, "insecure-skip-tls-verify", false, "do not verify the API's TLS certificate (insecure)")
+	fs.BoolVar(&f.Insecure, "insecure", false, "allow an http:// endpoint that is not on this machine: credentials and kubeconfigs then cross the network in the clear")
 }
 
 func (f *ConfigFlags) changed(name string) bool {
@@ -139,8 +144,12 @@ func (f *ConfigFlags) Resolve(cfg *Config) (*Target, error) {
 	if t.Endpoint == "" {
 		return nil, errNoEndpoint
 	}
-	if _, err := apiclient.ParseEndpoint(t.Endpoint); err != nil {
+	u, err := apiclient.ParseEndpoint(t.Endpoint)
+	if err != nil {
 		return nil, fmt.Errorf("%w: fix it with --endpoint, KOBE_ENDPOINT or `kobe config set`", err)
+	}
+	if err := checkPlainHTTP(u, f.Insecure); err != nil {
+		return nil, err
 	}
 
 	t.CAFile = kctx.CAFile
@@ -152,7 +161,6 @@ func (f *ConfigFlags) Resolve(cfg *Config) (*Target, error) {
 		t.InsecureSkipTLSVerify = f.InsecureSkipTLSVerify
 	}
 
-	var err error
 	t.AuthMethod, t.Credentials, err = f.credentials(kctx)
 	if err != nil {
 		return nil, err
@@ -264,4 +272,25 @@ func (f *ConfigFlags) NewClient(warn io.Writer, needCredentials bool) (*apiclien
 		return nil, nil, err
 	}
 	return c, t, nil
+}
+
+// checkPlainHTTP refuses an http:// endpoint beyond loopback unless
+// insecure (--insecure): the CLI sends its credentials with every request
+// and gets cluster-admin kubeconfigs back, which must not cross a network
+// in the clear by accident.
+func checkPlainHTTP(u *url.URL, insecure bool) error {
+	if u.Scheme != "http" || insecure || isLoopbackHost(u.Hostname()) {
+		return nil
+	}
+	return fmt.Errorf("endpoint %s is plain http:// on another machine: your credentials and the kubeconfigs the server sends would cross the network in the clear; use its https:// URL, or pass --insecure if the network is yours", u.Redacted())
+}
+
+// isLoopbackHost reports whether host names only this machine: a loopback
+// IP or "localhost".
+func isLoopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

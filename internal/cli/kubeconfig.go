@@ -1,11 +1,18 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
+	"maps"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
+
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/kunobi-ninja/kobe/internal/wire"
 )
@@ -58,13 +65,104 @@ func defaultKubeconfigPath(getenv func(string) string, id string) (string, error
 	return filepath.Join(cache, "kobe", name), nil
 }
 
-// writeKubeconfig writes a kubeconfig with mode 0600, creating missing
-// parent folders with mode 0700.
+// writeKubeconfig writes a server-sent kubeconfig with mode 0600, creating
+// missing parent folders with mode 0700, once safeKubeconfig accepts it.
 func writeKubeconfig(path, kubeconfig string) error {
-	if err := writeFileAtomic(path, []byte(kubeconfig)); err != nil {
+	data, err := safeKubeconfig([]byte(kubeconfig))
+	if err != nil {
+		return err
+	}
+	if err := writeFileAtomic(path, data); err != nil {
 		return fmt.Errorf("writing kubeconfig: %w", err)
 	}
 	return nil
+}
+
+// errUnsafeKubeconfig heads every refusal of safeKubeconfig.
+var errUnsafeKubeconfig = errors.New("the server sent an unsafe kubeconfig and nothing was written")
+
+// safeKubeconfig checks a kubeconfig the kobe API sent before anything
+// writes it where kubectl will load it: kubectl runs an exec or
+// auth-provider user's command, reads a tokenFile or certificate path from
+// this machine, and sends requests through a proxy-url, so a hostile or
+// compromised server could use a kubeconfig to run code on a CI runner or
+// to read its files. Accepted: clusters whose server is https (no
+// insecure-skip-tls-verify, no proxy, CA data inline) and users that
+// authenticate with an inline client certificate and key, or a bearer
+// token, and nothing else. It returns the checked config re-encoded, so
+// that what is written is exactly what was checked.
+func safeKubeconfig(data []byte) ([]byte, error) {
+	cfg, err := clientcmd.Load(data)
+	if err != nil {
+		return nil, fmt.Errorf("%w: it does not parse as a kubeconfig: %w", errUnsafeKubeconfig, err)
+	}
+	var problems []string
+	if len(cfg.Clusters) == 0 || len(cfg.AuthInfos) == 0 {
+		problems = append(problems, "it names no cluster or no user")
+	}
+	for _, name := range slices.Sorted(maps.Keys(cfg.Clusters)) {
+		problems = append(problems, clusterProblems(name, cfg.Clusters[name])...)
+	}
+	for _, name := range slices.Sorted(maps.Keys(cfg.AuthInfos)) {
+		problems = append(problems, userProblems(name, cfg.AuthInfos[name])...)
+	}
+	for _, name := range slices.Sorted(maps.Keys(cfg.Contexts)) {
+		c := cfg.Contexts[name]
+		if cfg.Clusters[c.Cluster] == nil || cfg.AuthInfos[c.AuthInfo] == nil {
+			problems = append(problems, fmt.Sprintf("context %q names a cluster or user it does not define", name))
+		}
+	}
+	if cfg.CurrentContext == "" || cfg.Contexts[cfg.CurrentContext] == nil {
+		problems = append(problems, "its current-context names no context it defines")
+	}
+	if len(problems) > 0 {
+		return nil, fmt.Errorf("%w: %s; kobe writes only kubeconfigs whose clusters are https servers and whose users authenticate with a client certificate or a bearer token: report this to whoever runs the kobe server", errUnsafeKubeconfig, strings.Join(problems, "; "))
+	}
+	out, err := clientcmd.Write(*cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%w: re-encoding it: %w", errUnsafeKubeconfig, err)
+	}
+	return out, nil
+}
+
+// clusterProblems says what makes a kubeconfig cluster unsafe to write.
+func clusterProblems(name string, c *clientcmdapi.Cluster) []string {
+	var out []string
+	u, err := url.Parse(c.Server)
+	if err != nil || u.Scheme != "https" || u.Host == "" {
+		out = append(out, fmt.Sprintf("cluster %q has server %q, not an https:// URL", name, c.Server))
+	}
+	if c.InsecureSkipTLSVerify {
+		out = append(out, fmt.Sprintf("cluster %q sets insecure-skip-tls-verify", name))
+	}
+	if c.ProxyURL != "" {
+		out = append(out, fmt.Sprintf("cluster %q sets a proxy-url", name))
+	}
+	if c.CertificateAuthority != "" {
+		out = append(out, fmt.Sprintf("cluster %q names a certificate-authority file on this machine", name))
+	}
+	return out
+}
+
+// userProblems says what makes a kubeconfig user unsafe to write: anything
+// but an inline client certificate and key, or a bearer token.
+func userProblems(name string, u *clientcmdapi.AuthInfo) []string {
+	var out []string
+	refuse := func(set bool, what string) {
+		if set {
+			out = append(out, fmt.Sprintf("user %q %s", name, what))
+		}
+	}
+	refuse(u.Exec != nil, "runs a command (exec)")
+	refuse(u.AuthProvider != nil, "uses an auth-provider plugin")
+	refuse(u.TokenFile != "", "reads a tokenFile on this machine")
+	refuse(u.ClientCertificate != "" || u.ClientKey != "", "reads a client certificate or key file on this machine")
+	refuse(u.Impersonate != "" || u.ImpersonateUID != "" || len(u.ImpersonateGroups) > 0 || len(u.ImpersonateUserExtra) > 0, "impersonates another user (act-as)")
+	refuse(u.Username != "" || u.Password != "", "uses a username and password")
+	cert := len(u.ClientCertificateData) > 0 || len(u.ClientKeyData) > 0
+	refuse(cert && (len(u.ClientCertificateData) == 0 || len(u.ClientKeyData) == 0), "has a client certificate without its key, or a key without its certificate")
+	refuse(len(out) == 0 && !cert && u.Token == "", "has no client certificate and no token")
+	return out
 }
 
 // shellQuote quotes s for a POSIX shell when it needs it.

@@ -172,6 +172,10 @@ func (o *RunOptions) runBound(ctx context.Context, path string, l *wire.Lease) (
 	if l.Kubeconfig == "" {
 		return ExitKobeFailed, fmt.Errorf("lease %s is bound but the server sent no kubeconfig", l.ID)
 	}
+	data, err := safeKubeconfig([]byte(l.Kubeconfig))
+	if err != nil {
+		return ExitKobeFailed, fmt.Errorf("lease %s is bound but %w; the command was not run", l.ID, err)
+	}
 	f, err := os.CreateTemp("", "kobe-"+l.ID+"-*.kubeconfig")
 	if err != nil {
 		return ExitKobeFailed, fmt.Errorf("writing kubeconfig: %w", err)
@@ -179,7 +183,7 @@ func (o *RunOptions) runBound(ctx context.Context, path string, l *wire.Lease) (
 	kubeconfig := f.Name()
 	defer func() { _ = os.Remove(kubeconfig) }()
 	_ = f.Chmod(0o600)
-	if _, err := f.WriteString(l.Kubeconfig); err != nil {
+	if _, err := f.Write(data); err != nil {
 		_ = f.Close()
 		return ExitKobeFailed, fmt.Errorf("writing kubeconfig: %w", err)
 	}

@@ -57,7 +57,7 @@ func TestRunGivesTheCommandTheKubeconfig(t *testing.T) {
 		t.Fatalf("%s", r)
 	}
 	path, id, mode, content := lines[0], lines[1], lines[2], lines[3]
-	if id != "lease-000000000001" || mode != "600" || content != apiclienttest.Kubeconfig(id) {
+	if id != "lease-000000000001" || mode != "600" || !sameKubeconfig(t, content, apiclienttest.Kubeconfig(id)) {
 		t.Errorf("child saw id %q, mode %q, kubeconfig %q", id, mode, content)
 	}
 	if _, err := os.Stat(path); !os.IsNotExist(err) {

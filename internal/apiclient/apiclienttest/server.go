@@ -188,9 +188,13 @@ func (s *Server) AddReady(pool string, n int) {
 	}
 }
 
-// Kubeconfig is the kubeconfig the fake hands out for a lease.
+// Kubeconfig is the kubeconfig the fake hands out for a lease: an https
+// cluster and a bearer-token user, as the CLI requires.
 func Kubeconfig(id string) string {
-	return "apiVersion: v1\nkind: Config\ncurrent-context: " + id + "\n"
+	return "apiVersion: v1\nkind: Config\ncurrent-context: " + id + "\n" +
+		"clusters:\n- name: " + id + "\n  cluster:\n    server: https://127.0.0.1:6443\n    certificate-authority-data: ZmFrZSBDQQ==\n" +
+		"users:\n- name: " + id + "\n  user:\n    token: token-" + id + "\n" +
+		"contexts:\n- name: " + id + "\n  context:\n    cluster: " + id + "\n    user: " + id + "\n"
 }
 
 // routes maps each route of the API to its methods, for 405 answers.
