@@ -17,7 +17,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -45,6 +44,7 @@ type options struct {
 	metricsAddr       string
 	probeAddr         string
 	leaderElect       bool
+	leaderElectTimes  leaderElectTimings
 	localBinDir       string
 	localDataRoot     string
 	localAdvertise    string
@@ -73,6 +73,7 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", "", "Address of the /healthz and /readyz probes (default 127.0.0.1:8081; :8081 with --"+bindAllInterfacesFlag+"); 0 disables them.")
 	fs.BoolVar(&o.bindAllInterfaces, bindAllInterfacesFlag, false, "Let endpoints served over plain HTTP (metrics, probes, pprof, and the API without TLS) listen beyond loopback: on every interface by default, or on the non-loopback address given. Only where the network in front of them is trusted, e.g. a pod network behind a NetworkPolicy.")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader so that several replicas can run; only the leader reconciles.")
+	o.leaderElectTimes.bind(fs)
 	fs.StringVar(&o.localBinDir, "local-bin-dir", local.DefaultBinDir, "Directory with etcd, kube-apiserver and kube-controller-manager for the local backend.")
 	fs.StringVar(&o.localDataRoot, "local-data-dir", filepath.Join(os.TempDir(), "kobe-local"), "Directory holding the local backend's member data; anything in it that no ClusterInstance owns is removed at start.")
 	fs.StringVar(&o.localAdvertise, "local-advertise-host", "127.0.0.1", "Host name or IP in local members' endpoints, reachable by lease holders.")
@@ -107,14 +108,20 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return fmt.Errorf("loading kubeconfig: %w", err)
 	}
+	if err := o.leaderElectTimes.validate(); err != nil {
+		return err
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
 		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
-		HealthProbeBindAddress:  o.probeAddr,
+		HealthProbeBindAddress:  "0", // served by addProbeServer
 		PprofBindAddress:        o.pprofAddr,
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        "kobe-operator.kobe.kunobi.ninja",
 		LeaderElectionNamespace: o.namespace,
+		LeaseDuration:           &o.leaderElectTimes.leaseDuration,
+		RenewDeadline:           &o.leaderElectTimes.renewDeadline,
+		RetryPeriod:             &o.leaderElectTimes.retryPeriod,
 		Cache: cache.Options{
 			// One namespace: pools, leases, the access Secrets of members
 			// and the token Secrets of policies all live there. Secrets are
@@ -171,21 +178,19 @@ func run(ctx context.Context, o options) error {
 		TokenReviewer: kube.AuthenticationV1().TokenReviews(),
 		Logger:        log.WithName("auth"),
 	})
+	cacheSynced := watchCacheSync(ctx, mgr.GetCache())
 	api := apiserver.New(apiserver.Options{
 		Addr: o.apiAddr, Namespace: o.namespace,
 		Client: mgr.GetClient(), Reader: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
 		Binder: binder, Auth: authn, Recorder: mgr.GetEventRecorder("kobe-api"), Clock: clk,
 		Log: log.WithName("api"), Version: version.Version, MaxInFlight: o.apiMaxInFlight,
 		TLSCertFile: o.apiTLSCert, TLSKeyFile: o.apiTLSKey,
-		Ready: func() bool { return mgr.GetCache().WaitForCacheSync(ctx) },
+		Ready: cacheSynced.Load,
 	})
 	if err := mgr.Add(api); err != nil {
 		return fmt.Errorf("adding API server: %w", err)
 	}
-	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
-		return err
-	}
-	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+	if err := addProbeServer(mgr, o.probeAddr, cacheSynced.Load); err != nil {
 		return err
 	}
 	log.Info("Starting kobe operator", "version", version.Version, "namespace", o.namespace, "api", o.apiAddr, "backends", backendNames(backends))
