@@ -103,10 +103,21 @@ type ServiceAccountAuth struct {
 }
 
 // AccessRule grants pools and limits to the identities it matches.
+// +kubebuilder:validation:XValidation:rule="!(has(self.match) && has(self.matchAny) && self.matchAny)",message="set either match or matchAny: true, not both"
 type AccessRule struct {
-	// match selects callers by a claim; a rule without match always holds.
+	// match selects callers by a claim. A rule without match holds for
+	// every caller of a token or ssh policy; in an oidc or serviceAccount
+	// policy it would hold for every token the issuer signs, so there it
+	// applies only with matchAny: true (else the policy is not Ready, with
+	// reason RuleMatchesEveryToken, and the rule authenticates nobody).
 	// +optional
 	Match *ClaimMatch `json:"match,omitempty"`
+
+	// matchAny: true says on purpose that a rule without match holds for
+	// every caller the policy authenticates, including every token an OIDC
+	// issuer or the host API server signs for the audience.
+	// +optional
+	MatchAny bool `json:"matchAny,omitempty"`
 
 	// pools the caller may lease from: exact names, "prefix*", or "*".
 	// +required
@@ -116,7 +127,9 @@ type AccessRule struct {
 	// +kubebuilder:validation:items:Pattern=`^(\*|[a-z0-9]([-a-z0-9.]*[a-z0-9])?|[a-z0-9][-a-z0-9.]*\*)$`
 	Pools []string `json:"pools"`
 
-	// maxTtl caps a lease's TTL; a longer request is clamped to it.
+	// maxTtl caps a lease's TTL and each extension; a longer request is
+	// clamped to it. Without it the operator's --default-max-ttl (24h)
+	// applies.
 	// +optional
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=64

@@ -56,6 +56,7 @@ type Requester struct {
 
 // ClusterLeaseSpec is a request to borrow one member of a pool.
 // +kubebuilder:validation:XValidation:rule="has(self.cleanupMode) == has(oldSelf.cleanupMode)",message="cleanupMode is write-once: it cannot be added or removed after creation"
+// +kubebuilder:validation:XValidation:rule="has(self.maxTtl) == has(oldSelf.maxTtl)",message="maxTtl is write-once: it cannot be added or removed after creation"
 type ClusterLeaseSpec struct {
 	// pool to lease from.
 	// +required
@@ -81,6 +82,19 @@ type ClusterLeaseSpec struct {
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=100
 	MaxExtensions *int32 `json:"maxExtensions,omitempty"`
+
+	// maxTtl is the longest single extension, recorded from the caller's
+	// rule (its maxTtl, else the operator's default) when the API creates
+	// the lease. It bounds how long the lease can last: boundAt + ttl +
+	// status.extensions (at most maxExtensions) x maxTtl, whatever its
+	// status says. Write-once. Without it each extension counts at most ttl.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || duration(self) > duration('0s')",message="maxTtl must be greater than zero"
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="maxTtl is write-once and cannot be changed after creation"
+	MaxTTL *metav1.Duration `json:"maxTtl,omitempty"`
 
 	// cleanupMode says how the member's destruction is proven. Write-once.
 	// +optional

@@ -104,6 +104,10 @@ const (
 	ReasonSecretNotFound = "SecretNotFound"
 	// ReasonIssuerUnreachable: OIDC discovery failed.
 	ReasonIssuerUnreachable = "IssuerUnreachable"
+	// ReasonRuleMatchesEveryToken: an oidc or serviceAccount rule has no
+	// match and no matchAny: true, so it would admit every token the issuer
+	// signs; the rule authenticates nobody and the message names it.
+	ReasonRuleMatchesEveryToken = "RuleMatchesEveryToken"
 )
 
 // Event reasons that are not condition reasons: actions a controller took.

@@ -71,6 +71,9 @@ type Options struct {
 	// most (and by default) DefaultReviewCacheTTL, so a deleted
 	// ServiceAccount loses access within seconds.
 	ReviewCacheTTL time.Duration
+	// DefaultMaxTTL caps TTLs and extensions under rules that set no maxTtl
+	// (DefaultMaxTTL when zero).
+	DefaultMaxTTL time.Duration
 	// Logger defaults to discarding.
 	Logger logr.Logger
 }
@@ -88,6 +91,7 @@ type Authenticator struct {
 	ssh       *sshsig.Verifier
 	reviews   *reviewCache
 	reviewer  TokenReviewer
+	maxTTL    time.Duration
 }
 
 // NewAuthenticator returns an Authenticator for opts.
@@ -119,6 +123,7 @@ func NewAuthenticator(opts Options) *Authenticator {
 		}),
 		reviews:  newReviewCache(opts.ReviewCacheTTL),
 		reviewer: opts.TokenReviewer,
+		maxTTL:   opts.DefaultMaxTTL,
 	}
 }
 
@@ -217,7 +222,7 @@ func (a *Authenticator) Authenticate(ctx context.Context, r *http.Request, body 
 			continue
 		}
 		authenticated = true
-		idx := firstRule(pol.Spec.Rules, claims)
+		idx := firstRule(method, pol.Spec.Rules, claims)
 		identity, idErr := RenderIdentity(pol.Spec.Identity, claims)
 		if idx < 0 {
 			who := "the caller"
@@ -232,11 +237,12 @@ func (a *Authenticator) Authenticate(ctx context.Context, r *http.Request, body 
 			continue
 		}
 		p := &Principal{
-			Identity:  identity,
-			Policy:    pol.Name,
-			Method:    method,
-			Rule:      *pol.Spec.Rules[idx].DeepCopy(),
-			RuleIndex: idx,
+			Identity:      identity,
+			Policy:        pol.Name,
+			Method:        method,
+			Rule:          *pol.Spec.Rules[idx].DeepCopy(),
+			RuleIndex:     idx,
+			DefaultMaxTTL: a.maxTTL,
 		}
 		a.log.V(1).Info("Authenticated", AuditFields(p)...)
 		return p, nil

@@ -46,9 +46,14 @@ func matches(m *kobev1.ClaimMatch, claims Claims) bool {
 	return identity.String(v) == m.Value
 }
 
-// firstRule is the index of the first rule whose match holds, or -1.
-func firstRule(rules []kobev1.AccessRule, claims Claims) int {
+// firstRule is the index of the first rule whose match holds, or -1. A
+// rule that would hold for every token an issuer signs (MatchesEveryToken)
+// is skipped: it applies only when it says so with matchAny.
+func firstRule(method string, rules []kobev1.AccessRule, claims Claims) int {
 	for i := range rules {
+		if MatchesEveryToken(method, &rules[i]) {
+			continue
+		}
 		if matches(rules[i].Match, claims) {
 			return i
 		}

@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"strings"
 	"testing"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
@@ -56,10 +57,57 @@ func TestRuleMatching(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := firstRule(tc.rules, claims); got != tc.want {
+			if got := firstRule(MethodToken, tc.rules, claims); got != tc.want {
 				t.Fatalf("firstRule = %d, want %d", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestRuleWithoutMatchAdmitsNoToken: in an oidc or serviceAccount policy a
+// rule without match would hold for every token the issuer signs; it is
+// skipped unless it says matchAny: true. Token and ssh policies name their
+// callers, so a rule without match holds there.
+func TestRuleWithoutMatchAdmitsNoToken(t *testing.T) {
+	claims := githubClaims(t)
+	open := kobev1.AccessRule{Pools: []string{"*"}}
+	anyToken := kobev1.AccessRule{Pools: []string{"*"}, MatchAny: true}
+	scoped := kobev1.AccessRule{Pools: []string{"ci-*"}, Match: &kobev1.ClaimMatch{Claim: "repository", Value: "my-org/my-repo"}}
+	cases := []struct {
+		method string
+		rules  []kobev1.AccessRule
+		want   int
+	}{
+		{MethodOIDC, []kobev1.AccessRule{open}, -1},
+		{MethodServiceAccount, []kobev1.AccessRule{open}, -1},
+		{MethodOIDC, []kobev1.AccessRule{open, scoped}, 1},
+		{MethodServiceAccount, []kobev1.AccessRule{open, scoped}, 1},
+		{MethodOIDC, []kobev1.AccessRule{anyToken}, 0},
+		{MethodServiceAccount, []kobev1.AccessRule{anyToken, scoped}, 0},
+		{MethodToken, []kobev1.AccessRule{open}, 0},
+		{MethodSSH, []kobev1.AccessRule{open}, 0},
+	}
+	for _, tc := range cases {
+		if got := firstRule(tc.method, tc.rules, claims); got != tc.want {
+			t.Errorf("%s: firstRule = %d, want %d", tc.method, got, tc.want)
+		}
+	}
+	pol := &kobev1.AccessPolicy{Spec: kobev1.AccessPolicySpec{
+		Auth:  kobev1.AuthSpec{OIDC: &kobev1.OIDCAuth{Issuer: "https://issuer", Audience: []string{"kobe"}}},
+		Rules: []kobev1.AccessRule{scoped, open, anyToken, open},
+	}}
+	if got := RulesMatchingEveryToken(pol); len(got) != 2 || got[0] != 1 || got[1] != 3 {
+		t.Errorf("RulesMatchingEveryToken = %v, want [1 3]", got)
+	}
+	pol.Spec.Auth = kobev1.AuthSpec{Token: &kobev1.TokenAuth{SecretRef: kobev1.SecretKeyRef{Name: "s"}}}
+	if got := RulesMatchingEveryToken(pol); len(got) != 0 {
+		t.Errorf("token policy: RulesMatchingEveryToken = %v, want none", got)
+	}
+	both := scoped
+	both.MatchAny = true
+	pol.Spec.Rules = []kobev1.AccessRule{both}
+	if err := ValidatePolicy(pol); err == nil || !strings.Contains(err.Error(), "rules[0] sets both match and matchAny") {
+		t.Errorf("ValidatePolicy with match and matchAny = %v", err)
 	}
 }
 

@@ -36,6 +36,9 @@ func ValidatePolicy(p *kobev1.AccessPolicy) error {
 		if r.Match != nil && r.Match.Claim == "" {
 			errs = append(errs, fmt.Errorf("rules[%d].match.claim is empty", i))
 		}
+		if r.Match != nil && r.MatchAny {
+			errs = append(errs, fmt.Errorf("rules[%d] sets both match and matchAny: true; keep one", i))
+		}
 	}
 	if a.OIDC != nil && len(a.OIDC.Audience) == 0 {
 		errs = append(errs, errors.New("oidc.audience is empty"))
@@ -50,4 +53,26 @@ func ValidatePolicy(p *kobev1.AccessPolicy) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// MatchesEveryToken reports whether rule r of a policy of method would hold
+// for every token its issuer signs without saying so: an oidc or
+// serviceAccount rule with no match and no matchAny: true. Such a rule
+// authenticates nobody. Token and ssh policies name their callers (one
+// Secret, listed keys), so a rule without match is fine there.
+func MatchesEveryToken(method string, r *kobev1.AccessRule) bool {
+	return (method == MethodOIDC || method == MethodServiceAccount) && r.Match == nil && !r.MatchAny
+}
+
+// RulesMatchingEveryToken lists the indexes of p's rules for which
+// MatchesEveryToken holds.
+func RulesMatchingEveryToken(p *kobev1.AccessPolicy) []int {
+	method := MethodOf(p)
+	var out []int
+	for i := range p.Spec.Rules {
+		if MatchesEveryToken(method, &p.Spec.Rules[i]) {
+			out = append(out, i)
+		}
+	}
+	return out
 }

@@ -18,6 +18,10 @@ const (
 // DefaultMaxExtensions applies when a rule does not set maxExtensions.
 const DefaultMaxExtensions int32 = 2
 
+// DefaultMaxTTL caps a lease's TTL, and each extension, when the rule sets
+// no maxTtl and Options.DefaultMaxTTL is not set either.
+const DefaultMaxTTL = 24 * time.Hour
+
 // Principal is an authenticated and authorised caller.
 type Principal struct {
 	// Identity is rendered from the policy's identity template.
@@ -30,6 +34,9 @@ type Principal struct {
 	Rule kobev1.AccessRule
 	// RuleIndex is Rule's index in the policy's rules.
 	RuleIndex int
+	// DefaultMaxTTL caps TTLs when Rule sets no maxTtl (Options.DefaultMaxTTL);
+	// zero means DefaultMaxTTL.
+	DefaultMaxTTL time.Duration
 }
 
 // AllowsPool reports whether the rule grants pool: an exact name, a
@@ -53,12 +60,26 @@ func poolMatches(pattern, pool string) bool {
 	return pattern == pool
 }
 
-// ClampTTL caps requested at the rule's maxTtl and reports whether it did.
-func (p *Principal) ClampTTL(requested time.Duration) (effective time.Duration, clamped bool) {
-	if p == nil || p.Rule.MaxTTL == nil || p.Rule.MaxTTL.Duration <= 0 || requested <= p.Rule.MaxTTL.Duration {
-		return requested, false
+// MaxTTL is the longest TTL, and the longest single extension, the caller
+// may get: the rule's maxTtl, else the default maximum. A caller is never
+// unbounded.
+func (p *Principal) MaxTTL() time.Duration {
+	switch {
+	case p != nil && p.Rule.MaxTTL != nil && p.Rule.MaxTTL.Duration > 0:
+		return p.Rule.MaxTTL.Duration
+	case p != nil && p.DefaultMaxTTL > 0:
+		return p.DefaultMaxTTL
 	}
-	return p.Rule.MaxTTL.Duration, true
+	return DefaultMaxTTL
+}
+
+// ClampTTL caps requested at MaxTTL (the rule's maxTtl, else the default
+// maximum) and reports whether it did.
+func (p *Principal) ClampTTL(requested time.Duration) (effective time.Duration, clamped bool) {
+	if limit := p.MaxTTL(); requested > limit {
+		return limit, true
+	}
+	return requested, false
 }
 
 // MaxExtensions is how often a lease may be extended (DefaultMaxExtensions

@@ -45,23 +45,40 @@ func TestAllowsPool(t *testing.T) {
 func TestClampTTL(t *testing.T) {
 	hour := &metav1.Duration{Duration: time.Hour}
 	cases := []struct {
-		max     *metav1.Duration
-		req     time.Duration
-		want    time.Duration
-		clamped bool
+		max        *metav1.Duration
+		defaultMax time.Duration
+		req        time.Duration
+		want       time.Duration
+		clamped    bool
 	}{
-		{nil, 5 * time.Hour, 5 * time.Hour, false},
-		{hour, 30 * time.Minute, 30 * time.Minute, false},
-		{hour, time.Hour, time.Hour, false},
-		{hour, time.Hour + time.Second, time.Hour, true},
-		{hour, 48 * time.Hour, time.Hour, true},
+		{nil, 0, 5 * time.Hour, 5 * time.Hour, false},
+		{hour, 0, 30 * time.Minute, 30 * time.Minute, false},
+		{hour, 0, time.Hour, time.Hour, false},
+		{hour, 0, time.Hour + time.Second, time.Hour, true},
+		{hour, 0, 48 * time.Hour, time.Hour, true},
+		// No maxTtl on the rule: the default maximum (24h) still bounds
+		// the caller, exactly as a rule's maxTtl would.
+		{nil, 0, 24 * time.Hour, 24 * time.Hour, false},
+		{nil, 0, 24*time.Hour + time.Nanosecond, 24 * time.Hour, true},
+		{nil, 0, 1000 * time.Hour, DefaultMaxTTL, true},
+		{nil, 2 * time.Hour, 3 * time.Hour, 2 * time.Hour, true},
+		// A rule's maxTtl wins over the default, also when it is longer.
+		{&metav1.Duration{Duration: 48 * time.Hour}, 2 * time.Hour, 40 * time.Hour, 40 * time.Hour, false},
+		{hour, 2 * time.Hour, 90 * time.Minute, time.Hour, true},
 	}
 	for _, tc := range cases {
-		p := &Principal{Rule: kobev1.AccessRule{MaxTTL: tc.max}}
+		p := &Principal{Rule: kobev1.AccessRule{MaxTTL: tc.max}, DefaultMaxTTL: tc.defaultMax}
 		got, clamped := p.ClampTTL(tc.req)
 		if got != tc.want || clamped != tc.clamped {
-			t.Errorf("max %v ClampTTL(%s) = %s, %v; want %s, %v", tc.max, tc.req, got, clamped, tc.want, tc.clamped)
+			t.Errorf("max %v default %s ClampTTL(%s) = %s, %v; want %s, %v", tc.max, tc.defaultMax, tc.req, got, clamped, tc.want, tc.clamped)
 		}
+		if got > p.MaxTTL() {
+			t.Errorf("ClampTTL(%s) = %s beyond MaxTTL %s", tc.req, got, p.MaxTTL())
+		}
+	}
+	var nilP *Principal
+	if got, clamped := nilP.ClampTTL(100 * time.Hour); got != DefaultMaxTTL || !clamped {
+		t.Errorf("nil principal ClampTTL = %s, %v; want the default maximum", got, clamped)
 	}
 }
 
