@@ -1,6 +1,8 @@
 // Package identity renders a caller's identity from its claims with a
 // policy's template ("{repository}:{ref}", "{org.team}") and looks claims up
-// by name or dot-path. It depends on the standard library only, so that its
+// by name or dot-path. A rendered identity is unambiguous: under one
+// template, two different tuples of claim values never render the same
+// identity (see Render). It depends on the standard library only, so that its
 // fuzz target builds quickly; policy evaluation lives in package auth.
 package identity
 
@@ -85,9 +87,50 @@ func validPath(path string) error {
 	return nil
 }
 
+// template is a parsed identity template.
+type template struct {
+	segs []segment
+	// escaped lists the characters percent-encoded in claim values: '%' and
+	// every character of the literal text. Empty for a template with at
+	// most one claim, whose rendering is injective as it is.
+	escaped string
+}
+
+// parse parses tmpl and checks that its rendering is unambiguous: two
+// claims must be separated by literal text, and that text must not contain
+// '%', the escape character.
+func parse(tmpl string) (*template, error) {
+	segs, err := parseTemplate(tmpl)
+	if err != nil {
+		return nil, err
+	}
+	t := &template{segs: segs}
+	claims := 0
+	var literal strings.Builder
+	for i, s := range segs {
+		if !s.claim {
+			literal.WriteString(s.text)
+			continue
+		}
+		claims++
+		if i > 0 && segs[i-1].claim {
+			return nil, fmt.Errorf("%w: claims {%s} and {%s} must be separated by literal text (e.g. {%s}:{%s}), else two callers could render the same identity",
+				ErrInvalidTemplate, segs[i-1].text, s.text, segs[i-1].text, s.text)
+		}
+	}
+	if claims < 2 {
+		return t, nil
+	}
+	if strings.Contains(literal.String(), "%") {
+		return nil, fmt.Errorf("%w: a template with two or more claims may not contain '%%' in its literal text: claim values are escaped with it", ErrInvalidTemplate)
+	}
+	t.escaped = "%" + literal.String()
+	return t, nil
+}
+
 // ValidateTemplate reports whether tmpl is a usable identity template.
 func ValidateTemplate(tmpl string) error {
-	_, err := parseTemplate(tmpl)
+	_, err := parse(tmpl)
 	return err
 }
 
@@ -96,13 +139,21 @@ func ValidateTemplate(tmpl string) error {
 // *MissingClaimError; a non-string claim renders as its JSON. The result
 // must be non-empty valid UTF-8 without control characters, at most
 // MaxIdentityLen bytes.
+//
+// Two different claim tuples never render the same identity under one
+// template. A template with one claim renders its value as it is ("{sub}"
+// of GitHub is "repo:org/repo:ref:refs/heads/main"). In a template with
+// two or more claims, which must be separated by literal text without
+// '%', claim values are percent-encoded (%XX per UTF-8 byte) for '%' and
+// every character of the template's literal text: "{repository}:{ref}"
+// renders repository "a:b" and ref "c" as "a%3Ab:c", never "a:b:c".
 func Render(tmpl string, claims Claims) (string, error) {
-	segs, err := parseTemplate(tmpl)
+	t, err := parse(tmpl)
 	if err != nil {
 		return "", err
 	}
 	var b strings.Builder
-	for _, s := range segs {
+	for _, s := range t.segs {
 		if !s.claim {
 			b.WriteString(s.text)
 			continue
@@ -111,7 +162,7 @@ func Render(tmpl string, claims Claims) (string, error) {
 		if !ok {
 			return "", &MissingClaimError{Claim: s.text}
 		}
-		b.WriteString(String(v))
+		writeEscaped(&b, String(v), t.escaped)
 		if b.Len() > MaxIdentityLen {
 			break
 		}
@@ -126,6 +177,28 @@ func Render(tmpl string, claims Claims) (string, error) {
 		return "", errors.New("identity contains invalid UTF-8 or control characters")
 	}
 	return id, nil
+}
+
+// writeEscaped writes v to b with every character of escaped
+// percent-encoded, one %XX per byte of its UTF-8 encoding.
+func writeEscaped(b *strings.Builder, v, escaped string) {
+	if escaped == "" || !strings.ContainsAny(v, escaped) {
+		b.WriteString(v)
+		return
+	}
+	for v != "" {
+		r, size := utf8.DecodeRuneInString(v)
+		// An invalid byte is copied as it is; Render then refuses the
+		// identity, so it never maps two values to one.
+		if (r == utf8.RuneError && size == 1) || !strings.ContainsRune(escaped, r) {
+			b.WriteString(v[:size])
+		} else {
+			for i := range size {
+				fmt.Fprintf(b, "%%%02X", v[i])
+			}
+		}
+		v = v[size:]
+	}
 }
 
 // Lookup finds a claim by its full name first (OIDC claims may be URLs
