@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -131,6 +132,9 @@ func (r *Reconciler) check(ctx context.Context, pol *kobev1.AccessPolicy) (verdi
 	if err := auth.ValidatePolicy(pol); err != nil {
 		return verdict{reason: kobev1.ReasonPolicyInvalid, message: truncate(err.Error())}, nil
 	}
+	if open := auth.RulesMatchingEveryToken(pol); len(open) > 0 {
+		return verdict{reason: kobev1.ReasonRuleMatchesEveryToken, message: truncate(openRulesMessage(pol, open))}, nil
+	}
 	method := auth.MethodOf(pol)
 	switch method {
 	case auth.MethodToken:
@@ -146,6 +150,25 @@ func (r *Reconciler) check(ctx context.Context, pol *kobev1.AccessPolicy) (verdi
 			message: "OIDC discovery and keys of the issuer are reachable"}, nil
 	}
 	return verdict{ready: true, reason: kobev1.ReasonPolicyReady, message: fmt.Sprintf("The policy authenticates with %s", method)}, nil
+}
+
+// openRulesMessage names the rules that would admit every token of the
+// issuer, and the two ways to fix them.
+func openRulesMessage(pol *kobev1.AccessPolicy, open []int) string {
+	names := make([]string, len(open))
+	for i, idx := range open {
+		names[i] = fmt.Sprintf("rules[%d]", idx)
+	}
+	return fmt.Sprintf("%s of this %s policy %s no match, so %s every token the issuer signs; %s nobody until %s match (a claim and its value) or, to admit every such token on purpose, matchAny: true",
+		strings.Join(names, ", "), auth.MethodOf(pol), plural(len(open), "has", "have"), plural(len(open), "it would admit", "they would admit"),
+		plural(len(open), "it authenticates", "they authenticate"), plural(len(open), "it sets", "they set"))
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 const (

@@ -43,7 +43,7 @@ func TestController(t *testing.T) {
 	policy := func(name string, a kobev1.AuthSpec) *kobev1.AccessPolicy {
 		p := &kobev1.AccessPolicy{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-			Spec:       kobev1.AccessPolicySpec{Auth: a, Rules: []kobev1.AccessRule{{Pools: []string{"*"}}}},
+			Spec:       kobev1.AccessPolicySpec{Auth: a, Rules: []kobev1.AccessRule{{Pools: []string{"*"}, MatchAny: true}}},
 		}
 		if err := c.Create(ctx, p); err != nil {
 			t.Fatal(err)
@@ -194,6 +194,64 @@ func TestController(t *testing.T) {
 		if !strings.Contains(cond.Message, "identity") {
 			t.Fatalf("message %q", cond.Message)
 		}
+	})
+
+	// A template that rendering can no longer make unambiguous (two claims
+	// side by side) is refused with a message that says why.
+	t.Run("ambiguous identity template", func(t *testing.T) {
+		p := policy("side-by-side", kobev1.AuthSpec{ServiceAccount: &kobev1.ServiceAccountAuth{}})
+		update(p, func() { p.Spec.Identity = "{namespace}{serviceaccount}" })
+		waitReady("side-by-side", metav1.ConditionFalse, kobev1.ReasonPolicyInvalid,
+			"claims {namespace} and {serviceaccount} must be separated by literal text")
+		update(p, func() { p.Spec.Identity = "{namespace}/{serviceaccount}" })
+		waitReady("side-by-side", metav1.ConditionTrue, kobev1.ReasonPolicyReady)
+	})
+
+	// An oidc or serviceAccount rule without match would admit every token
+	// the issuer signs: the policy is not Ready, names the rule, tells it
+	// with an Event, and is Ready again once the rule says matchAny: true
+	// or gets a match.
+	t.Run("rule without match admits every token", func(t *testing.T) {
+		p := policy("open-sa", kobev1.AuthSpec{ServiceAccount: &kobev1.ServiceAccountAuth{}})
+		waitReady("open-sa", metav1.ConditionTrue, kobev1.ReasonPolicyReady)
+		update(p, func() {
+			p.Spec.Rules = []kobev1.AccessRule{
+				{Pools: []string{"ci-*"}, Match: &kobev1.ClaimMatch{Claim: "namespace", Value: "ci"}},
+				{Pools: []string{"*"}},
+			}
+		})
+		waitReady("open-sa", metav1.ConditionFalse, kobev1.ReasonRuleMatchesEveryToken, "rules[1] of this serviceAccount policy has no match")
+		waitEvents("open-sa", kobev1.ReasonPolicyReady, kobev1.ReasonRuleMatchesEveryToken)
+		update(p, func() { p.Spec.Rules[1].MatchAny = true })
+		waitReady("open-sa", metav1.ConditionTrue, kobev1.ReasonPolicyReady)
+		update(p, func() { p.Spec.Rules[1].MatchAny = false })
+		waitReady("open-sa", metav1.ConditionFalse, kobev1.ReasonRuleMatchesEveryToken)
+		update(p, func() { p.Spec.Rules[1].Match = &kobev1.ClaimMatch{Claim: "namespace", Value: "dev"} })
+		waitReady("open-sa", metav1.ConditionTrue, kobev1.ReasonPolicyReady)
+
+		// The API server refuses a rule that sets both.
+		if err := c.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil {
+			t.Fatal(err)
+		}
+		p.Spec.Rules[1].MatchAny = true
+		if err := c.Update(ctx, p); err == nil || !strings.Contains(err.Error(), "set either match or matchAny: true, not both") {
+			t.Fatalf("update with match and matchAny = %v", err)
+		}
+
+		// A token policy names its caller (one Secret): no match is fine.
+		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "open-token", Namespace: ns}, Data: map[string][]byte{"token": []byte("x")}}
+		if err := c.Create(ctx, secret); err != nil {
+			t.Fatal(err)
+		}
+		tok := &kobev1.AccessPolicy{
+			ObjectMeta: metav1.ObjectMeta{Name: "open-token", Namespace: ns},
+			Spec: kobev1.AccessPolicySpec{Auth: kobev1.AuthSpec{Token: &kobev1.TokenAuth{SecretRef: kobev1.SecretKeyRef{Name: "open-token"}}},
+				Rules: []kobev1.AccessRule{{Pools: []string{"*"}}}},
+		}
+		if err := c.Create(ctx, tok); err != nil {
+			t.Fatal(err)
+		}
+		waitReady("open-token", metav1.ConditionTrue, kobev1.ReasonPolicyReady)
 	})
 }
 
