@@ -49,6 +49,7 @@ type options struct {
 	localDataRoot     string
 	localAdvertise    string
 	leaseRetention    time.Duration
+	defaultMaxTTL     time.Duration
 	apiTLSCert        string
 	apiTLSKey         string
 	apiMaxInFlight    int
@@ -82,6 +83,7 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.BoolVar(&o.enableSim, "enable-sim-backend", false, "Wire the sim backend: pools with backend.type sim get simulated members, with no cluster behind them, whose kubeconfigs point at an address that answers nothing. For benchmarks, scale tests and demos only; never for real use.")
 	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "", "Serve Go's /debug/pprof on this address (e.g. 127.0.0.1:6060) for profiling; empty disables it.")
 	fs.DurationVar(&o.leaseRetention, "lease-retention", time.Hour, "How long ended leases are kept before deletion.")
+	fs.DurationVar(&o.defaultMaxTTL, "default-max-ttl", auth.DefaultMaxTTL, "Longest lease TTL, and longest single extension, under an AccessPolicy rule that sets no maxTtl; longer requests are clamped.")
 }
 
 func main() {
@@ -91,6 +93,10 @@ func main() {
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	if o.defaultMaxTTL <= 0 {
+		fmt.Fprintln(os.Stderr, "kobe-operator: refusing to start: --default-max-ttl must be greater than zero")
+		os.Exit(2)
+	}
 	if err := o.resolveListeners(); err != nil {
 		fmt.Fprintln(os.Stderr, "kobe-operator: refusing to start:", err)
 		os.Exit(2)
@@ -176,6 +182,7 @@ func run(ctx context.Context, o options) error {
 		Reader:        mgr.GetClient(),
 		Namespace:     o.namespace,
 		TokenReviewer: kube.AuthenticationV1().TokenReviews(),
+		DefaultMaxTTL: o.defaultMaxTTL,
 		Logger:        log.WithName("auth"),
 	})
 	cacheSynced := watchCacheSync(ctx, mgr.GetCache())
