@@ -41,6 +41,7 @@ var failures = []failure{
 	{leaseservice.ErrAliasInUse, http.StatusConflict, wire.ReasonAliasInUse, ""},
 	{errBodyTooLarge, http.StatusRequestEntityTooLarge, wire.ReasonBodyTooLarge, ""},
 	{leaseservice.ErrLeaseLimit, http.StatusTooManyRequests, wire.ReasonConcurrentLeaseLimit, "30"},
+	{leaseservice.ErrQueueLimit, http.StatusTooManyRequests, wire.ReasonQueuedLeaseLimit, "30"},
 }
 
 // unavailableReasons are the reasons of a 503 for each cause of an

@@ -38,7 +38,7 @@ func TestCoverage(t *testing.T) {
 	for _, reason := range []string{
 		wire.ReasonBadRequest, wire.ReasonUnauthorized, wire.ReasonPoolNotAllowed, wire.ReasonPoolNotFound,
 		wire.ReasonLeaseNotFound, wire.ReasonNotFound, wire.ReasonMethodNotAllowed, wire.ReasonExtensionLimitReached,
-		wire.ReasonExtensionRefused, wire.ReasonAliasInUse, wire.ReasonBodyTooLarge, wire.ReasonConcurrentLeaseLimit,
+		wire.ReasonExtensionRefused, wire.ReasonAliasInUse, wire.ReasonBodyTooLarge, wire.ReasonConcurrentLeaseLimit, wire.ReasonQueuedLeaseLimit,
 		wire.ReasonPoolBeingDeleted, wire.ReasonBackendUnavailable, wire.ReasonPoolQuarantined,
 	} {
 		if !slices.ContainsFunc(cases, func(c Case) bool { return c.Reason == reason }) {

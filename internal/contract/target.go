@@ -41,4 +41,8 @@ type Target struct {
 	MaxExtensions int
 	// MaxBodyBytes is the server's request body limit.
 	MaxBodyBytes int
+	// MaxQueuedPerOwner is how many leases Other (whose policy sets no
+	// maxConcurrentLeases) may have waiting; 0 means the server's
+	// default, 10.
+	MaxQueuedPerOwner int
 }

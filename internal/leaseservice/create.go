@@ -39,11 +39,13 @@ type CreateRequest struct {
 // the request itself (ErrInvalid), the pool's authorisation
 // (ErrPoolNotAllowed) before any read, the pool's existence
 // (ErrPoolNotFound), whether it can ever serve (UnavailableError), then the
-// caller's alias (ErrAliasInUse) and lease limit (ErrLeaseLimit). The lease
-// is bound at once when a member is Ready and nobody is queued ahead of it:
-// the answer carries its kubeconfig after two API writes (the lease, the
-// member's claim; see bindNow). Otherwise it is left Pending with its queue
-// position, for the lease controller to bind.
+// caller's alias (ErrAliasInUse) and lease limit (ErrLeaseLimit), exact on
+// every replica (admit). The lease is bound at once when a member is Ready
+// and nobody is queued ahead of it: the answer carries its kubeconfig after
+// two API writes (the lease, the member's claim; see bindNow), three with a
+// limit or an alias (the caller's ledger). Otherwise it takes a queue slot
+// (ErrQueueLimit beyond Options.MaxQueuedPerOwner) and is left Pending with
+// its queue position, for the lease controller to bind.
 func (s *Service) Create(ctx context.Context, p *auth.Principal, req CreateRequest) (*Lease, error) {
 	start := s.opts.Clock.Now()
 	if req.Alias != "" {
@@ -84,11 +86,7 @@ func (s *Service) Create(ctx context.Context, p *auth.Principal, req CreateReque
 	defer cancel()
 	l, err := s.admit(detached, p, pl.Name, ttl, req.Alias)
 	if err != nil {
-		if errors.Is(err, ErrLeaseLimit) || errors.Is(err, ErrAliasInUse) {
-			s.audit(p, "create", "", pl.Name, "refused: "+err.Error())
-			metrics.LeaseRequest(pl.Name, "refused")
-		}
-		return nil, err
+		return nil, s.refused(p, pl.Name, err)
 	}
 
 	out := &Lease{Object: l, Pool: pl, Owned: true}
@@ -106,7 +104,11 @@ func (s *Service) Create(ctx context.Context, p *auth.Principal, req CreateReque
 		// Not when a member claim may have landed: Pending would let the
 		// lease controller bind the lease at once, perhaps to a second
 		// member. Unmarked, it waits lease.InFlightGrace, then looks for
-		// the claim before binding.
+		// the claim before binding. Nor is such a lease counted against
+		// the queue cap: it may well hold a member.
+		if err := s.queueOrRefuse(detached, p, l, req.Alias); err != nil {
+			return nil, s.refused(p, pl.Name, err)
+		}
 		s.markPending(detached, l)
 	}
 	pos, err := s.positionsNow(ctx, pl.Name)
@@ -121,69 +123,71 @@ func (s *Service) Create(ctx context.Context, p *auth.Principal, req CreateReque
 }
 
 // admit creates the ClusterLease when the caller's alias is free and its
-// lease limit not reached. Within this process one requester is admitted at
-// a time, counted from the API server (not the cache), so its concurrent
-// requests are counted exactly. Another replica may admit a lease of the
-// same requester at the same moment: so the check runs again after
-// creating, and a lease that breaks a rule is withdrawn. The later of two
-// such leases always sees the earlier, so no rule is ever broken; at worst
-// both are withdrawn.
+// lease limit not reached. A caller whose rule sets no maxConcurrentLeases
+// and who asks for no alias pays nothing for it: the lease is created at
+// once. Otherwise the lease is reserved in the caller's ledger first (see
+// ledger.go), which makes the limit and the alias exact across replicas
+// for one more API write. Within this process one requester reserves at a
+// time, so that its concurrent requests do not race each other for the
+// ledger.
 func (s *Service) admit(ctx context.Context, p *auth.Principal, poolName string, ttl time.Duration, alias string) (*kobev1.ClusterLease, error) {
-	hash := RequesterHash(p)
-	limit, limited := p.MaxConcurrentLeases()
-	checked := limited || alias != ""
-	if checked {
-		mu, _ := s.requesterLocks.LoadOrStore(hash, &sync.Mutex{})
-		mu.(*sync.Mutex).Lock()
-		defer mu.(*sync.Mutex).Unlock()
-		if err := s.checkHeld(ctx, p, nil, alias, limit, limited); err != nil {
-			return nil, err
-		}
-	}
 	l, err := s.newLease(p, poolName, ttl, alias)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.opts.Client.Create(ctx, l); err != nil {
-		return nil, fmt.Errorf("creating lease: %w", err)
-	}
-	if !checked {
+	if _, limited := p.MaxConcurrentLeases(); !limited && alias == "" {
+		if err := s.opts.Client.Create(ctx, l); err != nil {
+			return nil, fmt.Errorf("creating lease: %w", err)
+		}
 		return l, nil
 	}
-	if err := s.checkHeld(ctx, p, l, alias, limit, limited); err != nil {
-		if derr := s.opts.Client.Delete(ctx, l, client.Preconditions{UID: &l.UID}); derr != nil && !apierrors.IsNotFound(derr) {
-			return nil, fmt.Errorf("withdrawing lease %s (%w): %w", l.Name, err, derr)
-		}
+	mu, _ := s.requesterLocks.LoadOrStore(RequesterHash(p), &sync.Mutex{})
+	mu.(*sync.Mutex).Lock()
+	err = s.reserve(ctx, p, l, alias)
+	mu.(*sync.Mutex).Unlock()
+	if err != nil {
 		return nil, err
+	}
+	// The entry counts for ReservationGrace: the create must be over well
+	// before, or another replica could admit a lease beside it.
+	createCtx, cancel := context.WithTimeout(ctx, reservationCreateBudget)
+	defer cancel()
+	if err := s.opts.Client.Create(createCtx, l); err != nil {
+		dropCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), AfterAnswerTimeout)
+		defer cancel()
+		s.dropEntry(dropCtx, p, l.Name)
+		return nil, fmt.Errorf("creating lease: %w", err)
 	}
 	return l, nil
 }
 
-// checkHeld refuses a new lease of p when another of its active leases has
-// alias, or when it holds limit active leases besides mine (nil before
-// creating).
-func (s *Service) checkHeld(ctx context.Context, p *auth.Principal, mine *kobev1.ClusterLease, alias string, limit int32, limited bool) error {
-	var ls kobev1.ClusterLeaseList
-	if err := s.opts.APIReader.List(ctx, &ls, client.InNamespace(s.opts.Namespace), client.MatchingLabels{kobev1.LabelRequesterHash: RequesterHash(p)}); err != nil {
-		return fmt.Errorf("listing leases of %s: %w", p.Identity, err)
+// queueOrRefuse gives l, which could not be bound at once, one of its
+// owner's queue slots when the owner's rule sets no maxConcurrentLeases
+// (which bounds queued leases as well). At Options.MaxQueuedPerOwner it
+// deletes l (nothing can have bound it: it is neither marked Pending nor
+// past lease.InFlightGrace) and returns ErrQueueLimit.
+func (s *Service) queueOrRefuse(ctx context.Context, p *auth.Principal, l *kobev1.ClusterLease, alias string) error {
+	if _, limited := p.MaxConcurrentLeases(); limited {
+		return nil
 	}
-	var others []kobev1.ClusterLease
-	for _, l := range ls.Items {
-		if owns(p, &l) && (mine == nil || l.UID != mine.UID) {
-			others = append(others, l)
-		}
+	err := s.takeQueueSlot(ctx, p, l, alias, s.opts.MaxQueuedPerOwner)
+	if err == nil {
+		return nil
 	}
-	if alias != "" {
-		for i := range others {
-			if lease.IsActive(&others[i]) && others[i].Labels[kobev1.LabelAlias] == alias {
-				return fmt.Errorf("%w: your lease %s already has alias %q; release it or choose another alias", ErrAliasInUse, others[i].Name, alias)
-			}
-		}
+	if derr := s.opts.Client.Delete(ctx, l, client.Preconditions{UID: &l.UID}); derr != nil && !apierrors.IsNotFound(derr) {
+		return fmt.Errorf("withdrawing lease %s (%w): %w", l.Name, err, derr)
 	}
-	if active := lease.CountActive(others); limited && active >= limit {
-		return fmt.Errorf("%w: identity %q holds %d of %d allowed leases; release one first", ErrLeaseLimit, p.Identity, active, limit)
+	return err
+}
+
+// refused audits and counts a request refused by a limit of its caller, and
+// returns err.
+func (s *Service) refused(p *auth.Principal, pool string, err error) error {
+	if errors.Is(err, ErrLeaseLimit) || errors.Is(err, ErrAliasInUse) || errors.Is(err, ErrQueueLimit) {
+		s.audit(p, "create", "", pool, "refused: "+err.Error())
+		metrics.LeaseRequest(pool, "refused")
 	}
-	return nil
+	return err
 }
 
 // newLease renders a new ClusterLease of p, stamped with the moment it was

@@ -25,6 +25,9 @@ var (
 	ErrAliasInUse = errors.New("alias in use")
 	// ErrLeaseLimit: the caller holds as many active leases as its policy allows.
 	ErrLeaseLimit = errors.New("concurrent lease limit reached")
+	// ErrQueueLimit: the caller, whose rule sets no maxConcurrentLeases,
+	// has Options.MaxQueuedPerOwner leases waiting for a member.
+	ErrQueueLimit = errors.New("queued lease limit reached")
 	// ErrPoolUnavailable: nothing in the pool can become Ready (see
 	// UnavailableError for the cause).
 	ErrPoolUnavailable = errors.New("pool unavailable")

@@ -47,14 +47,17 @@ type Options struct {
 	// copy, its Event, metrics) on a context the caller cannot cancel.
 	// Default: go f(). A test may hold the work to count the answer's writes.
 	Defer func(f func())
+	// MaxQueuedPerOwner caps the leases one owner (policy and identity)
+	// may have waiting for a member when its rule sets no
+	// maxConcurrentLeases. Default: DefaultMaxQueuedPerOwner.
+	MaxQueuedPerOwner int32
 }
 
 // Service carries out lease and pool operations for authenticated callers.
 type Service struct {
 	opts Options
-	// requesterLocks serialise admission per requester within this process,
-	// so that one caller's concurrent requests are counted exactly; across
-	// replicas the check after creating (admit) keeps the limits.
+	// requesterLocks serialise the ledger writes of one requester within
+	// this process; across replicas the ledger's resourceVersion does.
 	requesterLocks sync.Map
 }
 
@@ -65,6 +68,9 @@ func New(opts Options) *Service {
 	}
 	if opts.Defer == nil {
 		opts.Defer = func(f func()) { go f() }
+	}
+	if opts.MaxQueuedPerOwner <= 0 {
+		opts.MaxQueuedPerOwner = DefaultMaxQueuedPerOwner
 	}
 	return &Service{opts: opts}
 }

@@ -41,6 +41,10 @@ const (
 	// ReasonConcurrentLeaseLimit (429, Retry-After): the caller holds as many
 	// active leases as its policy allows.
 	ReasonConcurrentLeaseLimit = "ConcurrentLeaseLimit"
+	// ReasonQueuedLeaseLimit (429, Retry-After): the caller, whose policy
+	// sets no maxConcurrentLeases, has as many leases waiting for a member
+	// as the server allows (--max-queued-per-owner, default 10).
+	ReasonQueuedLeaseLimit = "QueuedLeaseLimit"
 	// ReasonTooManyRequests (429, Retry-After): the server's in-flight limit.
 	ReasonTooManyRequests = "TooManyRequests"
 	// ReasonPoolBeingDeleted (503, Retry-After): the pool is being deleted.

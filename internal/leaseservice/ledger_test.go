@@ -1,0 +1,408 @@
+package leaseservice_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+	"github.com/kunobi-ninja/kobe/internal/auth"
+	"github.com/kunobi-ninja/kobe/internal/binding"
+	"github.com/kunobi-ninja/kobe/internal/index"
+	"github.com/kunobi-ninja/kobe/internal/lease"
+	"github.com/kunobi-ninja/kobe/internal/leaseservice"
+	"github.com/kunobi-ninja/kobe/internal/testenv"
+)
+
+// Issue 10: limits exact on every replica. Each test runs two replicas: two
+// services, each with its own manager, cache and in-process locks, against
+// the one API server, as two operator processes serving the API at once.
+
+// replica is one more operator replica's lease service, with a manager of
+// its own.
+func replica(t *testing.T, mut ...func(*leaseservice.Options)) *leaseservice.Service {
+	t.Helper()
+	mgr := fx.env.NewManager(t, ns)
+	if err := index.Setup(t.Context(), mgr); err != nil {
+		t.Fatal(err)
+	}
+	testenv.StartManager(t, mgr)
+	clk := clock.RealClock{}
+	opts := leaseservice.Options{
+		Namespace: ns,
+		Client:    mgr.GetClient(),
+		Reader:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Binder:    &binding.Binder{Client: mgr.GetClient(), Reader: mgr.GetClient(), Clock: clk},
+		Recorder:  mgr.GetEventRecorder("leaseservice-test-replica"),
+		Clock:     clk,
+		Log:       logr.Discard(),
+	}
+	for _, f := range mut {
+		f(&opts)
+	}
+	return leaseservice.New(opts)
+}
+
+// burst sends n requests of p at once, spread evenly over replicas, and
+// returns the leases created and the refusals.
+func burst(t *testing.T, replicas []*leaseservice.Service, p *auth.Principal, req leaseservice.CreateRequest, n int) (created []*leaseservice.Lease, refused []error) {
+	t.Helper()
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			l, err := replicas[i%len(replicas)].Create(t.Context(), p, req)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				refused = append(refused, err)
+				return
+			}
+			created = append(created, l)
+		})
+	}
+	close(start)
+	wg.Wait()
+	return created, refused
+}
+
+// activeOf returns the names of p's active leases of pool, from the API
+// server.
+func activeOf(t *testing.T, pool string, p *auth.Principal) []string {
+	t.Helper()
+	var out []string
+	for _, l := range leasesOfPool(t, pool) {
+		if l.Spec.Requester.Identity == p.Identity && l.Spec.Requester.Policy == p.Policy && lease.IsActive(&l) {
+			out = append(out, l.Name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func namesOf(ls []*leaseservice.Lease) []string {
+	out := make([]string, 0, len(ls))
+	for _, l := range ls {
+		out = append(out, l.Object.Name)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// requireRefusals fails unless every error is want.
+func requireRefusals(t *testing.T, errs []error, want error) {
+	t.Helper()
+	for _, err := range errs {
+		// The API shows the text after the sentinel as the detail.
+		if !errors.Is(err, want) || !strings.HasPrefix(err.Error(), want.Error()+": ") {
+			t.Fatalf("refused with %q, want %q: <detail>", err, want)
+		}
+	}
+}
+
+// releaseAll releases p's leases through the replicas in turn.
+func releaseAll(t *testing.T, replicas []*leaseservice.Service, p *auth.Principal, names []string) {
+	t.Helper()
+	for i, name := range names {
+		if err := replicas[i%len(replicas)].Release(t.Context(), p, name); err != nil {
+			t.Fatalf("releasing %s: %v", name, err)
+		}
+	}
+}
+
+// TestLimitExactAcrossReplicas: 20 concurrent requests of one caller with
+// maxConcurrentLeases 3, spread over two replicas, end with exactly 3
+// leases (Bound or Pending) and 17 refusals with the limit's reason, round
+// after round (release the three, ask again).
+func TestLimitExactAcrossReplicas(t *testing.T) {
+	makePool(t, "exact", 2) // two bind at once, the rest wait
+	replicas := []*leaseservice.Service{replica(t), replica(t)}
+	p := caller("exact", kobev1.AccessRule{Pools: []string{"exact"}, MaxConcurrentLeases: ptr.To[int32](3)})
+	for round := range 4 {
+		created, refused := burst(t, replicas, p, leaseservice.CreateRequest{Pool: "exact"}, 20)
+		requireRefusals(t, refused, leaseservice.ErrLeaseLimit)
+		held := activeOf(t, "exact", p)
+		if len(created) != 3 || len(refused) != 17 || !slices.Equal(namesOf(created), held) {
+			t.Fatalf("round %d: %d created %v, %d refused, held %v; want exactly 3 created and held, 17 refused", round, len(created), namesOf(created), len(refused), held)
+		}
+		for _, l := range created {
+			if ph := l.Object.Status.Phase; ph != kobev1.LeaseBound && ph != kobev1.LeasePending {
+				t.Fatalf("round %d: lease %s answered %q, want Bound or Pending", round, l.Object.Name, ph)
+			}
+		}
+		t.Logf("round %d: 3 admitted (%v), 17 refused, e.g. %v", round, held, refused[0])
+		releaseAll(t, replicas, p, held)
+	}
+}
+
+// TestAliasExactAcrossReplicas: concurrent requests for one alias, spread
+// over two replicas, end with exactly one lease holding it, round after
+// round; two aliases asked at once get one lease each.
+func TestAliasExactAcrossReplicas(t *testing.T) {
+	makePool(t, "alias-exact", 0)
+	replicas := []*leaseservice.Service{replica(t), replica(t)}
+	p := caller("alias-exact", kobev1.AccessRule{Pools: []string{"alias-exact"}})
+	for round := range 3 {
+		created, refused := burst(t, replicas, p, leaseservice.CreateRequest{Pool: "alias-exact", Alias: "the-one"}, 20)
+		requireRefusals(t, refused, leaseservice.ErrAliasInUse)
+		held := activeOf(t, "alias-exact", p)
+		if len(created) != 1 || len(refused) != 19 || !slices.Equal(namesOf(created), held) {
+			t.Fatalf("round %d: %d created %v, %d refused, held %v; want exactly one", round, len(created), namesOf(created), len(refused), held)
+		}
+		releaseAll(t, replicas, p, held)
+	}
+
+	// Two aliases at once, and a limit beside them: one lease per alias.
+	q := caller("alias-pair", kobev1.AccessRule{Pools: []string{"alias-exact"}, MaxConcurrentLeases: ptr.To[int32](5)})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	byAlias := map[string]int{}
+	for i := range 20 {
+		alias := []string{"left", "right"}[i%2]
+		wg.Go(func() {
+			l, err := replicas[(i/2)%2].Create(t.Context(), q, leaseservice.CreateRequest{Pool: "alias-exact", Alias: alias})
+			if err != nil && !errors.Is(err, leaseservice.ErrAliasInUse) {
+				t.Errorf("alias %s: %v", alias, err)
+			}
+			if err == nil {
+				mu.Lock()
+				byAlias[l.Object.Labels[kobev1.LabelAlias]]++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if byAlias["left"] != 1 || byAlias["right"] != 1 || len(activeOf(t, "alias-exact", q)) != 2 {
+		t.Fatalf("leases per alias %v, active %v; want one each", byAlias, activeOf(t, "alias-exact", q))
+	}
+}
+
+// TestQueueCapAcrossReplicas: a caller whose rule sets no limit may have at
+// most MaxQueuedPerOwner leases waiting: 20 concurrent requests for an
+// empty pool over two replicas leave exactly 10 Pending and 10 refused
+// with ErrQueueLimit, and nothing of the refused ones. The cap does not
+// stop a hand-out from a pool with a Ready member, nor a rule with its own
+// limit, and a released waiting lease frees its slot.
+func TestQueueCapAcrossReplicas(t *testing.T) {
+	makePool(t, "queue-cap", 0)
+	makePool(t, "queue-cap-ready", 1)
+	replicas := []*leaseservice.Service{replica(t), replica(t)}
+	p := caller("queue-cap", kobev1.AccessRule{Pools: []string{"queue-cap*"}})
+
+	created, refused := burst(t, replicas, p, leaseservice.CreateRequest{Pool: "queue-cap"}, 20)
+	requireRefusals(t, refused, leaseservice.ErrQueueLimit)
+	waiting := activeOf(t, "queue-cap", p)
+	if len(created) != leaseservice.DefaultMaxQueuedPerOwner || !slices.Equal(namesOf(created), waiting) {
+		t.Fatalf("%d created %v, %d refused, waiting %v; want exactly %d", len(created), namesOf(created), len(refused), waiting, leaseservice.DefaultMaxQueuedPerOwner)
+	}
+	if all := leasesOfPool(t, "queue-cap"); len(all) != len(waiting) {
+		t.Fatalf("%d leases in the pool, %d waiting: refused requests left leases behind", len(all), len(waiting))
+	}
+	t.Logf("10 waiting, 10 refused, e.g. %v", refused[0])
+
+	l, err := replicas[0].Create(t.Context(), p, leaseservice.CreateRequest{Pool: "queue-cap-ready"})
+	if err != nil || !l.Bound() {
+		t.Fatalf("a hand-out with 10 leases waiting elsewhere: %v, %+v; want Bound", err, l)
+	}
+	if _, err := replicas[1].Create(t.Context(), p, leaseservice.CreateRequest{Pool: "queue-cap"}); !errors.Is(err, leaseservice.ErrQueueLimit) {
+		t.Fatalf("an 11th waiting lease: %v, want ErrQueueLimit", err)
+	}
+	releaseAll(t, replicas, p, waiting[:1])
+	if l, err := replicas[1].Create(t.Context(), p, leaseservice.CreateRequest{Pool: "queue-cap"}); err != nil || l.Bound() {
+		t.Fatalf("after releasing a waiting lease: %v; want a Pending lease", err)
+	}
+
+	// A rule's own limit bounds its waiting leases instead of the cap.
+	r := caller("queue-cap-limited", kobev1.AccessRule{Pools: []string{"queue-cap"}, MaxConcurrentLeases: ptr.To[int32](12)})
+	created, refused = burst(t, replicas, r, leaseservice.CreateRequest{Pool: "queue-cap"}, 16)
+	requireRefusals(t, refused, leaseservice.ErrLeaseLimit)
+	if len(created) != 12 || len(activeOf(t, "queue-cap", r)) != 12 {
+		t.Fatalf("limit 12: %d created, %d active; want 12", len(created), len(activeOf(t, "queue-cap", r)))
+	}
+}
+
+// TestQueueCapOption: Options.MaxQueuedPerOwner sets the cap.
+func TestQueueCapOption(t *testing.T) {
+	makePool(t, "queue-cap-3", 0)
+	s := replica(t, func(o *leaseservice.Options) { o.MaxQueuedPerOwner = 3 })
+	p := caller("queue-cap-3", kobev1.AccessRule{Pools: []string{"queue-cap-3"}})
+	for i := range 4 {
+		_, err := s.Create(t.Context(), p, leaseservice.CreateRequest{Pool: "queue-cap-3"})
+		if want := i == 3; errors.Is(err, leaseservice.ErrQueueLimit) != want || (!want && err != nil) {
+			t.Fatalf("request %d: %v; want ErrQueueLimit only for the 4th", i+1, err)
+		}
+	}
+}
+
+// failingLeaseCreates wraps a replica's client so that ClusterLease creates
+// fail after the ledger write, as if the replica died there, and (when
+// also) ledger writes fail from then on, so that its entry stays.
+func failingLeaseCreates(t *testing.T, alsoLedger bool) client.Client {
+	t.Helper()
+	base, err := client.NewWithWatch(fx.env.Config, client.Options{Scheme: fx.env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dead bool
+	var mu sync.Mutex
+	return interceptor.NewClient(base, interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if _, ok := obj.(*kobev1.ClusterLease); ok {
+				dead = true
+				return errors.New("replica died before creating the lease")
+			}
+			if _, ok := obj.(*corev1.ConfigMap); ok && dead && alsoLedger {
+				return errors.New("replica is dead")
+			}
+			return c.Create(ctx, obj, opts...)
+		},
+		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+			mu.Lock()
+			d := dead
+			mu.Unlock()
+			if _, ok := obj.(*corev1.ConfigMap); ok && d && alsoLedger {
+				return errors.New("replica is dead")
+			}
+			return c.Update(ctx, obj, opts...)
+		},
+	})
+}
+
+// TestDeadReplicaReservation (hostile): a replica that wrote a caller's
+// reservation and died before creating the lease blocks that caller for
+// ReservationGrace at most; a replica that only failed the create drops
+// its reservation at once.
+func TestDeadReplicaReservation(t *testing.T) {
+	makePool(t, "dead-replica", 0)
+	p := caller("dead-replica", kobev1.AccessRule{Pools: []string{"dead-replica"}, MaxConcurrentLeases: ptr.To[int32](1)})
+	req := leaseservice.CreateRequest{Pool: "dead-replica"}
+
+	failed := replica(t, func(o *leaseservice.Options) { o.Client = failingLeaseCreates(t, false) })
+	if _, err := failed.Create(t.Context(), p, req); err == nil {
+		t.Fatal("a create that fails was answered")
+	}
+	live := replica(t)
+	l, err := live.Create(t.Context(), p, req)
+	if err != nil {
+		t.Fatalf("after a failed create whose reservation was dropped: %v, want a lease", err)
+	}
+	releaseAll(t, []*leaseservice.Service{live}, p, []string{l.Object.Name})
+
+	dead := replica(t, func(o *leaseservice.Options) { o.Client = failingLeaseCreates(t, true) })
+	diedAt := time.Now()
+	if _, err := dead.Create(t.Context(), p, req); err == nil {
+		t.Fatal("a create that fails was answered")
+	}
+	clk := clocktesting.NewFakePassiveClock(time.Now())
+	later := replica(t, func(o *leaseservice.Options) { o.Clock = clk })
+	if _, err := later.Create(t.Context(), p, req); !errors.Is(err, leaseservice.ErrLeaseLimit) {
+		t.Fatalf("within the grace of a dead replica's reservation: %v, want ErrLeaseLimit", err)
+	}
+	clk.SetTime(diedAt.Add(leaseservice.ReservationGrace + time.Second))
+	if _, err := later.Create(t.Context(), p, req); err != nil {
+		t.Fatalf("past the grace of a dead replica's reservation: %v, want a lease", err)
+	}
+	if _, err := later.Create(t.Context(), p, req); !errors.Is(err, leaseservice.ErrLeaseLimit) {
+		t.Fatalf("the limit after the stale reservation expired: %v, want ErrLeaseLimit", err)
+	}
+}
+
+// TestHangUpMidAdmission (hostile): a caller who hangs up right after its
+// reservation is written still gets its lease created (the request cannot
+// be cut there), counted once; it neither blocks the caller nor lets it
+// past its limit.
+func TestHangUpMidAdmission(t *testing.T) {
+	makePool(t, "hang-up-admit", 0)
+	p := caller("hang-up-admit", kobev1.AccessRule{Pools: []string{"hang-up-admit"}, MaxConcurrentLeases: ptr.To[int32](2)})
+	ctx, hangUp := context.WithCancel(t.Context())
+	defer hangUp()
+	base, err := client.NewWithWatch(fx.env.Config, client.Options{Scheme: fx.env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ledgerWritten := func(obj client.Object, err error) error {
+		if _, ok := obj.(*corev1.ConfigMap); ok && err == nil {
+			hangUp()
+		}
+		return err
+	}
+	hanging := replica(t, func(o *leaseservice.Options) {
+		o.Client = interceptor.NewClient(base, interceptor.Funcs{
+			Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+				return ledgerWritten(obj, c.Create(ctx, obj, opts...))
+			},
+			Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+				return ledgerWritten(obj, c.Update(ctx, obj, opts...))
+			},
+		})
+	})
+	_, _ = hanging.Create(ctx, p, leaseservice.CreateRequest{Pool: "hang-up-admit"})
+	if ctx.Err() == nil {
+		t.Fatal("the ledger was never written")
+	}
+	first := activeOf(t, "hang-up-admit", p)
+	if len(first) != 1 {
+		t.Fatalf("after hanging up: active leases %v, want the one admitted", first)
+	}
+	created, refused := burst(t, []*leaseservice.Service{replica(t), replica(t)}, p, leaseservice.CreateRequest{Pool: "hang-up-admit"}, 10)
+	requireRefusals(t, refused, leaseservice.ErrLeaseLimit)
+	if held := activeOf(t, "hang-up-admit", p); len(created) != 1 || len(held) != 2 {
+		t.Fatalf("then 10 requests: %d created, held %v; want 1 more, 2 in all", len(created), held)
+	}
+}
+
+// TestLedgerJanitor: a ledger is deleted once nothing in it counts and its
+// owner holds no active lease; not before.
+func TestLedgerJanitor(t *testing.T) {
+	makePool(t, "janitor", 0)
+	s := replica(t)
+	p := caller("janitor", kobev1.AccessRule{Pools: []string{"janitor"}, MaxConcurrentLeases: ptr.To[int32](2)})
+	l, err := s.Create(t.Context(), p, leaseservice.CreateRequest{Pool: "janitor"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := leaseservice.NewLedgerJanitor(leaseservice.Options{
+		Namespace: ns, Client: fx.env.Client, Reader: fx.env.Client, APIReader: fx.env.Client, Log: logr.Discard(),
+	}, time.Minute)
+	key := client.ObjectKey{Namespace: ns, Name: leaseservice.LedgerName(leaseservice.RequesterHash(p))}
+	exists := func() bool {
+		err := fx.env.Client.Get(t.Context(), key, &corev1.ConfigMap{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Fatal(err)
+		}
+		return err == nil
+	}
+	if !exists() {
+		t.Fatal("no ledger after a limited lease")
+	}
+	if _, err := j.Sweep(t.Context()); err != nil || !exists() {
+		t.Fatalf("sweep with an active lease: %v; the ledger must stay (exists %v)", err, exists())
+	}
+	releaseAll(t, []*leaseservice.Service{s}, p, []string{l.Object.Name})
+	n, err := j.Sweep(t.Context())
+	if err != nil || exists() || n < 1 {
+		t.Fatalf("sweep after the last lease ended: %v, %d deleted, exists %v; want it deleted", err, n, exists())
+	}
+	// The next request starts a new ledger.
+	if _, err := s.Create(t.Context(), p, leaseservice.CreateRequest{Pool: "janitor"}); err != nil || !exists() {
+		t.Fatalf("a request after the sweep: %v, ledger exists %v", err, exists())
+	}
+}
