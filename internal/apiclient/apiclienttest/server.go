@@ -411,6 +411,12 @@ func (s *Server) createLease(w http.ResponseWriter, _ *http.Request, identity st
 		writeError(w, http.StatusTooManyRequests, wire.ReasonConcurrentLeaseLimit, "concurrent lease limit reached", "release a lease first")
 		return
 	}
+	queued := slices.ContainsFunc(s.order, func(id string) bool { return s.leases[id].Pool == p.Name && s.leases[id].Phase == wire.PhasePending })
+	if bindable := s.PendingPolls == 0 && p.Ready > 0 && !queued; !bindable && s.leaseLimit(identity) == 0 && s.waitingLeases(identity) >= maxQueuedPerOwner {
+		w.Header().Set("Retry-After", "30")
+		writeError(w, http.StatusTooManyRequests, wire.ReasonQueuedLeaseLimit, "queued lease limit reached", "wait for one of your leases to be bound or release one")
+		return
+	}
 	s.nextID++
 	l := &lease{
 		Lease: wire.Lease{
@@ -420,7 +426,6 @@ func (s *Server) createLease(w http.ResponseWriter, _ *http.Request, identity st
 		},
 		owner: identity, ttl: ttl, waiting: s.PendingPolls,
 	}
-	queued := slices.ContainsFunc(s.order, func(id string) bool { return s.leases[id].Pool == p.Name && s.leases[id].Phase == wire.PhasePending })
 	s.leases[l.ID] = l
 	s.order = append(s.order, l.ID)
 	if l.waiting == 0 && p.Ready > 0 && !queued {
@@ -469,6 +474,20 @@ func (s *Server) activeLeases(identity string) int {
 	n := 0
 	for _, l := range s.leases {
 		if l.owner == identity && !wire.PhaseEnded(l.Phase) {
+			n++
+		}
+	}
+	return n
+}
+
+// maxQueuedPerOwner is the real server's default cap on the leases one
+// caller without a limit of its own may have waiting.
+const maxQueuedPerOwner = 10
+
+func (s *Server) waitingLeases(identity string) int {
+	n := 0
+	for _, l := range s.leases {
+		if l.owner == identity && l.Phase == wire.PhasePending {
 			n++
 		}
 	}
