@@ -175,3 +175,19 @@ func shellQuote(s string) string {
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
+
+// reasonInstanceLost is the operator's reason for a lease whose cluster
+// died, or was deleted, while it was held.
+const reasonInstanceLost = "InstanceLost"
+
+// leaseEndedWhy says what phase a lease is in and, when the server said why,
+// why, in words for the end of a lease whose cluster was lost.
+func leaseEndedWhy(l *wire.Lease) string {
+	switch {
+	case l.Reason == reasonInstanceLost:
+		return fmt.Sprintf("lease %s is %s (%s): its cluster %s died or was deleted while leased; lease another one", l.ID, l.Phase, l.Reason, dash(l.ClusterName))
+	case l.Reason != "":
+		return fmt.Sprintf("lease %s is %s (%s)", l.ID, l.Phase, l.Reason)
+	}
+	return fmt.Sprintf("lease %s is %s", l.ID, l.Phase)
+}

@@ -67,7 +67,7 @@ func (o *KubeconfigOptions) Run(ctx context.Context) error {
 		if l.Phase == wire.PhasePending {
 			return fmt.Errorf("lease %s is still Pending (number %d in the queue): try again once it is Bound", l.ID, l.QueuePosition)
 		}
-		return fmt.Errorf("lease %s is %s and has no kubeconfig", l.ID, l.Phase)
+		return fmt.Errorf("%s and has no kubeconfig", leaseEndedWhy(l))
 	}
 	path := o.KubeconfigPath
 	if path == "" {

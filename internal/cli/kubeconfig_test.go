@@ -94,19 +94,25 @@ func TestSafeKubeconfig(t *testing.T) {
 }
 
 // hostileServer answers POST /v1/leases with a Bound lease whose
-// kubeconfig is kubeconfig, GET /v1/leases/{id} and PATCH likewise, and
-// records every DELETE.
+// kubeconfig is kubeconfig, GET /v1/leases/{id} with the same lease (or
+// with get, when set) and PATCH likewise, and records every DELETE.
 type hostileServer struct {
 	*httptest.Server
 	mu       sync.Mutex
 	released []string
+	get      *wire.Lease
+}
+
+// hostileLease is the lease a hostileServer hands out.
+func hostileLease(kubeconfig string) wire.Lease {
+	return wire.Lease{ID: "lease-0123456789ab", Phase: wire.PhaseBound, Pool: "ci-small", Profile: "ci-small",
+		ClusterName: "pool-ci-small-0", EffectiveTTL: "30m", MaxExtensions: 2, Kubeconfig: kubeconfig}
 }
 
 func newHostileServer(t *testing.T, kubeconfig string) *hostileServer {
 	t.Helper()
 	h := &hostileServer{}
-	lease := wire.Lease{ID: "lease-0123456789ab", Phase: wire.PhaseBound, Pool: "ci-small", Profile: "ci-small",
-		ClusterName: "pool-ci-small-0", EffectiveTTL: "30m", MaxExtensions: 2, Kubeconfig: kubeconfig}
+	lease := hostileLease(kubeconfig)
 	mux := http.NewServeMux()
 	answer := func(w http.ResponseWriter, code int, v any) {
 		w.Header().Set("Content-Type", "application/json")
@@ -114,7 +120,15 @@ func newHostileServer(t *testing.T, kubeconfig string) *hostileServer {
 		_ = json.NewEncoder(w).Encode(v)
 	}
 	mux.HandleFunc("POST /v1/leases", func(w http.ResponseWriter, _ *http.Request) { answer(w, http.StatusCreated, lease) })
-	mux.HandleFunc("GET /v1/leases/{id}", func(w http.ResponseWriter, _ *http.Request) { answer(w, http.StatusOK, lease) })
+	mux.HandleFunc("GET /v1/leases/{id}", func(w http.ResponseWriter, _ *http.Request) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if h.get != nil {
+			answer(w, http.StatusOK, h.get)
+			return
+		}
+		answer(w, http.StatusOK, lease)
+	})
 	mux.HandleFunc("PATCH /v1/leases/{id}", func(w http.ResponseWriter, _ *http.Request) {
 		answer(w, http.StatusOK, wire.ExtendLeaseResponse{Kubeconfig: kubeconfig})
 	})
@@ -249,4 +263,38 @@ func sameKubeconfig(t *testing.T, got, want string) bool {
 	gb, _ := clientcmd.Write(*g)
 	wb, _ := clientcmd.Write(*w)
 	return string(gb) == string(wb)
+}
+
+// TestInstanceLostIsSaid: a lease whose cluster died (reason InstanceLost)
+// is named as such by `kobe kubeconfig`, and `kobe run` says that a failed
+// command's cluster was lost.
+func TestInstanceLostIsSaid(t *testing.T) {
+	newTestEnv(t)
+	srv := newHostileServer(t, kubeconfigWith("", tokenUser))
+	t.Setenv("KOBE_ENDPOINT", srv.URL)
+	t.Setenv("KOBE_TOKEN", "any")
+	lost := hostileLease("")
+	lost.Phase, lost.Reason = wire.PhaseExpired, reasonInstanceLost
+
+	// The command fails after its cluster was lost.
+	srv.mu.Lock()
+	srv.get = &lost
+	srv.mu.Unlock()
+	r := kobe(t, "run", "ci-small", "--", "false")
+	if r.code != 1 || !strings.Contains(r.stderr, "InstanceLost") || !strings.Contains(r.stderr, "pool-ci-small-0 died or was deleted while leased") {
+		t.Errorf("kobe run: want exit 1 and the lost cluster named: %s", r)
+	}
+	r = kobe(t, "kubeconfig", lost.ID)
+	if r.code == 0 || !strings.Contains(r.stderr, "is Expired (InstanceLost): its cluster pool-ci-small-0 died or was deleted while leased; lease another one") {
+		t.Errorf("kobe kubeconfig: want the loss said: %s", r)
+	}
+
+	// A command that fails on a healthy lease gets no such warning.
+	srv.mu.Lock()
+	srv.get = nil
+	srv.mu.Unlock()
+	r = kobe(t, "run", "ci-small", "--", "false")
+	if r.code != 1 || strings.Contains(r.stderr, "InstanceLost") {
+		t.Errorf("kobe run on a healthy lease: %s", r)
+	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/kunobi-ninja/kobe/internal/apiclient"
 	"github.com/kunobi-ninja/kobe/internal/wire"
 )
 
@@ -154,6 +155,9 @@ func (o *RunOptions) Run(ctx context.Context) error {
 	}
 
 	code, err := o.runBound(ctx, path, l)
+	if err == nil && code != 0 {
+		o.warnIfLost(ctx, c, l.ID)
+	}
 	if rerr := releaseDetached(ctx, c, l.ID); rerr != nil {
 		warnf(o.streams.ErrOut, "kobe: warning: %v; it ends at its TTL (%s), or run `kobe release %s`\n",
 			rerr, expiry(l.ExpiresAt, o.now()), l.ID)
@@ -260,4 +264,16 @@ func exitStatus(state *os.ProcessState) int {
 		return 128 + int(ws.Signal())
 	}
 	return state.ExitCode()
+}
+
+// warnIfLost tells, after a command failed, whether its cluster died under
+// it (the lease ended with reason InstanceLost): the failure may then be the
+// cluster's, not the command's.
+func (o *RunOptions) warnIfLost(ctx context.Context, c *apiclient.Client, id string) {
+	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	l, err := c.GetLease(gctx, id)
+	if err == nil && l.Reason == reasonInstanceLost {
+		warnf(o.streams.ErrOut, "kobe: warning: %s; the command's failure may be the cluster's\n", leaseEndedWhy(l))
+	}
 }

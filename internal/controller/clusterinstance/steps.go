@@ -194,7 +194,9 @@ func (r *Reconciler) reconcileLeased(ctx context.Context, s *scope) (ctrl.Result
 		return r.recycle(ctx, s, kobev1.ReasonLeaseEnded, msg, false)
 	}
 	r.setPhase(s, kobev1.InstanceLeased, kobev1.ReasonBound, msg)
-	return ctrl.Result{}, nil // the lease watch brings the end
+	// The lease watch brings the end of the lease; the backend, the death
+	// of the member (InstanceLost).
+	return r.watchLeased(ctx, s)
 }
 
 // lookupLease judges the member's lease from the cache, and confirms with a

@@ -145,6 +145,9 @@ func (r *Reconciler) recordOrQueue(ctx context.Context, s *scope, why string) (c
 // a lease already Bound to inst) with the deferred status write.
 func (r *Reconciler) recordFrom(ctx context.Context, s *scope, inst *kobev1.ClusterInstance) (ctrl.Result, error) {
 	l := s.lease
+	if lost, why := memberLost(inst); lost {
+		return ctrl.Result{}, r.endLost(ctx, s, inst, why)
+	}
 	if l.Status.Phase == kobev1.LeaseBound && binding.Consistent(l, inst) {
 		return ctrl.Result{}, nil
 	}
