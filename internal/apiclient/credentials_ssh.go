@@ -31,10 +31,18 @@ type SSHAgent struct {
 	//   - otherwise the key's comment.
 	// Empty means the agent's only key (an error when it holds several).
 	KeyFilter string
+	// Audience is the server's audience, as it publishes it in GET
+	// /v1/status (Client.Status, Status.Auth.Audience). Pin it on first use
+	// and keep signing for the pinned value: a server that announces
+	// another one may be relaying your requests elsewhere. Required.
+	Audience string
 }
 
-// Apply signs req and body with the chosen agent key.
+// Apply signs req and body with the chosen agent key for Audience.
 func (a SSHAgent) Apply(req *http.Request, body []byte) error {
+	if a.Audience == "" {
+		return errors.New("no SSH audience to sign for: set SSHAgent.Audience to the audience the server publishes in GET /v1/status, pinned on first use")
+	}
 	socket := a.Socket
 	if socket == "" {
 		socket = os.Getenv("SSH_AUTH_SOCK")
@@ -51,7 +59,7 @@ func (a SSHAgent) Apply(req *http.Request, body []byte) error {
 	if err != nil {
 		return err
 	}
-	return sshsig.SignRequest(req, body, signer, time.Now())
+	return sshsig.SignRequest(req, body, signer, a.Audience, time.Now())
 }
 
 // signer returns the agent's signer for the key KeyFilter picks.

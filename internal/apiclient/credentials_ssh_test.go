@@ -67,7 +67,7 @@ func TestSSHAgentSignsRequests(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := newClient(t, srv.URL, apiclient.SSHAgent{Socket: ag.Socket, KeyFilter: tt.filter})
+			c := newClient(t, srv.URL, apiclient.SSHAgent{Socket: ag.Socket, KeyFilter: tt.filter, Audience: apiclienttest.DefaultSSHAudience})
 			// POST: the signature must cover the body too.
 			l, err := c.CreateLease(t.Context(), wire.CreateLeaseRequest{Pool: "ci-small", TTL: "30m"})
 			if tt.wantErr != "" {
@@ -93,7 +93,7 @@ func TestSSHAgentSignsRequests(t *testing.T) {
 func TestSSHAgentSingleKeyAndErrors(t *testing.T) {
 	ag := apiclienttest.StartSSHAgent(t)
 	srv := sshServer(t, nil)
-	empty := newClient(t, srv.URL, apiclient.SSHAgent{Socket: ag.Socket})
+	empty := newClient(t, srv.URL, apiclient.SSHAgent{Socket: ag.Socket, Audience: apiclienttest.DefaultSSHAudience})
 	if _, err := empty.ListLeases(t.Context()); err == nil || !strings.Contains(err.Error(), "holds no keys: add yours with ssh-add") {
 		t.Fatalf("empty agent: got %v", err)
 	}
@@ -104,23 +104,23 @@ func TestSSHAgentSingleKeyAndErrors(t *testing.T) {
 	}
 	pub := ag.Add(t, priv, "only")
 	srv = sshServer(t, map[string]string{ssh.FingerprintSHA256(pub): "only"})
-	c := newClient(t, srv.URL, apiclient.SSHAgent{Socket: ag.Socket})
+	c := newClient(t, srv.URL, apiclient.SSHAgent{Socket: ag.Socket, Audience: apiclienttest.DefaultSSHAudience})
 	who, err := c.WhoAmI(t.Context())
 	if err != nil || who.Identity != "only" {
 		t.Fatalf("the agent's only key is used without a filter: %+v %v", who, err)
 	}
 
 	t.Setenv("SSH_AUTH_SOCK", "")
-	_, err = newClient(t, srv.URL, apiclient.SSHAgent{}).ListLeases(t.Context())
+	_, err = newClient(t, srv.URL, apiclient.SSHAgent{Audience: apiclienttest.DefaultSSHAudience}).ListLeases(t.Context())
 	if err == nil || !strings.Contains(err.Error(), "SSH_AUTH_SOCK is not set") {
 		t.Fatalf("no agent: got %v", err)
 	}
 	t.Setenv("SSH_AUTH_SOCK", ag.Socket)
-	if _, err := newClient(t, srv.URL, apiclient.SSHAgent{}).ListLeases(t.Context()); err != nil {
+	if _, err := newClient(t, srv.URL, apiclient.SSHAgent{Audience: apiclienttest.DefaultSSHAudience}).ListLeases(t.Context()); err != nil {
 		t.Fatalf("SSH_AUTH_SOCK: %v", err)
 	}
 
-	gone := newClient(t, srv.URL, apiclient.SSHAgent{Socket: filepath.Join(t.TempDir(), "nope.sock")})
+	gone := newClient(t, srv.URL, apiclient.SSHAgent{Socket: filepath.Join(t.TempDir(), "nope.sock"), Audience: apiclienttest.DefaultSSHAudience})
 	_, err = gone.WaitBound(t.Context(), "lease-1", nil)
 	if err == nil || !strings.Contains(err.Error(), "connecting to the SSH agent") {
 		t.Fatalf("dead agent: got %v", err)
@@ -128,6 +128,16 @@ func TestSSHAgentSingleKeyAndErrors(t *testing.T) {
 	var apiErr *apiclient.Error
 	if errors.As(err, &apiErr) {
 		t.Errorf("credential failure reported as an API error: %v", err)
+	}
+
+	// No audience: nothing is signed, and the error says where to get one.
+	if _, err := newClient(t, srv.URL, apiclient.SSHAgent{Socket: ag.Socket}).ListLeases(t.Context()); err == nil || !strings.Contains(err.Error(), "GET /v1/status") {
+		t.Fatalf("no audience: got %v", err)
+	}
+	// A signature for another installation's audience is refused.
+	other := newClient(t, srv.URL, apiclient.SSHAgent{Socket: ag.Socket, Audience: "kobe:another-installation"})
+	if _, err := other.ListLeases(t.Context()); !errors.As(err, &apiErr) || apiErr.StatusCode != 401 {
+		t.Fatalf("other audience: got %v, want 401", err)
 	}
 }
 

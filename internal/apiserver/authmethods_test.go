@@ -129,8 +129,10 @@ func TestSSH(t *testing.T) {
 	agent.Add(fx.sshKeyPath)
 	evePath, eveKey := agent.Keygen("ed25519", "eve@laptop")
 	agent.Add(evePath)
-	alice := apiclient.SSHAgent{Socket: agent.Socket, KeyFilter: fx.sshAuthorizedKey}
-	eve := apiclient.SSHAgent{Socket: agent.Socket, KeyFilter: eveKey}
+	alice := apiclient.SSHAgent{Socket: agent.Socket, KeyFilter: fx.sshAuthorizedKey, Audience: sshAudience}
+	eve := apiclient.SSHAgent{Socket: agent.Socket, KeyFilter: eveKey, Audience: sshAudience}
+	// The same key signing for another kobe installation.
+	aliceElsewhere := apiclient.SSHAgent{Socket: agent.Socket, KeyFilter: fx.sshAuthorizedKey, Audience: "kobe:ns:default:another-installation"}
 	body := []byte(`{"pool":"dev","ttl":"20m"}`)
 
 	// The first signed request leases; the very same request sent again
@@ -180,6 +182,7 @@ func TestSSH(t *testing.T) {
 	}{
 		{"replayed request", http.MethodPost, "/v1/leases", signed.Header.Get("Authorization"), body, "already used"},
 		{"key not in authorizedKeys", http.MethodPost, "/v1/leases", signFor(eve, http.MethodPost, "/v1/leases", body), body, "is not authorised"},
+		{"signed for another installation", http.MethodPost, "/v1/leases", signFor(aliceElsewhere, http.MethodPost, "/v1/leases", body), body, "signature is for another server"},
 		// A signature for releasing some other lease, sent to release alice's.
 		{"tampered path", http.MethodDelete, "/v1/leases/" + l.ID, signFor(alice, http.MethodDelete, "/v1/leases/lease-000000000000", nil), nil, "does not match"},
 		{"tampered body", http.MethodPost, "/v1/leases", signFor(alice, http.MethodPost, "/v1/leases", body), []byte(`{"pool":"dev","ttl":"24h"}`), "does not match"},

@@ -35,6 +35,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/credentials/memberaccess"
 	"github.com/kunobi-ninja/kobe/internal/credentials/pki"
 	"github.com/kunobi-ninja/kobe/internal/index"
+	"github.com/kunobi-ninja/kobe/internal/replay"
 	"github.com/kunobi-ninja/kobe/internal/testenv"
 	"github.com/kunobi-ninja/kobe/internal/testenv/oidcissuer"
 )
@@ -60,6 +61,8 @@ const (
 	oidcAudience = "kobe"
 	// saAudience is the audience policy in-cluster reviews tokens for.
 	saAudience = "kobe"
+	// sshAudience is the server's SSH audience.
+	sshAudience = "kobe:ns:default:apiserver-test"
 	// aliceComment is the comment of the ssh-keygen key policy developers
 	// authorises; SSH identities default to it.
 	aliceComment = "alice@laptop"
@@ -193,6 +196,8 @@ func setup(dir string) (_ *fixture, _ func(), err error) {
 			Reader:        mgr.GetCache(),
 			Namespace:     ns,
 			TokenReviewer: kube.AuthenticationV1().TokenReviews(),
+			SSHAudience:   sshAudience,
+			SSHNonces:     &replay.Store{Client: mgr.GetClient(), Namespace: ns},
 		}),
 		Recorder: mgr.GetEventRecorder("kobe-apiserver-test"),
 		Clock:    clk,

@@ -108,6 +108,9 @@ func TestStatus(t *testing.T) {
 		if !slices.Equal(st.Auth.Methods, want) {
 			t.Fatalf("auth methods %v, want %v", st.Auth.Methods, want)
 		}
+		if st.Auth.Audience != sshAudience {
+			t.Fatalf("audience %q, want %q", st.Auth.Audience, sshAudience)
+		}
 		var raw map[string]json.RawMessage
 		if err := json.Unmarshal(r.body, &raw); err != nil {
 			t.Fatal(err)

@@ -41,7 +41,7 @@ func (s *Server) listPoolLeases(w http.ResponseWriter, r *http.Request) {
 // status: GET /v1/status works without credentials; pools are listed only
 // for an authenticated caller.
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {
-	out := wire.Status{Version: s.opts.Version, Auth: wire.StatusAuth{Methods: s.opts.Auth.Methods()}}
+	out := wire.Status{Version: s.opts.Version, Auth: wire.StatusAuth{Methods: s.opts.Auth.Methods(), Audience: s.opts.Auth.Audience()}}
 	if out.Auth.Methods == nil {
 		out.Auth.Methods = []string{}
 	}

@@ -31,6 +31,8 @@ const (
 type Authenticator interface {
 	Authenticate(ctx context.Context, r *http.Request, body []byte) (*auth.Principal, error)
 	Methods() []string
+	// Audience is what KobeSSH signatures must name ("" without SSH).
+	Audience() string
 }
 
 // Options configure the API server.
@@ -59,6 +61,8 @@ type Options struct {
 	Ready func() bool
 	// TLSCertFile and TLSKeyFile serve HTTPS when both are set.
 	TLSCertFile, TLSKeyFile string
+	// MaxQueuedPerOwner is leaseservice.Options.MaxQueuedPerOwner.
+	MaxQueuedPerOwner int32
 }
 
 // Server is the HTTP API.
@@ -89,6 +93,7 @@ func New(opts Options) *Server {
 	s.leases = leaseservice.New(leaseservice.Options{
 		Namespace: opts.Namespace, Client: opts.Client, Reader: opts.Reader, APIReader: opts.APIReader,
 		Binder: opts.Binder, Recorder: opts.Recorder, Clock: opts.Clock, Log: opts.Log,
+		MaxQueuedPerOwner: opts.MaxQueuedPerOwner,
 	})
 	s.handler = s.routes()
 	return s

@@ -1,23 +1,31 @@
 package auth
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	authnv1 "k8s.io/api/authentication/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+	"github.com/kunobi-ninja/kobe/internal/replay"
+	"github.com/kunobi-ninja/kobe/internal/sshsig"
+	"github.com/kunobi-ninja/kobe/internal/sshsig/sshsigtest"
 	"github.com/kunobi-ninja/kobe/internal/testenv"
 	"github.com/kunobi-ninja/kobe/internal/testenv/oidcissuer"
 )
@@ -161,10 +169,105 @@ func TestAgainstAPIServer(t *testing.T) {
 		if _, err := authenticate(t, a, "Bearer "+token("deployer", "someone-else")); !errors.Is(err, ErrInvalidCredentials) {
 			t.Fatalf("token for another audience: got %v, want ErrInvalidCredentials", err)
 		}
+		t.Run("a flood of one refused token costs one TokenReview", func(t *testing.T) {
+			clk := clocktesting.NewFakePassiveClock(time.Now())
+			flooded := NewAuthenticator(Options{Reader: c, Namespace: testNS, TokenReviewer: reviewer, Clock: clk})
+			// A real ServiceAccount token, but for an audience the policy
+			// does not accept: TokenReview refuses it.
+			bad := "Bearer " + token("deployer", "someone-else")
+			before := reviewer.calls.Load()
+			var wg sync.WaitGroup
+			var accepted atomic.Int32
+			for range 50 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					if _, err := authenticate(t, flooded, bad); !errors.Is(err, ErrInvalidCredentials) {
+						accepted.Add(1)
+					}
+				}()
+			}
+			wg.Wait()
+			for range 50 {
+				if _, err := authenticate(t, flooded, bad); !errors.Is(err, ErrInvalidCredentials) {
+					accepted.Add(1)
+				}
+			}
+			if accepted.Load() != 0 {
+				t.Fatalf("%d requests with the refused token were not refused", accepted.Load())
+			}
+			if got := reviewer.calls.Load() - before; got != 1 {
+				t.Fatalf("%d TokenReviews for 100 requests with one refused token, want 1", got)
+			}
+			// The refusal does not rub off on a good token.
+			if _, err := authenticate(t, flooded, "Bearer "+deployer); err != nil {
+				t.Fatalf("good token during the flood: %v", err)
+			}
+			// After the refusal TTL the token is reviewed again, once.
+			before = reviewer.calls.Load()
+			clk.SetTime(clk.Now().Add(DefaultRefusalCacheTTL + time.Second))
+			for range 5 {
+				if _, err := authenticate(t, flooded, bad); !errors.Is(err, ErrInvalidCredentials) {
+					t.Fatalf("refused token after the TTL: %v", err)
+				}
+			}
+			if got := reviewer.calls.Load() - before; got != 1 {
+				t.Fatalf("%d TokenReviews after the refusal expired, want 1", got)
+			}
+		})
+
 		// A JWT that is no ServiceAccount token.
 		forged := oidcissuer.Unsigned(map[string]any{"iss": "https://kubernetes.default.svc", "sub": "system:serviceaccount:ci:deployer"})
 		if _, err := authenticate(t, a, "Bearer "+forged); !errors.Is(err, ErrInvalidCredentials) {
 			t.Fatalf("forged token: got %v", err)
+		}
+	})
+
+	t.Run("an SSH request is accepted by one replica only", func(t *testing.T) {
+		agent := sshsigtest.StartAgent(t)
+		keyPath, pub := agent.Keygen("ed25519", "alice@laptop")
+		agent.Add(keyPath)
+		create(newPolicy("ssh-users", "", kobev1.AuthSpec{SSH: &kobev1.SSHAuth{AuthorizedKeys: []string{pub}}}, allow("dev")))
+		// Two replicas: each its own client, nonce store and authenticator,
+		// sharing only the API server, as two operator processes do.
+		replica := func() *Authenticator {
+			t.Helper()
+			rc, err := client.New(env.Config, client.Options{Scheme: env.Scheme})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return NewAuthenticator(Options{
+				Reader: rc, Namespace: testNS, SSHAudience: testAudience,
+				SSHNonces: &replay.Store{Client: rc, Namespace: testNS},
+			})
+		}
+		first, second := replica(), replica()
+		body := []byte(`{"pool":"dev"}`)
+		hdr := signFor(t, agent.Signer(pub), testAudience, "https://kobe.example.com", "POST", "/v1/leases", body, time.Now())
+		send := func(a *Authenticator) (*Principal, error) {
+			r := httptest.NewRequest("POST", "/v1/leases", bytes.NewReader(body))
+			r.Header.Set("Authorization", hdr)
+			return a.Authenticate(ctx, r, body)
+		}
+		if p, err := send(first); err != nil || p.Identity != "alice@laptop" {
+			t.Fatalf("first replica: %+v, %v", p, err)
+		}
+		for name, a := range map[string]*Authenticator{"the other replica": second, "the same replica": first} {
+			if p, err := send(a); !errors.Is(err, ErrInvalidCredentials) || !strings.Contains(err.Error(), "already used") {
+				t.Fatalf("replayed to %s: got %+v, %v; want refused as already used", name, p, err)
+			}
+		}
+		// The nonce is one object in the namespace, named by its hash.
+		h, err := sshsig.ParseHeader(hdr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var l coordinationv1.Lease
+		if err := c.Get(ctx, client.ObjectKey{Namespace: testNS, Name: replay.Name(sshsig.NonceID(h))}, &l); err != nil {
+			t.Fatalf("nonce object: %v", err)
+		}
+		if exp, ok := replay.Expiry(&l); !ok || exp.After(time.Now().Add(sshsig.DefaultWindow+2*time.Second)) {
+			t.Fatalf("nonce object expires at %v, want within the window", exp)
 		}
 	})
 
@@ -202,7 +305,7 @@ func TestAgainstAPIServer(t *testing.T) {
 
 	t.Run("methods", func(t *testing.T) {
 		got := a.Methods()
-		want := []string{MethodServiceAccount, MethodToken}
+		want := []string{MethodServiceAccount, MethodSSH, MethodToken}
 		if !slices.Equal(got, want) {
 			t.Fatalf("Methods() = %v, want %v", got, want)
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"golang.org/x/sync/singleflight"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -35,6 +36,7 @@ var (
 const (
 	DefaultOIDCLeeway       = 30 * time.Second
 	DefaultReviewCacheTTL   = 10 * time.Second
+	DefaultRefusalCacheTTL  = 10 * time.Second
 	DefaultHTTPTimeout      = 10 * time.Second
 	defaultMethodsTimeout   = 5 * time.Second
 	maxBearerLen            = 64 << 10
@@ -60,10 +62,19 @@ type Options struct {
 	// DefaultHTTPTimeout timeout. Give it a timeout: key refreshes run in
 	// the background with no other deadline.
 	HTTPClient *http.Client
+	// SSHAudience identifies this installation in SSH signatures (see
+	// sshsig.ValidAudience); it is published in GET /v1/status. Without a
+	// valid one, ssh policies authenticate nobody.
+	SSHAudience string
 	// SSHWindow is the accepted clock difference of SSH signatures
 	// (sshsig.DefaultWindow).
 	SSHWindow time.Duration
-	// SSHMaxNonces bounds the SSH replay cache (sshsig.DefaultMaxNonces).
+	// SSHNonces records the nonces of accepted SSH signatures. Replicas
+	// must share it (replay.Store); when nil, a store in this process's
+	// memory holding at most SSHMaxNonces is used, which only protects a
+	// single replica.
+	SSHNonces sshsig.NonceStore
+	// SSHMaxNonces bounds the in-memory store (sshsig.DefaultMaxNonces).
 	SSHMaxNonces int
 	// OIDCLeeway is the clock skew allowed on exp and nbf (DefaultOIDCLeeway).
 	OIDCLeeway time.Duration
@@ -71,6 +82,10 @@ type Options struct {
 	// most (and by default) DefaultReviewCacheTTL, so a deleted
 	// ServiceAccount loses access within seconds.
 	ReviewCacheTTL time.Duration
+	// RefusalCacheTTL is how long a token that TokenReview refused is
+	// refused without asking again (DefaultRefusalCacheTTL, at most a
+	// minute): a flood of one bad token costs one review per period.
+	RefusalCacheTTL time.Duration
 	// DefaultMaxTTL caps TTLs and extensions under rules that set no maxTtl
 	// (DefaultMaxTTL when zero).
 	DefaultMaxTTL time.Duration
@@ -88,10 +103,13 @@ type Authenticator struct {
 	leeway    time.Duration
 
 	providers *providerCache
-	ssh       *sshsig.Verifier
+	ssh       *sshsig.Verifier // nil without a valid SSH audience
 	reviews   *reviewCache
-	reviewer  TokenReviewer
-	maxTTL    time.Duration
+	// reviewFlight shares one TokenReview among concurrent requests that
+	// carry the same token.
+	reviewFlight singleflight.Group
+	reviewer     TokenReviewer
+	maxTTL       time.Duration
 }
 
 // NewAuthenticator returns an Authenticator for opts.
@@ -108,23 +126,44 @@ func NewAuthenticator(opts Options) *Authenticator {
 	if opts.ReviewCacheTTL <= 0 || opts.ReviewCacheTTL > DefaultReviewCacheTTL {
 		opts.ReviewCacheTTL = DefaultReviewCacheTTL
 	}
+	if opts.RefusalCacheTTL <= 0 || opts.RefusalCacheTTL > time.Minute {
+		opts.RefusalCacheTTL = DefaultRefusalCacheTTL
+	}
 	if opts.Logger.GetSink() == nil {
 		opts.Logger = logr.Discard()
 	}
-	return &Authenticator{
+	a := &Authenticator{
 		reader:    opts.Reader,
 		namespace: opts.Namespace,
 		clock:     opts.Clock,
 		log:       opts.Logger,
 		leeway:    opts.OIDCLeeway,
 		providers: newProviderCache(opts.HTTPClient, opts.Clock, opts.Logger),
-		ssh: sshsig.NewVerifier(sshsig.VerifierOptions{
-			Window: opts.SSHWindow, MaxNonces: opts.SSHMaxNonces, Now: opts.Clock.Now,
-		}),
-		reviews:  newReviewCache(opts.ReviewCacheTTL),
-		reviewer: opts.TokenReviewer,
-		maxTTL:   opts.DefaultMaxTTL,
+		reviews:   newReviewCache(opts.ReviewCacheTTL, opts.RefusalCacheTTL, maxReviews),
+		reviewer:  opts.TokenReviewer,
+		maxTTL:    opts.DefaultMaxTTL,
 	}
+	nonces := opts.SSHNonces
+	if nonces == nil {
+		nonces = sshsig.NewMemoryNonceStore(opts.SSHMaxNonces, opts.Clock.Now)
+	}
+	var err error
+	a.ssh, err = sshsig.NewVerifier(sshsig.VerifierOptions{
+		Audience: opts.SSHAudience, Window: opts.SSHWindow, Nonces: nonces, Now: opts.Clock.Now,
+	})
+	if err != nil {
+		a.log.Info("SSH signatures are refused: the server has no valid audience", "reason", err.Error())
+	}
+	return a
+}
+
+// Audience is the audience SSH signatures must name, "" when SSH is not
+// configured.
+func (a *Authenticator) Audience() string {
+	if a.ssh == nil {
+		return ""
+	}
+	return a.ssh.Audience()
 }
 
 // MethodOf names the authentication method a policy configures, or "" for
@@ -282,7 +321,7 @@ func (a *Authenticator) authenticateWith(ctx context.Context, pol *kobev1.Access
 	case MethodOIDC:
 		return a.oidcClaims(ctx, pol, cred)
 	case MethodSSH:
-		return a.sshClaims(pol, cred, r, body)
+		return a.sshClaims(ctx, pol, cred, r, body)
 	case MethodToken:
 		return a.tokenClaims(ctx, pol, cred)
 	case MethodServiceAccount:

@@ -57,7 +57,7 @@ func TestPoliciesSideBySide(t *testing.T) {
 		{"SSH signature without ssh policies", []client.Object{secret, open},
 			sshHeader(t), "", ErrInvalidCredentials, "no access policy accepts SSH signatures", ""},
 		{"malformed SSH signature", []client.Object{secret, sshPol},
-			"KobeSSH v=1,key=AAAA,ts=1,nonce=AAAAAAAAAAAAAAAAAAAAAA,sig=AAAA", "", ErrInvalidCredentials, "malformed", ""},
+			"KobeSSH v=2,key=AAAA,ts=1,nonce=AAAAAAAAAAAAAAAAAAAAAA,aud=a29iZQ,sig=AAAA", "", ErrInvalidCredentials, "malformed", ""},
 		{"no header", []client.Object{secret, open}, "", "", ErrNoCredentials, "", ""},
 		{"unknown scheme", []client.Object{secret, open}, "Digest x", "", ErrInvalidCredentials, "unsupported", ""},
 		{"empty bearer", []client.Object{secret, open}, "Bearer   ", "", ErrInvalidCredentials, "empty", ""},
@@ -124,7 +124,7 @@ func sshHeader(t *testing.T) string {
 		t.Fatal(err)
 	}
 	r := httptest.NewRequest("GET", "/v1/leases", nil)
-	if err := sshsig.SignRequest(r, nil, signer, time.Now()); err != nil {
+	if err := sshsig.SignRequest(r, nil, signer, testAudience, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	return r.Header.Get("Authorization")

@@ -19,6 +19,9 @@ import (
 
 const testNS = "kobe-system"
 
+// testAudience is the SSH audience of the authenticators in these tests.
+const testAudience = "kobe:ns:kobe-system:test"
+
 func newPolicy(name, identity string, auth kobev1.AuthSpec, rules ...kobev1.AccessRule) *kobev1.AccessPolicy {
 	return &kobev1.AccessPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: testNS},

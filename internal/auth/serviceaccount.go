@@ -29,53 +29,74 @@ var errServiceAccountRefused = errors.New("ServiceAccount token not accepted")
 // serviceAccountClaims reviews the token with the host API server for the
 // policy's audiences. Claims: sub and username
 // ("system:serviceaccount:<ns>:<name>"), namespace, serviceaccount, uid,
-// groups. Successful reviews are reused for a few seconds, keyed by a hash
-// of the token and the audiences.
+// groups. Answers are cached by a hash of the token and the audiences:
+// accepted tokens for ReviewCacheTTL, refused ones for RefusalCacheTTL, so
+// that a flood of one bad token costs the API server one TokenReview.
+// Concurrent requests with the same token share one review.
 func (a *Authenticator) serviceAccountClaims(ctx context.Context, pol *kobev1.AccessPolicy, cred *credential) (Claims, error) {
 	if a.reviewer == nil {
 		return nil, errors.New("ServiceAccount authentication is not configured on this server")
 	}
 	audiences := pol.Spec.Auth.ServiceAccount.Audiences
 	key := reviewKey(cred.bearer, audiences)
-	now := a.clock.Now()
-	if c, ok := a.reviews.get(key, now); ok {
-		return c, nil
+	if e, ok := a.reviews.get(key, a.clock.Now()); ok {
+		return e.claims, e.err
 	}
+	v, _, _ := a.reviewFlight.Do(string(key[:]), func() (any, error) {
+		if e, ok := a.reviews.get(key, a.clock.Now()); ok {
+			return e, nil
+		}
+		// The review is shared by every waiting request: none of them may
+		// cancel it for the others.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), DefaultHTTPTimeout)
+		defer cancel()
+		e, final := a.review(rctx, pol.Name, cred.bearer, audiences)
+		if final {
+			a.reviews.put(key, e, a.clock.Now())
+		}
+		return e, nil
+	})
+	e := v.(reviewEntry)
+	return e.claims, e.err
+}
+
+// review asks the API server about token. final is false when the answer
+// says nothing about the token (the review itself failed) and must not be
+// cached.
+func (a *Authenticator) review(ctx context.Context, policy, token string, audiences []string) (_ reviewEntry, final bool) {
 	res, err := a.reviewer.Create(ctx, &authnv1.TokenReview{
-		Spec: authnv1.TokenReviewSpec{Token: cred.bearer, Audiences: audiences},
+		Spec: authnv1.TokenReviewSpec{Token: token, Audiences: audiences},
 	}, metav1.CreateOptions{})
 	if err != nil {
-		a.log.Error(err, "TokenReview failed", "policy", pol.Name)
-		return nil, errors.New("could not review the ServiceAccount token; try again later")
+		a.log.Error(err, "TokenReview failed", "policy", policy)
+		return reviewEntry{err: errors.New("could not review the ServiceAccount token; try again later")}, false
 	}
 	st := res.Status
 	if !st.Authenticated {
-		a.log.V(1).Info("TokenReview refused the token", "policy", pol.Name, "reason", st.Error)
-		return nil, errServiceAccountRefused
+		a.log.V(1).Info("TokenReview refused the token", "policy", policy, "reason", st.Error)
+		return reviewEntry{err: errServiceAccountRefused}, true
 	}
 	// An audience-aware API server returns the audiences it checked; one
 	// that ignores spec.audiences returns none, and must not pass.
 	if len(audiences) > 0 && !intersects(st.Audiences, audiences) {
-		return nil, errors.New("ServiceAccount token is not issued for an accepted audience")
+		return reviewEntry{err: errors.New("ServiceAccount token is not issued for an accepted audience")}, true
 	}
 	ns, name, ok := splitServiceAccount(st.User.Username)
 	if !ok {
-		return nil, errors.New("token does not belong to a ServiceAccount")
+		return reviewEntry{err: errors.New("token does not belong to a ServiceAccount")}, true
 	}
 	groups := make([]any, len(st.User.Groups))
 	for i, g := range st.User.Groups {
 		groups[i] = g
 	}
-	claims := Claims{
+	return reviewEntry{claims: Claims{
 		"sub":            st.User.Username,
 		"username":       st.User.Username,
 		"namespace":      ns,
 		"serviceaccount": name,
 		"uid":            st.User.UID,
 		"groups":         groups,
-	}
-	a.reviews.put(key, claims, now)
-	return claims, nil
+	}}, true
 }
 
 func splitServiceAccount(username string) (namespace, name string, ok bool) {
@@ -97,45 +118,68 @@ func reviewKey(token string, audiences []string) [sha256.Size]byte {
 	return sha256.Sum256([]byte(token + "\x00" + strings.Join(auds, "\x00")))
 }
 
-// reviewCache remembers successful reviews for ttl, at most maxReviews.
+// reviewCache remembers review answers, at most max of them: accepted
+// tokens for ttl, refused ones for refusedTTL. Keys are hashes: the cache
+// never holds a token.
 type reviewCache struct {
-	ttl time.Duration
+	ttl, refusedTTL time.Duration
+	max             int
 
 	mu      sync.Mutex
 	entries map[[sha256.Size]byte]reviewEntry
 }
 
+// reviewEntry is one answer: claims, or err for a refused token.
 type reviewEntry struct {
 	claims  Claims
+	err     error
 	expires time.Time
 }
 
-func newReviewCache(ttl time.Duration) *reviewCache {
-	return &reviewCache{ttl: ttl, entries: map[[sha256.Size]byte]reviewEntry{}}
+func newReviewCache(ttl, refusedTTL time.Duration, max int) *reviewCache {
+	return &reviewCache{ttl: ttl, refusedTTL: refusedTTL, max: max, entries: map[[sha256.Size]byte]reviewEntry{}}
 }
 
-func (c *reviewCache) get(key [sha256.Size]byte, now time.Time) (Claims, bool) {
+func (c *reviewCache) get(key [sha256.Size]byte, now time.Time) (reviewEntry, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.entries[key]
 	if !ok || !now.Before(e.expires) {
-		return nil, false
+		return reviewEntry{}, false
 	}
-	return e.claims, true
+	return e, true
 }
 
-func (c *reviewCache) put(key [sha256.Size]byte, claims Claims, now time.Time) {
+// put records e. A full cache first drops expired entries, then arbitrary
+// ones: a flood of distinct tokens may evict answers, which only costs
+// another review, but never grows the cache past max.
+func (c *reviewCache) put(key [sha256.Size]byte, e reviewEntry, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.entries) >= maxReviews {
-		for k, e := range c.entries {
-			if !now.Before(e.expires) {
+	if e.err != nil {
+		e.expires = now.Add(c.refusedTTL)
+	} else {
+		e.expires = now.Add(c.ttl)
+	}
+	if _, ok := c.entries[key]; !ok && len(c.entries) >= c.max {
+		for k, old := range c.entries {
+			if !now.Before(old.expires) {
 				delete(c.entries, k)
 			}
 		}
-		if len(c.entries) >= maxReviews {
-			return
+		for k := range c.entries {
+			if len(c.entries) < c.max {
+				break
+			}
+			delete(c.entries, k)
 		}
 	}
-	c.entries[key] = reviewEntry{claims: claims, expires: now.Add(c.ttl)}
+	c.entries[key] = e
+}
+
+// len is the number of cached answers (tests).
+func (c *reviewCache) len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.entries)
 }

@@ -2,6 +2,7 @@ package auth
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -49,7 +50,10 @@ func isCertificate(k ssh.PublicKey) bool {
 // the policy's authorizedKeys, then the signature, window and nonce are
 // checked once per request. Claims: key (fingerprint), comment, sub
 // (comment, or the fingerprint when the comment is empty).
-func (a *Authenticator) sshClaims(pol *kobev1.AccessPolicy, cred *credential, r *http.Request, body []byte) (Claims, error) {
+func (a *Authenticator) sshClaims(ctx context.Context, pol *kobev1.AccessPolicy, cred *credential, r *http.Request, body []byte) (Claims, error) {
+	if a.ssh == nil {
+		return nil, errors.New("SSH signatures are not configured on this server (it has no audience)")
+	}
 	fp := cred.ssh.Fingerprint()
 	keys, _ := ParseAuthorizedKeys(pol.Spec.Auth.SSH.AuthorizedKeys)
 	want := cred.ssh.Key.Marshal()
@@ -65,7 +69,7 @@ func (a *Authenticator) sshClaims(pol *kobev1.AccessPolicy, cred *credential, r 
 	}
 	if !cred.sshChecked {
 		cred.sshChecked = true
-		cred.sshErr = a.ssh.Verify(r, body, cred.ssh)
+		cred.sshErr = a.ssh.Verify(ctx, r, body, cred.ssh)
 	}
 	if cred.sshErr != nil {
 		return nil, fmt.Errorf("SSH signature refused: %w", cred.sshErr)

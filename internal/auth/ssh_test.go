@@ -3,6 +3,7 @@ package auth
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -32,7 +33,10 @@ func TestSSH(t *testing.T) {
 		kobev1.AuthSpec{SSH: &kobev1.SSHAuth{AuthorizedKeys: []string{alice, bob, "not a key"}}},
 		allowIf("comment", "alice@laptop", "dev-*"),
 	)
-	a := NewAuthenticator(Options{Reader: storeReader(t, pol), Namespace: testNS})
+	a := NewAuthenticator(Options{Reader: storeReader(t, pol), Namespace: testNS, SSHAudience: testAudience})
+	if a.Audience() != testAudience {
+		t.Fatalf("Audience() = %q", a.Audience())
+	}
 	srv := authServer(t, a)
 
 	type result struct {
@@ -63,14 +67,7 @@ func TestSSH(t *testing.T) {
 	}
 	sign := func(s ssh.Signer, method, path string, body []byte, at time.Time) string {
 		t.Helper()
-		req, err := http.NewRequest(method, srv.URL+path, bytes.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := sshsig.SignRequest(req, body, s, at); err != nil {
-			t.Fatal(err)
-		}
-		return req.Header.Get("Authorization")
+		return signFor(t, s, testAudience, srv.URL, method, path, body, at)
 	}
 	body := []byte(`{"pool":"dev-small","ttl":"30m"}`)
 
@@ -101,6 +98,10 @@ func TestSSH(t *testing.T) {
 			sign(aliceSigner, "POST", "/v1/leases", body, time.Now().Add(-2*time.Minute)), body, 401, "window"},
 		{"timestamp in the future", "POST", "/v1/leases",
 			sign(aliceSigner, "POST", "/v1/leases", body, time.Now().Add(2*time.Minute)), body, 401, "window"},
+		{"timestamp 45s old (the window is 30s)", "POST", "/v1/leases",
+			sign(aliceSigner, "POST", "/v1/leases", body, time.Now().Add(-45*time.Second)), body, 401, "window"},
+		{"signed for another kobe installation", "POST", "/v1/leases",
+			signFor(t, aliceSigner, "kobe:ns:kobe-system:staging", srv.URL, "POST", "/v1/leases", body, time.Now()), body, 401, "signed for audience \"kobe:ns:kobe-system:staging\""},
 		{"key not in authorizedKeys", "POST", "/v1/leases",
 			sign(eveSigner, "POST", "/v1/leases", body, time.Now()), body, 401, "SSH key " + ssh.FingerprintSHA256(eveSigner.PublicKey()) + " is not authorised"},
 		{"authorised key, no rule", "POST", "/v1/leases",
@@ -113,5 +114,35 @@ func TestSSH(t *testing.T) {
 				t.Fatalf("got %d %q; want %d containing %q", got.code, got.text, tc.code, tc.detail)
 			}
 		})
+	}
+}
+
+// signFor signs method url+path with body for audience at the time at.
+func signFor(t *testing.T, s ssh.Signer, audience, url, method, path string, body []byte, at time.Time) string {
+	t.Helper()
+	req, err := http.NewRequest(method, url+path, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sshsig.SignRequest(req, body, s, audience, at); err != nil {
+		t.Fatal(err)
+	}
+	return req.Header.Get("Authorization")
+}
+
+// TestSSHWithoutAudience: a server configured without an audience refuses
+// every SSH signature, whatever audience it names, and says why.
+func TestSSHWithoutAudience(t *testing.T) {
+	agent := sshsigtest.StartAgent(t)
+	path, pub := agent.Keygen("ed25519", "alice@laptop")
+	agent.Add(path)
+	pol := newPolicy("developers", "", kobev1.AuthSpec{SSH: &kobev1.SSHAuth{AuthorizedKeys: []string{pub}}}, allow("*"))
+	a := NewAuthenticator(Options{Reader: storeReader(t, pol), Namespace: testNS})
+	if a.Audience() != "" {
+		t.Fatalf("Audience() = %q, want empty", a.Audience())
+	}
+	hdr := signFor(t, agent.Signer(pub), testAudience, "http://kobe.test", "GET", "/v1/leases", nil, time.Now())
+	if p, err := authenticate(t, a, hdr); !errors.Is(err, ErrInvalidCredentials) || !strings.Contains(err.Error(), "not configured") {
+		t.Fatalf("got %+v, %v; want ErrInvalidCredentials saying SSH is not configured", p, err)
 	}
 }

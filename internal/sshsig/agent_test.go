@@ -2,6 +2,7 @@ package sshsig_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -28,12 +29,15 @@ func TestRealAgent(t *testing.T) {
 				t.Fatal(err)
 			}
 			now := time.Now()
-			if err := sshsig.SignRequest(req, body, signer, now); err != nil {
+			if err := sshsig.SignRequest(req, body, signer, "kobe-test", now); err != nil {
 				t.Fatal(err)
 			}
 			hdr := req.Header.Get("Authorization")
 
-			v := sshsig.NewVerifier(sshsig.VerifierOptions{Now: func() time.Time { return now }})
+			v, err := sshsig.NewVerifier(sshsig.VerifierOptions{Audience: "kobe-test", Now: func() time.Time { return now }})
+			if err != nil {
+				t.Fatal(err)
+			}
 			check := func(target string, b []byte) error {
 				r := httptest.NewRequest("POST", target, bytes.NewReader(b))
 				r.Header.Set("Authorization", hdr)
@@ -41,7 +45,7 @@ func TestRealAgent(t *testing.T) {
 				if err != nil {
 					return err
 				}
-				return v.Verify(r, b, h)
+				return v.Verify(context.Background(), r, b, h)
 			}
 			if err := check("/v1/leases/other", body); !errors.Is(err, sshsig.ErrBadSignature) {
 				t.Fatalf("tampered path: %v", err)

@@ -1,6 +1,7 @@
 package sshsig
 
 import (
+	"context"
 	"crypto/ed25519"
 	"errors"
 	"net/http/httptest"
@@ -20,17 +21,20 @@ func FuzzParseHeader(f *testing.F) {
 		f.Fatal(err)
 	}
 	req := httptest.NewRequest("POST", "/v1/leases", nil)
-	if err := SignRequest(req, []byte("{}"), s, time.Unix(1775736000, 0)); err != nil {
+	if err := SignRequest(req, []byte("{}"), s, "kobe-fuzz", time.Unix(1775736000, 0)); err != nil {
 		f.Fatal(err)
 	}
 	good := req.Header.Get("Authorization")
 	f.Add(good)
-	f.Add("KobeSSH v=1")
-	f.Add("KobeSSH v=1,key=,ts=1,nonce=,sig=")
+	f.Add("KobeSSH v=2")
+	f.Add("KobeSSH v=2,key=,ts=1,nonce=,aud=,sig=")
 	f.Add("Bearer abc.def.ghi")
 	f.Add("KobeSSH ,,,")
 
-	v := NewVerifier(VerifierOptions{Now: func() time.Time { return time.Unix(1775736000, 0) }})
+	v, err := NewVerifier(VerifierOptions{Audience: "kobe-fuzz", Now: func() time.Time { return time.Unix(1775736000, 0) }})
+	if err != nil {
+		f.Fatal(err)
+	}
 	f.Fuzz(func(t *testing.T, value string) {
 		h, err := ParseHeader(value)
 		if err != nil {
@@ -43,11 +47,11 @@ func FuzzParseHeader(f *testing.F) {
 		if err != nil {
 			t.Fatalf("rendered header does not parse: %v", err)
 		}
-		if again.KeyText != h.KeyText || again.Nonce != h.Nonce || again.Timestamp != h.Timestamp ||
+		if again.KeyText != h.KeyText || again.Nonce != h.Nonce || again.Timestamp != h.Timestamp || again.Audience != h.Audience ||
 			again.Signature.Format != h.Signature.Format || string(again.Signature.Blob) != string(h.Signature.Blob) {
 			t.Fatal("round trip changed the header")
 		}
 		// Verification of anything parsed must not panic either.
-		_ = v.Verify(httptest.NewRequest("POST", "/v1/leases", nil), []byte("{}"), h)
+		_ = v.Verify(context.Background(), httptest.NewRequest("POST", "/v1/leases", nil), []byte("{}"), h)
 	})
 }

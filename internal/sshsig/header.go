@@ -18,17 +18,21 @@ import (
 const Scheme = "KobeSSH"
 
 // Version is the only header version this package writes and accepts.
-const Version = 1
+// Version 2 added the audience; version 1 signatures are refused.
+const Version = 2
 
 // MaxHeaderLen bounds the Authorization header value: enough for a 16384-bit
 // RSA key and its signature, small enough to refuse junk before decoding.
 const MaxHeaderLen = 16 << 10
 
+// MaxAudienceLen bounds an audience, in bytes.
+const MaxAudienceLen = 256
+
 const (
 	minNonceBytes = 16
 	maxNonceBytes = 64
 	// domain starts every signed message; see doc.go.
-	domain = "kobe-ssh-request-v1"
+	domain = "kobe-ssh-request-v2"
 )
 
 // ErrMalformed is returned for a header that does not follow the format.
@@ -55,6 +59,8 @@ type Header struct {
 	Timestamp int64
 	// Nonce is the random nonce as sent (base64url text).
 	Nonce string
+	// Audience is the server the caller signed for (decoded from aud).
+	Audience string
 	// Signature is the decoded signature.
 	Signature *ssh.Signature
 }
@@ -66,7 +72,7 @@ func HasScheme(authorization string) bool {
 	return strings.EqualFold(scheme, Scheme)
 }
 
-// ParseHeader parses an Authorization header value ("KobeSSH v=1,...").
+// ParseHeader parses an Authorization header value ("KobeSSH v=2,...").
 // It checks the syntax, decodes the key and signature and refuses signature
 // formats that do not fit the key or are not accepted; it does not verify.
 func ParseHeader(value string) (*Header, error) {
@@ -84,7 +90,7 @@ func ParseHeader(value string) (*Header, error) {
 			return nil, fmt.Errorf("%w: parameters must be name=value", ErrMalformed)
 		}
 		switch k {
-		case "v", "key", "ts", "nonce", "sig":
+		case "v", "key", "ts", "nonce", "aud", "sig":
 		default:
 			return nil, fmt.Errorf("%w: unknown parameter %q", ErrMalformed, truncate(k, 16))
 		}
@@ -93,7 +99,7 @@ func ParseHeader(value string) (*Header, error) {
 		}
 		fields[k] = v
 	}
-	for _, k := range []string{"v", "key", "ts", "nonce", "sig"} {
+	for _, k := range []string{"v", "key", "ts", "nonce", "aud", "sig"} {
 		if _, ok := fields[k]; !ok {
 			return nil, fmt.Errorf("%w: parameter %q missing", ErrMalformed, k)
 		}
@@ -113,6 +119,12 @@ func ParseHeader(value string) (*Header, error) {
 	if err != nil || len(nonce) < minNonceBytes || len(nonce) > maxNonceBytes {
 		return nil, fmt.Errorf("%w: nonce must be %d to %d base64url bytes", ErrMalformed, minNonceBytes, maxNonceBytes)
 	}
+
+	aud, err := decode(fields["aud"])
+	if err != nil || len(aud) > MaxAudienceLen || !ValidAudience(string(aud)) {
+		return nil, fmt.Errorf("%w: aud must be base64url of 1 to %d printable ASCII bytes", ErrMalformed, MaxAudienceLen)
+	}
+	h.Audience = string(aud)
 
 	keyBytes, err := decode(h.KeyText)
 	if err != nil {
@@ -146,8 +158,23 @@ func ParseHeader(value string) (*Header, error) {
 
 // String renders the header value; ParseHeader(h.String()) gives h back.
 func (h *Header) String() string {
-	return fmt.Sprintf("%s v=%d,key=%s,ts=%d,nonce=%s,sig=%s",
-		Scheme, Version, h.KeyText, h.Timestamp, h.Nonce, encode(ssh.Marshal(h.Signature)))
+	return fmt.Sprintf("%s v=%d,key=%s,ts=%d,nonce=%s,aud=%s,sig=%s",
+		Scheme, Version, h.KeyText, h.Timestamp, h.Nonce, encode([]byte(h.Audience)), encode(ssh.Marshal(h.Signature)))
+}
+
+// ValidAudience reports whether aud can be an audience: 1 to MaxAudienceLen
+// bytes of printable ASCII (space to tilde), so that it shows as typed in
+// messages and config files.
+func ValidAudience(aud string) bool {
+	if aud == "" || len(aud) > MaxAudienceLen {
+		return false
+	}
+	for i := range len(aud) {
+		if aud[i] < ' ' || aud[i] > '~' {
+			return false
+		}
+	}
+	return true
 }
 
 // Target is the signed request target of u: its escaped path ("/" when empty)
@@ -164,10 +191,10 @@ func Target(u *url.URL) string {
 }
 
 // SignedData is the exact byte string a request's signature covers.
-func SignedData(method, target string, ts int64, nonce string, body []byte, keyText string) []byte {
+func SignedData(method, target string, ts int64, nonce string, body []byte, keyText, audience string) []byte {
 	sum := sha256.Sum256(body)
 	var b bytes.Buffer
-	for _, line := range []string{domain, method, target, strconv.FormatInt(ts, 10), nonce, hex.EncodeToString(sum[:]), keyText} {
+	for _, line := range []string{domain, method, target, strconv.FormatInt(ts, 10), nonce, hex.EncodeToString(sum[:]), keyText, encode([]byte(audience))} {
 		b.WriteString(line)
 		b.WriteByte('\n')
 	}

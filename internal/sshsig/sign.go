@@ -10,16 +10,20 @@ import (
 	"golang.org/x/crypto/ssh"
 )
 
-// SignRequest signs req with signer and sets its Authorization header.
-// body must be the exact bytes req will send (nil for none); now is the
-// signing time. RSA keys are signed with rsa-sha2-256, so signer must be an
+// SignRequest signs req with signer for the server whose audience is
+// audience (what it publishes in GET /v1/status) and sets its Authorization
+// header. body must be the exact bytes req will send (nil for none); now is
+// the signing time. RSA keys are signed with rsa-sha2-256, so signer must be an
 // ssh.AlgorithmSigner for them (agent signers are).
-func SignRequest(req *http.Request, body []byte, signer ssh.Signer, now time.Time) error {
+func SignRequest(req *http.Request, body []byte, signer ssh.Signer, audience string, now time.Time) error {
 	if req == nil || req.URL == nil {
 		return errors.New("signing request: no request URL")
 	}
 	if signer == nil {
 		return errors.New("signing request: no signer")
+	}
+	if !ValidAudience(audience) {
+		return fmt.Errorf("signing request: audience must be 1 to %d printable ASCII bytes", MaxAudienceLen)
 	}
 	pub := signer.PublicKey()
 	var nonce [minNonceBytes]byte
@@ -31,12 +35,13 @@ func SignRequest(req *http.Request, body []byte, signer ssh.Signer, now time.Tim
 		KeyText:   encode(pub.Marshal()),
 		Timestamp: now.Unix(),
 		Nonce:     encode(nonce[:]),
+		Audience:  audience,
 	}
 	method := req.Method
 	if method == "" {
 		method = http.MethodGet
 	}
-	data := SignedData(method, Target(req.URL), h.Timestamp, h.Nonce, body, h.KeyText)
+	data := SignedData(method, Target(req.URL), h.Timestamp, h.Nonce, body, h.KeyText, h.Audience)
 
 	var sig *ssh.Signature
 	var err error

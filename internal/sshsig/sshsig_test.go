@@ -2,6 +2,7 @@ package sshsig
 
 import (
 	"bytes"
+	"context"
 	"crypto/ecdsa"
 	"crypto/ed25519"
 	"crypto/elliptic"
@@ -19,6 +20,22 @@ import (
 )
 
 var t0 = time.Date(2026, 4, 9, 12, 0, 0, 0, time.UTC)
+
+// testAudience is the audience of the servers in these tests.
+const testAudience = "kobe:ns:kobe-system:8d3f0c52"
+
+// newVerifier is NewVerifier for testAudience unless o names another.
+func newVerifier(t *testing.T, o VerifierOptions) *Verifier {
+	t.Helper()
+	if o.Audience == "" {
+		o.Audience = testAudience
+	}
+	v, err := NewVerifier(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
 
 func newSigner(t *testing.T, kind string) ssh.Signer {
 	t.Helper()
@@ -52,11 +69,16 @@ func serverRequest(t *testing.T, method, target string, body []byte, header stri
 
 func signed(t *testing.T, s ssh.Signer, method, url string, body []byte, at time.Time) string {
 	t.Helper()
+	return signedFor(t, s, testAudience, method, url, body, at)
+}
+
+func signedFor(t *testing.T, s ssh.Signer, audience, method, url string, body []byte, at time.Time) string {
+	t.Helper()
 	req, err := http.NewRequest(method, url, bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := SignRequest(req, body, s, at); err != nil {
+	if err := SignRequest(req, body, s, audience, at); err != nil {
 		t.Fatal(err)
 	}
 	return req.Header.Get("Authorization")
@@ -67,7 +89,7 @@ func verify(v *Verifier, r *http.Request, body []byte) error {
 	if err != nil {
 		return err
 	}
-	return v.Verify(r, body, h)
+	return v.Verify(context.Background(), r, body, h)
 }
 
 func TestSignVerifyKeyTypes(t *testing.T) {
@@ -86,7 +108,7 @@ func TestSignVerifyKeyTypes(t *testing.T) {
 			if h.Fingerprint() != ssh.FingerprintSHA256(s.PublicKey()) {
 				t.Fatal("fingerprint differs")
 			}
-			v := NewVerifier(VerifierOptions{Now: func() time.Time { return t0.Add(30 * time.Second) }})
+			v := newVerifier(t, VerifierOptions{Now: func() time.Time { return t0.Add(30 * time.Second) }})
 			if err := verify(v, serverRequest(t, "POST", "/v1/leases?wait=1", body, hdr), body); err != nil {
 				t.Fatalf("verify: %v", err)
 			}
@@ -109,9 +131,9 @@ func TestVerifyRefuses(t *testing.T) {
 		want   error
 	}{
 		{"ok", at(0), "POST", "/v1/leases", body, nil},
-		{"edge of window", at(60 * time.Second), "POST", "/v1/leases", body, nil},
-		{"too old", at(61 * time.Second), "POST", "/v1/leases", body, ErrClockSkew},
-		{"from the future", at(-61 * time.Second), "POST", "/v1/leases", body, ErrClockSkew},
+		{"edge of window", at(30 * time.Second), "POST", "/v1/leases", body, nil},
+		{"too old", at(31 * time.Second), "POST", "/v1/leases", body, ErrClockSkew},
+		{"from the future", at(-31 * time.Second), "POST", "/v1/leases", body, ErrClockSkew},
 		{"other method", at(0), "PUT", "/v1/leases", body, ErrBadSignature},
 		{"tampered path", at(0), "POST", "/v1/leases/lease-x", body, ErrBadSignature},
 		{"added query", at(0), "POST", "/v1/leases?x=1", body, ErrBadSignature},
@@ -120,7 +142,7 @@ func TestVerifyRefuses(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			v := NewVerifier(VerifierOptions{Now: tc.now})
+			v := newVerifier(t, VerifierOptions{Now: tc.now})
 			err := verify(v, serverRequest(t, tc.method, tc.target, tc.body, hdr), tc.body)
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("got %v, want %v", err, tc.want)
@@ -132,12 +154,14 @@ func TestVerifyRefuses(t *testing.T) {
 func TestReplay(t *testing.T) {
 	s := newSigner(t, "ed25519")
 	now := t0
-	v := NewVerifier(VerifierOptions{Now: func() time.Time { return now }})
+	clock := func() time.Time { return now }
+	store := NewMemoryNonceStore(0, clock)
+	v := newVerifier(t, VerifierOptions{Now: clock, Nonces: store})
 	hdr := signed(t, s, "GET", "http://h/v1/leases", nil, t0)
 	if err := verify(v, serverRequest(t, "GET", "/v1/leases", nil, hdr), nil); err != nil {
 		t.Fatal(err)
 	}
-	now = t0.Add(59 * time.Second)
+	now = t0.Add(29 * time.Second)
 	if err := verify(v, serverRequest(t, "GET", "/v1/leases", nil, hdr), nil); !errors.Is(err, ErrReplayed) {
 		t.Fatalf("replay: got %v", err)
 	}
@@ -156,7 +180,7 @@ func TestReplay(t *testing.T) {
 	if err := verify(v, serverRequest(t, "GET", "/v1/leases", nil, hdr3), nil); err != nil {
 		t.Fatal(err)
 	}
-	if n := v.nonces(); n != 1 {
+	if n := store.Len(); n != 1 {
 		t.Fatalf("replay cache holds %d nonces, want 1 after the sweep", n)
 	}
 }
@@ -164,7 +188,8 @@ func TestReplay(t *testing.T) {
 func TestReplayCacheBounded(t *testing.T) {
 	s := newSigner(t, "ed25519")
 	now := t0
-	v := NewVerifier(VerifierOptions{MaxNonces: 3, Now: func() time.Time { return now }})
+	clock := func() time.Time { return now }
+	v := newVerifier(t, VerifierOptions{Nonces: NewMemoryNonceStore(3, clock), Now: clock})
 	for i := range 3 {
 		hdr := signed(t, s, "GET", "http://h/v1/pools", nil, now)
 		if err := verify(v, serverRequest(t, "GET", "/v1/pools", nil, hdr), nil); err != nil {
@@ -199,25 +224,31 @@ func TestParseHeaderRefuses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sha1 := &Header{Key: rsaSigner.PublicKey(), KeyText: encode(rsaSigner.PublicKey().Marshal()), Timestamp: 1, Nonce: h.Nonce, Signature: sha1Sig}
-	mismatch := &Header{Key: rsaSigner.PublicKey(), KeyText: encode(rsaSigner.PublicKey().Marshal()), Timestamp: 1, Nonce: h.Nonce, Signature: h.Signature}
+	sha1 := &Header{Key: rsaSigner.PublicKey(), KeyText: encode(rsaSigner.PublicKey().Marshal()), Timestamp: 1, Nonce: h.Nonce, Audience: testAudience, Signature: sha1Sig}
+	mismatch := &Header{Key: rsaSigner.PublicKey(), KeyText: encode(rsaSigner.PublicKey().Marshal()), Timestamp: 1, Nonce: h.Nonce, Audience: testAudience, Signature: h.Signature}
 
 	for name, value := range map[string]string{
-		"empty":           "",
-		"bearer":          "Bearer abc",
-		"no params":       "KobeSSH",
-		"version 2":       replace("v=1", "v=2"),
-		"repeated":        good + ",v=1",
-		"unknown":         good + ",x=1",
-		"missing sig":     good[:strings.Index(good, ",sig=")],
-		"bad ts":          replace("ts=", "ts=+"),
-		"zero ts":         strings.Replace(good, "ts="+strconv.FormatInt(h.Timestamp, 10), "ts=0", 1),
-		"short nonce":     replace("nonce="+h.Nonce, "nonce=AAAA"),
-		"padded nonce":    replace("nonce="+h.Nonce, "nonce="+h.Nonce+"=="),
-		"bad key":         replace("key="+h.KeyText, "key=AAAA"),
-		"ssh-rsa sha1":    sha1.String(),
-		"format mismatch": mismatch.String(),
-		"too long":        good + strings.Repeat(" ", MaxHeaderLen),
+		"empty":              "",
+		"bearer":             "Bearer abc",
+		"no params":          "KobeSSH",
+		"version 1":          replace("v=2", "v=1"),
+		"version 3":          replace("v=2", "v=3"),
+		"repeated":           good + ",v=2",
+		"missing aud":        replace(",aud="+encode([]byte(testAudience)), ""),
+		"empty aud":          replace("aud="+encode([]byte(testAudience)), "aud="),
+		"aud not base64":     replace("aud="+encode([]byte(testAudience)), "aud=a+b"),
+		"aud with a newline": replace("aud="+encode([]byte(testAudience)), "aud="+encode([]byte("kobe\nPOST"))),
+		"aud too long":       replace("aud="+encode([]byte(testAudience)), "aud="+encode([]byte(strings.Repeat("a", MaxAudienceLen+1)))),
+		"unknown":            good + ",x=1",
+		"missing sig":        good[:strings.Index(good, ",sig=")],
+		"bad ts":             replace("ts=", "ts=+"),
+		"zero ts":            strings.Replace(good, "ts="+strconv.FormatInt(h.Timestamp, 10), "ts=0", 1),
+		"short nonce":        replace("nonce="+h.Nonce, "nonce=AAAA"),
+		"padded nonce":       replace("nonce="+h.Nonce, "nonce="+h.Nonce+"=="),
+		"bad key":            replace("key="+h.KeyText, "key=AAAA"),
+		"ssh-rsa sha1":       sha1.String(),
+		"format mismatch":    mismatch.String(),
+		"too long":           good + strings.Repeat(" ", MaxHeaderLen),
 	} {
 		t.Run(name, func(t *testing.T) {
 			if _, err := ParseHeader(value); !errors.Is(err, ErrMalformed) {
@@ -253,5 +284,64 @@ func TestTarget(t *testing.T) {
 	// The server sees the same target as the client for an escaped path.
 	if got := Target(httptest.NewRequest("GET", "/a%2Fb", nil).URL); got != "/a%2Fb" {
 		t.Errorf("server target %q", got)
+	}
+}
+
+// TestAudience: a signature names the server it is for; another server
+// refuses it, and rewriting the audience in the header breaks the signature.
+func TestAudience(t *testing.T) {
+	s := newSigner(t, "ed25519")
+	body := []byte(`{"pool":"ci-small"}`)
+	v := newVerifier(t, VerifierOptions{Now: func() time.Time { return t0 }})
+
+	forOther := signedFor(t, s, "kobe:ns:kobe-system:staging", "POST", "http://h/v1/leases", body, t0)
+	err := verify(v, serverRequest(t, "POST", "/v1/leases", body, forOther), body)
+	if !errors.Is(err, ErrWrongAudience) || !strings.Contains(err.Error(), testAudience) || !strings.Contains(err.Error(), "staging") {
+		t.Fatalf("signature for another audience: got %v, want ErrWrongAudience naming both", err)
+	}
+
+	// A relaying server rewrites aud to its victim's audience: the header
+	// now names the right server, but the signature covers the old one.
+	relabelled := strings.Replace(forOther, "aud="+encode([]byte("kobe:ns:kobe-system:staging")), "aud="+encode([]byte(testAudience)), 1)
+	if relabelled == forOther {
+		t.Fatal("test did not rewrite aud")
+	}
+	if err := verify(v, serverRequest(t, "POST", "/v1/leases", body, relabelled), body); !errors.Is(err, ErrBadSignature) {
+		t.Fatalf("rewritten aud: got %v, want ErrBadSignature", err)
+	}
+
+	// The refusals consumed no nonce: the genuine request still passes once.
+	good := signed(t, s, "POST", "http://h/v1/leases", body, t0)
+	if err := verify(v, serverRequest(t, "POST", "/v1/leases", body, good), body); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, aud := range []string{"", "tab\there", strings.Repeat("x", MaxAudienceLen+1), "naïve"} {
+		if _, err := NewVerifier(VerifierOptions{Audience: aud}); err == nil {
+			t.Errorf("NewVerifier accepted audience %q", aud)
+		}
+		req := httptest.NewRequest("GET", "/", nil)
+		if err := SignRequest(req, nil, s, aud, t0); err == nil {
+			t.Errorf("SignRequest accepted audience %q", aud)
+		}
+	}
+}
+
+// failingStore is a NonceStore that cannot answer, like an API server that
+// is down.
+type failingStore struct{}
+
+func (failingStore) Claim(context.Context, string, time.Time) error {
+	return errors.New("connection refused")
+}
+
+// TestNonceStoreFailureRefuses: when the store cannot record the nonce the
+// request is refused (fail closed), not accepted unrecorded.
+func TestNonceStoreFailureRefuses(t *testing.T) {
+	s := newSigner(t, "ed25519")
+	v := newVerifier(t, VerifierOptions{Now: func() time.Time { return t0 }, Nonces: failingStore{}})
+	hdr := signed(t, s, "GET", "http://h/v1/leases", nil, t0)
+	if err := verify(v, serverRequest(t, "GET", "/v1/leases", nil, hdr), nil); !errors.Is(err, ErrBusy) {
+		t.Fatalf("got %v, want ErrBusy", err)
 	}
 }

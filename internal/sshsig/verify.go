@@ -1,120 +1,123 @@
 package sshsig
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
-	"sync"
 	"time"
 )
 
-// DefaultWindow is how far a signature's timestamp may be from the server's clock.
-const DefaultWindow = 60 * time.Second
-
-// DefaultMaxNonces bounds the replay cache.
-const DefaultMaxNonces = 100_000
+// DefaultWindow is how far a signature's timestamp may be from the server's
+// clock, either way. Clients sign just before sending, so the window only
+// has to absorb clock skew and transit: 30 seconds covers a laptop whose
+// clock has drifted without NTP for weeks, and bounds how long a nonce must
+// be remembered.
+const DefaultWindow = 30 * time.Second
 
 var (
 	// ErrClockSkew: the timestamp is outside the window.
 	ErrClockSkew = errors.New("signature timestamp outside the accepted window")
+	// ErrWrongAudience: the signature is for another server.
+	ErrWrongAudience = errors.New("signature is for another server")
 	// ErrBadSignature: the signature does not verify over this request.
 	ErrBadSignature = errors.New("signature does not match the request")
 	// ErrReplayed: the same key and nonce were seen before.
 	ErrReplayed = errors.New("signature was already used")
-	// ErrBusy: the replay cache is full of live entries; the request is
+	// ErrBusy: the nonce store cannot record the nonce now; the request is
 	// refused rather than risk accepting a replay.
 	ErrBusy = errors.New("too many signed requests in the window")
 )
 
+// NonceStore records the nonces of accepted signatures. Servers that share
+// trust in a key must share one store, or a request accepted by one of them
+// can be replayed to another.
+type NonceStore interface {
+	// Claim records id until expires. It fails with ErrReplayed when id is
+	// recorded already, and with another error (ErrBusy, or the store's own)
+	// when it cannot tell: both refuse the request.
+	Claim(ctx context.Context, id string, expires time.Time) error
+}
+
 // VerifierOptions configure a Verifier; zero values take the defaults.
 type VerifierOptions struct {
+	// Audience identifies this server (see ValidAudience); signatures for
+	// any other audience are refused. Required.
+	Audience string
 	// Window is the accepted clock difference either way (DefaultWindow).
 	Window time.Duration
-	// MaxNonces bounds the replay cache (DefaultMaxNonces).
-	MaxNonces int
+	// Nonces records nonces; a MemoryNonceStore on Now when nil, which
+	// only protects a single process.
+	Nonces NonceStore
 	// Now is the clock (time.Now).
 	Now func() time.Time
 }
 
-// Verifier checks signed requests and remembers their nonces until their
+// Verifier checks signed requests and records their nonces until their
 // timestamps leave the window. It is safe for concurrent use.
 type Verifier struct {
-	window time.Duration
-	max    int
-	now    func() time.Time
-
-	mu        sync.Mutex
-	seen      map[string]int64 // fingerprint + nonce -> Unix second after which it is forgotten
-	lastSweep time.Time
+	audience string
+	window   time.Duration
+	nonces   NonceStore
+	now      func() time.Time
 }
 
-// NewVerifier returns a Verifier.
-func NewVerifier(o VerifierOptions) *Verifier {
-	v := &Verifier{window: o.Window, max: o.MaxNonces, now: o.Now, seen: map[string]int64{}}
+// NewVerifier returns a Verifier, or an error when the audience is invalid.
+func NewVerifier(o VerifierOptions) (*Verifier, error) {
+	if !ValidAudience(o.Audience) {
+		return nil, fmt.Errorf("SSH audience %q must be 1 to %d printable ASCII bytes", truncate(o.Audience, 64), MaxAudienceLen)
+	}
+	v := &Verifier{audience: o.Audience, window: o.Window, nonces: o.Nonces, now: o.Now}
 	if v.window <= 0 {
 		v.window = DefaultWindow
-	}
-	if v.max <= 0 {
-		v.max = DefaultMaxNonces
 	}
 	if v.now == nil {
 		v.now = time.Now
 	}
-	return v
+	if v.nonces == nil {
+		v.nonces = NewMemoryNonceStore(0, v.now)
+	}
+	return v, nil
 }
 
 // Window is the accepted clock difference.
 func (v *Verifier) Window() time.Duration { return v.window }
 
+// Audience is the audience signatures must name.
+func (v *Verifier) Audience() string { return v.audience }
+
 // Verify checks h against the request r with body (the exact bytes read):
-// the timestamp window, the signature over r's method, target and body, and
-// the replay cache. Call it only for a key the caller trusts: the nonce is
-// consumed when everything else holds.
-func (v *Verifier) Verify(r *http.Request, body []byte, h *Header) error {
+// the timestamp window, the audience, the signature over r's method, target
+// and body, and then claims the nonce. Call it only for a key the caller
+// trusts: the nonce is consumed when everything else holds.
+func (v *Verifier) Verify(ctx context.Context, r *http.Request, body []byte, h *Header) error {
 	if h == nil || h.Key == nil || h.Signature == nil {
 		return ErrMalformed
 	}
 	now := v.now()
 	ts := time.Unix(h.Timestamp, 0)
 	if d := now.Sub(ts); d > v.window || d < -v.window {
-		return fmt.Errorf("%w (±%s)", ErrClockSkew, v.window)
+		return fmt.Errorf("%w (±%s): check the clock of the signing machine", ErrClockSkew, v.window)
 	}
-	data := SignedData(r.Method, Target(r.URL), h.Timestamp, h.Nonce, body, h.KeyText)
+	if h.Audience != v.audience {
+		return fmt.Errorf("%w: signed for audience %q, this server's audience is %q", ErrWrongAudience, truncate(h.Audience, 64), v.audience)
+	}
+	data := SignedData(r.Method, Target(r.URL), h.Timestamp, h.Nonce, body, h.KeyText, h.Audience)
 	if err := h.Key.Verify(data, h.Signature); err != nil {
 		return ErrBadSignature
 	}
-	return v.remember(h.Fingerprint()+" "+h.Nonce, h.Timestamp+int64(v.window/time.Second)+1, now)
-}
-
-// remember records id until the Unix second expires, failing on a replay.
-func (v *Verifier) remember(id string, expires int64, now time.Time) error {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if exp, ok := v.seen[id]; ok && exp >= now.Unix() {
-		return ErrReplayed
+	// The nonce is remembered until the timestamp leaves the window; after
+	// that the clock check refuses the signature on its own.
+	expires := ts.Add(v.window + time.Second)
+	if err := v.nonces.Claim(ctx, NonceID(h), expires); err != nil {
+		if errors.Is(err, ErrReplayed) || errors.Is(err, ErrBusy) {
+			return err
+		}
+		return fmt.Errorf("%w: recording the nonce: %w", ErrBusy, err)
 	}
-	if len(v.seen) >= v.max || now.Sub(v.lastSweep) >= v.window {
-		v.sweep(now)
-	}
-	if len(v.seen) >= v.max {
-		return ErrBusy
-	}
-	v.seen[id] = expires
 	return nil
 }
 
-func (v *Verifier) sweep(now time.Time) {
-	v.lastSweep = now
-	for id, exp := range v.seen {
-		if exp < now.Unix() {
-			delete(v.seen, id)
-		}
-	}
-}
-
-// nonces reports the size of the replay cache (tests).
-func (v *Verifier) nonces() int {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	return len(v.seen)
-}
+// NonceID names a signature's nonce in a NonceStore: the key's fingerprint
+// and the nonce, so that two keys never share a nonce.
+func NonceID(h *Header) string { return h.Fingerprint() + " " + h.Nonce }

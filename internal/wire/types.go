@@ -106,6 +106,11 @@ type Status struct {
 type StatusAuth struct {
 	// Methods such as "oidc", "ssh", "token", "serviceAccount".
 	Methods []string `json:"methods"`
+	// Audience identifies this kobe installation: KobeSSH signatures must
+	// name it (their aud parameter), so that a request signed for one
+	// installation is refused by every other. Clients pin it on first use.
+	// Empty when the server accepts no SSH signatures.
+	Audience string `json:"audience,omitempty"`
 }
 
 // CreateLeaseRequest is the body of POST /v1/leases.

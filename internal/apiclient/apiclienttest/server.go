@@ -29,6 +29,9 @@ const Token = "test-token"
 // MaxBodyBytes bounds request bodies (413 beyond it).
 const MaxBodyBytes = 64 << 10
 
+// DefaultSSHAudience is the audience a fake publishes unless told otherwise.
+const DefaultSSHAudience = "kobe:fake"
+
 // Server is a running fake. Set its exported fields with New's options;
 // once it runs, change them only under Lock/Unlock.
 type Server struct {
@@ -50,6 +53,9 @@ type Server struct {
 	// MaxConcurrentLeases answers 429 beyond it for identities without a
 	// limit of their own; 0 means no limit.
 	MaxConcurrentLeases int
+	// SSHAudience is published in GET /v1/status and required in the
+	// signatures WithSSHKeys accepts (DefaultSSHAudience).
+	SSHAudience string
 
 	mu          sync.Mutex
 	now         func() time.Time
@@ -120,6 +126,7 @@ func New(t testing.TB, opts ...Option) *Server {
 	t.Helper()
 	s := &Server{
 		MaxExtensions: 2,
+		SSHAudience:   DefaultSSHAudience,
 		now:           func() time.Time { return time.Date(2026, 4, 9, 14, 30, 0, 0, time.UTC) },
 		leases:        map[string]*lease{},
 		unavailable:   map[string]string{},
@@ -267,7 +274,7 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(io.LimitReader(r.Body, MaxBodyBytes))
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := wire.Status{Version: "v0.0.0-fake", Auth: wire.StatusAuth{Methods: []string{"token"}}}
+	st := wire.Status{Version: "v0.0.0-fake", Auth: wire.StatusAuth{Methods: []string{"token"}, Audience: s.SSHAudience}}
 	if identity, ok := s.Authenticate(r, body); ok {
 		st.Pools = s.allowedPools(identity)
 	}

@@ -14,18 +14,23 @@ import (
 )
 
 // WithSSHKeys makes the fake accept KobeSSH-signed requests (verified with
-// internal/sshsig) from the keys in identities, a map from SHA256
-// fingerprint to identity, instead of bearer tokens.
+// internal/sshsig for the fake's SSHAudience, read at each request) from the
+// keys in identities, a map from SHA256 fingerprint to identity, instead of
+// bearer tokens.
 func WithSSHKeys(identities map[string]string) Option {
 	return func(s *Server) {
-		v := sshsig.NewVerifier(sshsig.VerifierOptions{})
+		nonces := sshsig.NewMemoryNonceStore(0, nil)
 		s.Authenticate = func(r *http.Request, body []byte) (string, bool) {
 			h, err := sshsig.ParseHeader(r.Header.Get("Authorization"))
 			if err != nil {
 				return "", false
 			}
 			id, ok := identities[h.Fingerprint()]
-			if !ok || v.Verify(r, body, h) != nil {
+			if !ok {
+				return "", false
+			}
+			v, err := sshsig.NewVerifier(sshsig.VerifierOptions{Audience: s.SSHAudience, Nonces: nonces})
+			if err != nil || v.Verify(r.Context(), r, body, h) != nil {
 				return "", false
 			}
 			return id, true
