@@ -223,4 +223,3 @@ func (p *Process) Tail(n int) string {
 
 // LogContains reports whether the log holds s.
 func (p *Process) LogContains(s string) bool { return strings.Contains(p.Log(), s) }
-
