@@ -7,6 +7,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"time"
@@ -33,6 +34,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/controller/clusterlease"
 	"github.com/kunobi-ninja/kobe/internal/controller/clusterpool"
 	"github.com/kunobi-ninja/kobe/internal/index"
+	"github.com/kunobi-ninja/kobe/internal/leaseservice"
 	kobescheme "github.com/kunobi-ninja/kobe/internal/scheme"
 	"github.com/kunobi-ninja/kobe/internal/version"
 )
@@ -50,6 +52,7 @@ type options struct {
 	localAdvertise    string
 	leaseRetention    time.Duration
 	defaultMaxTTL     time.Duration
+	maxQueuedPerOwner int
 	apiTLSCert        string
 	apiTLSKey         string
 	apiMaxInFlight    int
@@ -83,6 +86,7 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.BoolVar(&o.enableSim, "enable-sim-backend", false, "Wire the sim backend: pools with backend.type sim get simulated members, with no cluster behind them, whose kubeconfigs point at an address that answers nothing. For benchmarks, scale tests and demos only; never for real use.")
 	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "", "Serve Go's /debug/pprof on this address (e.g. 127.0.0.1:6060) for profiling; empty disables it.")
 	fs.DurationVar(&o.leaseRetention, "lease-retention", time.Hour, "How long ended leases are kept before deletion.")
+	fs.IntVar(&o.maxQueuedPerOwner, "max-queued-per-owner", leaseservice.DefaultMaxQueuedPerOwner, "Most leases one caller (policy and identity) may have waiting for a member when its AccessPolicy rule sets no maxConcurrentLeases; beyond it the API answers 429 QueuedLeaseLimit.")
 	fs.DurationVar(&o.defaultMaxTTL, "default-max-ttl", auth.DefaultMaxTTL, "Longest lease TTL, and longest single extension, under an AccessPolicy rule that sets no maxTtl; longer requests are clamped.")
 }
 
@@ -95,6 +99,10 @@ func main() {
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	if o.defaultMaxTTL <= 0 {
 		fmt.Fprintln(os.Stderr, "kobe-operator: refusing to start: --default-max-ttl must be greater than zero")
+		os.Exit(2)
+	}
+	if o.maxQueuedPerOwner <= 0 || o.maxQueuedPerOwner > math.MaxInt32 {
+		fmt.Fprintln(os.Stderr, "kobe-operator: refusing to start: --max-queued-per-owner must be a positive number")
 		os.Exit(2)
 	}
 	if err := o.resolveListeners(); err != nil {
@@ -192,10 +200,16 @@ func run(ctx context.Context, o options) error {
 		Binder: binder, Auth: authn, Recorder: mgr.GetEventRecorder("kobe-api"), Clock: clk,
 		Log: log.WithName("api"), Version: version.Version, MaxInFlight: o.apiMaxInFlight,
 		TLSCertFile: o.apiTLSCert, TLSKeyFile: o.apiTLSKey,
-		Ready: cacheSynced.Load,
+		Ready: cacheSynced.Load, MaxQueuedPerOwner: int32(o.maxQueuedPerOwner),
 	})
 	if err := mgr.Add(api); err != nil {
 		return fmt.Errorf("adding API server: %w", err)
+	}
+	ledgers := leaseservice.NewLedgerJanitor(leaseservice.Options{
+		Namespace: o.namespace, Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Clock: clk, Log: log.WithName("ledgers"),
+	}, 0)
+	if err := mgr.Add(ledgers); err != nil {
+		return fmt.Errorf("adding lease ledger janitor: %w", err)
 	}
 	if err := addProbeServer(mgr, o.probeAddr, cacheSynced.Load); err != nil {
 		return err
