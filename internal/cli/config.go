@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kunobi-ninja/kobe/internal/apiclient"
+	"github.com/kunobi-ninja/kobe/internal/sshsig"
 )
 
 // NewCmdConfig returns `kobe config` and its subcommands.
@@ -35,6 +36,10 @@ KOBE_ENDPOINT, --token or KOBE_TOKEN (KOBE_OIDC_TOKEN for an OIDC ID token),
 // ConfigSetOptions are the options of `kobe config set`.
 type ConfigSetOptions struct {
 	Name string
+	// SSHAudience, when set with --ssh-audience, replaces the pinned SSH
+	// audience ("" forgets it, so that the next use pins it again).
+	SSHAudience    string
+	sshAudienceSet bool
 
 	flags   *ConfigFlags
 	streams IOStreams
@@ -42,7 +47,7 @@ type ConfigSetOptions struct {
 
 func newCmdConfigSet(flags *ConfigFlags, streams IOStreams) *cobra.Command {
 	o := &ConfigSetOptions{flags: flags, streams: streams}
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "set NAME",
 		Short: "Create or update a context",
 		Long: `Create the context NAME, or update the settings given as flags. The
@@ -53,19 +58,27 @@ Authentication (--auth):
   oidc            an OIDC ID token: KOBE_OIDC_TOKEN at run time, or --token-file
   serviceaccount  the pod's ServiceAccount token (--token-file, default
                   ` + apiclient.DefaultServiceAccountTokenFile + `)
-  ssh             a key of your SSH agent (SSH_AUTH_SOCK), chosen with --ssh-key`,
+  ssh             a key of your SSH agent (SSH_AUTH_SOCK), chosen with --ssh-key
+
+With ssh, the first use pins the audience the server publishes in GET
+/v1/status and signatures name it; a server that later announces another
+audience is refused. --ssh-audience replaces the pinned value after you
+have confirmed a change with the server's administrators.`,
 		Example: `  kobe config set prod --endpoint https://kobe.example.com --token-file ~/.kobe-token
   kobe config set dev --endpoint https://kobe.dev.example.com --auth ssh --ssh-key ~/.ssh/id_ed25519.pub
   kobe config set ci --endpoint https://kobe.example.com --auth oidc`,
 		Args: exactArgs(1, "a context name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Name = args[0]
+			o.sshAudienceSet = cmd.Flags().Changed("ssh-audience")
 			if err := o.Validate(); err != nil {
 				return err
 			}
 			return o.Run(cmd.Context())
 		},
 	}
+	cmd.Flags().StringVar(&o.SSHAudience, "ssh-audience", "", `SSH audience to pin for the context's endpoint ("" forgets the pinned one)`)
+	return cmd
 }
 
 // Validate checks the options without reading the config file.
@@ -84,6 +97,9 @@ func (o *ConfigSetOptions) Validate() error {
 	if _, err := normalizeAuth(o.flags.Auth); err != nil {
 		return err
 	}
+	if o.sshAudienceSet && o.SSHAudience != "" && !sshsig.ValidAudience(o.SSHAudience) {
+		return fmt.Errorf("--ssh-audience must be 1 to %d printable ASCII characters, as the server publishes it in GET /v1/status", sshsig.MaxAudienceLen)
+	}
 	return nil
 }
 
@@ -95,6 +111,9 @@ func (o *ConfigSetOptions) Run(context.Context) error {
 	}
 	if err := applyContextFlags(cfg, o.Name, o.flags); err != nil {
 		return err
+	}
+	if o.sshAudienceSet {
+		cfg.Context(o.Name).SSHAudience = o.SSHAudience
 	}
 	if err := SaveConfig(path, cfg); err != nil {
 		return err
@@ -122,6 +141,10 @@ func applyContextFlags(cfg *Config, name string, f *ConfigFlags) error {
 		u, err := apiclient.ParseEndpoint(f.Endpoint)
 		if err != nil {
 			return err
+		}
+		if c.Endpoint != u.String() {
+			// The pinned audience was the old endpoint's.
+			c.SSHAudience = ""
 		}
 		c.Endpoint = u.String()
 	}

@@ -38,6 +38,15 @@ type Config struct {
 	CurrentContext string `json:"current-context,omitempty"`
 	// Contexts are the known kobe API endpoints with their credentials.
 	Contexts []Context `json:"contexts,omitempty"`
+	// SSHAudiences pins the SSH audience of endpoints used without a
+	// context of their own (KOBE_ENDPOINT, --endpoint).
+	SSHAudiences []PinnedAudience `json:"ssh-audiences,omitempty"`
+}
+
+// PinnedAudience is the SSH audience an endpoint published on first use.
+type PinnedAudience struct {
+	Endpoint string `json:"endpoint"`
+	Audience string `json:"audience"`
 }
 
 // Context is one kobe API endpoint and how to authenticate to it.
@@ -50,7 +59,11 @@ type Context struct {
 	Token     string `json:"token,omitempty"`
 	TokenFile string `json:"token-file,omitempty"`
 	// SSHKey picks the agent key: SHA256 fingerprint, comment or .pub path.
-	SSHKey                string `json:"ssh-key,omitempty"`
+	SSHKey string `json:"ssh-key,omitempty"`
+	// SSHAudience is the audience the endpoint published on first SSH use
+	// (GET /v1/status); SSH signatures name it, and a server announcing
+	// another one is refused.
+	SSHAudience           string `json:"ssh-audience,omitempty"`
 	CAFile                string `json:"ca-file,omitempty"`
 	InsecureSkipTLSVerify bool   `json:"insecure-skip-tls-verify,omitempty"`
 }

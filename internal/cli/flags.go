@@ -249,7 +249,7 @@ var errNoCredentials = errors.New("no credentials configured: run `kobe config s
 // needCredentials, a Target without credentials is an error that says how
 // to configure them.
 func (f *ConfigFlags) NewClient(warn io.Writer, needCredentials bool) (*apiclient.Client, *Target, error) {
-	_, cfg, err := f.loadConfig(warn)
+	path, cfg, err := f.loadConfig(warn)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -266,6 +266,9 @@ func (f *ConfigFlags) NewClient(warn io.Writer, needCredentials bool) (*apiclien
 	}
 	if t.InsecureSkipTLSVerify {
 		opts = append(opts, apiclient.WithInsecureSkipTLSVerify(true))
+	}
+	if err := pinSSHAudience(warn, path, cfg, t, opts); err != nil {
+		return nil, nil, err
 	}
 	c, err := apiclient.New(t.Endpoint, t.Credentials, opts...)
 	if err != nil {
