@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -357,3 +358,9 @@ func replicaWrites(obj client.Object, i int) []string {
 	}
 	return out
 }
+
+// errNotYet is a poll's "not yet" when there is nothing more to say.
+var errNotYet = errors.New("not yet")
+
+// errStatus is a poll's "not yet" for an HTTP status code.
+func errStatus(code int) error { return fmt.Errorf("answered %d", code) }
