@@ -28,7 +28,7 @@ import (
 // ControllerName names the controller.
 const ControllerName = "clusterlease"
 
-// Reconciler reconciles ClusterLeases. Every field but Retention is required; SetupWithManager refuses to start without them.
+// Reconciler reconciles ClusterLeases. Every field but Retention and AuditRetention is required; SetupWithManager refuses to start without them.
 type Reconciler struct {
 	Client client.Client
 	// APIReader confirms, around the cache, a binding that looks broken.
@@ -38,6 +38,10 @@ type Reconciler struct {
 	Clock     clock.PassiveClock
 	// Retention is how long an ended lease is kept (for GET and audit).
 	Retention time.Duration
+	// AuditRetention is how long the audit record of an ended lease is
+	// kept (audit.go); DefaultAuditRetention when zero. AuditJanitor
+	// deletes records past it.
+	AuditRetention time.Duration
 
 	// failures paces the retries of binds that keep failing.
 	failures bindFailures

@@ -31,6 +31,10 @@ func (r *Reconciler) reconcileEnded(ctx context.Context, s *scope) (ctrl.Result,
 	if err := r.recycleUnclaimed(ctx, s); err != nil {
 		return ctrl.Result{}, err
 	}
+	// Before the lease may go: the record outlives it.
+	if err := r.audit(ctx, s); err != nil {
+		return ctrl.Result{}, err
+	}
 	ended := l.CreationTimestamp.Time
 	if l.Status.EndedAt != nil {
 		ended = l.Status.EndedAt.Time

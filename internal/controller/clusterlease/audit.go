@@ -1,0 +1,196 @@
+package clusterlease
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+)
+
+// Audit records: who held which member, from when to when, under which
+// policy. A lease is deleted after --lease-retention and its Events expire
+// after an hour, so each bound lease that ends leaves a ConfigMap of its
+// own, kobe-audit-<lease UID>, in the lease's namespace, kept for
+// AuditRetention (--audit-retention) and then deleted by AuditJanitor. It
+// has no owner (it must outlive the lease), is immutable once written, and
+// is written before the ended lease may be deleted.
+const (
+	// AuditLabel marks audit records; its value is AuditLabelValue.
+	AuditLabel      = "kobe.kunobi.ninja/audit"
+	AuditLabelValue = "lease"
+	// DefaultAuditRetention is how long audit records are kept by default.
+	DefaultAuditRetention = 30 * 24 * time.Hour
+	// auditPrefix names audit records: kobe-audit-<lease UID>.
+	auditPrefix = "kobe-audit-"
+)
+
+// Keys of an audit record's data.
+const (
+	AuditKeyLease      = "lease"
+	AuditKeyLeaseUID   = "leaseUID"
+	AuditKeyPool       = "pool"
+	AuditKeyIdentity   = "identity"
+	AuditKeyPolicy     = "policy"
+	AuditKeyMethod     = "method"
+	AuditKeyMember     = "member"
+	AuditKeyMemberUID  = "memberUID"
+	AuditKeyBoundAt    = "boundAt"
+	AuditKeyExpiresAt  = "expiresAt"
+	AuditKeyEndedAt    = "endedAt"
+	AuditKeyEndReason  = "endReason"
+	AuditKeyEndMessage = "endMessage"
+	AuditKeyExtensions = "extensions"
+)
+
+// AuditRecordName is the name of the audit record of the lease with uid.
+func AuditRecordName(l *kobev1.ClusterLease) string { return auditPrefix + string(l.UID) }
+
+// auditRecord is the audit record of an ended lease that held a member;
+// nil for a lease that never held one (nobody held anything).
+func auditRecord(l *kobev1.ClusterLease) *corev1.ConfigMap {
+	st := &l.Status
+	if st.InstanceRef == nil || st.EndedAt == nil {
+		return nil
+	}
+	data := map[string]string{
+		AuditKeyLease:      l.Name,
+		AuditKeyLeaseUID:   string(l.UID),
+		AuditKeyPool:       l.Spec.Pool,
+		AuditKeyIdentity:   l.Spec.Requester.Identity,
+		AuditKeyPolicy:     l.Spec.Requester.Policy,
+		AuditKeyMethod:     l.Spec.Requester.Method,
+		AuditKeyMember:     st.InstanceRef.Name,
+		AuditKeyMemberUID:  string(st.InstanceRef.UID),
+		AuditKeyEndedAt:    st.EndedAt.UTC().Format(time.RFC3339),
+		AuditKeyExtensions: strconv.Itoa(int(st.Extensions)),
+	}
+	if st.BoundAt != nil {
+		data[AuditKeyBoundAt] = st.BoundAt.UTC().Format(time.RFC3339)
+	}
+	if st.ExpiresAt != nil {
+		data[AuditKeyExpiresAt] = st.ExpiresAt.UTC().Format(time.RFC3339)
+	}
+	if c := meta.FindStatusCondition(st.Conditions, kobev1.ConditionEnded); c != nil {
+		data[AuditKeyEndReason], data[AuditKeyEndMessage] = c.Reason, c.Message
+	}
+	labels := map[string]string{AuditLabel: AuditLabelValue}
+	// Labels to select by, where the value fits a label; the data has all.
+	for k, v := range map[string]string{kobev1.LabelLease: l.Name, kobev1.LabelPool: l.Spec.Pool} {
+		if len(validation.IsValidLabelValue(v)) == 0 {
+			labels[k] = v
+		}
+	}
+	return &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: AuditRecordName(l), Namespace: l.Namespace, Labels: labels},
+		Immutable:  ptr.To(true),
+		Data:       data,
+	}
+}
+
+// auditRetention is AuditRetention, or its default.
+func (r *Reconciler) auditRetention() time.Duration {
+	if r.AuditRetention > 0 {
+		return r.AuditRetention
+	}
+	return DefaultAuditRetention
+}
+
+// audit writes the audit record of an ended lease that held a member, and
+// logs it, once: a record that exists already is left as it is. A lease
+// that ended longer ago than the audit retention gets none (it would only
+// be deleted again).
+func (r *Reconciler) audit(ctx context.Context, s *scope) error {
+	rec := auditRecord(s.lease)
+	if rec == nil || s.lease.Status.EndedAt.Add(r.auditRetention()).Before(s.now) {
+		return nil
+	}
+	if err := r.Client.Create(ctx, rec); err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		return fmt.Errorf("writing audit record %s of lease %s: %w", rec.Name, s.lease.Name, err)
+	}
+	d := rec.Data
+	s.log.Info("Lease audit record", "record", rec.Name, "lease", d[AuditKeyLease], "leaseUID", d[AuditKeyLeaseUID],
+		"pool", d[AuditKeyPool], "identity", d[AuditKeyIdentity], "policy", d[AuditKeyPolicy], "method", d[AuditKeyMethod],
+		"member", d[AuditKeyMember], "memberUID", d[AuditKeyMemberUID], "boundAt", d[AuditKeyBoundAt],
+		"endedAt", d[AuditKeyEndedAt], "endReason", d[AuditKeyEndReason])
+	return nil
+}
+
+// AuditJanitor deletes audit records older than Retention (by their
+// endedAt), at start and then every Interval, on the leader only.
+type AuditJanitor struct {
+	// Client deletes records; Reader lists them (the manager's APIReader:
+	// ConfigMaps are not cached).
+	Client    client.Client
+	Reader    client.Reader
+	Namespace string
+	Retention time.Duration
+	// Interval between sweeps; one hour when zero.
+	Interval time.Duration
+	Clock    clock.PassiveClock
+}
+
+// NeedLeaderElection: only the leader deletes records.
+func (j *AuditJanitor) NeedLeaderElection() bool { return true }
+
+// Start sweeps until ctx ends; a failed sweep is logged and retried at the
+// next interval.
+func (j *AuditJanitor) Start(ctx context.Context) error {
+	log := ctrl.LoggerFrom(ctx).WithName("audit-janitor")
+	interval := j.Interval
+	if interval <= 0 {
+		interval = time.Hour
+	}
+	for {
+		if deleted, err := j.Sweep(ctx); err != nil {
+			log.Error(err, "Deleting expired audit records failed", "deleted", deleted)
+		} else if deleted > 0 {
+			log.Info("Deleted expired audit records", "deleted", deleted, "retention", j.Retention.String())
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(interval):
+		}
+	}
+}
+
+// Sweep deletes the audit records whose endedAt (or, unreadable, creation)
+// is older than Retention, and says how many it deleted.
+func (j *AuditJanitor) Sweep(ctx context.Context) (int, error) {
+	var list corev1.ConfigMapList
+	if err := j.Reader.List(ctx, &list, client.InNamespace(j.Namespace), client.MatchingLabels{AuditLabel: AuditLabelValue}); err != nil {
+		return 0, fmt.Errorf("listing audit records: %w", err)
+	}
+	now, deleted := j.Clock.Now(), 0
+	for i := range list.Items {
+		cm := &list.Items[i]
+		ended := cm.CreationTimestamp.Time
+		if t, err := time.Parse(time.RFC3339, cm.Data[AuditKeyEndedAt]); err == nil && t.Before(ended) {
+			ended = t
+		}
+		if ended.Add(j.Retention).After(now) {
+			continue
+		}
+		uid := cm.UID
+		if err := j.Client.Delete(ctx, cm, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
+			return deleted, fmt.Errorf("deleting audit record %s: %w", cm.Name, err)
+		}
+		deleted++
+	}
+	return deleted, nil
+}

@@ -1,0 +1,270 @@
+package clusterlease_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/funcr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+	testclock "k8s.io/utils/clock/testing"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+	"github.com/kunobi-ninja/kobe/internal/binding"
+	"github.com/kunobi-ninja/kobe/internal/controller/clusterlease"
+	"github.com/kunobi-ninja/kobe/internal/index"
+	"github.com/kunobi-ninja/kobe/internal/lease"
+	"github.com/kunobi-ninja/kobe/internal/testenv"
+)
+
+// startLeaseController runs a lease controller of its own on namespace ns,
+// with a lease retention of retention, logging to log (when not nil).
+func startLeaseController(t *testing.T, ns string, retention time.Duration, log *logLines) {
+	t.Helper()
+	env := shared.env
+	opts := env.ManagerOptions(ns)
+	if log != nil {
+		opts.Logger = funcr.New(log.add, funcr.Options{})
+	}
+	mgr, err := ctrl.NewManager(env.Config, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := index.Setup(t.Context(), mgr); err != nil {
+		t.Fatal(err)
+	}
+	clk := clock.RealClock{}
+	r := &clusterlease.Reconciler{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
+		Binder:   &binding.Binder{Client: mgr.GetClient(), Reader: mgr.GetClient(), Clock: clk},
+		Recorder: mgr.GetEventRecorder("test"), Clock: clk, Retention: retention,
+	}
+	if err := r.SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	testenv.StartManager(t, mgr)
+}
+
+// logLines keeps what a logger wrote.
+type logLines struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logLines) add(prefix, args string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, prefix+" "+args)
+}
+
+func (l *logLines) matching(substr string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, line := range l.lines {
+		if strings.Contains(line, substr) {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+func auditRecordOf(t *testing.T, c client.Client, l *kobev1.ClusterLease) (*corev1.ConfigMap, error) {
+	cm := &corev1.ConfigMap{}
+	err := c.Get(t.Context(), types.NamespacedName{Namespace: l.Namespace, Name: clusterlease.AuditRecordName(l)}, cm)
+	return cm, err
+}
+
+// TestAuditRecordOutlivesTheLease (issue 10, audit): a bound lease that
+// ends leaves a record of who held which member, from when to when, under
+// which policy; the lease is deleted after its retention and the record
+// stays. A lease that never held a member leaves none.
+func TestAuditRecordOutlivesTheLease(t *testing.T) {
+	ns := shared.env.NewNamespace(t)
+	log := &logLines{}
+	startLeaseController(t, ns, 2*time.Second, log)
+	h := &harness{t: t, c: shared.env.Client, ns: ns}
+	h.pool("audited", 0)
+	inst := h.member("audited")
+
+	l := &kobev1.ClusterLease{ObjectMeta: metav1.ObjectMeta{Name: "held", Namespace: ns}, Spec: kobev1.ClusterLeaseSpec{
+		Pool: "audited", TTL: &metav1.Duration{Duration: time.Hour},
+		Requester: kobev1.Requester{Identity: "my-org/my-repo:refs/heads/main", Policy: "github-ci", Method: "oidc"}}}
+	lease.StampQueuedAt(l, time.Now())
+	h.must(h.c.Create(t.Context(), l))
+	h.eventually(15*time.Second, "held to bind", phaseIs(h, "held", kobev1.LeaseBound, -1))
+	queued := &kobev1.ClusterLease{ObjectMeta: metav1.ObjectMeta{Name: "never-bound", Namespace: ns}, Spec: kobev1.ClusterLeaseSpec{Pool: "audited"}}
+	lease.StampQueuedAt(queued, time.Now())
+	h.must(h.c.Create(t.Context(), queued))
+	h.eventually(15*time.Second, "never-bound to queue", phaseIs(h, "never-bound", kobev1.LeasePending, -1))
+
+	// The holder releases both, as the HTTP API does.
+	var bound *kobev1.ClusterLease
+	for _, name := range []string{"held", "never-bound"} {
+		cur := h.get(name)
+		if name == "held" {
+			bound = cur.DeepCopy()
+		}
+		lease.End(cur, kobev1.LeaseReleased, kobev1.ReasonReleased, "released by "+cur.Spec.Requester.Identity, time.Now())
+		h.must(h.c.Status().Update(t.Context(), cur))
+	}
+	ended := h.get("held")
+
+	h.eventually(20*time.Second, "both leases deleted after their retention", func() error {
+		var ls kobev1.ClusterLeaseList
+		if err := h.c.List(t.Context(), &ls, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		if len(ls.Items) > 0 {
+			return fmt.Errorf("%d leases left", len(ls.Items))
+		}
+		return nil
+	})
+	cm, err := auditRecordOf(t, h.c, ended)
+	if err != nil {
+		t.Fatalf("the audit record of the deleted lease: %v", err)
+	}
+	want := map[string]string{
+		clusterlease.AuditKeyLease: "held", clusterlease.AuditKeyLeaseUID: string(ended.UID), clusterlease.AuditKeyPool: "audited",
+		clusterlease.AuditKeyIdentity: "my-org/my-repo:refs/heads/main", clusterlease.AuditKeyPolicy: "github-ci", clusterlease.AuditKeyMethod: "oidc",
+		clusterlease.AuditKeyMember: inst.Name, clusterlease.AuditKeyMemberUID: string(inst.UID),
+		clusterlease.AuditKeyBoundAt:    bound.Status.BoundAt.UTC().Format(time.RFC3339),
+		clusterlease.AuditKeyExpiresAt:  bound.Status.ExpiresAt.UTC().Format(time.RFC3339),
+		clusterlease.AuditKeyEndedAt:    ended.Status.EndedAt.UTC().Format(time.RFC3339),
+		clusterlease.AuditKeyEndReason:  kobev1.ReasonReleased,
+		clusterlease.AuditKeyEndMessage: "released by my-org/my-repo:refs/heads/main",
+		clusterlease.AuditKeyExtensions: "0",
+	}
+	for k, v := range want {
+		if cm.Data[k] != v {
+			t.Errorf("record %s = %q, want %q", k, cm.Data[k], v)
+		}
+	}
+	if len(cm.Data) != len(want) {
+		t.Errorf("record has %d keys, want %d: %v", len(cm.Data), len(want), cm.Data)
+	}
+	if cm.Labels[clusterlease.AuditLabel] != clusterlease.AuditLabelValue || cm.Labels[kobev1.LabelLease] != "held" || cm.Labels[kobev1.LabelPool] != "audited" {
+		t.Errorf("record labels = %v", cm.Labels)
+	}
+	if len(cm.OwnerReferences) != 0 {
+		t.Errorf("record has owners %v: it would be collected with them", cm.OwnerReferences)
+	}
+	// Nobody rewrites history: the record is immutable.
+	cm.Data[clusterlease.AuditKeyIdentity] = "someone-else"
+	if err := h.c.Update(t.Context(), cm); err == nil || !apierrors.IsInvalid(err) {
+		t.Errorf("updating the record: %v, want it refused as immutable", err)
+	}
+
+	// The same, once, as a structured log line.
+	lines := log.matching(`"Lease audit record"`)
+	if len(lines) != 1 {
+		t.Fatalf("%d audit log lines, want 1: %v", len(lines), lines)
+	}
+	for _, w := range []string{`"identity"="my-org/my-repo:refs/heads/main"`, `"policy"="github-ci"`, `"method"="oidc"`, `"member"="` + inst.Name + `"`,
+		`"memberUID"="` + string(inst.UID) + `"`, `"endReason"="Released"`, `"boundAt"="` + want[clusterlease.AuditKeyBoundAt] + `"`, `"endedAt"="` + want[clusterlease.AuditKeyEndedAt] + `"`} {
+		if !strings.Contains(lines[0], w) {
+			t.Errorf("audit log line lacks %s: %s", w, lines[0])
+		}
+	}
+
+	var records corev1.ConfigMapList
+	h.must(h.c.List(t.Context(), &records, client.InNamespace(ns), client.MatchingLabels{clusterlease.AuditLabel: clusterlease.AuditLabelValue}))
+	if len(records.Items) != 1 {
+		t.Errorf("%d audit records, want 1 (a lease that never held a member leaves none)", len(records.Items))
+	}
+}
+
+// TestAuditRecordIsWrittenOnce: a record that exists already (written
+// before a restart) is left as it is, and the lease is still deleted.
+func TestAuditRecordIsWrittenOnce(t *testing.T) {
+	ns := shared.env.NewNamespace(t)
+	h := &harness{t: t, c: shared.env.Client, ns: ns}
+	h.pool("once", 0)
+	h.member("once")
+	h.lease("once", "once", time.Hour)
+	startLeaseController(t, ns, time.Second, nil)
+	h.eventually(15*time.Second, "once to bind", phaseIs(h, "once", kobev1.LeaseBound, -1))
+	cur := h.get("once")
+	earlier := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: clusterlease.AuditRecordName(cur), Namespace: ns,
+		Labels: map[string]string{clusterlease.AuditLabel: clusterlease.AuditLabelValue}}, Data: map[string]string{"written": "before"}}
+	h.must(h.c.Create(t.Context(), earlier))
+	lease.End(cur, kobev1.LeaseExpired, kobev1.ReasonExpired, "expired", time.Now())
+	h.must(h.c.Status().Update(t.Context(), cur))
+	h.eventually(20*time.Second, "the lease deleted", func() error {
+		err := h.c.Get(t.Context(), client.ObjectKeyFromObject(cur), &kobev1.ClusterLease{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return errors.Join(err, errors.New("still there"))
+	})
+	cm, err := auditRecordOf(t, h.c, cur)
+	if err != nil || cm.Data["written"] != "before" || len(cm.Data) != 1 {
+		t.Errorf("the earlier record = %v, %v; want it untouched", cm.Data, err)
+	}
+}
+
+// TestAuditJanitor: records older than the audit retention (by endedAt)
+// are deleted, newer ones and other ConfigMaps are not.
+func TestAuditJanitor(t *testing.T) {
+	ns := shared.env.NewNamespace(t)
+	c := shared.env.Client
+	now := time.Now()
+	mk := func(name string, labelled bool, endedAgo time.Duration) {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Data: map[string]string{clusterlease.AuditKeyEndedAt: now.Add(-endedAgo).UTC().Format(time.RFC3339)}}
+		if labelled {
+			cm.Labels = map[string]string{clusterlease.AuditLabel: clusterlease.AuditLabelValue}
+		}
+		if err := c.Create(t.Context(), cm); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mk("kobe-audit-old", true, 31*24*time.Hour)
+	mk("kobe-audit-new", true, 29*24*time.Hour)
+	mk("not-an-audit-record", false, 365*24*time.Hour)
+
+	// Seen from 30 days on, with the real API server's creation times.
+	clk := testclock.NewFakePassiveClock(now)
+	j := &clusterlease.AuditJanitor{Client: c, Reader: c, Namespace: ns, Retention: 30 * 24 * time.Hour, Clock: clk}
+	if !j.NeedLeaderElection() {
+		t.Error("the janitor must run on the leader only")
+	}
+	deleted, err := j.Sweep(t.Context())
+	if err != nil || deleted != 1 {
+		t.Fatalf("Sweep = %d, %v; want the old record deleted", deleted, err)
+	}
+	left := strings.Join(names(t, c, ns), ",")
+	if strings.Contains(left, "kobe-audit-old") || !strings.Contains(left, "kobe-audit-new") || !strings.Contains(left, "not-an-audit-record") {
+		t.Errorf("left %s; want only the old record gone", left)
+	}
+	// A month later the newer record is past its retention too; the
+	// unlabelled ConfigMap never is a record.
+	clk.SetTime(now.Add(31 * 24 * time.Hour))
+	if deleted, err := j.Sweep(t.Context()); err != nil || deleted != 1 {
+		t.Fatalf("Sweep a month later = %d, %v; want the newer record deleted", deleted, err)
+	}
+	if left := strings.Join(names(t, c, ns), ","); !strings.Contains(left, "not-an-audit-record") || strings.Contains(left, "kobe-audit") {
+		t.Errorf("left %s", left)
+	}
+}
+
+func names(t *testing.T, c client.Client, ns string) []string {
+	var list corev1.ConfigMapList
+	if err := c.List(t.Context(), &list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, cm := range list.Items {
+		out = append(out, cm.Name)
+	}
+	return out
+}
