@@ -35,7 +35,9 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/controller/clusterpool"
 	"github.com/kunobi-ninja/kobe/internal/index"
 	"github.com/kunobi-ninja/kobe/internal/leaseservice"
+	"github.com/kunobi-ninja/kobe/internal/replay"
 	kobescheme "github.com/kunobi-ninja/kobe/internal/scheme"
+	"github.com/kunobi-ninja/kobe/internal/sshsig"
 	"github.com/kunobi-ninja/kobe/internal/version"
 )
 
@@ -56,6 +58,7 @@ type options struct {
 	apiTLSCert        string
 	apiTLSKey         string
 	apiMaxInFlight    int
+	apiAudience       string
 	disableLocal      bool
 	localProvisionMax time.Duration
 	enableSim         bool
@@ -73,6 +76,7 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.apiTLSCert, "api-tls-cert-file", "", "Serve the lease API over HTTPS with this certificate (and --api-tls-key-file).")
 	fs.StringVar(&o.apiTLSKey, "api-tls-key-file", "", "Key of --api-tls-cert-file.")
 	fs.IntVar(&o.apiMaxInFlight, "api-max-in-flight", apiserver.DefaultMaxInFlight, "Concurrent API requests served before answering 429.")
+	fs.StringVar(&o.apiAudience, "api-audience", "", "Audience of this installation, published in GET /v1/status; SSH-signed requests must name it (default kobe:<namespace>:<namespace UID>). Give every replica the same value.")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", "", "Address of the controller metrics endpoint (default 127.0.0.1:8080; :8080 with --"+bindAllInterfacesFlag+"); 0 disables it.")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", "", "Address of the /healthz and /readyz probes (default 127.0.0.1:8081; :8081 with --"+bindAllInterfacesFlag+"); 0 disables them.")
 	fs.BoolVar(&o.bindAllInterfaces, bindAllInterfacesFlag, false, "Let endpoints served over plain HTTP (metrics, probes, pprof, and the API without TLS) listen beyond loopback: on every interface by default, or on the non-loopback address given. Only where the network in front of them is trusted, e.g. a pod network behind a NetworkPolicy.")
@@ -186,10 +190,26 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 
+	audience := o.apiAudience
+	switch {
+	case audience == "":
+		if audience, err = auth.InstallationAudience(ctx, mgr.GetAPIReader(), o.namespace); err != nil {
+			return err
+		}
+	case !sshsig.ValidAudience(audience):
+		return fmt.Errorf("--api-audience must be 1 to %d printable ASCII characters", sshsig.MaxAudienceLen)
+	}
+	// SSH nonces are claimed in the API server, so that every replica
+	// refuses a replay; the janitor deletes them after the window.
+	if err := mgr.Add(&replay.Janitor{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: o.namespace, Log: log.WithName("replay")}); err != nil {
+		return fmt.Errorf("adding nonce janitor: %w", err)
+	}
 	authn := auth.NewAuthenticator(auth.Options{
 		Reader:        mgr.GetClient(),
 		Namespace:     o.namespace,
 		TokenReviewer: kube.AuthenticationV1().TokenReviews(),
+		SSHAudience:   audience,
+		SSHNonces:     &replay.Store{Client: mgr.GetClient(), Namespace: o.namespace},
 		DefaultMaxTTL: o.defaultMaxTTL,
 		Logger:        log.WithName("auth"),
 	})
