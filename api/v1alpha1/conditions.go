@@ -73,6 +73,10 @@ const (
 	ReasonAdopted = "Adopted"
 	// ReasonDestroyed: the backend reports nothing of the member is left.
 	ReasonDestroyed = "Destroyed"
+	// ReasonHostMismatch: the member was started on another host than this
+	// operator's (its kobe.kunobi.ninja/host annotation); this operator can
+	// neither observe nor destroy it.
+	ReasonHostMismatch = "HostMismatch"
 
 	// ReasonBound: the lease was bound to a member.
 	ReasonBound = "Bound"

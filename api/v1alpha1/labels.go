@@ -27,6 +27,11 @@ const (
 	// without it (made with kubectl) falls back to its creationTimestamp,
 	// which has one-second resolution.
 	AnnotationQueuedAt = "kobe.kunobi.ninja/queued-at"
+	// AnnotationHost records, on a member of a backend tied to one host
+	// (local), the host and boot it was started on ("<hostname>/<boot id>"),
+	// before anything of it is started. An operator elsewhere neither
+	// observes nor destroys it.
+	AnnotationHost = "kobe.kunobi.ninja/host"
 
 	// FinalizerInstance holds a ClusterInstance until its backend reports it gone.
 	FinalizerInstance = "kobe.kunobi.ninja/destroy-member"
