@@ -26,8 +26,9 @@ var SigningAlgorithms = []string{
 }
 
 const (
-	// providerRefresh is how often an issuer's discovery document is read
-	// again (its JWKS is refreshed by go-oidc whenever a key id is unknown).
+	// providerRefresh is how often an issuer's discovery document and keys
+	// are read again (keys are also refreshed, at a limited rate, when a
+	// token names an unknown key id: see keySet).
 	providerRefresh = time.Hour
 	// discoveryTimeout bounds one discovery request.
 	discoveryTimeout = 10 * time.Second
@@ -182,7 +183,19 @@ func (c *providerCache) discover(ctx context.Context, issuer string) (*oidc.IDTo
 	if err != nil {
 		return nil, err
 	}
-	return p.Verifier(&oidc.Config{
+	var meta struct {
+		JWKSURL string `json:"jwks_uri"`
+	}
+	if err := p.Claims(&meta); err != nil || meta.JWKSURL == "" {
+		return nil, errors.New("the discovery document names no jwks_uri")
+	}
+	// The first load is part of discovery (and its backoff), outside the
+	// rate limit of refreshes on unknown key ids.
+	keys := newKeySet(meta.JWKSURL, c.client, c.clock, c.log.WithValues("issuer", issuer))
+	if _, err := keys.load(dctx); err != nil {
+		return nil, err
+	}
+	return oidc.NewVerifier(issuer, keys, &oidc.Config{
 		// Audiences are per policy and checked by oidcClaims.
 		SkipClientIDCheck: true,
 		// exp and nbf are checked with our leeway and clock.

@@ -6,12 +6,16 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/go-jose/go-jose/v4"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/testenv"
@@ -202,4 +206,97 @@ func TestOIDCUnreachableIssuerFailsClosed(t *testing.T) {
 			t.Fatalf("got %v", err)
 		}
 	}
+}
+
+// TestOIDCKeyRefreshRateLimited: tokens with made-up key ids cost the
+// issuer at most jwksRefreshBurst fetches, then one per jwksRefreshEvery,
+// while known keys keep working and a genuinely rotated key is picked up
+// once the limit allows (on an injected clock, so nothing waits).
+func TestOIDCKeyRefreshRateLimited(t *testing.T) {
+	iss := oidcissuer.New(t)
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	attacker, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	iss.Publish(key, "k1", jose.RS256)
+	pol := newPolicy("ci", "", kobev1.AuthSpec{OIDC: &kobev1.OIDCAuth{Issuer: iss.URL, Audience: []string{"kobe"}}}, allowIf("sub", "ci", "*"))
+	clk := clocktesting.NewFakeClock(time.Now())
+	a := NewAuthenticator(Options{Reader: storeReader(t, pol), Namespace: testNS, Clock: clk})
+	tokenFor := func(k *rsa.PrivateKey, kid string) string {
+		return "Bearer " + oidcissuer.MustSign(t, k, kid, jose.RS256, map[string]any{
+			"iss": iss.URL, "aud": "kobe", "sub": "ci", "exp": clk.Now().Add(time.Hour).Unix(),
+		})
+	}
+	good := tokenFor(key, "k1")
+	if _, err := authenticate(t, a, good); err != nil {
+		t.Fatal(err)
+	}
+	start := iss.JWKSFetches() // discovery's own load
+
+	// A flood of random kids, from many goroutines at once.
+	var wg sync.WaitGroup
+	var accepted atomic.Int32
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 25 {
+				if _, err := authenticate(t, a, tokenFor(attacker, fmt.Sprintf("random-%d-%d", g, i))); err == nil {
+					accepted.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if accepted.Load() != 0 {
+		t.Fatalf("%d tokens with unknown kids accepted", accepted.Load())
+	}
+	if got := iss.JWKSFetches() - start; got < 1 || got > jwksRefreshBurst {
+		t.Fatalf("%d JWKS fetches for 200 tokens with random kids, want 1 to %d", got, jwksRefreshBurst)
+	}
+	// The known key still works, from the cache.
+	before := iss.JWKSFetches()
+	if _, err := authenticate(t, a, good); err != nil {
+		t.Fatalf("known key during the flood: %v", err)
+	}
+	if iss.JWKSFetches() != before {
+		t.Fatal("a known key caused a fetch")
+	}
+
+	// A rotated key arrives while the budget is spent: refused with a
+	// message to retry, then accepted once a refresh is allowed again.
+	newKey, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	iss.Publish(newKey, "k2", jose.RS256)
+	rotated := tokenFor(newKey, "k2")
+	if _, err := authenticate(t, a, rotated); !errors.Is(err, ErrInvalidCredentials) {
+		t.Fatalf("rotated key with the budget spent: %v", err)
+	}
+	clk.Step(jwksRefreshEvery)
+	if _, err := authenticate(t, a, rotated); err != nil {
+		t.Fatalf("rotated key %s later: %v", jwksRefreshEvery, err)
+	}
+
+	// A sustained flood over one minute: at most a burst plus one per
+	// jwksRefreshEvery.
+	before = iss.JWKSFetches()
+	for s := range 60 {
+		clk.Step(time.Second)
+		for i := range 5 {
+			if _, err := authenticate(t, a, tokenFor(attacker, fmt.Sprintf("minute-%d-%d", s, i))); err == nil {
+				t.Fatal("token with an unknown kid accepted")
+			}
+		}
+	}
+	limit := jwksRefreshBurst + int(time.Minute/jwksRefreshEvery)
+	if got := iss.JWKSFetches() - before; got > limit {
+		t.Fatalf("%d JWKS fetches in a minute of random kids, want at most %d", got, limit)
+	}
+	t.Logf("JWKS fetches in a minute of 300 tokens with random kids: %d (limit %d)", iss.JWKSFetches()-before, limit)
 }
