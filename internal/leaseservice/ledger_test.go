@@ -3,6 +3,7 @@ package leaseservice_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -148,6 +149,40 @@ func TestLimitExactAcrossReplicas(t *testing.T) {
 		}
 		t.Logf("round %d: 3 admitted (%v), 17 refused, e.g. %v", round, held, refused[0])
 		releaseAll(t, replicas, p, held)
+	}
+}
+
+// TestLastSlotAcrossReplicas: with one slot left under the limit, two
+// requests at once, one on each replica, admit exactly one, trial after
+// trial: neither both (over the limit) nor none (a slot lost to the race).
+func TestLastSlotAcrossReplicas(t *testing.T) {
+	makePool(t, "last-slot", 0)
+	replicas := []*leaseservice.Service{replica(t), replica(t)}
+	p := caller("last-slot", kobev1.AccessRule{Pools: []string{"last-slot"}, MaxConcurrentLeases: ptr.To[int32](3)})
+	req := leaseservice.CreateRequest{Pool: "last-slot"}
+	for range 2 {
+		if _, err := replicas[0].Create(t.Context(), p, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for trial := range 15 {
+		created, refused := burst(t, replicas, p, req, 2)
+		requireRefusals(t, refused, leaseservice.ErrLeaseLimit)
+		if held := activeOf(t, "last-slot", p); len(created) != 1 || len(held) != 3 {
+			t.Fatalf("trial %d: %d admitted, %d held; want exactly the last slot taken", trial, len(created), len(held))
+		}
+		releaseAll(t, replicas, p, namesOf(created))
+	}
+	// The same for an alias: two requests for one free alias at once.
+	q := caller("last-alias", kobev1.AccessRule{Pools: []string{"last-slot"}})
+	for trial := range 15 {
+		alias := fmt.Sprintf("alias-%d", trial)
+		created, refused := burst(t, replicas, q, leaseservice.CreateRequest{Pool: "last-slot", Alias: alias}, 2)
+		requireRefusals(t, refused, leaseservice.ErrAliasInUse)
+		if len(created) != 1 {
+			t.Fatalf("trial %d: %d leases with a free alias asked twice at once; want exactly one", trial, len(created))
+		}
+		releaseAll(t, replicas, q, namesOf(created))
 	}
 }
 

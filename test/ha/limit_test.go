@@ -87,7 +87,8 @@ func (c *cluster) release(t *testing.T, token string, ids []string) {
 // TestLimitsExactOnTwoProcesses (issue 10): with two real kobe-operator
 // processes serving the API, 20 concurrent requests of a caller with
 // maxConcurrentLeases 3, spread over both, admit exactly 3 leases and
-// refuse 17 with 429 ConcurrentLeaseLimit, round after round; 20 requests
+// refuse 17 with 429 ConcurrentLeaseLimit, round after round; with one
+// slot left, one request on each replica at once get one lease; 20 requests
 // for one alias admit exactly one; and a caller without a limit has at most
 // --max-queued-per-owner leases waiting (429 QueuedLeaseLimit beyond).
 func TestLimitsExactOnTwoProcesses(t *testing.T) {
@@ -114,6 +115,20 @@ func TestLimitsExactOnTwoProcesses(t *testing.T) {
 		t.Logf("round %d: admitted %v, refused %v", round, got.admitted, got.refused)
 		c.release(t, limited, held)
 	}
+
+	// The last slot, asked for on both replicas at once: exactly one gets it.
+	two := c.burst(t, limited, wire.CreateLeaseRequest{Pool: "empty", TTL: "10m"}, 2)
+	if len(two.admitted) != 2 {
+		t.Fatalf("two leases under a limit of 3: admitted %v, refused %v", two.admitted, two.refused)
+	}
+	for trial := range 6 {
+		got := c.burst(t, limited, wire.CreateLeaseRequest{Pool: "empty", TTL: "10m"}, 2)
+		if len(got.admitted) != 1 || got.refused["429 "+wire.ReasonConcurrentLeaseLimit] != 1 {
+			t.Fatalf("last slot, trial %d: admitted %v, refused %v; want exactly one each", trial, got.admitted, got.refused)
+		}
+		c.release(t, limited, got.admitted)
+	}
+	c.release(t, limited, two.admitted)
 
 	got := c.burst(t, open, wire.CreateLeaseRequest{Pool: "empty", TTL: "10m", Alias: "the-one"}, 20)
 	if len(got.admitted) != 1 || got.refused["409 "+wire.ReasonAliasInUse] != 19 {
