@@ -78,6 +78,9 @@ func startOperator(ctx context.Context, kubeconfig, ns, workDir string, extra ..
 		// Where `make controlplane` put the binaries (CONTROLPLANE_DIR);
 		// every other local flag keeps its default.
 		"--local-bin-dir", testenv.BinDir(),
+		// Every bench client is one caller: the default cap of 10 waiting
+		// leases per caller would refuse the load being measured.
+		"--max-queued-per-owner", "1000000",
 	}, extra...)
 	if *flagSim {
 		args = append(args, "--enable-sim-backend")

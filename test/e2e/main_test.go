@@ -169,6 +169,9 @@ func (s *suite) startOperator() error {
 		"--local-bin-dir", testenv.BinDir(),
 		"--local-data-dir", s.dataRoot,
 		"--lease-retention", "1h",
+		// TestConcurrentLeases queues 15 leases of one caller at once,
+		// beyond the default cap of 10 (covered in test/ha).
+		"--max-queued-per-owner", "20",
 	)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
