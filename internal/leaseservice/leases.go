@@ -91,15 +91,25 @@ func sortByID(ls []Lease) {
 	slices.SortFunc(ls, func(a, b Lease) int { return strings.Compare(a.Object.Name, b.Object.Name) })
 }
 
-// Extend adds by (0: the lease's own TTL), clamped by the caller's policy,
-// to the expiry of the caller's lease named by ref, and returns it with a
-// kubeconfig minted for the new expiry. A refusal wraps
-// lease.ErrExtensionLimit, lease.ErrNotBound, lease.ErrExpired or
-// lease.ErrBadExtension and changes nothing.
+// Extend adds by (0: the lease's own TTL) to the expiry of the caller's
+// lease named by ref, and returns it with a kubeconfig minted for the new
+// expiry. The caller's current rule must still grant the lease's pool
+// (else ErrPoolNotAllowed). by is clamped by the caller's current rule and
+// by the max TTL of the rule the lease was created under (spec.maxTtl);
+// the extension count by the lease's maxExtensions and the current rule's.
+// A refusal wraps ErrPoolNotAllowed, lease.ErrExtensionLimit,
+// lease.ErrNotBound, lease.ErrExpired or lease.ErrBadExtension and
+// changes nothing.
 func (s *Service) Extend(ctx context.Context, p *auth.Principal, ref string, by time.Duration) (*Lease, error) {
 	l, err := s.resolve(ctx, p, ref)
 	if err != nil {
 		return nil, err
+	}
+	if !p.AllowsPool(l.Spec.Pool) {
+		refusal := fmt.Errorf("%w: your rule (policy %s, rules[%d]) no longer grants pool %q, so lease %s cannot be extended; it ends at its expiry",
+			ErrPoolNotAllowed, p.Policy, p.RuleIndex, l.Spec.Pool, l.Name)
+		s.audit(p, "extend", l.Name, l.Spec.Pool, "refused: pool no longer allowed")
+		return nil, refusal
 	}
 	if by == 0 {
 		by = lease.TTL(l, nil)
@@ -114,25 +124,33 @@ func (s *Service) Extend(ctx context.Context, p *auth.Principal, ref string, by 
 		}
 		// Only a bind its member confirms, read live, is extended; one whose
 		// status copy is not written yet gets it written with the extension.
+		// The expiry extended is the one the bind allows (confirmed caps a
+		// status written later).
 		pool := s.poolOrNil(ctx, l.Spec.Pool)
 		shown, inst, err := s.confirmed(ctx, l, pool)
 		if err != nil {
 			return err
 		}
+		*l = *shown
+		step := min(by, lease.ExtensionCap(l, pool))
 		if inst == nil {
-			*l = *shown
-			if err := lease.Extend(l, by, s.opts.Clock.Now()); err != nil {
+			if err := lease.Extend(l, step, s.opts.Clock.Now()); err != nil {
 				refusal = err
 			} else {
 				refusal = fmt.Errorf("%w (no member confirms lease %s)", lease.ErrNotBound, l.Name)
 			}
 			return nil
 		}
-		binding.RecordBound(l, inst, lease.TTL(l, pool))
-		if err := lease.Extend(l, by, s.opts.Clock.Now()); err != nil {
+		if allowed := p.MaxExtensions(); l.Status.Extensions >= allowed {
+			refusal = fmt.Errorf("%w: your rule (policy %s, rules[%d]) allows %d extensions and lease %s has had %d",
+				lease.ErrExtensionLimit, p.Policy, p.RuleIndex, allowed, l.Name, l.Status.Extensions)
+			return nil
+		}
+		if err := lease.Extend(l, step, s.opts.Clock.Now()); err != nil {
 			refusal = err
 			return nil
 		}
+		lease.CapExpiry(l, pool, binding.BoundAt(inst, l))
 		// Mint before saving, so that a failure does not use up an extension.
 		if kc, err = s.kubeconfig(ctx, l, inst); err != nil {
 			return err

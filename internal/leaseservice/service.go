@@ -292,6 +292,9 @@ func (s *Service) confirmed(ctx context.Context, l *kobev1.ClusterLease, pool *k
 		return shown, nil, nil
 	}
 	binding.RecordBound(shown, inst, lease.TTL(l, pool))
+	// The status is a copy anyone with clusterleases/status may write: the
+	// lease lasts no longer than its bind (the member's boundAt) allows.
+	lease.CapExpiry(shown, pool, binding.BoundAt(inst, l))
 	if !s.opts.Clock.Now().Before(shown.Status.ExpiresAt.Time) {
 		return shown, nil, nil // the lease controller ends it
 	}
@@ -341,7 +344,8 @@ func (s *Service) member(ctx context.Context, l *kobev1.ClusterLease) (*kobev1.C
 
 // kubeconfig mints a kubeconfig for l, bound to inst (which the caller has
 // confirmed), from inst's access Secret. The Secret must be owned by inst
-// (UID), not merely carry its name.
+// (UID), not merely carry its name. The certificate ends at l's expiry,
+// never later than the bind allows (leasecreds.NotAfter).
 func (s *Service) kubeconfig(ctx context.Context, l *kobev1.ClusterLease, inst *kobev1.ClusterInstance) ([]byte, error) {
 	key := types.NamespacedName{Namespace: inst.Namespace, Name: memberaccess.SecretName(inst.Name)}
 	sec := &corev1.Secret{}
@@ -361,7 +365,7 @@ func (s *Service) kubeconfig(ctx context.Context, l *kobev1.ClusterLease, inst *
 	if err != nil {
 		return nil, fmt.Errorf("reading access Secret %s: %w", key, err)
 	}
-	kc, err := leasecreds.Kubeconfig(a, l, s.opts.Clock.Now())
+	kc, err := leasecreds.Kubeconfig(a, l, inst, s.poolOrNil(ctx, l.Spec.Pool), s.opts.Clock.Now())
 	if err != nil {
 		return nil, fmt.Errorf("minting kubeconfig of lease %s: %w", l.Name, err)
 	}

@@ -145,11 +145,15 @@ func TestAccessMintsLeaseCredentials(t *testing.T) {
 	verify(t, "admin", admin.CertData, a.ClientCACert)
 
 	exp := metav1.NewTime(time.Now().Add(30 * time.Minute).Truncate(time.Second))
-	l := &kobev1.ClusterLease{ObjectMeta: metav1.ObjectMeta{Name: "lease-0123456789ab"}}
+	l := &kobev1.ClusterLease{ObjectMeta: metav1.ObjectMeta{Name: "lease-0123456789ab", UID: "uid-lease"}}
 	l.Spec.Requester.Identity = "bench"
+	l.Spec.TTL = &metav1.Duration{Duration: time.Hour}
 	l.Status.ExpiresAt = &exp
 	l.Status.InstanceRef = &kobev1.ObjectRef{Name: "pool-a-0", UID: "uid-4"}
-	kc, err := leasecreds.Kubeconfig(a, l, time.Now())
+	bound := metav1.Now()
+	held := &kobev1.ClusterInstance{ObjectMeta: metav1.ObjectMeta{Name: "pool-a-0", UID: "uid-4"},
+		Spec: kobev1.ClusterInstanceSpec{LeaseRef: &kobev1.LeaseBinding{Name: l.Name, UID: l.UID, BoundAt: &bound}}}
+	kc, err := leasecreds.Kubeconfig(a, l, held, nil, time.Now())
 	if err != nil {
 		t.Fatalf("minting a lease kubeconfig: %v", err)
 	}

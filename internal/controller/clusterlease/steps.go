@@ -84,7 +84,11 @@ func (r *Reconciler) reconcileBound(ctx context.Context, s *scope) (ctrl.Result,
 	if err != nil || s.lease.Status.Phase != kobev1.LeaseBound {
 		return res, err
 	}
+	// checkMember may have capped a forged expiry that has passed.
 	end := lease.CheckEnd(s.lease, 0, s.now)
+	if end.End {
+		return ctrl.Result{}, r.end(ctx, s, end.Phase, end.Reason, end.Message)
+	}
 	if res.RequeueAfter == 0 || end.RecheckAfter < res.RequeueAfter {
 		res.RequeueAfter = end.RecheckAfter
 	}
@@ -145,14 +149,20 @@ func (r *Reconciler) recordOrQueue(ctx context.Context, s *scope, why string) (c
 	return ctrl.Result{RequeueAfter: time.Millisecond}, nil
 }
 
-// recordFrom writes the lease's copy of the bind inst confirms (a no-op for
-// a lease already Bound to inst) with the deferred status write.
+// recordFrom writes the lease's copy of the bind inst confirms (for a
+// lease already Bound to inst, only an expiry capped at what the bind
+// allows) with the deferred status write.
 func (r *Reconciler) recordFrom(ctx context.Context, s *scope, inst *kobev1.ClusterInstance) (ctrl.Result, error) {
 	l := s.lease
 	if lost, why := memberLost(inst); lost {
 		return ctrl.Result{}, r.endLost(ctx, s, inst, why)
 	}
 	if l.Status.Phase == kobev1.LeaseBound && binding.Consistent(l, inst) {
+		// The status is a copy anyone with clusterleases/status may write:
+		// an expiry later than the bind allows is brought back.
+		if lease.CapExpiry(l, r.poolOrNil(ctx, l), binding.BoundAt(inst, l)) {
+			s.log.Info("Lease expiry was later than its bind allows; capped", "expiresAt", l.Status.ExpiresAt.UTC().Format(time.RFC3339))
+		}
 		return ctrl.Result{}, nil
 	}
 	binding.RecordBound(l, inst, lease.TTL(l, r.poolOrNil(ctx, l)))

@@ -1,7 +1,8 @@
 // Package leasecreds mints the kubeconfig a lease holder gets: a client
 // certificate signed in-process by the member's client CA, whose subject
-// names the lease and its requester and whose NotAfter is the lease's expiry.
-// Nothing is written anywhere; a new certificate is minted per request.
+// names the lease and its requester and whose NotAfter is the lease's expiry,
+// never later than the bind's limit (lease.MaxExpiry). Nothing is written
+// anywhere; a new certificate is minted per request.
 package leasecreds
 
 import (
@@ -10,23 +11,37 @@ import (
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/backend"
+	"github.com/kunobi-ninja/kobe/internal/binding"
 	"github.com/kunobi-ninja/kobe/internal/credentials/pki"
+	"github.com/kunobi-ninja/kobe/internal/lease"
 )
 
 // AdminGroup is the group lease certificates carry: a lease holder owns the
 // whole member for the lease's lifetime.
 const AdminGroup = "system:masters"
 
-// Kubeconfig mints a kubeconfig for a bound lease.
-func Kubeconfig(a *backend.Access, l *kobev1.ClusterLease, now time.Time) ([]byte, error) {
+// Kubeconfig mints a kubeconfig for lease l bound to inst, whose access is
+// a. The caller has confirmed the bind from a live read of inst; it must
+// name l (UID). The certificate's NotAfter is l's expiry, capped at
+// NotAfter: a status.expiresAt written later than the lease can last (by
+// anyone with clusterleases/status) does not lengthen it. pool gives the
+// TTL of a lease that sets none; nil when it is gone.
+func Kubeconfig(a *backend.Access, l *kobev1.ClusterLease, inst *kobev1.ClusterInstance, pool *kobev1.ClusterPool, now time.Time) ([]byte, error) {
 	if l.Status.ExpiresAt == nil || l.Status.InstanceRef == nil {
 		return nil, fmt.Errorf("lease %s is not bound", l.Name)
+	}
+	if !binding.Names(inst, l) || l.Status.InstanceRef.Name != inst.Name {
+		return nil, fmt.Errorf("member %s does not hold lease %s", inst.Name, l.Name)
+	}
+	notAfter := NotAfter(l, inst, pool)
+	if !notAfter.After(now) {
+		return nil, fmt.Errorf("lease %s expired at %s", l.Name, notAfter.UTC().Format(time.RFC3339))
 	}
 	ca, err := pki.LoadCA(a.ClientCACert, a.ClientCAKey)
 	if err != nil {
 		return nil, fmt.Errorf("loading client CA of %s: %w", l.Status.InstanceRef.Name, err)
 	}
-	cert, key, err := ca.IssueClient(CommonName(l), []string{AdminGroup}, now.Add(-time.Minute), l.Status.ExpiresAt.Time)
+	cert, key, err := ca.IssueClient(CommonName(l), []string{AdminGroup}, now.Add(-time.Minute), notAfter)
 	if err != nil {
 		return nil, fmt.Errorf("signing client certificate for lease %s: %w", l.Name, err)
 	}
@@ -38,6 +53,16 @@ func Kubeconfig(a *backend.Access, l *kobev1.ClusterLease, now time.Time) ([]byt
 		ClientCertPEM: cert,
 		ClientKeyPEM:  key,
 	})
+}
+
+// NotAfter is when l's access to inst ends: its status.expiresAt, but never
+// later than lease.MaxExpiry counted from the member's write-once boundAt.
+func NotAfter(l *kobev1.ClusterLease, inst *kobev1.ClusterInstance, pool *kobev1.ClusterPool) time.Time {
+	limit := lease.MaxExpiry(l, pool, binding.BoundAt(inst, l))
+	if l.Status.ExpiresAt == nil || l.Status.ExpiresAt.After(limit) {
+		return limit
+	}
+	return l.Status.ExpiresAt.Time
 }
 
 // CommonName is the certificate subject's CN: the lease and its requester,

@@ -9,6 +9,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/backend"
@@ -26,26 +27,39 @@ func TestKubeconfig(t *testing.T) {
 	}
 	access := &backend.Access{Endpoint: "https://127.0.0.1:6443", CACert: serverCA.CertPEM, ClientCACert: clientCA.CertPEM, ClientCAKey: clientCA.KeyPEM}
 	now := time.Now().UTC().Truncate(time.Second)
+	boundAt := metav1.NewTime(now.Add(-5 * time.Minute))
 	expires := metav1.NewTime(now.Add(30 * time.Minute))
 	bound := &kobev1.ClusterLease{
-		ObjectMeta: metav1.ObjectMeta{Name: "lease-abc"},
-		Spec:       kobev1.ClusterLeaseSpec{Requester: kobev1.Requester{Identity: "my-org/my-repo:refs/heads/main"}},
-		Status:     kobev1.ClusterLeaseStatus{InstanceRef: &kobev1.ObjectRef{Name: "pool-dev-3"}, ExpiresAt: &expires},
+		ObjectMeta: metav1.ObjectMeta{Name: "lease-abc", UID: "uid-lease"},
+		Spec: kobev1.ClusterLeaseSpec{Requester: kobev1.Requester{Identity: "my-org/my-repo:refs/heads/main"},
+			TTL: &metav1.Duration{Duration: 35 * time.Minute}, MaxTTL: &metav1.Duration{Duration: time.Hour}},
+		Status: kobev1.ClusterLeaseStatus{InstanceRef: &kobev1.ObjectRef{Name: "pool-dev-3", UID: "uid-member"}, BoundAt: &boundAt, ExpiresAt: &expires},
 	}
+	member := &kobev1.ClusterInstance{
+		ObjectMeta: metav1.ObjectMeta{Name: "pool-dev-3", UID: "uid-member"},
+		Spec:       kobev1.ClusterInstanceSpec{LeaseRef: &kobev1.LeaseBinding{Name: "lease-abc", UID: "uid-lease", BoundAt: &boundAt}},
+	}
+	other := member.DeepCopy()
+	other.Spec.LeaseRef.UID = "uid-other-lease"
+	expired := bound.DeepCopy()
+	expired.Status.ExpiresAt = &boundAt
 
 	tests := []struct {
 		name    string
 		lease   *kobev1.ClusterLease
+		member  *kobev1.ClusterInstance
 		access  *backend.Access
 		wantErr string
 	}{
-		{name: "bound lease", lease: bound, access: access},
-		{name: "pending lease", lease: &kobev1.ClusterLease{ObjectMeta: metav1.ObjectMeta{Name: "lease-q"}}, access: access, wantErr: "not bound"},
-		{name: "client CA key does not match", lease: bound, access: &backend.Access{Endpoint: access.Endpoint, CACert: access.CACert, ClientCACert: clientCA.CertPEM, ClientCAKey: serverCA.KeyPEM}, wantErr: "client CA"},
+		{name: "bound lease", lease: bound, member: member, access: access},
+		{name: "pending lease", lease: &kobev1.ClusterLease{ObjectMeta: metav1.ObjectMeta{Name: "lease-q"}}, member: member, access: access, wantErr: "not bound"},
+		{name: "member holds another lease", lease: bound, member: other, access: access, wantErr: "does not hold lease"},
+		{name: "expired lease", lease: expired, member: member, access: access, wantErr: "expired"},
+		{name: "client CA key does not match", lease: bound, member: member, access: &backend.Access{Endpoint: access.Endpoint, CACert: access.CACert, ClientCACert: clientCA.CertPEM, ClientCAKey: serverCA.KeyPEM}, wantErr: "client CA"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			kc, err := Kubeconfig(tt.access, tt.lease, now)
+			kc, err := Kubeconfig(tt.access, tt.lease, tt.member, nil, now)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err = %v, want %q", err, tt.wantErr)
@@ -82,6 +96,63 @@ func TestKubeconfig(t *testing.T) {
 				t.Errorf("certificate does not verify against the member's client CA: %v", err)
 			}
 		})
+	}
+}
+
+// TestKubeconfigIgnoresForgedExpiry: a status.expiresAt written later than
+// the lease can last (boundAt + ttl + granted extensions, each at most the
+// max TTL recorded at creation), as anyone with clusterleases/status can,
+// does not lengthen the certificate; neither does a forged boundAt or
+// extension count beyond the lease's cap.
+func TestKubeconfigIgnoresForgedExpiry(t *testing.T) {
+	serverCA, err := pki.NewCA("server", 24*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clientCA, err := pki.NewCA("client", 24*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	access := &backend.Access{Endpoint: "https://127.0.0.1:6443", CACert: serverCA.CertPEM, ClientCACert: clientCA.CertPEM, ClientCAKey: clientCA.KeyPEM}
+	now := time.Now().UTC().Truncate(time.Second)
+	boundAt := metav1.NewTime(now.Add(-10 * time.Minute))
+	member := &kobev1.ClusterInstance{
+		ObjectMeta: metav1.ObjectMeta{Name: "pool-dev-3", UID: "uid-member"},
+		Spec:       kobev1.ClusterInstanceSpec{LeaseRef: &kobev1.LeaseBinding{Name: "lease-abc", UID: "uid-lease", BoundAt: &boundAt}},
+	}
+	forged := metav1.NewTime(now.Add(1000 * time.Hour))
+	laterBind := metav1.NewTime(now.Add(500 * time.Hour))
+	l := &kobev1.ClusterLease{
+		ObjectMeta: metav1.ObjectMeta{Name: "lease-abc", UID: "uid-lease"},
+		Spec: kobev1.ClusterLeaseSpec{TTL: &metav1.Duration{Duration: 30 * time.Minute},
+			MaxTTL: &metav1.Duration{Duration: time.Hour}, MaxExtensions: ptr.To[int32](1)},
+		Status: kobev1.ClusterLeaseStatus{InstanceRef: &kobev1.ObjectRef{Name: "pool-dev-3", UID: "uid-member"},
+			BoundAt: &laterBind, ExpiresAt: &forged, Extensions: 7},
+	}
+	// One extension of at most 1h counts, from the member's boundAt.
+	want := boundAt.Add(30*time.Minute + time.Hour)
+	if got := NotAfter(l, member, nil); !got.Equal(want) {
+		t.Fatalf("NotAfter = %s, want %s", got, want)
+	}
+	kc, err := Kubeconfig(access, l, member, nil, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := clientcmd.Load(kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, _ := pem.Decode(cfg.AuthInfos[cfg.Contexts[cfg.CurrentContext].AuthInfo].ClientCertificateData)
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cert.NotAfter.Equal(want) {
+		t.Fatalf("certificate NotAfter %s, want the lease's limit %s, not the forged %s", cert.NotAfter, want, forged.Time)
+	}
+	// Once the limit has passed, nothing is minted whatever the status says.
+	if _, err := Kubeconfig(access, l, member, nil, want.Add(time.Second)); err == nil || !strings.Contains(err.Error(), "expired") {
+		t.Fatalf("minting past the limit: %v", err)
 	}
 }
 
