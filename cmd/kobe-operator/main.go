@@ -137,9 +137,14 @@ func run(ctx context.Context, o options) error {
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        "kobe-operator.kobe.kunobi.ninja",
 		LeaderElectionNamespace: o.namespace,
-		LeaseDuration:           &o.leaderElectTimes.leaseDuration,
-		RenewDeadline:           &o.leaderElectTimes.renewDeadline,
-		RetryPeriod:             &o.leaderElectTimes.retryPeriod,
+		// A replica stopped with SIGTERM (a rolling update) hands the
+		// lease over at once instead of making the others wait out its
+		// duration; safe because the process exits when the manager
+		// returns, after the controllers have stopped.
+		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 &o.leaderElectTimes.leaseDuration,
+		RenewDeadline:                 &o.leaderElectTimes.renewDeadline,
+		RetryPeriod:                   &o.leaderElectTimes.retryPeriod,
 		Cache: cache.Options{
 			// One namespace: pools, leases, the access Secrets of members
 			// and the token Secrets of policies all live there. Secrets are
