@@ -47,6 +47,9 @@ type Options struct {
 	// StopGracePeriod is how long Delete waits after SIGTERM before it
 	// sends SIGKILL. Default 5 seconds.
 	StopGracePeriod time.Duration
+	// Host identifies this host and boot (see Backend.Host). Default
+	// "<hostname>/<boot id>"; tests set it to pose as another host.
+	Host string
 }
 
 // Backend runs members as local processes. It is safe for concurrent use.
@@ -113,6 +116,11 @@ func New(opts Options) (*Backend, error) {
 		opts.Logger = logr.Discard()
 	}
 	var err error
+	if opts.Host == "" {
+		if opts.Host, err = hostIdentity(); err != nil {
+			return nil, fmt.Errorf("local backend: %w", err)
+		}
+	}
 	// Paths are compared with process command lines: make them absolute.
 	if opts.BinDir, err = filepath.Abs(opts.BinDir); err != nil {
 		return nil, fmt.Errorf("local backend: %w", err)

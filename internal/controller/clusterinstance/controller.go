@@ -100,6 +100,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	if s.backend == nil {
 		return r.backendNotWired(ctx, s)
 	}
+	refused, err := r.guardHost(ctx, s)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if refused != "" {
+		return r.reconcileElsewhere(ctx, s, refused)
+	}
 	if inst.Spec.LeaseRef != nil && inst.Status.Phase != kobev1.InstanceRecycling && inst.Status.Phase != kobev1.InstanceQuarantined {
 		return r.reconcileLeased(ctx, s)
 	}

@@ -157,6 +157,12 @@ type harness struct {
 }
 
 func startHarness(t *testing.T) *harness {
+	return startHarnessWith(t, func(f *fakeBackend) backend.Backend { return f })
+}
+
+// startHarnessWith wires the backend wrap makes of the fake (host_test.go
+// gives it a host).
+func startHarnessWith(t *testing.T, wrap func(*fakeBackend) backend.Backend) *harness {
 	env := testenv.Start(t)
 	if os.Getenv("KOBE_TEST_LOG") != "" {
 		ctrl.SetLogger(zap.New(zap.UseDevMode(true)))
@@ -178,7 +184,7 @@ func startHarness(t *testing.T) *harness {
 		t.Fatal(err)
 	}
 	r := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(ControllerName),
-		Clock: clock.RealClock{}, Backends: backend.Registry{kobev1.BackendLocal: fake}, PollInterval: 200 * time.Millisecond}
+		Clock: clock.RealClock{}, Backends: backend.Registry{kobev1.BackendLocal: wrap(fake)}, PollInterval: 200 * time.Millisecond}
 	if err := r.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}

@@ -37,6 +37,14 @@ func (r *Reconciler) finalize(ctx context.Context, s *scope) (ctrl.Result, error
 			fmt.Sprintf("cannot destroy the member: backend %q is not wired in this operator", s.inst.Spec.Backend.Type), corev1.EventTypeWarning)
 		return ctrl.Result{RequeueAfter: time.Minute}, nil
 	}
+	// Never report destroyed what this host did not destroy.
+	refused, err := r.guardHost(ctx, s)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if refused != "" {
+		return ctrl.Result{RequeueAfter: elsewhereRecheck}, nil
+	}
 	gone, err := s.backend.Delete(ctx, s.member())
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("destroying member %s: %w", s.inst.Name, err)

@@ -1,0 +1,175 @@
+package clusterinstance
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+
+	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+	"github.com/kunobi-ninja/kobe/internal/backend"
+	"github.com/kunobi-ninja/kobe/internal/pool"
+	"github.com/kunobi-ninja/kobe/internal/testenv"
+)
+
+// hostFake is the fake backend tied to one host, as the local backend is.
+type hostFake struct {
+	*fakeBackend
+	host string
+}
+
+func (h hostFake) Host() string { return h.host }
+
+const (
+	thisHost  = "runner-a/11111111-2222-3333-4444-555555555555"
+	otherHost = "runner-b/99999999-8888-7777-6666-555555555555"
+)
+
+func TestCheckHost(t *testing.T) {
+	withRecord := func(host string) *kobev1.ClusterInstance {
+		inst := &kobev1.ClusterInstance{}
+		if host != "" {
+			inst.Annotations = map[string]string{kobev1.AnnotationHost: host}
+		}
+		return inst
+	}
+	bound := hostFake{host: thisHost}
+	cases := []struct {
+		name string
+		inst *kobev1.ClusterInstance
+		b    any
+		want hostCheck
+	}{
+		{"recorded here", withRecord(thisHost), bound, hostHere},
+		{"not recorded", withRecord(""), bound, hostUnrecorded},
+		{"recorded on another host", withRecord(otherHost), bound, hostElsewhere},
+		{"same host name, another boot", withRecord("runner-a/00000000-2222-3333-4444-555555555555"), bound, hostElsewhere},
+		{"a prefix of this host", withRecord("runner-a"), bound, hostElsewhere},
+		{"a backend not tied to a host", withRecord(otherHost), &fakeBackend{}, hostHere},
+	}
+	for _, tc := range cases {
+		got, why := checkHost(tc.inst, tc.b)
+		if got != tc.want || (got == hostElsewhere) != (why != "") {
+			t.Errorf("%s: got %v %q, want %v", tc.name, got, why, tc.want)
+		}
+		if got == hostElsewhere && (!strings.Contains(why, otherHost) && !strings.Contains(why, "runner-a/0") && !strings.Contains(why, `"runner-a"`) || !strings.Contains(why, kobev1.FinalizerInstance)) {
+			t.Errorf("%s: the reason does not name the recorded host and the way out: %q", tc.name, why)
+		}
+	}
+}
+
+// TestMemberOnAnotherHost (issue 10): a member of a host-bound backend
+// records the host it is started on before anything is started. A member
+// recorded on another host is never passed to the backend (not observed,
+// not destroyed, never reported Destroyed), says why in a condition and
+// an Event, is recycled unless a lease holds it, and keeps its finalizer
+// until a person removes it.
+func TestMemberOnAnotherHost(t *testing.T) {
+	h := startHarnessWith(t, func(f *fakeBackend) backend.Backend { return hostFake{fakeBackend: f, host: thisHost} })
+
+	t.Run("a new member records this host before it is created", func(t *testing.T) {
+		ns := h.namespace(t)
+		_, m := h.poolAndMember(t, ns, nil)
+		got := h.waitPhase(t, m, kobev1.InstanceReady, 30*time.Second)
+		if got.Annotations[kobev1.AnnotationHost] != thisHost {
+			t.Errorf("host record = %q, want %q", got.Annotations[kobev1.AnnotationHost], thisHost)
+		}
+		if err := h.c.Delete(t.Context(), m); err != nil {
+			t.Fatal(err)
+		}
+		h.waitGone(t, m, 15*time.Second)
+		h.waitEvent(t, ns, m.Name, kobev1.ReasonDestroyed)
+	})
+
+	t.Run("a member recorded elsewhere is recycled, never destroyed here", func(t *testing.T) {
+		ns := h.namespace(t)
+		p, _ := h.poolAndMember(t, ns, nil)
+		m := pool.NewMember(p, 7)
+		m.Finalizers = nil
+		m.Annotations = map[string]string{kobev1.AnnotationHost: otherHost}
+		if err := h.c.Create(t.Context(), m); err != nil {
+			t.Fatal(err)
+		}
+		key := ns + "/" + m.Name
+		got := h.waitPhase(t, m, kobev1.InstanceRecycling, 15*time.Second)
+		c := meta.FindStatusCondition(got.Status.Conditions, kobev1.ConditionProvisioned)
+		if c == nil || c.Reason != kobev1.ReasonHostMismatch || !strings.Contains(c.Message, otherHost) || !strings.Contains(c.Message, thisHost) {
+			t.Errorf("Provisioned = %+v, want HostMismatch naming both hosts", c)
+		}
+		h.waitEvent(t, ns, m.Name, kobev1.ReasonHostMismatch)
+		h.requireHeldNotDestroyed(t, m)
+		if n := h.fake.count(h.fake.creates, key); n != 0 {
+			t.Errorf("backend Create called %d times for a member recorded on another host", n)
+		}
+		// A person who made sure it is gone there lets it go.
+		cur, _ := h.get(t, m)
+		cur.Finalizers = nil
+		if err := h.c.Update(t.Context(), cur); err != nil {
+			t.Fatal(err)
+		}
+		h.waitGone(t, m, 10*time.Second)
+	})
+
+	t.Run("a leased member recorded elsewhere is left to its holder, unobserved, and recycled when its lease ends", func(t *testing.T) {
+		ns := h.namespace(t)
+		_, m := h.poolAndMember(t, ns, func(p *kobev1.ClusterPool) {
+			p.Spec.HealthCheck = &kobev1.HealthCheckSpec{IntervalSeconds: 1, FailureThreshold: 1}
+		})
+		h.waitPhase(t, m, kobev1.InstanceReady, 30*time.Second)
+		l := h.bind(t, m, "held")
+		h.waitPhase(t, m, kobev1.InstanceLeased, 10*time.Second)
+		// The operator moved: the member now looks recorded elsewhere, and
+		// this host's backend knows nothing of it (Absent). It must not be
+		// taken for lost.
+		cur, _ := h.get(t, m)
+		cur.Annotations[kobev1.AnnotationHost] = otherHost
+		if err := h.c.Update(t.Context(), cur); err != nil {
+			t.Fatal(err)
+		}
+		h.fake.forget(ns + "/" + m.Name)
+		h.waitEvent(t, ns, m.Name, kobev1.ReasonHostMismatch)
+		time.Sleep(3 * time.Second) // three health intervals: a wrong InstanceLost would show
+		got, _ := h.get(t, m)
+		if got == nil || got.Status.Phase != kobev1.InstanceLeased || h.hasEvent(t, ns, m.Name, kobev1.ReasonInstanceLost) {
+			t.Fatalf("a leased member on another host was taken for lost: %+v", got)
+		}
+
+		l.Status.Phase = kobev1.LeaseReleased
+		if err := h.c.Status().Update(t.Context(), l); err != nil {
+			t.Fatal(err)
+		}
+		h.waitPhase(t, m, kobev1.InstanceRecycling, 10*time.Second)
+		h.requireHeldNotDestroyed(t, m)
+		cur, _ = h.get(t, m)
+		cur.Finalizers = nil
+		if err := h.c.Update(t.Context(), cur); err != nil {
+			t.Fatal(err)
+		}
+		h.waitGone(t, m, 10*time.Second)
+	})
+}
+
+// requireHeldNotDestroyed waits until m is deleted and held by its
+// finalizer, watches it for several poll intervals, and fails if the
+// backend was asked to destroy it, it was reported Destroyed, or it was let
+// go.
+func (h *harness) requireHeldNotDestroyed(t *testing.T, m *kobev1.ClusterInstance) {
+	t.Helper()
+	testenv.Eventually(t, 10*time.Second, m.Name+" deleted and held", func() error {
+		cur, ok := h.get(t, m)
+		return holds(ok && cur.DeletionTimestamp != nil && len(cur.Finalizers) == 1, fmt.Sprintf("present %v", ok))
+	})
+	time.Sleep(2 * time.Second) // a window in which a wrong destroy would happen: ten poll intervals
+	if cur, ok := h.get(t, m); !ok || len(cur.Finalizers) != 1 {
+		t.Fatalf("the member recorded elsewhere was let go: present %v", ok)
+	}
+	key := m.Namespace + "/" + m.Name
+	if n := h.fake.count(h.fake.deletes, key); n != 0 {
+		t.Errorf("backend Delete called %d times for a member on another host", n)
+	}
+	if h.hasEvent(t, m.Namespace, m.Name, kobev1.ReasonDestroyed) {
+		t.Error("a member on another host was reported Destroyed")
+	}
+}
