@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strconv"
+	"time"
 
 	"github.com/go-logr/logr"
 
@@ -25,8 +27,8 @@ func principal(r *http.Request) *auth.Principal {
 	return p
 }
 
-// authenticate admits only authenticated callers to next: it reads the body
-// within MaxBodyBytes (413 beyond), authenticates the request with it (401,
+// authenticate admits only authenticated callers to next: it takes the
+// body bufferBody read (within MaxBodyBytes), authenticates the request with it (401,
 // or 403 when no rule of the caller's policy matches), puts the principal in
 // the request's context and hands next the body again. When optional, a
 // request without an Authorization header passes without a principal.
@@ -55,6 +57,34 @@ func (s *Server) authenticate(optional bool, next http.HandlerFunc) http.Handler
 // errBodyTooLarge is a request body beyond MaxBodyBytes.
 var errBodyTooLarge = errors.New("request body too large")
 
+// bufferBody reads the whole body, within MaxBodyBytes and BodyReadTimeout,
+// before next runs, and hands next the bytes read.
+func (s *Server) bufferBody(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.readingBodies.Add(1)
+		rc := http.NewResponseController(w)
+		// Recorders in tests have no connection to set a deadline on.
+		if err := rc.SetReadDeadline(time.Now().Add(s.opts.BodyReadTimeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+			s.opts.Log.Error(err, "Setting the body read deadline failed")
+		}
+		body, err := s.readBody(w, r)
+		s.readingBodies.Add(-1)
+		// Nothing more is read from this request; a deadline left in place
+		// would cancel the request's context (net/http's background read
+		// fails with it) while the handler still works.
+		_ = rc.SetReadDeadline(time.Time{})
+		if err != nil {
+			// Close the connection after the answer: net/http would
+			// otherwise read the rest of a body that never ends.
+			w.Header().Set("Connection", "close")
+			s.fail(w, r, err)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		next.ServeHTTP(w, r)
+	})
+}
+
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	if r.Body == nil {
 		return nil, nil
@@ -64,6 +94,9 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			return nil, fmt.Errorf("%w: the body must be at most %d bytes", errBodyTooLarge, s.opts.MaxBodyBytes)
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return nil, fmt.Errorf("%w: the body was not received within %s", errBadRequest, s.opts.BodyReadTimeout)
 		}
 		return nil, fmt.Errorf("%w: the body could not be read: %w", errBadRequest, err)
 	}

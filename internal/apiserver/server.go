@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -25,6 +26,9 @@ import (
 const (
 	DefaultMaxInFlight  = 200
 	DefaultMaxBodyBytes = 64 << 10
+	// DefaultBodyReadTimeout bounds reading a request body, which happens
+	// before the request takes an in-flight slot.
+	DefaultBodyReadTimeout = 10 * time.Second
 )
 
 // Authenticator turns a request into a Principal (see package auth).
@@ -57,6 +61,9 @@ type Options struct {
 	MaxInFlight int
 	// MaxBodyBytes bounds request bodies (413 beyond it).
 	MaxBodyBytes int64
+	// BodyReadTimeout bounds reading a request body (400 beyond it;
+	// DefaultBodyReadTimeout).
+	BodyReadTimeout time.Duration
 	// Ready reports whether the process can serve (caches synced).
 	Ready func() bool
 	// TLSCertFile and TLSKeyFile serve HTTPS when both are set.
@@ -67,12 +74,15 @@ type Options struct {
 
 // Server is the HTTP API.
 type Server struct {
-	opts       Options
-	leases     *leaseservice.Service
-	handler    http.Handler
-	inFlight   chan struct{}
-	listener   net.Listener
-	listenerMu sync.Mutex
+	opts     Options
+	leases   *leaseservice.Service
+	handler  http.Handler
+	inFlight chan struct{}
+	// readingBodies counts requests reading their body, which hold no
+	// in-flight slot (tests observe trickling callers with it).
+	readingBodies atomic.Int32
+	listener      net.Listener
+	listenerMu    sync.Mutex
 }
 
 // New builds the server and its routes.
@@ -82,6 +92,9 @@ func New(opts Options) *Server {
 	}
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if opts.BodyReadTimeout <= 0 {
+		opts.BodyReadTimeout = DefaultBodyReadTimeout
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
@@ -118,7 +131,11 @@ func (s *Server) routes() http.Handler {
 		api.Handle(pattern, s.authenticate(false, h))
 	}
 	api.Handle("GET /v1/status", s.authenticate(true, s.status))
-	limited := s.limitInFlight(jsonMuxErrors(api))
+	// The body is read before a slot is taken: a caller that trickles its
+	// body (authenticated or not) holds a connection for at most
+	// BodyReadTimeout, never a slot. Authentication, which SSH signatures
+	// need the body for, runs inside the slot.
+	limited := s.bufferBody(s.limitInFlight(jsonMuxErrors(api)))
 
 	root := http.NewServeMux()
 	root.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { writeText(w, http.StatusOK, "ok") })
