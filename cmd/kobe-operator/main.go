@@ -53,6 +53,7 @@ type options struct {
 	localDataRoot     string
 	localAdvertise    string
 	leaseRetention    time.Duration
+	auditRetention    time.Duration
 	defaultMaxTTL     time.Duration
 	maxQueuedPerOwner int
 	apiTLSCert        string
@@ -90,6 +91,7 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.BoolVar(&o.enableSim, "enable-sim-backend", false, "Wire the sim backend: pools with backend.type sim get simulated members, with no cluster behind them, whose kubeconfigs point at an address that answers nothing. For benchmarks, scale tests and demos only; never for real use.")
 	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "", "Serve Go's /debug/pprof on this address (e.g. 127.0.0.1:6060) for profiling; empty disables it.")
 	fs.DurationVar(&o.leaseRetention, "lease-retention", time.Hour, "How long ended leases are kept before deletion.")
+	fs.DurationVar(&o.auditRetention, "audit-retention", clusterlease.DefaultAuditRetention, "How long the audit record of a lease that held a member (ConfigMap kobe-audit-<lease UID>: who held which member, from when to when, under which policy) is kept; it outlives the lease.")
 	fs.IntVar(&o.maxQueuedPerOwner, "max-queued-per-owner", leaseservice.DefaultMaxQueuedPerOwner, "Most leases one caller (policy and identity) may have waiting for a member when its AccessPolicy rule sets no maxConcurrentLeases; beyond it the API answers 429 QueuedLeaseLimit.")
 	fs.DurationVar(&o.defaultMaxTTL, "default-max-ttl", auth.DefaultMaxTTL, "Longest lease TTL, and longest single extension, under an AccessPolicy rule that sets no maxTtl; longer requests are clamped.")
 }
@@ -261,10 +263,14 @@ func setupControllers(mgr ctrl.Manager, backends backend.Registry, binder *bindi
 	leases := &clusterlease.Reconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Binder: binder,
 		Recorder: mgr.GetEventRecorder("kobe-lease"), Clock: clk,
-		Retention: o.leaseRetention,
+		Retention: o.leaseRetention, AuditRetention: o.auditRetention,
 	}
 	if err := leases.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up lease controller: %w", err)
+	}
+	if err := mgr.Add(&clusterlease.AuditJanitor{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: o.namespace,
+		Retention: o.auditRetention, Clock: clk}); err != nil {
+		return fmt.Errorf("adding audit janitor: %w", err)
 	}
 	policies := &accesspolicy.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("kobe-accesspolicy"), Clock: clk}
 	if err := policies.SetupWithManager(mgr); err != nil {

@@ -138,6 +138,8 @@ type AuditJanitor struct {
 	Client    client.Client
 	Reader    client.Reader
 	Namespace string
+	// Retention is how long records are kept; DefaultAuditRetention when
+	// not positive (never "delete everything").
 	Retention time.Duration
 	// Interval between sweeps; one hour when zero.
 	Interval time.Duration
@@ -159,7 +161,7 @@ func (j *AuditJanitor) Start(ctx context.Context) error {
 		if deleted, err := j.Sweep(ctx); err != nil {
 			log.Error(err, "Deleting expired audit records failed", "deleted", deleted)
 		} else if deleted > 0 {
-			log.Info("Deleted expired audit records", "deleted", deleted, "retention", j.Retention.String())
+			log.Info("Deleted expired audit records", "deleted", deleted, "retention", j.retention().String())
 		}
 		select {
 		case <-ctx.Done():
@@ -183,7 +185,7 @@ func (j *AuditJanitor) Sweep(ctx context.Context) (int, error) {
 		if t, err := time.Parse(time.RFC3339, cm.Data[AuditKeyEndedAt]); err == nil && t.Before(ended) {
 			ended = t
 		}
-		if ended.Add(j.Retention).After(now) {
+		if ended.Add(j.retention()).After(now) {
 			continue
 		}
 		uid := cm.UID
@@ -193,4 +195,11 @@ func (j *AuditJanitor) Sweep(ctx context.Context) (int, error) {
 		deleted++
 	}
 	return deleted, nil
+}
+
+func (j *AuditJanitor) retention() time.Duration {
+	if j.Retention > 0 {
+		return j.Retention
+	}
+	return DefaultAuditRetention
 }

@@ -232,9 +232,9 @@ func TestAuditJanitor(t *testing.T) {
 	mk("kobe-audit-new", true, 29*24*time.Hour)
 	mk("not-an-audit-record", false, 365*24*time.Hour)
 
-	// Seen from 30 days on, with the real API server's creation times.
+	// No retention given: the default (30 days), never "delete all".
 	clk := testclock.NewFakePassiveClock(now)
-	j := &clusterlease.AuditJanitor{Client: c, Reader: c, Namespace: ns, Retention: 30 * 24 * time.Hour, Clock: clk}
+	j := &clusterlease.AuditJanitor{Client: c, Reader: c, Namespace: ns, Clock: clk}
 	if !j.NeedLeaderElection() {
 		t.Error("the janitor must run on the leader only")
 	}
