@@ -90,7 +90,7 @@ test-integration: controlplane ## Tests against the real control plane (internal
 	pkgs=$$(hack/test-packages.sh heavy); go test $(GO_TEST_FLAGS) -p 1 -timeout 20m $$pkgs
 
 .PHONY: test-e2e
-test-e2e: controlplane ## End to end: the real operator, CLI and make run (test/e2e, test/run), one package at a time.
+test-e2e: controlplane ## End to end: the real operator, CLI and make run (test/e2e, test/ha, test/run), one package at a time.
 	pkgs=$$(hack/test-packages.sh e2e); go test $(GO_TEST_FLAGS) -p 1 -timeout 20m $$pkgs
 
 .PHONY: fmt-check

@@ -7,7 +7,8 @@
 #                except the heavy and end-to-end ones
 #   heavy        integration packages that start many real clusters each; run
 #                them one at a time (go test -p 1) on a 2-core machine
-#   e2e          the real operator binary, CLI and `make run` end to end
+#   e2e          the real operator binary, CLI and `make run` end to end,
+#                and two operator replicas (test/ha)
 #
 # The sets come from `go list -deps -test`, so a new package lands in the
 # right layer without editing a list; only heavy and e2e are named here, and
@@ -17,7 +18,7 @@ cd "$(dirname "$0")/.."
 
 module=$(go list -m)
 heavy=("$module/internal/backend/local" "$module/internal/controller/clusterpool")
-e2e=("$module/test/e2e")
+e2e=("$module/test/e2e" "$module/test/ha")
 compgen -G "test/run/*_test.go" >/dev/null && e2e+=("$module/test/run")
 bench=("$module/test/bench")
 
