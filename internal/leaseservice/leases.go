@@ -141,7 +141,9 @@ func (s *Service) Extend(ctx context.Context, p *auth.Principal, ref string, by 
 			}
 			return nil
 		}
-		if allowed := p.MaxExtensions(); l.Status.Extensions >= allowed {
+		// The lease's own cap says so in lease.Extend's words; the current
+		// rule's only when it is the smaller.
+		if allowed := p.MaxExtensions(); allowed < lease.MaxExtensions(l) && l.Status.Extensions >= allowed {
 			refusal = fmt.Errorf("%w: your rule (policy %s, rules[%d]) allows %d extensions and lease %s has had %d",
 				lease.ErrExtensionLimit, p.Policy, p.RuleIndex, allowed, l.Name, l.Status.Extensions)
 			return nil
