@@ -163,9 +163,8 @@ func (s *Service) admit(ctx context.Context, p *auth.Principal, poolName string,
 
 // queueOrRefuse gives l, which could not be bound at once, one of its
 // owner's queue slots when the owner's rule sets no maxConcurrentLeases
-// (which bounds queued leases as well). At Options.MaxQueuedPerOwner it
-// deletes l (nothing can have bound it: it is neither marked Pending nor
-// past lease.InFlightGrace) and returns ErrQueueLimit.
+// (which bounds queued leases as well). At Options.MaxQueuedPerOwner, or
+// when the slot cannot be written, it withdraws l and returns why.
 func (s *Service) queueOrRefuse(ctx context.Context, p *auth.Principal, l *kobev1.ClusterLease, alias string) error {
 	if _, limited := p.MaxConcurrentLeases(); limited {
 		return nil
@@ -174,10 +173,29 @@ func (s *Service) queueOrRefuse(ctx context.Context, p *auth.Principal, l *kobev
 	if err == nil {
 		return nil
 	}
-	if derr := s.opts.Client.Delete(ctx, l, client.Preconditions{UID: &l.UID}); derr != nil && !apierrors.IsNotFound(derr) {
-		return fmt.Errorf("withdrawing lease %s (%w): %w", l.Name, err, derr)
+	if werr := s.withdrawQueued(ctx, l); werr != nil {
+		return fmt.Errorf("withdrawing lease %s (%w): %w", l.Name, err, werr)
 	}
 	return err
+}
+
+// withdrawQueued removes l, a lease nobody was told of. Unchanged since its
+// create (fenced by resourceVersion), nothing can have bound it: it is not
+// marked Pending and the lease controller leaves it for
+// lease.InFlightGrace. If the controller has touched it after all, l is
+// ended instead, so that a member it may hold is recycled.
+func (s *Service) withdrawQueued(ctx context.Context, l *kobev1.ClusterLease) error {
+	err := s.opts.Client.Delete(ctx, l, client.Preconditions{UID: &l.UID, ResourceVersion: &l.ResourceVersion})
+	if !apierrors.IsConflict(err) {
+		return client.IgnoreNotFound(err)
+	}
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := s.opts.APIReader.Get(ctx, client.ObjectKeyFromObject(l), l); err != nil || !lease.IsActive(l) {
+			return client.IgnoreNotFound(err)
+		}
+		lease.End(l, kobev1.LeaseReleased, kobev1.ReasonReleased, "withdrawn: its requester had too many leases waiting", s.opts.Clock.Now())
+		return s.opts.Client.Status().Update(ctx, l)
+	})
 }
 
 // refused audits and counts a request refused by a limit of its caller, and

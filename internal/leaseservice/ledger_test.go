@@ -441,3 +441,49 @@ func TestLedgerJanitor(t *testing.T) {
 		t.Fatalf("a request after the sweep: %v, ledger exists %v", err, exists())
 	}
 }
+
+// TestWithdrawnLeaseTouchedMeanwhile: a lease refused by the cap on
+// waiting leases is deleted only as created; if something (the lease
+// controller, past its grace) changed it meanwhile, it is ended instead, so
+// that a member it may hold is recycled, and the request is still refused.
+func TestWithdrawnLeaseTouchedMeanwhile(t *testing.T) {
+	makePool(t, "withdraw-touched", 0)
+	base, err := client.NewWithWatch(fx.env.Config, client.Options{Scheme: fx.env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var touched []string
+	s := replica(t, func(o *leaseservice.Options) {
+		o.MaxQueuedPerOwner = 1
+		o.Client = interceptor.NewClient(base, interceptor.Funcs{
+			Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+				if l, ok := obj.(*kobev1.ClusterLease); ok {
+					live := leaseObject(t, l.Name)
+					live.Status.Phase = kobev1.LeasePending
+					if err := fx.env.Client.Status().Update(ctx, live); err != nil {
+						return err
+					}
+					touched = append(touched, l.Name)
+				}
+				return c.Delete(ctx, obj, opts...)
+			},
+		})
+	})
+	p := caller("withdraw-touched", kobev1.AccessRule{Pools: []string{"withdraw-touched"}})
+	req := leaseservice.CreateRequest{Pool: "withdraw-touched"}
+	if _, err := s.Create(t.Context(), p, req); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Create(t.Context(), p, req); !errors.Is(err, leaseservice.ErrQueueLimit) {
+		t.Fatalf("second waiting lease with a cap of 1: %v, want ErrQueueLimit", err)
+	}
+	if len(touched) != 1 {
+		t.Fatalf("deletes of leases: %v, want the refused one", touched)
+	}
+	if l := leaseObject(t, touched[0]); l.Status.Phase != kobev1.LeaseReleased {
+		t.Fatalf("the refused lease changed meanwhile is %q, want Released", l.Status.Phase)
+	}
+	if held := activeOf(t, "withdraw-touched", p); len(held) != 1 {
+		t.Fatalf("active leases %v, want only the first", held)
+	}
+}
