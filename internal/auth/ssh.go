@@ -10,6 +10,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+	"github.com/kunobi-ninja/kobe/internal/sshsig"
 )
 
 // AuthorizedKey is one usable authorizedKeys entry of an ssh policy.
@@ -70,6 +71,11 @@ func (a *Authenticator) sshClaims(ctx context.Context, pol *kobev1.AccessPolicy,
 	if !cred.sshChecked {
 		cred.sshChecked = true
 		cred.sshErr = a.ssh.Verify(ctx, r, body, cred.ssh)
+		if errors.Is(cred.sshErr, sshsig.ErrNonceStore) {
+			// The cause is the API server's error: logged, not shown.
+			a.log.Error(cred.sshErr, "Recording an SSH nonce failed; the request is refused", "policy", pol.Name)
+			cred.sshErr = sshsig.ErrNonceStore
+		}
 	}
 	if cred.sshErr != nil {
 		return nil, fmt.Errorf("SSH signature refused: %w", cred.sshErr)

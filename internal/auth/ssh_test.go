@@ -2,6 +2,7 @@ package auth
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -144,5 +145,30 @@ func TestSSHWithoutAudience(t *testing.T) {
 	hdr := signFor(t, agent.Signer(pub), testAudience, "http://kobe.test", "GET", "/v1/leases", nil, time.Now())
 	if p, err := authenticate(t, a, hdr); !errors.Is(err, ErrInvalidCredentials) || !strings.Contains(err.Error(), "not configured") {
 		t.Fatalf("got %+v, %v; want ErrInvalidCredentials saying SSH is not configured", p, err)
+	}
+}
+
+// brokenNonces fails like an API server that forbids the write.
+type brokenNonces struct{}
+
+func (brokenNonces) Claim(context.Context, string, time.Time) error {
+	return errors.New(`leases.coordination.k8s.io is forbidden: User "system:serviceaccount:kobe-system:kobe" cannot create`)
+}
+
+// TestSSHNonceStoreFailure: when the nonce cannot be recorded the request
+// is refused, and the caller is not shown the API server's error.
+func TestSSHNonceStoreFailure(t *testing.T) {
+	agent := sshsigtest.StartAgent(t)
+	path, pub := agent.Keygen("ed25519", "alice@laptop")
+	agent.Add(path)
+	pol := newPolicy("developers", "", kobev1.AuthSpec{SSH: &kobev1.SSHAuth{AuthorizedKeys: []string{pub}}}, allow("*"))
+	a := NewAuthenticator(Options{Reader: storeReader(t, pol), Namespace: testNS, SSHAudience: testAudience, SSHNonces: brokenNonces{}})
+	hdr := signFor(t, agent.Signer(pub), testAudience, "http://kobe.test", "GET", "/v1/leases", nil, time.Now())
+	p, err := authenticate(t, a, hdr)
+	if !errors.Is(err, ErrInvalidCredentials) || !strings.Contains(err.Error(), "could not record") {
+		t.Fatalf("got %+v, %v; want refused because the nonce could not be recorded", p, err)
+	}
+	if strings.Contains(err.Error(), "forbidden") {
+		t.Fatalf("the caller sees the API server's error: %v", err)
 	}
 }

@@ -341,7 +341,7 @@ func TestNonceStoreFailureRefuses(t *testing.T) {
 	s := newSigner(t, "ed25519")
 	v := newVerifier(t, VerifierOptions{Now: func() time.Time { return t0 }, Nonces: failingStore{}})
 	hdr := signed(t, s, "GET", "http://h/v1/leases", nil, t0)
-	if err := verify(v, serverRequest(t, "GET", "/v1/leases", nil, hdr), nil); !errors.Is(err, ErrBusy) {
-		t.Fatalf("got %v, want ErrBusy", err)
+	if err := verify(v, serverRequest(t, "GET", "/v1/leases", nil, hdr), nil); !errors.Is(err, ErrNonceStore) || !strings.Contains(err.Error(), "connection refused") {
+		t.Fatalf("got %v, want ErrNonceStore wrapping the cause", err)
 	}
 }

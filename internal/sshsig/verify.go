@@ -24,9 +24,12 @@ var (
 	ErrBadSignature = errors.New("signature does not match the request")
 	// ErrReplayed: the same key and nonce were seen before.
 	ErrReplayed = errors.New("signature was already used")
-	// ErrBusy: the nonce store cannot record the nonce now; the request is
-	// refused rather than risk accepting a replay.
+	// ErrBusy: the nonce store is full; the request is refused rather than
+	// risk accepting a replay.
 	ErrBusy = errors.New("too many signed requests in the window")
+	// ErrNonceStore: the nonce store failed (its error is wrapped too); the
+	// request is refused rather than accepted unrecorded.
+	ErrNonceStore = errors.New("the server could not record the signature's nonce; try again")
 )
 
 // NonceStore records the nonces of accepted signatures. Servers that share
@@ -113,7 +116,7 @@ func (v *Verifier) Verify(ctx context.Context, r *http.Request, body []byte, h *
 		if errors.Is(err, ErrReplayed) || errors.Is(err, ErrBusy) {
 			return err
 		}
-		return fmt.Errorf("%w: recording the nonce: %w", ErrBusy, err)
+		return fmt.Errorf("%w: %w", ErrNonceStore, err)
 	}
 	return nil
 }
