@@ -1,0 +1,88 @@
+package e2e
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+	"github.com/kunobi-ninja/kobe/internal/controller/clusterlease"
+	"github.com/kunobi-ninja/kobe/internal/testenv"
+	"github.com/kunobi-ninja/kobe/internal/testenv/memberproc"
+	"github.com/kunobi-ninja/kobe/internal/wire"
+)
+
+// TestInstanceLost (issue 10): a leased member whose kube-apiserver is
+// killed ends its lease with reason InstanceLost within about a health
+// interval (the dev pool's is 5 s), instead of pointing at a dead cluster
+// until it expires; the API and the CLI say so, the member is destroyed,
+// and the audit record tells who held it and how it ended.
+func TestInstanceLost(t *testing.T) {
+	waitPoolReady(t, devPool, 1)
+	l, _ := leaseCLI(t, devPool, "--ttl", "20m")
+	inst := &kobev1.ClusterInstance{}
+	if err := s.env.Client.Get(t.Context(), types.NamespacedName{Namespace: namespace, Name: l.ClusterName}, inst); err != nil {
+		t.Fatal(err)
+	}
+	if got := inst.Annotations[kobev1.AnnotationHost]; got == "" || !strings.Contains(got, "/") {
+		t.Errorf("the local member records no host: %q", got)
+	}
+	procs, err := memberproc.Running(string(inst.UID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var apiserver []memberproc.Process
+	for _, p := range procs {
+		if strings.Contains(p.Cmdline, "kube-apiserver") {
+			apiserver = append(apiserver, p)
+		}
+	}
+	if len(apiserver) != 1 {
+		t.Fatalf("want the member's one kube-apiserver, found %v", procs)
+	}
+	killed := time.Now()
+	memberproc.Kill(apiserver)
+
+	var ended wire.Lease
+	testenv.Eventually(t, 2*time.Minute, "the lease to end with InstanceLost", func() error {
+		code, body, _ := api(t, http.MethodGet, "/v1/leases/"+l.ID, s.token, nil)
+		if code != http.StatusOK {
+			return fmt.Errorf("GET answered %d: %s", code, body)
+		}
+		ended = decodeLease(t, body)
+		if ended.Phase != wire.PhaseExpired || ended.Reason != kobev1.ReasonInstanceLost {
+			return fmt.Errorf("phase %s reason %q", ended.Phase, ended.Reason)
+		}
+		return nil
+	})
+	t.Logf("lease ended InstanceLost %s after the member's kube-apiserver was killed", time.Since(killed).Round(100*time.Millisecond))
+	if ended.Kubeconfig != "" || ended.ClusterName != l.ClusterName {
+		t.Errorf("ended lease: cluster %q, kubeconfig given %v", ended.ClusterName, ended.Kubeconfig != "")
+	}
+	_, errOut, err := kobe(t, "kubeconfig", l.ID)
+	if err == nil || !strings.Contains(errOut, "InstanceLost") || !strings.Contains(errOut, l.ClusterName+" died or was deleted while leased") {
+		t.Errorf("kobe kubeconfig on the lost lease: err %v, stderr %s", err, errOut)
+	}
+	testenv.Eventually(t, memberDeadline, "the lost member to be destroyed", func() error { return instanceGone(t, l.ClusterName) })
+
+	lease := getLease(t, l.ID)
+	if lease == nil {
+		t.Fatal("the ended lease is gone already")
+	}
+	rec := &corev1.ConfigMap{}
+	testenv.Eventually(t, 30*time.Second, "the audit record", func() error {
+		return s.env.Client.Get(t.Context(), types.NamespacedName{Namespace: namespace, Name: clusterlease.AuditRecordName(lease)}, rec)
+	})
+	for k, want := range map[string]string{clusterlease.AuditKeyIdentity: "e2e-ci", clusterlease.AuditKeyPolicy: "e2e", clusterlease.AuditKeyMethod: "token",
+		clusterlease.AuditKeyMember: l.ClusterName, clusterlease.AuditKeyMemberUID: string(inst.UID), clusterlease.AuditKeyEndReason: kobev1.ReasonInstanceLost} {
+		if rec.Data[k] != want {
+			t.Errorf("audit %s = %q, want %q", k, rec.Data[k], want)
+		}
+	}
+	waitPoolReady(t, devPool, 2) // refilled, for the tests after this one
+}
