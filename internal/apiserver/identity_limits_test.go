@@ -312,6 +312,9 @@ func TestDefaultMaxTTL(t *testing.T) {
 	addPolicies(t, tokenPolicy("idl-nomax", kobev1.AccessRule{Pools: []string{"ci-large"}})...)
 	creds := tokenOf("idl-nomax")
 	waitWhoAmI(t, creds, "policy idl-nomax in the cache", func(w wire.WhoAmI) bool { return w.Policy == "idl-nomax" })
+	if w := decode[wire.WhoAmI](t, call(t, creds, http.MethodGet, "/v1/whoami", nil), http.StatusOK); w.MaxTTL != wire.FormatTTL(auth.DefaultMaxTTL) {
+		t.Fatalf("whoami max_ttl %q, want the default maximum that applies", w.MaxTTL)
+	}
 
 	l := createLease(t, creds, "ci-large", "1000h")
 	if want := wire.FormatTTL(auth.DefaultMaxTTL); l.EffectiveTTL != want {

@@ -60,10 +60,9 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 // what its policy grants.
 func (s *Server) whoami(w http.ResponseWriter, r *http.Request) {
 	p := principal(r)
-	out := wire.WhoAmI{Identity: p.Identity, Policy: p.Policy, Method: p.Method, Pools: p.Rule.Pools, MaxExtensions: int(p.MaxExtensions())}
-	if p.Rule.MaxTTL != nil {
-		out.MaxTTL = wire.FormatTTL(p.Rule.MaxTTL.Duration)
-	}
+	// max_ttl is the one that applies: the rule's, else the default maximum.
+	out := wire.WhoAmI{Identity: p.Identity, Policy: p.Policy, Method: p.Method, Pools: p.Rule.Pools,
+		MaxTTL: wire.FormatTTL(p.MaxTTL()), MaxExtensions: int(p.MaxExtensions())}
 	if n, ok := p.MaxConcurrentLeases(); ok {
 		out.MaxConcurrentLeases = int(n)
 	}
