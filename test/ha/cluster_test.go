@@ -85,7 +85,7 @@ func startCluster(t *testing.T, o clusterOptions) *cluster {
 	}
 	c := &cluster{
 		ns: suite.env.NewNamespace(t), tokens: map[string]string{}, timings: o.timings, args: o.args,
-		dir: t.TempDir(), replicas: make([]*operatorproc.Process, 2), started: make([]int, 2),
+		dir: testDir(t), replicas: make([]*operatorproc.Process, 2), started: make([]int, 2),
 	}
 	ctx := t.Context()
 	for i, p := range o.policies {
@@ -130,6 +130,21 @@ func startCluster(t *testing.T, o clusterOptions) *cluster {
 		c.waitServing(t, i)
 	}
 	return c
+}
+
+// testDir is where a test's replicas keep their logs: a temporary
+// directory, or $KOBE_HA_LOG_DIR/<test> when set, which is kept.
+func testDir(t *testing.T) string {
+	t.Helper()
+	root := os.Getenv("KOBE_HA_LOG_DIR")
+	if root == "" {
+		return t.TempDir()
+	}
+	dir := filepath.Join(root, strings.ReplaceAll(t.Name(), "/", "_"))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
 
 // binaryFor returns a symlink to the operator binary named after slot i:

@@ -173,3 +173,30 @@ func onlyClaim(writes []string) bool {
 	}
 	return true
 }
+
+// TestGracefulHandover: a leader stopped with SIGTERM (a rolling update)
+// releases its leader-election lease, so the other replica leads within a
+// few retry periods instead of waiting out the lease duration; the new
+// leader's controllers then work (a new pool fills).
+func TestGracefulHandover(t *testing.T) {
+	c := startCluster(t, clusterOptions{})
+	lead, follow := c.leader(t)
+	stopped := time.Now()
+	if err := c.replica(lead).Stop(); err != nil {
+		t.Fatal(err)
+	}
+	stopTook := time.Since(stopped)
+	if l2, _ := c.leader(t); l2 != follow {
+		t.Fatalf("r%d leads, want r%d", l2, follow)
+	}
+	took := time.Since(stopped)
+	t.Logf("SIGTERM on the leader r%d: it exited in %s, r%d led %s after the signal (lease duration %s, retry period %s)",
+		lead, stopTook.Round(100*time.Millisecond), follow, took.Round(100*time.Millisecond), c.timings.leaseDuration, c.timings.retryPeriod)
+	// Without the release the follower waits out the lease duration from
+	// the last renewal, at least leaseDuration - retryPeriod after it.
+	if limit := c.timings.leaseDuration - c.timings.retryPeriod; took >= limit {
+		t.Errorf("the follower led %s after SIGTERM on the leader, not sooner than waiting out the lease (%s)", took, limit)
+	}
+	c.createSimPool(t, "after", 2, 0)
+	c.waitPoolReady(t, "after", 2)
+}

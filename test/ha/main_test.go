@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
 	"github.com/kunobi-ninja/kobe/internal/testenv"
 	"github.com/kunobi-ninja/kobe/internal/testenv/operatorproc"
 )
@@ -31,6 +34,7 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) (int, error) {
+	ctrllog.SetLogger(logr.Discard()) // the test API server's start-up chatter
 	work, err := os.MkdirTemp("", "kobe-ha-")
 	if err != nil {
 		return 1, err
