@@ -237,8 +237,13 @@ func (r *report) markdown() string {
 		w("| | per hand-out |\n|---|---|\n")
 		w("| critical path (lease create + member bind) | %.2f |\n| after the answer | %.2f |\n| total | %.2f |\n",
 			m["writes.handout.critical"], m["writes.handout.after"], m["writes.handout.total"])
-		w("| counted by the time the answer arrived (single hand-outs, min / median / max of %d) | %.0f / %.0f / %.0f |\n\n",
+		w("| counted by the time the answer arrived (single hand-outs, min / median / max of %d) | %.0f / %.0f / %.0f |\n",
 			writesSamples, m["writes.handout.by_answer_min"], m["writes.handout.by_answer_median"], m["writes.handout.by_answer_max"])
+		if r.has("writes.handout_limited.by_answer_median") {
+			w("| the same for a caller whose rule sets `maxConcurrentLeases` (one more: its ledger; min / median / max of %d) | %.0f / %.0f / %.0f |\n",
+				writesLimitedSamples, m["writes.handout_limited.by_answer_min"], m["writes.handout_limited.by_answer_median"], m["writes.handout_limited.by_answer_max"])
+		}
+		w("\n")
 		w("| resource | verb | per hand-out | per cycle, refilling | per cycle, pre-warmed |\n|---|---|---|---|---|\n")
 		kinds := map[string]bool{}
 		for k := range m {

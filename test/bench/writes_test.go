@@ -3,14 +3,23 @@ package bench
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 )
 
 const (
-	writesHandouts = 50 // hand-outs in the counted window
-	writesSamples  = 12 // single hand-outs whose writes are read right after the answer
+	writesHandouts       = 50 // hand-outs in the counted window
+	writesSamples        = 12 // single hand-outs whose writes are read right after the answer
+	writesLimitedSamples = 6  // the same for a caller whose rule sets maxConcurrentLeases
 )
 
 // measureWrites counts the API writes one hand-out costs, from
@@ -28,7 +37,11 @@ func measureWrites(ctx context.Context, b *bench, _ int) (figures, error) {
 	}
 	defer op.stop()
 	const pool = "writes"
-	if err := b.env.Client.Create(ctx, simPool(ns, pool, writesHandouts+writesSamples, time.Second)); err != nil {
+	if err := b.env.Client.Create(ctx, simPool(ns, pool, writesHandouts+writesSamples+writesLimitedSamples, time.Second)); err != nil {
+		return nil, err
+	}
+	limited, err := b.limitedClient(ctx, op, ns)
+	if err != nil {
 		return nil, err
 	}
 	if err := b.waitSettled(ctx, op, ns, 3*time.Minute); err != nil {
@@ -44,38 +57,37 @@ func measureWrites(ctx context.Context, b *bench, _ int) (figures, error) {
 		isolated []time.Duration
 	)
 	for range writesSamples {
-		before, err := b.quiet(ctx, op, 1500*time.Millisecond)
+		n, took, err := b.writesByAnswer(ctx, op, c, pool)
 		if err != nil {
 			return nil, err
 		}
-		l, took, pending, err := c.lease(ctx, pool)
-		if err != nil {
-			return nil, fmt.Errorf("hand-out for the writes sample: %w", err)
-		}
-		after, err := b.metrics.writes(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if pending {
+		if n < 0 {
 			// Not a fast-path hand-out: no sample.
 			out["writes.handout.by_answer_pending"]++
-			if err := c.waitBound(ctx, l.ID, time.Minute); err != nil {
-				return nil, err
-			}
 			continue
-		}
-		d := after.sub(before)
-		var n float64
-		for k, v := range d {
-			if !notKobe(k) {
-				n += v
-			}
 		}
 		byAnswer = append(byAnswer, n)
 		isolated = append(isolated, took)
 	}
 	if len(byAnswer) == 0 {
 		return nil, fmt.Errorf("every one of %d single hand-outs was answered Pending", writesSamples)
+	}
+	// A caller with a limit pays one more write, its ledger (issue 10).
+	var byAnswerLimited []float64
+	for range writesLimitedSamples {
+		n, _, err := b.writesByAnswer(ctx, op, limited, pool)
+		if err != nil {
+			return nil, err
+		}
+		if n >= 0 {
+			byAnswerLimited = append(byAnswerLimited, n)
+		}
+	}
+	if len(byAnswerLimited) > 0 {
+		slices.Sort(byAnswerLimited)
+		out["writes.handout_limited.by_answer_min"] = byAnswerLimited[0]
+		out["writes.handout_limited.by_answer_median"] = byAnswerLimited[len(byAnswerLimited)/2]
+		out["writes.handout_limited.by_answer_max"] = byAnswerLimited[len(byAnswerLimited)-1]
 	}
 	p := percentiles(isolated, 0.5, 0.95, 1)
 	out["handout.isolated.p50_ms"], out["handout.isolated.p95_ms"], out["handout.isolated.max_ms"] = p[0], p[1], p[2]
@@ -176,4 +188,62 @@ func (b *bench) quiet(ctx context.Context, op *operator, quiet time.Duration) (w
 		return fmt.Errorf("kobe's writes still changing (%.0f so far; last change: %v)", sum, moved)
 	})
 	return last, err
+}
+
+// writesByAnswer leases once from pool with c, once kobe's writes have been
+// quiet for 1.5 s, and returns the writes of kobe's counted by the time the
+// answer arrived and the answer's latency; -1 writes when the lease was
+// answered Pending (it is then waited for until Bound).
+func (b *bench) writesByAnswer(ctx context.Context, op *operator, c *apiClient, pool string) (float64, time.Duration, error) {
+	before, err := b.quiet(ctx, op, 1500*time.Millisecond)
+	if err != nil {
+		return 0, 0, err
+	}
+	l, took, pending, err := c.lease(ctx, pool)
+	if err != nil {
+		return 0, 0, fmt.Errorf("hand-out for the writes sample: %w", err)
+	}
+	after, err := b.metrics.writes(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	if pending {
+		return -1, took, c.waitBound(ctx, l.ID, time.Minute)
+	}
+	var n float64
+	for k, v := range after.sub(before) {
+		if !notKobe(k) {
+			n += v
+		}
+	}
+	return n, took, nil
+}
+
+// limitedClient adds a token AccessPolicy to ns whose rule sets
+// maxConcurrentLeases (high enough never to refuse the bench), and returns
+// a client of it once the operator accepts its token.
+func (b *bench) limitedClient(ctx context.Context, op *operator, ns string) (*apiClient, error) {
+	token := b.token + "-limited"
+	for _, o := range []client.Object{
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "bench-limited-token", Namespace: ns}, StringData: map[string]string{"token": token}},
+		&kobev1.AccessPolicy{ObjectMeta: metav1.ObjectMeta{Name: "bench-limited", Namespace: ns}, Spec: kobev1.AccessPolicySpec{
+			Auth:     kobev1.AuthSpec{Token: &kobev1.TokenAuth{SecretRef: kobev1.SecretKeyRef{Name: "bench-limited-token"}}},
+			Identity: "bench-limited",
+			Rules:    []kobev1.AccessRule{{Pools: []string{"*"}, MaxConcurrentLeases: ptr.To[int32](1000)}},
+		}},
+	} {
+		if err := b.env.Client.Create(ctx, o); err != nil {
+			return nil, fmt.Errorf("creating %T %s: %w", o, o.GetName(), err)
+		}
+	}
+	c := b.client(op, 1)
+	c.token = token
+	err := pollAlive(ctx, op, time.Minute, func() error {
+		code, body, err := c.do(ctx, http.MethodGet, "/v1/leases", nil)
+		if err == nil && code != http.StatusOK {
+			err = fmt.Errorf("GET /v1/leases as the limited caller: %d %s", code, body)
+		}
+		return err
+	})
+	return c, err
 }
