@@ -487,3 +487,46 @@ func TestWithdrawnLeaseTouchedMeanwhile(t *testing.T) {
 		t.Fatalf("active leases %v, want only the first", held)
 	}
 }
+
+// TestLedgerJanitorLosesToAWrite (hostile): a ledger judged idle but
+// written before the janitor's delete (a reservation in flight, which
+// another replica must count) is not deleted: the delete is fenced by the
+// resourceVersion that was judged.
+func TestLedgerJanitorLosesToAWrite(t *testing.T) {
+	makePool(t, "janitor-race", 0)
+	s := replica(t)
+	p := caller("janitor-race", kobev1.AccessRule{Pools: []string{"janitor-race"}, MaxConcurrentLeases: ptr.To[int32](2)})
+	req := leaseservice.CreateRequest{Pool: "janitor-race"}
+	l, err := s.Create(t.Context(), p, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	releaseAll(t, []*leaseservice.Service{s}, p, []string{l.Object.Name})
+
+	base, err := client.NewWithWatch(fx.env.Config, client.Options{Scheme: fx.env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raced *leaseservice.Lease
+	j := leaseservice.NewLedgerJanitor(leaseservice.Options{
+		Namespace: ns, APIReader: fx.env.Client, Log: logr.Discard(),
+		Client: interceptor.NewClient(base, interceptor.Funcs{
+			Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+				if _, ok := obj.(*corev1.ConfigMap); ok && raced == nil {
+					if raced, err = s.Create(ctx, p, req); err != nil {
+						return err
+					}
+				}
+				return c.Delete(ctx, obj, opts...)
+			},
+		}),
+	}, time.Minute)
+	n, err := j.Sweep(t.Context())
+	if err != nil || raced == nil {
+		t.Fatalf("sweep: %v, lease created meanwhile %v", err, raced)
+	}
+	key := client.ObjectKey{Namespace: ns, Name: leaseservice.LedgerName(leaseservice.RequesterHash(p))}
+	if err := fx.env.Client.Get(t.Context(), key, &corev1.ConfigMap{}); err != nil || n != 0 {
+		t.Fatalf("a ledger written after it was judged idle: %d deleted, %v; want it kept", n, err)
+	}
+}
