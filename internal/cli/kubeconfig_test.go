@@ -298,3 +298,43 @@ func TestInstanceLostIsSaid(t *testing.T) {
 		t.Errorf("kobe run on a healthy lease: %s", r)
 	}
 }
+
+// FuzzSafeKubeconfig: whatever a server sends, the check never panics, and
+// what it accepts is what it would accept again (the written bytes are the
+// checked config) with no user that runs, reads or proxies anything.
+func FuzzSafeKubeconfig(f *testing.F) {
+	for _, seed := range []string{
+		kubeconfigWith("", certUser), kubeconfigWith("", tokenUser), kubeconfigWith("", execUser),
+		kubeconfigWith("    server: https://10.0.0.1:6443\n    proxy-url: socks5://x:1\n", tokenUser),
+		apiclienttest.Kubeconfig("lease-000000000001"), `{"apiVersion":"v1","kind":"Config"}`, "",
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		out, err := safeKubeconfig(data)
+		if err != nil {
+			return
+		}
+		again, err := safeKubeconfig(out)
+		if err != nil {
+			t.Fatalf("accepted, then refused its own output: %v\n%s", err, out)
+		}
+		if string(again) != string(out) {
+			t.Fatalf("re-encoding is not stable:\n%s\n---\n%s", out, again)
+		}
+		cfg, err := clientcmd.Load(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, u := range cfg.AuthInfos {
+			if u.Exec != nil || u.AuthProvider != nil || u.TokenFile != "" || u.ClientCertificate != "" || u.ClientKey != "" || u.Impersonate != "" || u.Username != "" {
+				t.Fatalf("accepted user %q: %+v", name, u)
+			}
+		}
+		for name, c := range cfg.Clusters {
+			if c.ProxyURL != "" || c.InsecureSkipTLSVerify || !strings.HasPrefix(c.Server, "https://") {
+				t.Fatalf("accepted cluster %q: %+v", name, c)
+			}
+		}
+	})
+}
