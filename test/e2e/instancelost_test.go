@@ -8,10 +8,14 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/controller/clusterlease"
+	"github.com/kunobi-ninja/kobe/internal/pool"
 	"github.com/kunobi-ninja/kobe/internal/testenv"
 	"github.com/kunobi-ninja/kobe/internal/testenv/memberproc"
 	"github.com/kunobi-ninja/kobe/internal/wire"
@@ -85,4 +89,77 @@ func TestInstanceLost(t *testing.T) {
 		}
 	}
 	waitPoolReady(t, devPool, 2) // refilled, for the tests after this one
+}
+
+// eventReasons lists the reasons of the Events about one object.
+func eventReasons(t *testing.T, name string) []string {
+	t.Helper()
+	var list eventsv1.EventList
+	if err := s.env.Client.List(t.Context(), &list, client.InNamespace(namespace)); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range list.Items {
+		if e.Regarding.Name == name {
+			out = append(out, e.Reason)
+		}
+	}
+	return out
+}
+
+// TestMemberRecordedOnAnotherHost (issue 10): the real operator, with the
+// real local backend (which finds no data directory for the member here and
+// would call it gone), neither builds, observes nor destroys a member
+// recorded on another host: it says why (HostMismatch), never reports it
+// Destroyed, and its finalizer holds it until a person lets it go.
+func TestMemberRecordedOnAnotherHost(t *testing.T) {
+	ctx := t.Context()
+	c := s.env.Client
+	p := newPool("moved", 0)
+	if err := c.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Delete(ctx, p) })
+	m := pool.NewMember(p, 0)
+	m.Annotations = map[string]string{kobev1.AnnotationHost: "another-runner/00000000-0000-0000-0000-000000000000"}
+	if err := c.Create(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(m)
+	testenv.Eventually(t, time.Minute, "the member to be held for HostMismatch", func() error {
+		cur := &kobev1.ClusterInstance{}
+		if err := c.Get(ctx, key, cur); err != nil {
+			return err
+		}
+		cond := meta.FindStatusCondition(cur.Status.Conditions, kobev1.ConditionProvisioned)
+		if cond == nil || cond.Reason != kobev1.ReasonHostMismatch || cur.DeletionTimestamp == nil {
+			return fmt.Errorf("Provisioned %+v, deleting %v", cond, cur.DeletionTimestamp != nil)
+		}
+		return nil
+	})
+	// Several of the operator's poll intervals (2 s): a wrong destroy
+	// would remove the finalizer meanwhile.
+	time.Sleep(6 * time.Second)
+	cur := &kobev1.ClusterInstance{}
+	if err := c.Get(ctx, key, cur); err != nil || len(cur.Finalizers) != 1 {
+		t.Fatalf("the member recorded on another host was let go: %v %v", err, cur.Finalizers)
+	}
+	reasons := eventReasons(t, m.Name)
+	if !strings.Contains(strings.Join(reasons, ","), kobev1.ReasonHostMismatch) || strings.Contains(strings.Join(reasons, ","), kobev1.ReasonDestroyed) {
+		t.Errorf("events %v: want HostMismatch and never Destroyed", reasons)
+	}
+	dirs, err := memberproc.Dirs(s.dataRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range dirs {
+		if strings.Contains(d, string(cur.UID)) {
+			t.Errorf("the operator built something of a member recorded on another host: %s", d)
+		}
+	}
+	cur.Finalizers = nil
+	if err := c.Update(ctx, cur); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 30*time.Second, "the member to go once let go", func() error { return instanceGone(t, m.Name) })
 }
