@@ -9,6 +9,8 @@
 // the lease's UID, read live (or returned by the member's claim itself), for
 // a lease that has not ended, from an access Secret that member owns. A
 // hand-out costs two API writes before its answer (the lease, the member's
-// claim; package binding); the lease's status copy, Events and metrics
-// follow the answer through Options.Defer.
+// claim; package binding), three when the caller has a limit or asks for an
+// alias (its ledger, which keeps limits exact across replicas: ledger.go);
+// the lease's status copy, Events and metrics follow the answer through
+// Options.Defer.
 package leaseservice
