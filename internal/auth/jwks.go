@@ -67,7 +67,7 @@ func newKeySet(url string, c *http.Client, clk clock.PassiveClock, log logr.Logg
 // cached key of its kid (any cached key when it names none); an unknown kid
 // refreshes the keys first, if the rate limit allows.
 func (k *keySet) VerifySignature(ctx context.Context, raw string) ([]byte, error) {
-	jws, err := jose.ParseSigned(raw, k.algs)
+	jws, err := jose.ParseSignedCompact(raw, k.algs)
 	if err != nil {
 		return nil, fmt.Errorf("malformed token: %w", err)
 	}
