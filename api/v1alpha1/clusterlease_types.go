@@ -57,6 +57,7 @@ type Requester struct {
 // ClusterLeaseSpec is a request to borrow one member of a pool.
 // +kubebuilder:validation:XValidation:rule="has(self.cleanupMode) == has(oldSelf.cleanupMode)",message="cleanupMode is write-once: it cannot be added or removed after creation"
 // +kubebuilder:validation:XValidation:rule="has(self.maxTtl) == has(oldSelf.maxTtl)",message="maxTtl is write-once: it cannot be added or removed after creation"
+// +kubebuilder:validation:XValidation:rule="has(self.ttl) == has(oldSelf.ttl)",message="ttl is write-once: it cannot be added or removed after creation"
 type ClusterLeaseSpec struct {
 	// pool to lease from.
 	// +required
@@ -66,11 +67,13 @@ type ClusterLeaseSpec struct {
 	Pool string `json:"pool"`
 
 	// ttl is how long the lease lasts once bound; the pool's ttl when empty.
+	// Write-once: the lease's limit is counted from it.
 	// +optional
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
 	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || duration(self) > duration('0s')",message="ttl must be greater than zero"
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="ttl is write-once and cannot be changed after creation"
 	TTL *metav1.Duration `json:"ttl,omitempty"`
 
 	// requester is who asked for the lease.
