@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/apiclient"
+	"github.com/kunobi-ninja/kobe/internal/cli"
 	"github.com/kunobi-ninja/kobe/internal/replay"
 	"github.com/kunobi-ninja/kobe/internal/sshsig"
 	"github.com/kunobi-ninja/kobe/internal/sshsig/sshsigtest"
@@ -128,6 +130,36 @@ func TestSSHReplayToTheOtherReplica(t *testing.T) {
 	}
 	if code, got := resend(1, oreq, body); code != http.StatusUnauthorized || !strings.Contains(got, "another server") {
 		t.Fatalf("signature for another audience on r1: %d %s", code, got)
+	}
+
+	// The CLI against the real operator: it reads the audience, pins it,
+	// and its signed requests are accepted on either replica.
+	cfgPath := filepath.Join(t.TempDir(), "config.yaml")
+	for _, k := range []string{"KOBE_CONTEXT", "KOBE_ENDPOINT", "KOBE_TOKEN", "KOBE_OIDC_TOKEN", "KOBE_TOKEN_FILE"} {
+		t.Setenv(k, "")
+	}
+	t.Setenv("KOBE_CONFIG", cfgPath)
+	t.Setenv("SSH_AUTH_SOCK", agent.Socket)
+	kobe := func(args ...string) (int, string) {
+		var out, errOut bytes.Buffer
+		code := cli.Execute(t.Context(), args, cli.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
+		return code, out.String() + errOut.String()
+	}
+	if code, out := kobe("config", "set", "ha", "--endpoint", c.replica(1).APIURL, "--auth", "ssh", "--ssh-key", pub); code != 0 {
+		t.Fatalf("kobe config set: %s", out)
+	}
+	if code, out := kobe("login"); code != 0 || !strings.Contains(out, "alice@laptop") || !strings.Contains(out, "Pinned the SSH audience") {
+		t.Fatalf("kobe login against r1: exit %d\n%s", code, out)
+	}
+	cfg, err := cli.LoadConfig(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Context("ha").SSHAudience; got != want {
+		t.Fatalf("the CLI pinned %q, want %q", got, want)
+	}
+	if code, out := kobe("leases", "--endpoint", c.replica(0).APIURL); code != 0 {
+		t.Fatalf("kobe leases against r0: exit %d\n%s", code, out)
 	}
 
 	// The nonce is an object in the namespace until the leader's janitor
