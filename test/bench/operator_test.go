@@ -4,31 +4,22 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
 
 	"github.com/kunobi-ninja/kobe/internal/testenv"
+	"github.com/kunobi-ninja/kobe/internal/testenv/operatorproc"
 )
 
 // operator is one kobe-operator process started by the harness.
 type operator struct {
-	cmd        *exec.Cmd
-	logPath    string
+	proc       *operatorproc.Process
 	apiURL     string
 	metricsURL string
 	probeURL   string
-
-	mu      sync.Mutex
-	exited  bool
-	exitErr error
-	done    chan struct{}
 }
 
 // operatorBinary is bin/kobe-operator of the repository (`make build`).
@@ -51,37 +42,7 @@ func startOperator(ctx context.Context, kubeconfig, ns, workDir string, extra ..
 	if err != nil {
 		return nil, err
 	}
-	ports := make([]int, 3)
-	for i := range ports {
-		if ports[i], err = testenv.FreePort(); err != nil {
-			return nil, err
-		}
-	}
-	op := &operator{
-		logPath:    filepath.Join(workDir, "operator-"+ns+".log"),
-		apiURL:     fmt.Sprintf("http://127.0.0.1:%d", ports[0]),
-		metricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[1]),
-		probeURL:   fmt.Sprintf("http://127.0.0.1:%d", ports[2]),
-		done:       make(chan struct{}),
-	}
-	logFile, err := os.Create(op.logPath)
-	if err != nil {
-		return nil, err
-	}
-	args := append([]string{
-		"--kubeconfig", kubeconfig,
-		"--namespace", ns,
-		"--api-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[0]),
-		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[1]),
-		"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[2]),
-		"--local-data-dir", filepath.Join(workDir, "members-"+ns),
-		// Where `make controlplane` put the binaries (CONTROLPLANE_DIR);
-		// every other local flag keeps its default.
-		"--local-bin-dir", testenv.BinDir(),
-		// Every bench client is one caller: the default cap of 10 waiting
-		// leases per caller would refuse the load being measured.
-		"--max-queued-per-owner", "1000000",
-	}, extra...)
+	args := append([]string(nil), extra...)
 	if *flagSim {
 		args = append(args, "--enable-sim-backend")
 	}
@@ -89,72 +50,26 @@ func startOperator(ctx context.Context, kubeconfig, ns, workDir string, extra ..
 		// Profile the operator: go tool pprof http://$KOBE_BENCH_PPROF/debug/pprof/profile
 		args = append(args, "--pprof-bind-address", addr)
 	}
-	op.cmd = exec.Command(bin, args...)
-	op.cmd.Dir = testenv.RepoRoot()
-	op.cmd.Stdout, op.cmd.Stderr = logFile, logFile
-	if err := op.cmd.Start(); err != nil {
-		_ = logFile.Close()
-		return nil, fmt.Errorf("starting %s: %w", bin, err)
-	}
-	go func() {
-		err := op.cmd.Wait()
-		_ = logFile.Close()
-		op.mu.Lock()
-		op.exited, op.exitErr = true, err
-		op.mu.Unlock()
-		close(op.done)
-	}()
-	err = testenv.Poll(ctx, 90*time.Second, func() error {
-		if err := op.alive(); err != nil {
-			return err
-		}
-		resp, err := http.Get(op.apiURL + "/readyz")
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("/readyz answers %d", resp.StatusCode)
-		}
-		return nil
+	p, err := operatorproc.Start(operatorproc.Options{
+		Binary: bin, Kubeconfig: kubeconfig, Namespace: ns, Dir: workDir, Name: "operator-" + ns, Args: args,
 	})
 	if err != nil {
-		op.stop()
-		return nil, fmt.Errorf("operator did not become ready: %w\nlog tail:\n%s", err, op.tail())
+		return nil, err
 	}
-	return op, nil
+	if err := p.WaitReady(ctx, 90*time.Second); err != nil {
+		_ = p.Stop()
+		return nil, err
+	}
+	return &operator{proc: p, apiURL: p.APIURL, metricsURL: p.MetricsURL + "/metrics", probeURL: p.ProbeURL}, nil
 }
 
 // alive returns an error, with the log's tail, once the process has exited.
-func (op *operator) alive() error {
-	op.mu.Lock()
-	defer op.mu.Unlock()
-	if !op.exited {
-		return nil
-	}
-	return fmt.Errorf("kobe-operator exited (%w); log tail:\n%s", op.exitErr, op.tail())
-}
+func (op *operator) alive() error { return op.proc.Alive() }
 
 // stop sends SIGTERM, waits up to 20 s, then SIGKILL.
-func (op *operator) stop() {
-	_ = op.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-op.done:
-	case <-time.After(20 * time.Second):
-		_ = op.cmd.Process.Kill()
-		<-op.done
-	}
-}
+func (op *operator) stop() { _ = op.proc.Stop() }
 
-func (op *operator) pid() int { return op.cmd.Process.Pid }
-
-func (op *operator) tail() string {
-	b, _ := os.ReadFile(op.logPath)
-	if len(b) > 4000 {
-		b = b[len(b)-4000:]
-	}
-	return string(b)
-}
+func (op *operator) pid() int { return op.proc.PID() }
 
 // rssBytes reads VmRSS from /proc/<pid>/status.
 func rssBytes(pid int) (int64, error) {
