@@ -437,6 +437,9 @@ func TestForgedExpiryDoesNotLengthenAccess(t *testing.T) {
 		if got.Kubeconfig == "" || !got.ExpiresAt.Equal(want) {
 			t.Fatalf("expires_at %s (kubeconfig %v), want %s", got.ExpiresAt, got.Kubeconfig != "", want)
 		}
+		if got.BoundAt == nil || !got.BoundAt.Equal(boundAt) {
+			t.Fatalf("bound_at %v, want the member's %s, not the forged %s", got.BoundAt, boundAt, later.Time)
+		}
 		if notAfter := certNotAfter(t, got.Kubeconfig); !notAfter.Equal(want) {
 			t.Fatalf("certificate NotAfter %s, want %s, not the forged %s", notAfter, want, far.Time)
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/events"
@@ -293,8 +294,13 @@ func (s *Service) confirmed(ctx context.Context, l *kobev1.ClusterLease, pool *k
 	}
 	binding.RecordBound(shown, inst, lease.TTL(l, pool))
 	// The status is a copy anyone with clusterleases/status may write: the
-	// lease lasts no longer than its bind (the member's boundAt) allows.
-	lease.CapExpiry(shown, pool, binding.BoundAt(inst, l))
+	// lease lasts no longer than its bind (the member's boundAt) allows,
+	// and shows the member's boundAt.
+	boundAt := binding.BoundAt(inst, l)
+	lease.CapExpiry(shown, pool, boundAt)
+	if shown.Status.BoundAt == nil || !shown.Status.BoundAt.Time.Equal(boundAt) {
+		shown.Status.BoundAt = &metav1.Time{Time: boundAt}
+	}
 	if !s.opts.Clock.Now().Before(shown.Status.ExpiresAt.Time) {
 		return shown, nil, nil // the lease controller ends it
 	}
