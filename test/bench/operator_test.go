@@ -42,7 +42,9 @@ func startOperator(ctx context.Context, kubeconfig, ns, workDir string, extra ..
 	if err != nil {
 		return nil, err
 	}
-	args := append([]string(nil), extra...)
+	// Every bench client is one caller: the default cap of 10 waiting
+	// leases per caller would refuse the load being measured.
+	args := append([]string{"--max-queued-per-owner", "1000000"}, extra...)
 	if *flagSim {
 		args = append(args, "--enable-sim-backend")
 	}
