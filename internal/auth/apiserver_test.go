@@ -16,6 +16,7 @@ import (
 	authnv1 "k8s.io/api/authentication/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -268,6 +269,30 @@ func TestAgainstAPIServer(t *testing.T) {
 		}
 		if exp, ok := replay.Expiry(&l); !ok || exp.After(time.Now().Add(sshsig.DefaultWindow+2*time.Second)) {
 			t.Fatalf("nonce object expires at %v, want within the window", exp)
+		}
+
+		// Refused signatures claim no nonce: a caller without a trusted key
+		// or a valid signature cannot make the server write.
+		strangerPath, strangerPub := agent.Keygen("ed25519", "stranger@laptop")
+		agent.Add(strangerPath)
+		for name, hdr := range map[string]string{
+			"unknown key":    signFor(t, agent.Signer(strangerPub), testAudience, "https://kobe.example.com", "POST", "/v1/leases", body, time.Now()),
+			"tampered body":  signFor(t, agent.Signer(pub), testAudience, "https://kobe.example.com", "POST", "/v1/leases", []byte(`{"pool":"prod"}`), time.Now()),
+			"other audience": signFor(t, agent.Signer(pub), "kobe:elsewhere", "https://kobe.example.com", "POST", "/v1/leases", body, time.Now()),
+		} {
+			r := httptest.NewRequest("POST", "/v1/leases", bytes.NewReader(body))
+			r.Header.Set("Authorization", hdr)
+			if _, err := second.Authenticate(ctx, r, body); !errors.Is(err, ErrInvalidCredentials) {
+				t.Fatalf("%s: got %v, want refused", name, err)
+			}
+			h, err := sshsig.ParseHeader(hdr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = c.Get(ctx, client.ObjectKey{Namespace: testNS, Name: replay.Name(sshsig.NonceID(h))}, &coordinationv1.Lease{})
+			if !apierrors.IsNotFound(err) {
+				t.Fatalf("%s: the refused signature's nonce object: %v, want NotFound", name, err)
+			}
 		}
 	})
 
