@@ -367,7 +367,7 @@ func replicaWrites(obj client.Object, i int) []string {
 		}
 		fields := ""
 		if e.FieldsV1 != nil {
-			fields = string(e.FieldsV1.Raw)
+			fields = e.FieldsV1.GetRawString()
 		}
 		out = append(out, strings.TrimSpace(fmt.Sprintf("%s %s %s", e.Operation, e.Subresource, fields)))
 	}

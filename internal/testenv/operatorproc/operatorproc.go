@@ -158,7 +158,10 @@ func (p *Process) Alive() error {
 	case <-p.done:
 		p.mu.Lock()
 		defer p.mu.Unlock()
-		return fmt.Errorf("%s exited (%v); log tail:\n%s", p.Name, p.exitErr, p.Tail(4000))
+		if p.exitErr == nil {
+			return fmt.Errorf("%s exited with status 0; log tail:\n%s", p.Name, p.Tail(4000))
+		}
+		return fmt.Errorf("%s exited (%w); log tail:\n%s", p.Name, p.exitErr, p.Tail(4000))
 	default:
 		return nil
 	}
