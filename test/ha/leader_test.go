@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/testenv"
@@ -23,9 +25,10 @@ const controllerStartMarker = "Starting Controller"
 // leads and starts the controllers; the other starts none, and the API
 // server's managedFields show that it never created, changed or removed a
 // member or a pool. Both serve leases: each hands out a member with a
-// kubeconfig. The follower's work after an answer (the lease's status copy)
-// is done by the follower itself: with the leader frozen (SIGSTOP), a lease
-// handed out by the follower is recorded Bound, written by the follower.
+// kubeconfig. The follower's work after an answer (the lease's status copy,
+// its Event) is done by the follower itself: with the leader frozen
+// (SIGSTOP), a lease handed out by the follower is recorded Bound, written
+// by the follower, and its Bound Event is emitted.
 func TestOnlyTheLeaderReconciles(t *testing.T) {
 	c := startCluster(t, clusterOptions{})
 	lead, follow := c.leader(t)
@@ -71,12 +74,23 @@ func TestOnlyTheLeaderReconciles(t *testing.T) {
 		if l.Status.Phase != kobev1.LeaseBound || l.Status.InstanceRef == nil || l.Status.InstanceRef.Name != byFollower.ClusterName {
 			return fmt.Errorf("lease status %+v", l.Status)
 		}
+		written := false
 		for _, w := range replicaWrites(l, follow) {
-			if strings.HasPrefix(w, "Update status") {
+			written = written || strings.HasPrefix(w, "Update status")
+		}
+		if !written {
+			return fmt.Errorf("status Bound, but not written by r%d: managedFields %v", follow, l.GetManagedFields())
+		}
+		var events eventsv1.EventList
+		if err := suite.env.Client.List(t.Context(), &events, client.InNamespace(c.ns)); err != nil {
+			return err
+		}
+		for _, e := range events.Items {
+			if e.Regarding.Name == l.Name && e.Reason == kobev1.ReasonBound {
 				return nil
 			}
 		}
-		return fmt.Errorf("status Bound, but not written by r%d: managedFields %v", follow, l.GetManagedFields())
+		return fmt.Errorf("status written by r%d, but no %s Event about the lease yet", follow, kobev1.ReasonBound)
 	})
 	heldFor := time.Since(frozen)
 	if terr := c.replica(lead).Thaw(); terr != nil {
