@@ -41,6 +41,18 @@ func addProbeServer(mgr ctrl.Manager, addr string, ready func() bool) error {
 	if err != nil {
 		return fmt.Errorf("listening on --health-probe-bind-address %s: %w", addr, err)
 	}
+	// A manager.Server runs in the manager's first group, before the
+	// caches start, on every replica.
+	return mgr.Add(&manager.Server{
+		Name:            "health probes",
+		Server:          &http.Server{Handler: probeHandler(ready), ReadHeaderTimeout: 5 * time.Second},
+		Listener:        ln,
+		ShutdownTimeout: ptr.To(5 * time.Second),
+	})
+}
+
+// probeHandler serves /healthz and /readyz; ready must not block.
+func probeHandler(ready func() bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { writeProbe(w, http.StatusOK, "ok") })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
@@ -50,14 +62,7 @@ func addProbeServer(mgr ctrl.Manager, addr string, ready func() bool) error {
 		}
 		writeProbe(w, http.StatusOK, "ok")
 	})
-	// A manager.Server runs in the manager's first group, before the
-	// caches start, on every replica.
-	return mgr.Add(&manager.Server{
-		Name:            "health probes",
-		Server:          &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second},
-		Listener:        ln,
-		ShutdownTimeout: ptr.To(5 * time.Second),
-	})
+	return mux
 }
 
 func writeProbe(w http.ResponseWriter, code int, body string) {
