@@ -141,10 +141,9 @@ func (s *Service) admit(ctx context.Context, p *auth.Principal, poolName string,
 		}
 		return l, nil
 	}
-	mu, _ := s.requesterLocks.LoadOrStore(RequesterHash(p), &sync.Mutex{})
-	mu.(*sync.Mutex).Lock()
+	unlock := s.lockRequester(p)
 	err = s.reserve(ctx, p, l, alias)
-	mu.(*sync.Mutex).Unlock()
+	unlock()
 	if err != nil {
 		return nil, err
 	}
@@ -161,6 +160,16 @@ func (s *Service) admit(ctx context.Context, p *auth.Principal, poolName string,
 	return l, nil
 }
 
+// lockRequester makes this process write p's ledger one request at a time:
+// concurrent requests of one caller would otherwise conflict on the ledger
+// until its retries ran out (seen as 500s with 20 queued requests at once).
+// Across replicas, conflicts remain and are retried.
+func (s *Service) lockRequester(p *auth.Principal) (unlock func()) {
+	mu, _ := s.requesterLocks.LoadOrStore(RequesterHash(p), &sync.Mutex{})
+	mu.(*sync.Mutex).Lock()
+	return mu.(*sync.Mutex).Unlock
+}
+
 // queueOrRefuse gives l, which could not be bound at once, one of its
 // owner's queue slots when the owner's rule sets no maxConcurrentLeases
 // (which bounds queued leases as well). At Options.MaxQueuedPerOwner, or
@@ -169,7 +178,9 @@ func (s *Service) queueOrRefuse(ctx context.Context, p *auth.Principal, l *kobev
 	if _, limited := p.MaxConcurrentLeases(); limited {
 		return nil
 	}
+	unlock := s.lockRequester(p)
 	err := s.takeQueueSlot(ctx, p, l, alias, s.opts.MaxQueuedPerOwner)
+	unlock()
 	if err == nil {
 		return nil
 	}
