@@ -98,6 +98,7 @@ func Start(o Options) (*Process, error) {
 	}, o.Args...)
 	p.cmd = exec.Command(o.Binary, args...)
 	p.cmd.Dir = o.Dir
+	p.cmd.SysProcAttr = procAttr()
 	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
 	if err := p.cmd.Start(); err != nil {
 		_ = logFile.Close()
