@@ -145,7 +145,7 @@ func TestSSHReplayToTheOtherReplica(t *testing.T) {
 		code := cli.Execute(t.Context(), args, cli.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
 		return code, out.String() + errOut.String()
 	}
-	if code, out := kobe("config", "set", "ha", "--endpoint", c.replica(1).APIURL, "--auth", "ssh", "--ssh-key", pub); code != 0 {
+	if code, out := kobe("config", "set", "ha", "--endpoint", c.replica(1).APIURL, "--auth", "ssh", "--ssh-key", keyPath+".pub"); code != 0 {
 		t.Fatalf("kobe config set: %s", out)
 	}
 	if code, out := kobe("login"); code != 0 || !strings.Contains(out, "alice@laptop") || !strings.Contains(out, "Pinned the SSH audience") {
