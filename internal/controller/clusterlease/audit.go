@@ -58,10 +58,26 @@ const (
 func AuditRecordName(l *kobev1.ClusterLease) string { return auditPrefix + string(l.UID) }
 
 // auditRecord is the audit record of an ended lease that held a member;
-// nil for a lease that never held one (nobody held anything).
-func auditRecord(l *kobev1.ClusterLease) *corev1.ConfigMap {
+// nil for a lease that never held one (nobody held anything). The member
+// that names the lease (its write-once leaseRef is the record of the bind)
+// is preferred over the lease's status: a lease released before its status
+// copy was written names no member, and a status can be forged.
+func auditRecord(l *kobev1.ClusterLease, member *kobev1.ClusterInstance) *corev1.ConfigMap {
 	st := &l.Status
-	if st.InstanceRef == nil || st.EndedAt == nil {
+	if st.EndedAt == nil {
+		return nil
+	}
+	var memberName, memberUID string
+	boundAt := st.BoundAt
+	switch {
+	case member != nil && member.Spec.LeaseRef != nil:
+		memberName, memberUID = member.Name, string(member.UID)
+		if member.Spec.LeaseRef.BoundAt != nil {
+			boundAt = member.Spec.LeaseRef.BoundAt
+		}
+	case st.InstanceRef != nil:
+		memberName, memberUID = st.InstanceRef.Name, string(st.InstanceRef.UID)
+	default:
 		return nil
 	}
 	data := map[string]string{
@@ -71,13 +87,13 @@ func auditRecord(l *kobev1.ClusterLease) *corev1.ConfigMap {
 		AuditKeyIdentity:   l.Spec.Requester.Identity,
 		AuditKeyPolicy:     l.Spec.Requester.Policy,
 		AuditKeyMethod:     l.Spec.Requester.Method,
-		AuditKeyMember:     st.InstanceRef.Name,
-		AuditKeyMemberUID:  string(st.InstanceRef.UID),
+		AuditKeyMember:     memberName,
+		AuditKeyMemberUID:  memberUID,
 		AuditKeyEndedAt:    st.EndedAt.UTC().Format(time.RFC3339),
 		AuditKeyExtensions: strconv.Itoa(int(st.Extensions)),
 	}
-	if st.BoundAt != nil {
-		data[AuditKeyBoundAt] = st.BoundAt.UTC().Format(time.RFC3339)
+	if boundAt != nil {
+		data[AuditKeyBoundAt] = boundAt.UTC().Format(time.RFC3339)
 	}
 	if st.ExpiresAt != nil {
 		data[AuditKeyExpiresAt] = st.ExpiresAt.UTC().Format(time.RFC3339)
@@ -112,8 +128,19 @@ func (r *Reconciler) auditRetention() time.Duration {
 // that ended longer ago than the audit retention gets none (it would only
 // be deleted again).
 func (r *Reconciler) audit(ctx context.Context, s *scope) error {
-	rec := auditRecord(s.lease)
-	if rec == nil || s.lease.Status.EndedAt.Add(r.auditRetention()).Before(s.now) {
+	if s.lease.Status.EndedAt == nil || s.lease.Status.EndedAt.Add(r.auditRetention()).Before(s.now) {
+		return nil
+	}
+	member, err := r.namingMember(ctx, s.lease, false)
+	if err == nil && member == nil && s.lease.Status.InstanceRef == nil {
+		// The cache may not have seen a bind made moments before the end.
+		member, err = r.namingMember(ctx, s.lease, true)
+	}
+	if err != nil {
+		return err
+	}
+	rec := auditRecord(s.lease, member)
+	if rec == nil {
 		return nil
 	}
 	if err := r.Client.Create(ctx, rec); err != nil {

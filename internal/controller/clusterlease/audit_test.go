@@ -183,6 +183,40 @@ func TestAuditRecordOutlivesTheLease(t *testing.T) {
 	}
 }
 
+// TestAuditRecordNamesTheMemberThatNamesTheLease: a lease released before
+// its status copy named its member (the hand-out answered, then the caller
+// released at once) is audited from the member's write-once leaseRef, the
+// record of the bind; without it the record would be missing.
+func TestAuditRecordNamesTheMemberThatNamesTheLease(t *testing.T) {
+	ns := shared.env.NewNamespace(t)
+	h := &harness{t: t, c: shared.env.Client, ns: ns}
+	h.pool("quick", 0)
+	inst := h.member("quick")
+	h.lease("quick", "quick", time.Hour)
+	l := h.get("quick")
+	boundAt := metav1.NewTime(time.Now().Add(-time.Minute).Truncate(time.Second))
+	inst.Spec.LeaseRef = &kobev1.LeaseBinding{Name: l.Name, UID: l.UID, BoundAt: &boundAt}
+	inst.Labels[kobev1.LabelLease] = l.Name
+	h.must(h.c.Update(t.Context(), inst))
+	lease.End(l, kobev1.LeaseReleased, kobev1.ReasonReleased, "released", time.Now())
+	h.must(h.c.Status().Update(t.Context(), l))
+	if h.get("quick").Status.InstanceRef != nil {
+		t.Fatal("the ended lease's status names a member; this test needs one that does not")
+	}
+
+	startLeaseController(t, ns, time.Hour, nil)
+	var cm *corev1.ConfigMap
+	h.eventually(20*time.Second, "the audit record", func() error {
+		var err error
+		cm, err = auditRecordOf(t, h.c, l)
+		return err
+	})
+	if cm.Data[clusterlease.AuditKeyMember] != inst.Name || cm.Data[clusterlease.AuditKeyMemberUID] != string(inst.UID) ||
+		cm.Data[clusterlease.AuditKeyBoundAt] != boundAt.UTC().Format(time.RFC3339) {
+		t.Errorf("record = %v; want member %s (%s) bound at %s", cm.Data, inst.Name, inst.UID, boundAt.UTC().Format(time.RFC3339))
+	}
+}
+
 // TestAuditRecordIsWrittenOnce: a record that exists already (written
 // before a restart) is left as it is, and the lease is still deleted.
 func TestAuditRecordIsWrittenOnce(t *testing.T) {
