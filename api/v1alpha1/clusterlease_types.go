@@ -58,6 +58,7 @@ type Requester struct {
 // +kubebuilder:validation:XValidation:rule="has(self.cleanupMode) == has(oldSelf.cleanupMode)",message="cleanupMode is write-once: it cannot be added or removed after creation"
 // +kubebuilder:validation:XValidation:rule="has(self.maxTtl) == has(oldSelf.maxTtl)",message="maxTtl is write-once: it cannot be added or removed after creation"
 // +kubebuilder:validation:XValidation:rule="has(self.ttl) == has(oldSelf.ttl)",message="ttl is write-once: it cannot be added or removed after creation"
+// +kubebuilder:validation:XValidation:rule="has(self.maxExtensions) == has(oldSelf.maxExtensions)",message="maxExtensions is write-once: it cannot be added or removed after creation"
 type ClusterLeaseSpec struct {
 	// pool to lease from.
 	// +required
@@ -81,9 +82,11 @@ type ClusterLeaseSpec struct {
 	Requester Requester `json:"requester,omitempty"`
 
 	// maxExtensions caps how many times the lease may be extended (default 2).
+	// Write-once: the lease's limit is counted from it.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=100
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="maxExtensions is write-once and cannot be changed after creation"
 	MaxExtensions *int32 `json:"maxExtensions,omitempty"`
 
 	// maxTtl is the longest single extension, recorded from the caller's
