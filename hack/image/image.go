@@ -152,7 +152,7 @@ func WriteOCI(out, ref string, img v1.Image) error {
 		return err
 	}
 	if err := p.AppendImage(img, layout.WithAnnotations(map[string]string{
-		"io.containerd.image.name":         r.Name(),
+		"io.containerd.image.name":          r.Name(),
 		"org.opencontainers.image.ref.name": r.Identifier(),
 	})); err != nil {
 		return err
