@@ -14,7 +14,8 @@
 # compiling all three at once on a cold cache would do that work three times
 # over. A stamp keyed on the hashes of this script and of the modules' go.mod
 # and go.sum skips the whole build when nothing changed (well under a
-# second); a version bump rebuilds.
+# second); a version bump rebuilds, and so does a change of the version
+# stamp (hack/versions.sh ldflags), since the stamp hashes that script.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -56,6 +57,9 @@ trap 'rm -rf "$stage"' EXIT
 
 export CGO_ENABLED=0
 goflags=(-trimpath -ldflags=-s\ -w)
+# The Kubernetes commands report their release, not v0.0.0-master
+# (hack/versions.sh ldflags). etcd and kwok report theirs without help.
+kube_goflags=(-trimpath "-ldflags=-s -w $("$root/hack/versions.sh" ldflags)")
 
 job() { # name, command...: starts it in the background; it logs its duration
 	local name=$1
@@ -90,7 +94,7 @@ fetch() { # module dir, packages...: downloads what building them needs
 }
 build_kube() {
 	cd "$mods/kubernetes"
-	go build "${goflags[@]}" -o "$stage/" "${kube_pkgs[@]}"
+	go build "${kube_goflags[@]}" -o "$stage/" "${kube_pkgs[@]}"
 }
 build_etcd() {
 	cd "$mods/etcd"

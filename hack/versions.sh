@@ -6,17 +6,47 @@
 #   hack/versions.sh etcd         3.6.16   (go.etcd.io/etcd/server/v3 in hack/controlplane/etcd)
 #   hack/versions.sh kwok         0.8.0    (sigs.k8s.io/kwok in hack/controlplane/kwok)
 #
+#   hack/versions.sh ldflags      -X flags that stamp a Kubernetes binary
+#
 # The Makefile, hack/build-controlplane.sh and hack/gen-version.sh (which
 # writes internal/version for the Go code) all ask this script.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 
+# ldflags prints the -X flags that make a binary built from
+# hack/controlplane/kubernetes report its release (kube-apiserver --version,
+# kubectl version, the API server's /version) instead of
+# v0.0.0-master+$Format:%H$, which kubectl and Helm's kubeVersion cannot
+# parse. Both version packages are stamped: component-base's (servers) and
+# client-go's (the user agent and what clients report). The build date is the
+# release's time as the module proxy gives it, so a rebuild gives the same
+# binary; gitCommit is left empty, since the module does not say which
+# upstream commit it is (an empty commit beats the placeholder).
+ldflags() {
+	local v major minor date pkg
+	v=$("$0" kubernetes)
+	major=${v%%.*}
+	minor=${v#*.}
+	minor=${minor%%.*}
+	date=$(cd "$root/hack/controlplane/kubernetes" &&
+		go list -m -f '{{if .Time}}{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}{{end}}' k8s.io/kubernetes)
+	for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+		printf -- '-X %s ' "$pkg.gitVersion=v$v" "$pkg.gitMajor=$major" "$pkg.gitMinor=$minor" \
+			"$pkg.gitTreeState=clean" "$pkg.gitCommit=" "$pkg.buildDate=${date:-1970-01-01T00:00:00Z}"
+	done
+	echo
+}
+
 case ${1:-} in
+ldflags)
+	ldflags
+	exit
+	;;
 kubernetes) dir=kubernetes mod=k8s.io/kubernetes ;;
 etcd) dir=etcd mod=go.etcd.io/etcd/server/v3 ;;
 kwok) dir=kwok mod=sigs.k8s.io/kwok ;;
 *)
-	echo "usage: $0 kubernetes|etcd|kwok" >&2
+	echo "usage: $0 kubernetes|etcd|kwok|ldflags" >&2
 	exit 2
 	;;
 esac
