@@ -172,6 +172,28 @@ fuzz: ## Run each fuzz target for FUZZTIME executions.
 		go test -run='^$$' -fuzz="^$$target\$$" -fuzztime=$(FUZZTIME) $$pkg; \
 	done
 
+##@ Real node
+
+# The real-node host cluster (internal/testenv/hostcluster, docs/host-cluster.md):
+# kubelet and kube-proxy from the control plane's module, containerd, runc,
+# CNI plugins, iptables and nftables from Debian. Needs root. Not part of
+# `make test` yet.
+NODE_DIR ?= $(CURDIR)/bin/node/$(K8S_VERSION)
+
+.PHONY: node
+node: ## Build kubelet and kube-proxy (version-stamped) into bin/node/<version> from hack/controlplane/kubernetes (skipped when unchanged).
+	NODE_DIR='$(NODE_DIR)' hack/build-node.sh
+
+.PHONY: node-deps
+node-deps: ## Install the node's Debian packages (containerd, runc, CNI plugins, iptables, conntrack, nftables) when missing; needs root.
+	hack/node-deps.sh
+
+.PHONY: test-node
+test-node: node-deps controlplane node image-pause $(IMAGE_TOOL) ## Start the real-node host cluster, run a pod and a Service on it, tear it down, compare the machine before and after (root).
+	pkgs=$$(hack/test-packages.sh node); \
+	NODE_DIR='$(NODE_DIR)' HOSTCLUSTER_PAUSE_TAR='$(IMAGE_DIR)/pause.tar' HOSTCLUSTER_PAUSE_IMAGE='$(PAUSE_IMAGE)' \
+	HOSTCLUSTER_IMAGE_TOOL='$(IMAGE_TOOL)' go test $(GO_TEST_FLAGS) -p 1 -v -timeout 15m $$pkgs
+
 ##@ Benchmarks
 
 # BENCH picks measurements (e.g. BENCH=handout,cycles; default all, which

@@ -9,6 +9,8 @@
 #                them one at a time (go test -p 1) on a 2-core machine
 #   e2e          the real operator binary, CLI and `make run` end to end,
 #                and two operator replicas (test/ha)
+#   node         the real-node host cluster (needs root, containerd, kubelet:
+#                `make test-node`, not yet part of `make test`)
 #
 # The sets come from `go list -deps -test`, so a new package lands in the
 # right layer without editing a list; only heavy and e2e are named here, and
@@ -21,6 +23,7 @@ heavy=("$module/internal/backend/local" "$module/internal/controller/clusterpool
 e2e=("$module/test/e2e" "$module/test/ha")
 compgen -G "test/run/*_test.go" >/dev/null && e2e+=("$module/test/run")
 bench=("$module/test/bench")
+node=("$module/internal/testenv/hostcluster")
 
 # "<pkg> <1 if its test binary links testenv>" for every package with tests.
 classify() {
@@ -46,16 +49,17 @@ layer=${1:-}
 case $layer in
 heavy) printf '%s\n' "${heavy[@]}" ;;
 e2e) printf '%s\n' "${e2e[@]}" ;;
+node) printf '%s\n' "${node[@]}" ;;
 unit | integration)
 	classify | while read -r pkg uses; do
-		named "$pkg" "${heavy[@]}" "${e2e[@]}" "${bench[@]}" && continue
+		named "$pkg" "${heavy[@]}" "${e2e[@]}" "${bench[@]}" "${node[@]}" && continue
 		if { [ "$layer" = unit ] && [ "$uses" = 0 ]; } || { [ "$layer" = integration ] && [ "$uses" = 1 ]; }; then
 			echo "$pkg"
 		fi
 	done
 	;;
 *)
-	echo "usage: $0 unit|integration|heavy|e2e" >&2
+	echo "usage: $0 unit|integration|heavy|e2e|node" >&2
 	exit 2
 	;;
 esac

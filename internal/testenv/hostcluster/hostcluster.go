@@ -620,7 +620,7 @@ func (s *starter) kubelet() error {
 		"imageGCLowThresholdPercent":  99,
 		// A shared CI disk can be fuller than kubelet's defaults allow
 		// (DiskPressure would keep pods off the node).
-		"evictionHard": map[string]string{"memory.available": "50Mi", "nodefs.available": "1%", "imagefs.available": "1%", "nodefs.inodesFree": "1%"},
+		"evictionHard":        map[string]string{"memory.available": "50Mi", "nodefs.available": "1%", "imagefs.available": "1%", "nodefs.inodesFree": "1%"},
 		"shutdownGracePeriod": "0s",
 	}
 	b, err := json.MarshalIndent(cfg, "", "  ")
