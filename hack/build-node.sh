@@ -11,9 +11,9 @@
 # A stamp keyed on this script, hack/versions.sh and the module's go.mod and
 # go.sum skips the build when nothing changed.
 #
-# The binaries are version-stamped (-X ...version.gitVersion=v<version>):
-# unstamped ones report v0.0.0-master+$Format:%H$, which kubectl and Helm's
-# kubeVersion checks cannot parse (docs/host-cluster.md).
+# The binaries are version-stamped like the control plane's (hack/versions.sh
+# ldflags): unstamped ones report v0.0.0-master+$Format:%H$, which kubectl
+# and Helm's kubeVersion checks cannot parse.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -43,19 +43,13 @@ rm -f "$stamp"
 stage=$(mktemp -d "$out/.build.XXXXXX")
 trap 'rm -rf "$stage"' EXIT
 
-major=${k8s_version%%.*}
-minor=${k8s_version#*.}
-minor=${minor%%.*}
-x=()
-for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-	x+=("-X $pkg.gitVersion=v$k8s_version" "-X $pkg.gitMajor=$major" "-X $pkg.gitMinor=$minor"
-		"-X $pkg.gitTreeState=clean")
-done
+# The same version stamp as the control plane's (hack/versions.sh ldflags).
+stampflags=$("$root/hack/versions.sh" ldflags)
 
 echo "building kubelet and kube-proxy $k8s_version into $out; the first time takes several minutes" >&2
 start=$SECONDS
 cd "$mod"
-CGO_ENABLED=0 go build -trimpath -ldflags "-s -w ${x[*]}" -o "$stage/" \
+CGO_ENABLED=0 go build -trimpath -ldflags "-s -w $stampflags" -o "$stage/" \
 	k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-proxy
 echo "kubelet, kube-proxy: done in $((SECONDS - start))s" >&2
 
