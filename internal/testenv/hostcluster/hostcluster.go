@@ -252,6 +252,20 @@ func (s *starter) routes() error {
 			return fmt.Errorf("refusing to start without the route: %w", err)
 		}
 	}
+	// Pods' packets for anything outside 198.18.0.0/15 that the machine
+	// would forward (not its own addresses, which are input) are dropped:
+	// without masquerading nothing would answer them, but they would
+	// still leave the machine.
+	for _, args := range [][]string{
+		{"-N", EgressChain},
+		{"-A", EgressChain, "-d", "198.18.0.0/15", "-j", "RETURN"},
+		{"-A", EgressChain, "-j", "DROP"},
+		{"-I", "FORWARD", "1", "-s", "198.18.0.0/15", "-j", EgressChain},
+	} {
+		if _, err := run(s.ctx, "iptables", append([]string{"-w"}, args...)...); err != nil {
+			return fmt.Errorf("refusing to start without the egress guard: %w", err)
+		}
+	}
 	return nil
 }
 

@@ -100,7 +100,7 @@ func TestHostCluster(t *testing.T) {
 		t.Errorf("kubelet reports version %q, want %q (hack/build-node.sh stamps it)", got, want)
 	}
 
-	t.Run("pod behind a ClusterIP Service answers from the host", func(t *testing.T) {
+	t.Run("a pod behind a ClusterIP Service answers from the host and reaches the API server", func(t *testing.T) {
 		podAndService(t, c, echoRef)
 	})
 
@@ -208,6 +208,47 @@ func podAndService(t *testing.T, c *Cluster, image string) {
 		return nil
 	})
 	t.Logf("Service created -> answers from the host in %v", time.Since(answered).Round(time.Millisecond))
+
+	// From inside the pod's network namespace, the kubernetes Service
+	// reaches the API server on the machine's advertised address.
+	pid := podPID(t, string(pod.UID))
+	curl, err := exec.LookPath("curl")
+	if err != nil {
+		t.Fatal("curl is needed to call the API server from the pod's network namespace")
+	}
+	out, err := exec.CommandContext(ctx, "nsenter", "--net=/proc/"+pid+"/ns/net", curl, "-sk", "--max-time", "10",
+		"https://"+kubernetesSvIP+"/version").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), `"gitVersion"`) {
+		t.Errorf("GET https://%s/version from the pod's network namespace: %v: %s", kubernetesSvIP, err, out)
+	}
+
+	// The egress guard is in place while pods run.
+	if _, err := run(ctx, "iptables", "-w", "-C", "FORWARD", "-s", "198.18.0.0/15", "-j", EgressChain); err != nil {
+		t.Errorf("egress guard missing: %v", err)
+	}
+}
+
+// podPID is a process of the pod with uid, from the pod's cgroup.
+func podPID(t *testing.T, uid string) string {
+	t.Helper()
+	for _, root := range cgroupRoots() {
+		var pid string
+		_ = filepath.WalkDir(filepath.Join(root, "kubepods"), func(path string, e os.DirEntry, err error) error {
+			if err != nil || pid != "" || !e.IsDir() || !strings.Contains(path, "pod"+uid) {
+				return nil
+			}
+			b, _ := os.ReadFile(filepath.Join(path, "cgroup.procs"))
+			if f := strings.Fields(string(b)); len(f) > 0 {
+				pid = f[0]
+			}
+			return nil
+		})
+		if pid != "" {
+			return pid
+		}
+	}
+	t.Fatalf("no process of pod %s in any kubepods cgroup", uid)
+	return ""
 }
 
 func get(ctx context.Context, url string) (string, error) {

@@ -37,6 +37,9 @@ const (
 	// CNINetwork is the name of the CNI network (and of libcni's cache
 	// files, /var/lib/cni/results/<network>-*).
 	CNINetwork = "kobe-host"
+	// EgressChain is the iptables chain (filter table, jumped to from
+	// FORWARD) that drops pods' packets bound off the machine.
+	EgressChain = "KOBE-HOST-EGRESS"
 	// DefaultDir holds all of the host cluster's state, and the records
 	// (PIDs, sysctls, created paths) a teardown after a crash needs.
 	DefaultDir = "/var/tmp/kobe-hostcluster"
@@ -281,8 +284,10 @@ func gone(err error) bool {
 }
 
 // ownChain tells whether an iptables chain belongs to kube-proxy, kubelet
-// (KUBE-*) or the CNI plugins (CNI-*).
-func ownChain(c string) bool { return strings.HasPrefix(c, "KUBE-") || strings.HasPrefix(c, "CNI-") }
+// (KUBE-*), the CNI plugins (CNI-*) or the host cluster's egress guard.
+func ownChain(c string) bool {
+	return strings.HasPrefix(c, "KUBE-") || strings.HasPrefix(c, "CNI-") || c == EgressChain
+}
 
 // removeRules deletes, in every iptables and ip6tables table, the rules in
 // or jumping to the node's chains and then the chains, through
