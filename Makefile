@@ -18,7 +18,7 @@ LDFLAGS         := -X github.com/kunobi-ninja/kobe/internal/version.Version=$(VE
 GO_TEST_FLAGS   ?= -race -count=1
 # Every Go module of the repository: kobe, its pinned tools, and the modules
 # that pin the test control plane.
-GO_MODULES      := . hack/tools hack/image hack/controlplane/kubernetes hack/controlplane/etcd hack/controlplane/kwok
+GO_MODULES      := . hack/tools hack/image test/chart hack/controlplane/kubernetes hack/controlplane/etcd hack/controlplane/kwok
 export CONTROLPLANE_DIR
 # The test layers (unit, integration, heavy, e2e) come from the import graph:
 # hack/test-packages.sh.
@@ -76,6 +76,10 @@ image-pause: $(IMAGE_TOOL) ## Build the pause image of the real-node host as $(I
 		--file $(IMAGE_DIR)/rootfs/pause:/pause --entrypoint /pause --user 65535:65535 \
 		--platform linux/$(IMAGE_ARCH) --created $(or $(shell git log -1 --format=%ct -- images/pause hack/image 2>/dev/null),0)
 
+.PHONY: image-reproducible
+image-reproducible: ## Build the kobe-operator image in two fresh clones of HEAD, each with an empty Go build cache, and fail unless both are identical (slow: not in make test).
+	hack/image-reproducible.sh
+
 .PHONY: push
 push: image ## Push the kobe-operator image to $(REGISTRY)/kobe-operator:$(TAG) (needs a reachable registry; PUSH_FLAGS=--insecure for plain HTTP).
 	$(IMAGE_TOOL) push --image $(IMAGE_DIR)/kobe-operator.tar --ref $(REGISTRY)/kobe-operator:$(TAG) $(PUSH_FLAGS)
@@ -102,23 +106,41 @@ generate: $(CONTROLLER_GEN) ## Regenerate deepcopy code, CRD YAML and internal/v
 	hack/gen-version.sh
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
+	$(MAKE) --no-print-directory chart-crds
 
 .PHONY: verify-generate
 verify-generate: generate ## Fail when generated files are stale.
-	@if ! git diff --quiet -- api config/crd internal/version; then \
+	@if ! git diff --quiet -- api config/crd charts/kobe/files/crds internal/version; then \
 		echo "generated files are stale: run 'make generate' and commit the result" >&2; \
-		git --no-pager diff --stat -- api config/crd internal/version >&2; exit 1; fi
-	@if [ -n "$$(git ls-files --others --exclude-standard -- api config/crd internal/version)" ]; then \
-		echo "generated files are not committed: $$(git ls-files --others --exclude-standard -- api config/crd internal/version)" >&2; exit 1; fi
+		git --no-pager diff --stat -- api config/crd charts/kobe/files/crds internal/version >&2; exit 1; fi
+	@if [ -n "$$(git ls-files --others --exclude-standard -- api config/crd charts/kobe/files/crds internal/version)" ]; then \
+		echo "generated files are not committed: $$(git ls-files --others --exclude-standard -- api config/crd charts/kobe/files/crds internal/version)" >&2; exit 1; fi
 
 ##@ Test
 
 .PHONY: test
 test: verify-generate fmt-check tidy-check vet lint controlplane ## Everything CI runs: generated files, formatting, tidy modules, vet, lint, then unit, integration and e2e tests and short fuzzing.
 	$(MAKE) --no-print-directory test-unit
+	$(MAKE) --no-print-directory test-chart
 	$(MAKE) --no-print-directory test-integration
 	$(MAKE) --no-print-directory test-e2e
 	$(MAKE) --no-print-directory fuzz
+
+# The chart's tests are a Go module of their own (test/chart), so that Helm's
+# dependencies stay out of kobe's go.mod. Not -race: they render templates in
+# one goroutine, and a race build of Helm's tree would cost minutes for nothing.
+.PHONY: helm-lint
+helm-lint: ## helm lint --strict of charts/kobe (Helm as a library), with default, every-optional and local-backend values.
+	cd test/chart && go test -count=1 -run '^TestLint$$' .
+
+.PHONY: test-chart
+test-chart: ## Lint and render charts/kobe with Helm as a library: defaults, every optional value, RBAC as the chart README documents it, values typos refused.
+	cd test/chart && go test -count=1 -timeout 10m .
+
+.PHONY: chart-crds
+chart-crds: ## Copy config/crd/bases into the chart (charts/kobe/files/crds); make generate does it too.
+	rm -f charts/kobe/files/crds/*.yaml
+	cp config/crd/bases/*.yaml charts/kobe/files/crds/
 
 .PHONY: test-unit
 test-unit: ## Tests that need no control plane (their test binary does not link internal/testenv).
