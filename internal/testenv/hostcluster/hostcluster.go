@@ -73,6 +73,9 @@ type Cluster struct {
 	Containerd string
 	// Timings are the durations of Start's steps, in order.
 	Timings []Timing
+
+	unlock  func() // releases the Dir's lock
+	stopped bool
 }
 
 // Timing is how long one step of Start took.
@@ -107,11 +110,19 @@ func Start(t testing.TB, opts Options) *Cluster {
 	return c
 }
 
-// Stop tears the host cluster down (Teardown of its Dir).
-func (c *Cluster) Stop(ctx context.Context) error { return Teardown(ctx, c.Dir) }
+// Stop tears the host cluster down and releases its Dir's lock; a later
+// Stop is a Teardown of the Dir (which takes the lock again).
+func (c *Cluster) Stop(ctx context.Context) error {
+	if c.stopped {
+		return Teardown(ctx, c.Dir)
+	}
+	c.stopped = true
+	defer c.unlock()
+	return teardown(ctx, c.Dir)
+}
 
-// New is Start outside a test: the caller must call Stop, also when New
-// fails (New tears down what it started before returning an error).
+// New is Start outside a test: the caller must call Stop. When New fails it
+// has torn down what it started, and returns no Cluster.
 func New(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if os.Geteuid() != 0 {
 		return nil, errors.New("a host cluster needs root (kubelet, containerd, routes, iptables)")
@@ -134,17 +145,23 @@ func New(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if err := checkBinaries(opts); err != nil {
 		return nil, err
 	}
-	if err := Teardown(ctx, opts.Dir); err != nil {
+	unlock, err := lock(ctx, opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := teardown(ctx, opts.Dir); err != nil {
+		unlock()
 		return nil, fmt.Errorf("cleaning up an earlier host cluster in %s: %w", opts.Dir, err)
 	}
 	ip, err := machineIP(ctx)
 	if err != nil {
+		unlock()
 		return nil, err
 	}
-	c = &Cluster{Dir: opts.Dir, NodeName: opts.NodeName, NodeIP: ip}
+	c = &Cluster{Dir: opts.Dir, NodeName: opts.NodeName, NodeIP: ip, unlock: unlock}
 	defer func() {
 		if err != nil {
-			if terr := Teardown(context.Background(), opts.Dir); terr != nil {
+			if terr := c.Stop(context.Background()); terr != nil {
 				err = errors.Join(err, fmt.Errorf("tearing down after the failed start: %w", terr))
 			}
 			c = nil

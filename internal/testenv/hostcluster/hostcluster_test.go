@@ -100,6 +100,14 @@ func TestHostCluster(t *testing.T) {
 		t.Errorf("kubelet reports version %q, want %q (hack/build-node.sh stamps it)", got, want)
 	}
 
+	// Another run's teardown waits for this cluster instead of destroying it.
+	short, cancel := context.WithTimeout(ctx, 2*time.Second)
+	err = Teardown(short, DefaultDir)
+	cancel()
+	if err == nil || !strings.Contains(err.Error(), "holds") {
+		t.Fatalf("Teardown while the cluster runs: %v, want it to wait for the lock", err)
+	}
+
 	t.Run("a pod behind a ClusterIP Service answers from the host and reaches the API server", func(t *testing.T) {
 		podAndService(t, c, echoRef)
 	})

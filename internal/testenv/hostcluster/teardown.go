@@ -88,7 +88,56 @@ const (
 // detached), network namespaces, the bridges, veths and routes, the
 // iptables/nftables rules and chains of kube-proxy, kubelet and the CNI
 // plugins, cgroups, sysctls, the host paths it created, then dir.
+//
+// Teardown waits (up to lockTimeout) for a running host cluster of dir to
+// stop: the lock that New takes keeps one run from tearing down another's
+// cluster.
 func Teardown(ctx context.Context, dir string) error {
+	unlock, err := lock(ctx, dir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return teardown(ctx, dir)
+}
+
+// lockTimeout is how long New and Teardown wait for another process's host
+// cluster of the same directory to stop.
+const lockTimeout = 15 * time.Minute
+
+// lock takes an exclusive flock on <dir>.lock, waiting while another
+// process holds it; the kernel releases it when that process dies. The
+// returned func releases it.
+func lock(ctx context.Context, dir string) (func(), error) {
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(dir+".lock", os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, lockTimeout)
+	defer cancel()
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return func() { _ = f.Close() }, nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			_ = f.Close()
+			return nil, fmt.Errorf("locking %s.lock: %w", dir, err)
+		}
+		select {
+		case <-ctx.Done():
+			_ = f.Close()
+			return nil, fmt.Errorf("another process's host cluster holds %s.lock: %w", dir, ctx.Err())
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// teardown is Teardown for a caller that holds the lock.
+func teardown(ctx context.Context, dir string) error {
 	var errs []error
 	step := func(name string, err error) {
 		if err != nil {
