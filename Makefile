@@ -122,6 +122,7 @@ verify-generate: generate ## Fail when generated files are stale.
 test: verify-generate fmt-check tidy-check vet lint controlplane ## Everything CI runs: generated files, formatting, tidy modules, vet, lint, then unit, integration and e2e tests and short fuzzing.
 	$(MAKE) --no-print-directory test-unit
 	$(MAKE) --no-print-directory test-chart
+	$(MAKE) --no-print-directory test-image
 	$(MAKE) --no-print-directory test-integration
 	$(MAKE) --no-print-directory test-e2e
 	$(MAKE) --no-print-directory fuzz
@@ -136,6 +137,12 @@ helm-lint: ## helm lint --strict of charts/kobe (Helm as a library), with defaul
 .PHONY: test-chart
 test-chart: ## Lint and render charts/kobe with Helm as a library: defaults, every optional value, RBAC as the chart README documents it, values typos refused.
 	cd test/chart && go test -count=1 -timeout 10m .
+
+# The image builder is a module of its own (hack/image). Not -race: its
+# tests spend their time in `make image`, not in goroutines of their own.
+.PHONY: test-image
+test-image: ## hack/image's tests: make image twice gives one digest, a non-root image of the static operator alone; push to an in-process registry.
+	cd hack/image && go test -count=1 -timeout 20m .
 
 .PHONY: chart-crds
 chart-crds: ## Copy config/crd/bases into the chart (charts/kobe/files/crds); make generate does it too.
