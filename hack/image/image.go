@@ -211,7 +211,7 @@ func writeFileAtomic(out string, write func(io.Writer) error) error {
 	if err != nil {
 		return err
 	}
-	defer os.Remove(f.Name())
+	defer func() { _ = os.Remove(f.Name()) }() // gone after the rename
 	if err := write(f); err != nil {
 		f.Close()
 		return err
