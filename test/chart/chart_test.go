@@ -247,6 +247,7 @@ func TestRefused(t *testing.T) {
 			if err == nil {
 				t.Fatalf("%v rendered", tc.vals)
 			}
+			t.Logf("refused: %v", err)
 			for _, w := range tc.want {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("refusal does not say %q:\n%v", w, err)
