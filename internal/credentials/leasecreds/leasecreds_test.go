@@ -17,15 +17,7 @@ import (
 )
 
 func TestKubeconfig(t *testing.T) {
-	serverCA, err := pki.NewCA("server", 24*time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	clientCA, err := pki.NewCA("client", 24*time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	access := &backend.Access{Endpoint: "https://127.0.0.1:6443", CACert: serverCA.CertPEM, ClientCACert: clientCA.CertPEM, ClientCAKey: clientCA.KeyPEM}
+	access, serverCA, clientCA := newAccess(t)
 	now := time.Now().UTC().Truncate(time.Second)
 	boundAt := metav1.NewTime(now.Add(-5 * time.Minute))
 	expires := metav1.NewTime(now.Add(30 * time.Minute))
@@ -105,15 +97,7 @@ func TestKubeconfig(t *testing.T) {
 // does not lengthen the certificate; neither does a forged boundAt or
 // extension count beyond the lease's cap.
 func TestKubeconfigIgnoresForgedExpiry(t *testing.T) {
-	serverCA, err := pki.NewCA("server", 24*time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	clientCA, err := pki.NewCA("client", 24*time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	access := &backend.Access{Endpoint: "https://127.0.0.1:6443", CACert: serverCA.CertPEM, ClientCACert: clientCA.CertPEM, ClientCAKey: clientCA.KeyPEM}
+	access, _, _ := newAccess(t)
 	now := time.Now().UTC().Truncate(time.Second)
 	boundAt := metav1.NewTime(now.Add(-10 * time.Minute))
 	member := &kobev1.ClusterInstance{
@@ -160,4 +144,19 @@ func pool(c *x509.Certificate) *x509.CertPool {
 	p := x509.NewCertPool()
 	p.AddCert(c)
 	return p
+}
+
+// newAccess is a member's access material: a server CA, a client CA, and
+// the backend.Access built from them.
+func newAccess(t *testing.T) (*backend.Access, *pki.CA, *pki.CA) {
+	t.Helper()
+	serverCA, err := pki.NewCA("server", 24*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clientCA, err := pki.NewCA("client", 24*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &backend.Access{Endpoint: "https://127.0.0.1:6443", CACert: serverCA.CertPEM, ClientCACert: clientCA.CertPEM, ClientCAKey: clientCA.KeyPEM}, serverCA, clientCA
 }
