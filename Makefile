@@ -125,6 +125,7 @@ test: verify-generate fmt-check tidy-check vet lint controlplane ## Everything C
 	$(MAKE) --no-print-directory test-image
 	$(MAKE) --no-print-directory test-integration
 	$(MAKE) --no-print-directory test-e2e
+	$(MAKE) --no-print-directory test-node
 	$(MAKE) --no-print-directory fuzz
 
 # The chart's tests are a Go module of their own (test/chart), so that Helm's
@@ -182,6 +183,13 @@ vet: ## go vet.
 lint: $(GOLANGCI_LINT) ## golangci-lint.
 	$(GOLANGCI_LINT) run ./...
 
+# Compiles and links, without running them, the test binaries of the modules
+# of their own (test/chart with Helm, hack/image with go-containerregistry),
+# so that .ci/run builds them beside the control plane.
+.PHONY: build-test-modules
+build-test-modules:
+	out=$$(mktemp -d) && (cd test/chart && go test -vet=off -c -o $$out/ ./...) && (cd hack/image && go test -c -o $$out/ ./...) && rm -rf $$out
+
 # Compiles, without running or linking anything, the race-instrumented
 # packages that the tests link; .ci/run does this beside the control-plane and
 # tool builds. Main packages are left out: go build would link them each time.
@@ -210,7 +218,7 @@ fuzz: ## Run each fuzz target for FUZZTIME executions.
 NODE_DIR ?= $(CURDIR)/bin/node/$(K8S_VERSION)
 
 .PHONY: node
-node: ## Build kubelet and kube-proxy (version-stamped) into bin/node/<version> from hack/controlplane/kubernetes (skipped when unchanged).
+node: controlplane ## Build kubelet and kube-proxy (version-stamped) into bin/node/<version> from hack/controlplane/kubernetes (skipped when unchanged).
 	NODE_DIR='$(NODE_DIR)' hack/build-node.sh
 
 .PHONY: node-deps
