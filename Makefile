@@ -213,8 +213,8 @@ fuzz: ## Run each fuzz target for FUZZTIME executions.
 
 # The real-node host cluster (internal/testenv/hostcluster, docs/host-cluster.md):
 # kubelet and kube-proxy from the control plane's module, containerd, runc,
-# CNI plugins, iptables and nftables from Debian. Needs root. Not part of
-# `make test` yet.
+# CNI plugins, iptables and nftables from Debian. Needs root; `make test`
+# runs test-node after the e2e layer.
 NODE_DIR ?= $(CURDIR)/bin/node/$(K8S_VERSION)
 
 .PHONY: node

@@ -10,7 +10,7 @@
 #   e2e          the real operator binary, CLI and `make run` end to end,
 #                and two operator replicas (test/ha)
 #   node         the real-node host cluster (needs root, containerd, kubelet:
-#                `make test-node`, not yet part of `make test`)
+#                `make test-node`, part of `make test`)
 #
 # The sets come from `go list -deps -test`, so a new package lands in the
 # right layer without editing a list; only heavy and e2e are named here, and
