@@ -84,7 +84,7 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader so that several replicas can run; only the leader reconciles.")
 	o.leaderElectTimes.bind(fs)
 	fs.StringVar(&o.localBinDir, "local-bin-dir", local.DefaultBinDir, "Directory with etcd, kube-apiserver and kube-controller-manager for the local backend.")
-	fs.StringVar(&o.localDataRoot, "local-data-dir", filepath.Join(os.TempDir(), "kobe-local"), "Directory holding the local backend's member data; anything in it that no ClusterInstance owns is removed at start.")
+	fs.StringVar(&o.localDataRoot, "local-data-dir", filepath.Join(os.TempDir(), "kobe-local"), "Directory holding the local backend's member data, this operator's alone; anything in it that no ClusterInstance of --namespace owns is removed at start.")
 	fs.StringVar(&o.localAdvertise, "local-advertise-host", "127.0.0.1", "Host name or IP in local members' endpoints, reachable by lease holders.")
 	fs.DurationVar(&o.localProvisionMax, "local-provision-timeout", 3*time.Minute, "How long a local member may take to start before it is reported failed.")
 	fs.BoolVar(&o.disableLocal, "disable-local-backend", false, "Do not wire the local backend.")
@@ -276,7 +276,7 @@ func setupControllers(mgr ctrl.Manager, backends backend.Registry, binder *bindi
 	if err := policies.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up access policy controller: %w", err)
 	}
-	if err := mgr.Add(&clusterinstance.SweepRunnable{Backends: backends, Reader: mgr.GetAPIReader()}); err != nil {
+	if err := mgr.Add(&clusterinstance.SweepRunnable{Backends: backends, Namespace: o.namespace, Reader: mgr.GetAPIReader()}); err != nil {
 		return fmt.Errorf("adding sweep: %w", err)
 	}
 	return nil

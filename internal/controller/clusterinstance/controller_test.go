@@ -13,10 +13,12 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
@@ -501,14 +503,16 @@ func TestInstanceController(t *testing.T) {
 		h.waitGone(t, m, 10*time.Second)
 	})
 
-	t.Run("the start-up sweep asks backends about UIDs and lists live", func(t *testing.T) {
+	t.Run("the start-up sweep asks backends about UIDs and lists live in its namespace, with rights there only", func(t *testing.T) {
 		ns := h.namespace(t)
 		_, m := h.poolAndMember(t, ns, nil)
 		got := h.waitPhase(t, m, kobev1.InstanceReady, 30*time.Second)
 		h.fake.mu.Lock()
 		h.fake.swept = []types.UID{got.UID, "orphan-uid"}
 		h.fake.mu.Unlock()
-		s := &SweepRunnable{Backends: backend.Registry{kobev1.BackendLocal: h.fake}, Reader: h.c}
+		// As the chart's operator: allowed to list ClusterInstances in ns
+		// and nowhere else, so a list of every namespace is refused.
+		s := &SweepRunnable{Backends: backend.Registry{kobev1.BackendLocal: h.fake}, Namespace: ns, Reader: h.namespacedReader(t, ns)}
 		if !s.NeedLeaderElection() {
 			t.Error("the sweep must run on the leader only")
 		}
@@ -519,13 +523,50 @@ func TestInstanceController(t *testing.T) {
 		removed := h.fake.swept
 		h.fake.mu.Unlock()
 		if len(removed) != 1 || removed[0] != "orphan-uid" {
-			t.Errorf("removed = %v, want only the orphan", removed)
+			t.Errorf("removed = %v, want only the orphan (the backend was not asked, or its member not found owned)", removed)
 		}
 		if err := h.c.Delete(t.Context(), m); err != nil {
 			t.Fatal(err)
 		}
 		h.waitGone(t, m, 15*time.Second)
 	})
+}
+
+// namespacedReader returns a client of an identity that may get, list and
+// watch ClusterInstances in ns and do nothing else: the admin impersonates
+// it, and the API server's RBAC decides.
+func (h *harness) namespacedReader(t *testing.T, ns string) client.Reader {
+	t.Helper()
+	const user = "sweep-test"
+	role := &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: user, Namespace: ns},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{kobev1.GroupVersion.Group}, Resources: []string{"clusterinstances"}, Verbs: []string{"get", "list", "watch"}}},
+	}
+	rb := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: user, Namespace: ns},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: user},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
+	}
+	for _, o := range []client.Object{role, rb} {
+		if err := h.c.Create(t.Context(), o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := rest.CopyConfig(h.env.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
+	c, err := client.New(cfg, client.Options{Scheme: h.env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// RBAC is enforced from the authorizer's cache: wait until the rights
+	// hold, and check the bound is real (the cluster-wide list is refused).
+	testenv.Eventually(t, 10*time.Second, "the Role holds", func() error {
+		return c.List(t.Context(), &kobev1.ClusterInstanceList{}, client.InNamespace(ns))
+	})
+	if err := c.List(t.Context(), &kobev1.ClusterInstanceList{}); !apierrors.IsForbidden(err) {
+		t.Fatalf("listing ClusterInstances of every namespace as %s: %v, want Forbidden", user, err)
+	}
+	return c
 }
 
 // bind does what the binder does: the member names the lease first (its

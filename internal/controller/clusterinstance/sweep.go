@@ -19,8 +19,16 @@ import (
 // nobody owns to destroy them: what a crash left behind between a
 // ClusterInstance's deletion and its member's destruction, or before a
 // member's object was ever written.
+//
+// Ownership is judged from the ClusterInstances of Namespace alone, the
+// namespace the operator manages (its rights are a Role there): a backend's
+// leftovers are those of this installation, so its data (the local backend's
+// data directory) must be this installation's own.
 type SweepRunnable struct {
 	Backends backend.Registry
+	// Namespace is the operator's namespace; empty means every namespace,
+	// for a test's manager that serves several.
+	Namespace string
 	// Reader lists ClusterInstances live (the manager's APIReader), so that
 	// ownership is never judged from a cache.
 	Reader client.Reader
@@ -72,8 +80,8 @@ func (s *SweepRunnable) Start(ctx context.Context) error {
 func (s *SweepRunnable) ownedFunc(ctx context.Context) (func(types.UID) bool, error) {
 	list := func() (map[types.UID]bool, error) {
 		var l kobev1.ClusterInstanceList
-		if err := s.Reader.List(ctx, &l); err != nil {
-			return nil, fmt.Errorf("listing ClusterInstances: %w", err)
+		if err := s.Reader.List(ctx, &l, client.InNamespace(s.Namespace)); err != nil {
+			return nil, fmt.Errorf("listing ClusterInstances (namespace %q): %w", s.Namespace, err)
 		}
 		uids := make(map[types.UID]bool, len(l.Items))
 		for i := range l.Items {
