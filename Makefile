@@ -209,6 +209,38 @@ fuzz: ## Run each fuzz target for FUZZTIME executions.
 		go test -run='^$$' -fuzz="^$$target\$$" -fuzztime=$(FUZZTIME) $$pkg; \
 	done
 
+##@ Release
+
+# Release artifacts land in DIST_DIR (docs/releases.md): the CLI for linux and
+# darwin (amd64, arm64) and the operator for linux, as reproducible tarballs
+# timed at the commit's time, with SHA256SUMS (hack/release.sh); the chart as
+# kobe-<chart version>.tgz, pushed as an OCI artifact by test/chart's
+# kobe-chart (Helm v4 as a library, in the module that already holds Helm).
+DIST_DIR   ?= $(CURDIR)/dist
+CHART_TOOL := $(TOOLS_DIR)/kobe-chart
+
+$(CHART_TOOL): test/chart/go.mod test/chart/go.sum $(wildcard test/chart/cmd/kobe-chart/*.go test/chart/release/*.go)
+	cd test/chart && go build -o $(CHART_TOOL) ./cmd/kobe-chart
+
+.PHONY: release
+release: ## Cross-compile kobe (linux, darwin; amd64, arm64) and kobe-operator (linux) as kobe_$(VERSION)_<os>_<arch>.tar.gz in $(DIST_DIR), with SHA256SUMS.
+	VERSION='$(VERSION)' LDFLAGS='$(LDFLAGS)' DIST_DIR='$(DIST_DIR)' SOURCE_DATE_EPOCH='$(IMAGE_CREATED)' hack/release.sh
+
+.PHONY: chart-package
+chart-package: $(CHART_TOOL) ## Package charts/kobe as $(DIST_DIR)/kobe-<version>.tgz, version and appVersion from $(VERSION).
+	$(CHART_TOOL) package --chart charts/kobe --version '$(VERSION)' --out '$(DIST_DIR)' --created $(IMAGE_CREATED)
+
+.PHONY: chart-push
+chart-push: chart-package ## Push the packaged chart to oci://$(REGISTRY)/charts (needs a reachable registry; CHART_PUSH_FLAGS=--plain-http for plain HTTP).
+	$(CHART_TOOL) push --version '$(VERSION)' --dir '$(DIST_DIR)' --to 'oci://$(REGISTRY)/charts' --created $(IMAGE_CREATED) $(CHART_PUSH_FLAGS)
+
+# test/chart/release: package, push to an in-process registry, pull back;
+# test/action: the GitHub Action's script against a real operator and CLI.
+.PHONY: test-release
+test-release: controlplane ## The release tooling: the chart's package and OCI push/pull (test/chart/release), the GitHub Action's script end to end (test/action).
+	cd test/chart && go test -vet=off -count=1 -timeout 10m ./release/
+	go test -count=1 -timeout 10m ./test/action/
+
 ##@ Real node
 
 # The real-node host cluster (internal/testenv/hostcluster, docs/host-cluster.md):
@@ -231,6 +263,21 @@ test-node: node-deps controlplane node image-pause $(IMAGE_TOOL) ## Start the re
 	NODE_DIR='$(NODE_DIR)' HOSTCLUSTER_PAUSE_TAR='$(IMAGE_DIR)/pause.tar' HOSTCLUSTER_PAUSE_IMAGE='$(PAUSE_IMAGE)' \
 	HOSTCLUSTER_IMAGE_TOOL='$(IMAGE_TOOL)' go test $(GO_TEST_FLAGS) -p 1 -v -timeout 15m $$pkgs
 
+# charts/kobe installed on the real-node host cluster (test/chart/install,
+# docs/run-cluster.md): the image `make image` built, imported into the node
+# (never pulled), the CLI of `make build`. Needs root; not in `make test` yet.
+CHART_INSTALL_ENV := NODE_DIR='$(NODE_DIR)' HOSTCLUSTER_PAUSE_TAR='$(IMAGE_DIR)/pause.tar' HOSTCLUSTER_PAUSE_IMAGE='$(PAUSE_IMAGE)' \
+	KOBE_OPERATOR_TAR='$(IMAGE_DIR)/kobe-operator.tar' KOBE_IMAGE_REPOSITORY='$(REGISTRY)/kobe-operator' KOBE_IMAGE_TAG='$(TAG)' \
+	KOBE_CLI='$(CURDIR)/bin/kobe'
+
+.PHONY: test-chart-install
+test-chart-install: node-deps controlplane node image image-pause build ## On the real-node host (root): helm install of charts/kobe with the image of make image, kobe lease through its Service, helm upgrade keeps the lease, helm uninstall leaves what the chart README says; the machine as before.
+	cd test/chart && $(CHART_INSTALL_ENV) go test -count=1 -v -timeout 15m ./install/
+
+.PHONY: test-run-cluster
+test-run-cluster: node-deps controlplane node image image-pause build ## make run-cluster's program (root): it prints the export lines, kobe lease works with them, Ctrl-C leaves the machine as before.
+	cd test/chart && $(CHART_INSTALL_ENV) go test -count=1 -v -timeout 15m ./cmd/kobe-run-cluster/
+
 ##@ Benchmarks
 
 # BENCH picks measurements (e.g. BENCH=handout,cycles; default all, which
@@ -244,6 +291,11 @@ bench: controlplane build ## The real kobe-operator (sim backend) against a real
 .PHONY: run
 run: controlplane build ## Start a host control plane, install the CRDs, run the operator with the local backend and a demo pool.
 	hack/run.sh
+
+.PHONY: run-cluster
+run-cluster: node-deps controlplane node image image-pause build ## make run on a real node (root): the host cluster, kobe installed with its chart (sim backend, demo pool), the same export lines; Ctrl-C uninstalls and tears it down (docs/run-cluster.md).
+	cd test/chart && go build -o '$(CURDIR)/bin/kobe-run-cluster' ./cmd/kobe-run-cluster
+	$(CHART_INSTALL_ENV) bin/kobe-run-cluster
 
 .PHONY: help
 help:
