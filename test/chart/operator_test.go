@@ -2,6 +2,8 @@ package chart
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -20,22 +22,32 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 
+	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+	"github.com/kunobi-ninja/kobe/internal/apiclient"
+	"github.com/kunobi-ninja/kobe/internal/controller/clusterlease"
 	"github.com/kunobi-ninja/kobe/internal/testenv"
 	"github.com/kunobi-ninja/kobe/internal/testenv/operatorproc"
+	"github.com/kunobi-ninja/kobe/internal/wire"
 )
 
 // TestOperatorRunsWithChartRBAC runs the real kobe-operator with the
-// arguments of the default render (listen addresses aside: the test picks
-// loopback ports), authenticated as the chart's ServiceAccount with the
-// chart's RBAC and nothing more: its caches sync (/readyz), it becomes leader
-// (its Lease), and its log holds no "forbidden".
+// arguments of the default render with the sim backend enabled (listen
+// addresses aside: the test picks loopback ports), authenticated as the
+// chart's ServiceAccount with the chart's RBAC and nothing more: its caches
+// sync (/readyz), it becomes leader (its Lease), its start-up sweep lists
+// its namespace, a sim pool fills and a lease taken and released through the
+// API runs every path of a hand-out (ledger, access Secret, audit record,
+// Events), and its log holds no "forbidden": a refused list, watch or write
+// of any informer or request shows there.
 func TestOperatorRunsWithChartRBAC(t *testing.T) {
 	env := testenv.Start(t)
 	ctx := t.Context()
 	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: testNamespace}}); err != nil {
 		t.Fatal(err)
 	}
-	r := mustRender(t, nil)
+	// The sim backend needs no rights of its own: its members are objects
+	// like any other backend's, without a cluster behind them.
+	r := mustRender(t, map[string]any{"backends": map[string]any{"sim": map[string]any{"enabled": true}}})
 	for _, kind := range []string{"ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"} {
 		if err := apply(ctx, env.Client, r.find(t, kind, 1)[0]); err != nil {
 			t.Fatalf("applying %s: %v", kind, err)
@@ -47,6 +59,9 @@ func TestOperatorRunsWithChartRBAC(t *testing.T) {
 		return strings.HasPrefix(a, "--api-bind-address") || strings.HasPrefix(a, "--health-probe-bind-address") ||
 			strings.HasPrefix(a, "--metrics-bind-address") || a == "--bind-all-interfaces"
 	})
+	if !slices.Contains(args, "--enable-sim-backend") {
+		t.Fatalf("the render with backends.sim.enabled has no --enable-sim-backend: %q", args)
+	}
 
 	dir := t.TempDir()
 	kubeconfig := serviceAccountKubeconfig(ctx, t, env, dir, d.Spec.Template.Spec.ServiceAccountName)
@@ -66,27 +81,102 @@ func TestOperatorRunsWithChartRBAC(t *testing.T) {
 		var l coordinationv1.Lease
 		return env.Client.Get(ctx, client.ObjectKey{Namespace: testNamespace, Name: "kobe-operator.kobe.kunobi.ninja"}, &l)
 	})
-	// The janitors and the sweep run on the leader's start; give them a moment.
-	time.Sleep(3 * time.Second)
+	testenv.Eventually(t, 30*time.Second, "the start-up sweep to run", func() error {
+		if !p.LogContains(`"Start-up sweep done"`) && !p.LogContains(`"Sweep skipped"`) {
+			return errors.New("neither \"Start-up sweep done\" nor \"Sweep skipped\" in the log")
+		}
+		return nil
+	})
+	if p.LogContains(`"Sweep skipped"`) {
+		t.Error("the start-up sweep was skipped")
+	} else {
+		leaseRoundTrip(t, env, p)
+	}
+
 	b, err := os.ReadFile(p.LogPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if !strings.Contains(strings.ToLower(line), "forbidden") {
-			continue
+		if strings.Contains(strings.ToLower(line), "forbidden") {
+			t.Errorf("refused with the chart's RBAC: %s", line)
 		}
-		// The one known refusal: the start-up sweep lists ClusterInstances
-		// of every namespace, which the chart does not grant on purpose
-		// (chart README, "Not granted"); it is skipped, and only the local
-		// backend sweeps. Remove this once the sweep lists its namespace.
-		if strings.Contains(line, `"Sweep skipped"`) && strings.Contains(line, "clusterinstances") && strings.Contains(line, "at the cluster scope") {
-			t.Logf("known refusal (the sweep's cluster-wide list): %.200s", line)
-			continue
-		}
-		t.Errorf("refused with the chart's RBAC: %s", line)
 	}
 	t.Logf("operator args from the chart: %q", args)
+}
+
+// leaseRoundTrip creates, as an administrator would, a token AccessPolicy
+// and a sim pool of one member, then takes a lease through the operator's
+// API and releases it: the member is handed out (ledger ConfigMap, access
+// Secret read, lease status, Events), its lease ends (audit record
+// ConfigMap) and it is recycled, all under the operator's identity.
+func leaseRoundTrip(t *testing.T, env *testenv.Env, p *operatorproc.Process) {
+	t.Helper()
+	ctx := t.Context()
+	const token = "chart-rbac-token"
+	for _, o := range []client.Object{
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "rbac-token", Namespace: testNamespace}, StringData: map[string]string{"token": token}},
+		&kobev1.AccessPolicy{
+			ObjectMeta: metav1.ObjectMeta{Name: "rbac", Namespace: testNamespace},
+			Spec: kobev1.AccessPolicySpec{
+				Auth:     kobev1.AuthSpec{Token: &kobev1.TokenAuth{SecretRef: kobev1.SecretKeyRef{Name: "rbac-token"}}},
+				Identity: "chart-rbac",
+				Rules:    []kobev1.AccessRule{{Pools: []string{"*"}}},
+			},
+		},
+		&kobev1.ClusterPool{
+			ObjectMeta: metav1.ObjectMeta{Name: "sim", Namespace: testNamespace},
+			Spec: kobev1.ClusterPoolSpec{
+				Size: ptr.To[int32](1),
+				Backend: kobev1.BackendSpec{Type: kobev1.BackendSim,
+					Sim: &kobev1.SimBackendSpec{ReadyAfter: &metav1.Duration{Duration: 500 * time.Millisecond}}},
+			},
+		},
+	} {
+		if err := env.Client.Create(ctx, o); err != nil {
+			t.Fatalf("creating %s: %v", o.GetName(), err)
+		}
+	}
+	api, err := apiclient.New(p.APIURL, apiclient.BearerToken(token))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var l *wire.Lease
+	testenv.Eventually(t, 30*time.Second, "a lease of the sim pool to be Bound", func() error {
+		if l == nil {
+			if l, err = api.CreateLease(ctx, wire.CreateLeaseRequest{Pool: "sim", TTL: "10m"}); err != nil {
+				return err
+			}
+		} else if l, err = api.GetLease(ctx, l.ID); err != nil {
+			return err
+		}
+		if l.Phase != wire.PhaseBound || l.Kubeconfig == "" {
+			return fmt.Errorf("lease %s is %s", l.ID, l.Phase)
+		}
+		return nil
+	})
+	if err := api.ReleaseLease(ctx, l.ID); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 30*time.Second, "the lease's audit record and a fresh member", func() error {
+		var audits corev1.ConfigMapList
+		if err := env.Client.List(ctx, &audits, client.InNamespace(testNamespace), client.MatchingLabels{clusterlease.AuditLabel: clusterlease.AuditLabelValue}); err != nil {
+			return err
+		}
+		if len(audits.Items) != 1 {
+			return fmt.Errorf("%d audit records", len(audits.Items))
+		}
+		var members kobev1.ClusterInstanceList
+		if err := env.Client.List(ctx, &members, client.InNamespace(testNamespace)); err != nil {
+			return err
+		}
+		for _, m := range members.Items {
+			if m.Name != l.ClusterName && m.Status.Phase == kobev1.InstanceReady {
+				return nil
+			}
+		}
+		return fmt.Errorf("no Ready member but the released %s yet", l.ClusterName)
+	})
 }
 
 // serviceAccountKubeconfig writes a kubeconfig holding a token of the

@@ -70,6 +70,7 @@ func (s *SweepRunnable) Start(ctx context.Context) error {
 		}
 		log.Info("Swept members nobody owns", "backend", t, "removed", removed)
 	}
+	log.Info("Start-up sweep done", "namespace", s.Namespace)
 	return nil
 }
 
