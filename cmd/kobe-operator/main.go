@@ -74,7 +74,7 @@ func (o *options) bind(fs *flag.FlagSet) {
 	}
 	fs.StringVar(&o.namespace, "namespace", ns, "Namespace whose pools, instances, leases and access policies the operator manages and the API serves.")
 	fs.StringVar(&o.apiAddr, "api-bind-address", "", "Address of the lease HTTP API (default 127.0.0.1:8090; :8090 with --api-tls-cert-file or --"+bindAllInterfacesFlag+").")
-	fs.StringVar(&o.apiTLSCert, "api-tls-cert-file", "", "Serve the lease API over HTTPS with this certificate (and --api-tls-key-file).")
+	fs.StringVar(&o.apiTLSCert, "api-tls-cert-file", "", "Serve the lease API over HTTPS with this certificate (and --api-tls-key-file); both files are read again when they change, so a renewed certificate is served without a restart.")
 	fs.StringVar(&o.apiTLSKey, "api-tls-key-file", "", "Key of --api-tls-cert-file.")
 	fs.IntVar(&o.apiMaxInFlight, "api-max-in-flight", apiserver.DefaultMaxInFlight, "Concurrent API requests served before answering 429.")
 	fs.StringVar(&o.apiAudience, "api-audience", "", "Audience of this installation, published in GET /v1/status; SSH-signed requests must name it (default kobe:<namespace>:<namespace UID>). Give every replica the same value.")

@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -14,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -66,7 +68,8 @@ type Options struct {
 	BodyReadTimeout time.Duration
 	// Ready reports whether the process can serve (caches synced).
 	Ready func() bool
-	// TLSCertFile and TLSKeyFile serve HTTPS when both are set.
+	// TLSCertFile and TLSKeyFile serve HTTPS when both are set; they are
+	// read again when they change (see Start).
 	TLSCertFile, TLSKeyFile string
 	// MaxQueuedPerOwner is leaseservice.Options.MaxQueuedPerOwner.
 	MaxQueuedPerOwner int32
@@ -151,8 +154,19 @@ func (s *Server) routes() http.Handler {
 	return recoverPanics(s.opts.Log, root)
 }
 
-// Start serves until ctx ends (manager.Runnable).
+// Start serves until ctx ends (manager.Runnable). Over TLS, the certificate
+// and key files are watched (and read again every 10 s besides): a renewed
+// certificate, such as cert-manager's rotation of the Secret that the
+// kubelet then swaps into the pod's volume, is served to new connections
+// without a restart.
 func (s *Server) Start(ctx context.Context) error {
+	var certs *certwatcher.CertWatcher
+	if s.opts.TLSCertFile != "" && s.opts.TLSKeyFile != "" {
+		var err error
+		if certs, err = certwatcher.New(s.opts.TLSCertFile, s.opts.TLSKeyFile); err != nil {
+			return fmt.Errorf("loading the lease API's TLS certificate: %w", err)
+		}
+	}
 	ln, err := net.Listen("tcp", s.opts.Addr)
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", s.opts.Addr, err)
@@ -168,10 +182,19 @@ func (s *Server) Start(ctx context.Context) error {
 		IdleTimeout:       120 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 	}
-	errc := make(chan error, 1)
+	// One for the server, one for the certificate watcher.
+	errc := make(chan error, 2)
+	if certs != nil {
+		srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: certs.GetCertificate}
+		go func() {
+			if err := certs.Start(ctx); err != nil {
+				errc <- fmt.Errorf("watching the lease API's TLS certificate: %w", err)
+			}
+		}()
+	}
 	go func() {
-		if s.opts.TLSCertFile != "" && s.opts.TLSKeyFile != "" {
-			errc <- srv.ServeTLS(ln, s.opts.TLSCertFile, s.opts.TLSKeyFile)
+		if certs != nil {
+			errc <- srv.ServeTLS(ln, "", "")
 		} else {
 			errc <- srv.Serve(ln)
 		}
@@ -182,6 +205,7 @@ func (s *Server) Start(ctx context.Context) error {
 		if errors.Is(err, http.ErrServerClosed) {
 			return nil
 		}
+		_ = srv.Close()
 		return fmt.Errorf("serving lease API: %w", err)
 	case <-ctx.Done():
 		shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
