@@ -1,0 +1,486 @@
+package install
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+	"github.com/kunobi-ninja/kobe/internal/controller/clusterlease"
+	"github.com/kunobi-ninja/kobe/internal/leaseservice"
+	"github.com/kunobi-ninja/kobe/internal/testenv"
+	"github.com/kunobi-ninja/kobe/internal/testenv/hostcluster"
+	"github.com/kunobi-ninja/kobe/internal/wire"
+)
+
+const (
+	namespace   = "kobe-system"
+	release     = "kobe"
+	pool        = "sim"
+	leaderLease = "kobe-operator.kobe.kunobi.ninja"
+)
+
+// Inputs are the images and the CLI that `make test-chart-install` builds
+// and passes in the environment.
+type Inputs struct {
+	PauseTar, PauseImage, OperatorTar, Repository, Tag, CLI string
+}
+
+// inputs reads them, failing the test when one is missing.
+func inputs(t *testing.T) Inputs {
+	t.Helper()
+	root := testenv.RepoRoot()
+	or := func(key, def string) string {
+		if v := os.Getenv(key); v != "" {
+			return v
+		}
+		return def
+	}
+	in := Inputs{
+		PauseTar:    or("HOSTCLUSTER_PAUSE_TAR", filepath.Join(root, "bin", "images", "pause.tar")),
+		PauseImage:  or("HOSTCLUSTER_PAUSE_IMAGE", "kobe.local/pause:v1"),
+		OperatorTar: or("KOBE_OPERATOR_TAR", filepath.Join(root, "bin", "images", "kobe-operator.tar")),
+		Repository:  os.Getenv("KOBE_IMAGE_REPOSITORY"),
+		Tag:         os.Getenv("KOBE_IMAGE_TAG"),
+		CLI:         or("KOBE_CLI", filepath.Join(root, "bin", "kobe")),
+	}
+	if in.Repository == "" || in.Tag == "" {
+		t.Fatal("KOBE_IMAGE_REPOSITORY and KOBE_IMAGE_TAG name the image in KOBE_OPERATOR_TAR: run `make test-chart-install`")
+	}
+	for _, f := range []string{in.PauseTar, in.OperatorTar, in.CLI} {
+		if _, err := os.Stat(f); err != nil {
+			t.Fatalf("%s is missing: run `make test-chart-install` (it builds the images and the CLI)", f)
+		}
+	}
+	return in
+}
+
+// TestInstallUpgradeUninstall is the chart end to end on a real node:
+// helm install of the image `make image` built, both replicas Ready and one
+// leader; an AccessPolicy and a sim pool; `kobe lease` through the chart's
+// Service binds a lease; helm upgrade rolls every pod and the lease stays
+// Bound, extended and released through the new pods; after the README's
+// uninstall steps nothing of the release is left but what the README says
+// stays; and the machine is as it was.
+func TestInstallUpgradeUninstall(t *testing.T) {
+	in := inputs(t)
+	ctx := t.Context()
+	if err := hostcluster.Teardown(ctx, hostcluster.DefaultDir); err != nil {
+		t.Fatalf("teardown before the test: %v", err)
+	}
+	before, err := hostcluster.TakeSnapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	step := time.Now()
+	lap := func(what string) {
+		t.Logf("%-40s %v", what, time.Since(step).Round(time.Millisecond))
+		step = time.Now()
+	}
+
+	hc, err := hostcluster.New(ctx, hostcluster.Options{PauseImage: in.PauseImage, Images: []string{in.PauseTar, in.OperatorTar}})
+	if err != nil {
+		t.Fatalf("starting host cluster: %v", err)
+	}
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			_ = hc.Stop(context.Background())
+		}
+	})
+	lap("host cluster up (images imported)")
+	c, err := NewClient(hc.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := NewHelm(hc.Kubeconfig, namespace, release)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	vals := Values(in.Repository, in.Tag)
+	if err := h.Install(ctx, vals); err != nil {
+		t.Fatal(err)
+	}
+	lap("helm install --wait")
+	image := in.Repository + ":" + in.Tag
+	first := readyPods(t, c, image, nil)
+	leader := checkLeader(t, c, first)
+	lap("both replicas Ready, one leader")
+	t.Logf("pods %v, leader %s", first, leader)
+
+	token := fmt.Sprintf("chart-e2e-%d", time.Now().UnixNano())
+	if err := Demo(ctx, c, namespace, pool, token); err != nil {
+		t.Fatal(err)
+	}
+	if err := WaitDemoReady(ctx, c, namespace, pool, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	lap("AccessPolicy and sim pool Ready")
+
+	addr, err := Forward(ctx, hc.Client, namespace, release, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli := &cli{t: t, bin: in.CLI, dir: t.TempDir(), endpoint: "http://" + addr, token: token}
+	if err := WaitAPI(ctx, cli.endpoint, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	lap("the API answers through the Service")
+	var leased wire.Lease
+	cli.json(&leased, "lease", pool, "--ttl", "10m", "--kubeconfig", filepath.Join(cli.dir, "lease.kubeconfig"))
+	if leased.Phase != wire.PhaseBound || leased.ClusterName == "" {
+		t.Fatalf("kobe lease: phase %q on %q, want Bound on a member", leased.Phase, leased.ClusterName)
+	}
+	member := boundLease(t, c, leased.ID, "")
+	lap("kobe lease through the Service: Bound")
+
+	// A changed value and a pod annotation: every pod is replaced.
+	vals["limits"] = map[string]any{"maxQueuedPerOwner": 5}
+	vals["podAnnotations"] = map[string]any{"kobe.kunobi.ninja/chart-test": "upgraded"}
+	if err := h.Upgrade(ctx, vals); err != nil {
+		t.Fatal(err)
+	}
+	lap("helm upgrade --wait (rollout)")
+	second := readyPods(t, c, image, first)
+	for _, p := range second {
+		var pod corev1.Pod
+		if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: p}, &pod); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(pod.Spec.Containers[0].Args, "--max-queued-per-owner=5") {
+			t.Errorf("pod %s args %q: the upgrade's value is missing", p, pod.Spec.Containers[0].Args)
+		}
+	}
+	checkLeader(t, c, second)
+	lap("new replicas Ready, one leader among them")
+
+	boundLease(t, c, leased.ID, member)
+	var mine []wire.Lease
+	cli.json(&mine, "leases")
+	if len(mine) != 1 || mine[0].ID != leased.ID || mine[0].Phase != wire.PhaseBound {
+		t.Fatalf("kobe leases after the upgrade: %+v, want %s Bound", mine, leased.ID)
+	}
+	var l kobev1.ClusterLease
+	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: leased.ID}, &l); err != nil {
+		t.Fatal(err)
+	}
+	expires := l.Status.ExpiresAt.Time
+	cli.run("extend", leased.ID, "--ttl", "20m")
+	testenv.Eventually(t, 10*time.Second, "the extension in the lease's status", func() error {
+		if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: leased.ID}, &l); err != nil {
+			return err
+		}
+		if l.Status.ExpiresAt == nil || !l.Status.ExpiresAt.After(expires) {
+			return fmt.Errorf("expires %v, was %v", l.Status.ExpiresAt, expires)
+		}
+		return nil
+	})
+	cli.run("release", leased.ID)
+	testenv.Eventually(t, 30*time.Second, "the lease Released", func() error {
+		if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: leased.ID}, &l); err != nil {
+			return err
+		}
+		if l.Status.Phase != kobev1.LeaseReleased {
+			return fmt.Errorf("phase %s", l.Status.Phase)
+		}
+		return nil
+	})
+	lap("lease survived: listed, extended, released")
+
+	// The chart README's uninstall: pools first, while the operator runs.
+	if err := DeletePools(ctx, c, namespace, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	lap("ClusterPools and members deleted")
+	if err := h.Uninstall(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lap("helm uninstall --wait")
+	checkUninstalled(t, c, leased.ID)
+	lap("nothing of the release left")
+
+	stopped = true
+	if err := hc.Stop(ctx); err != nil {
+		t.Fatalf("teardown: %v", err)
+	}
+	lap("host cluster torn down")
+	after, err := hostcluster.TakeSnapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := before.Diff(after); d != "" {
+		t.Errorf("the machine differs after teardown (- before only, + after only):\n%s", d)
+	}
+}
+
+// readyPods waits for exactly the Deployment's two replicas, Ready, of
+// image with imagePullPolicy Never, none of them named in old, and no other
+// pod of the release (old ones terminated), and returns their names.
+func readyPods(t *testing.T, c client.Client, image string, old []string) []string {
+	t.Helper()
+	var names []string
+	testenv.Eventually(t, 2*time.Minute, "two Ready replicas of the release, and no other pod", func() error {
+		var pods corev1.PodList
+		if err := c.List(t.Context(), &pods, client.InNamespace(namespace), client.MatchingLabels{"app.kubernetes.io/instance": release}); err != nil {
+			return err
+		}
+		names = names[:0]
+		for _, p := range pods.Items {
+			ready := slices.ContainsFunc(p.Status.Conditions, func(c corev1.PodCondition) bool {
+				return c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue
+			})
+			switch ct := p.Spec.Containers[0]; {
+			case slices.Contains(old, p.Name):
+				return fmt.Errorf("pod %s of before the upgrade still exists", p.Name)
+			case !ready || p.DeletionTimestamp != nil:
+				return fmt.Errorf("pod %s not Ready (%s)", p.Name, p.Status.Phase)
+			case ct.Image != image || ct.ImagePullPolicy != corev1.PullNever:
+				return fmt.Errorf("pod %s runs %s (%s), want %s (Never)", p.Name, ct.Image, ct.ImagePullPolicy, image)
+			}
+			names = append(names, p.Name)
+		}
+		if len(names) != 2 {
+			return fmt.Errorf("%d pods: %v", len(names), names)
+		}
+		return nil
+	})
+	var d appsv1.Deployment
+	if err := c.Get(t.Context(), client.ObjectKey{Namespace: namespace, Name: release}, &d); err != nil {
+		t.Fatal(err)
+	}
+	if d.Status.ReadyReplicas != 2 || d.Status.UpdatedReplicas != 2 {
+		t.Errorf("Deployment: %d ready, %d updated, want 2 and 2", d.Status.ReadyReplicas, d.Status.UpdatedReplicas)
+	}
+	return names
+}
+
+// checkLeader waits for the leader-election Lease to be held by one of
+// pods (controller-runtime's identity is "<hostname>_<uuid>", the hostname
+// the pod's name) and returns that pod: one Lease, one holder, so exactly
+// one leader.
+func checkLeader(t *testing.T, c client.Client, pods []string) string {
+	t.Helper()
+	var leader string
+	testenv.Eventually(t, time.Minute, "a leader among "+strings.Join(pods, ", "), func() error {
+		var l coordinationv1.Lease
+		if err := c.Get(t.Context(), client.ObjectKey{Namespace: namespace, Name: leaderLease}, &l); err != nil {
+			return err
+		}
+		holder := ""
+		if l.Spec.HolderIdentity != nil {
+			holder = *l.Spec.HolderIdentity
+		}
+		for _, p := range pods {
+			if strings.HasPrefix(holder, p+"_") {
+				leader = p
+				return nil
+			}
+		}
+		return fmt.Errorf("lease held by %q", holder)
+	})
+	return leader
+}
+
+// boundLease waits for the ClusterLease id to be Bound (the API answers
+// Bound from the binding; the status copy may follow) to a member that is
+// Leased, fails when it is bound to another than member (when given), and
+// returns the member's name.
+func boundLease(t *testing.T, c client.Client, id, member string) string {
+	t.Helper()
+	var bound string
+	testenv.Eventually(t, 30*time.Second, "lease "+id+" Bound to a Leased member", func() error {
+		var l kobev1.ClusterLease
+		if err := c.Get(t.Context(), client.ObjectKey{Namespace: namespace, Name: id}, &l); err != nil {
+			return err
+		}
+		if l.Status.Phase != kobev1.LeaseBound || l.Status.InstanceRef == nil {
+			return fmt.Errorf("ClusterLease %s: phase %q, instance %v", id, l.Status.Phase, l.Status.InstanceRef)
+		}
+		bound = l.Status.InstanceRef.Name
+		var m kobev1.ClusterInstance
+		if err := c.Get(t.Context(), client.ObjectKey{Namespace: namespace, Name: bound}, &m); err != nil {
+			return err
+		}
+		if m.Status.Phase != kobev1.InstanceLeased {
+			return fmt.Errorf("member %s: phase %s", bound, m.Status.Phase)
+		}
+		return nil
+	})
+	if member != "" && bound != member {
+		t.Fatalf("ClusterLease %s is bound to %s, want %s", id, bound, member)
+	}
+	return bound
+}
+
+// checkUninstalled checks what the chart README says helm uninstall
+// leaves, after its ClusterPools were deleted: no workload, Service,
+// ServiceAccount, RBAC, PodDisruptionBudget or Helm record of the release,
+// no pool or member; kept are the CRDs (helm.sh/resource-policy: keep), the
+// user's AccessPolicy and its Secret, the ended lease, the operator's lease
+// ledgers and audit records (ConfigMaps), and its leader-election Lease.
+func checkUninstalled(t *testing.T, c client.Client, leaseID string) {
+	t.Helper()
+	ctx := t.Context()
+	in := client.InNamespace(namespace)
+	count := func(list client.ObjectList, opts ...client.ListOption) int {
+		t.Helper()
+		if err := c.List(ctx, list, opts...); err != nil {
+			t.Fatal(err)
+		}
+		return len(mustItems(t, list))
+	}
+	testenv.Eventually(t, time.Minute, "the release's pods and ReplicaSets gone", func() error {
+		if n, m := count(&corev1.PodList{}, in), count(&appsv1.ReplicaSetList{}, in); n+m > 0 {
+			return fmt.Errorf("%d pods, %d ReplicaSets", n, m)
+		}
+		return nil
+	})
+	for what, list := range map[string]client.ObjectList{
+		"Deployments": &appsv1.DeploymentList{}, "Services": &corev1.ServiceList{}, "Roles": &rbacv1.RoleList{},
+		"RoleBindings": &rbacv1.RoleBindingList{}, "PodDisruptionBudgets": &policyv1.PodDisruptionBudgetList{},
+		"ClusterPools": &kobev1.ClusterPoolList{}, "ClusterInstances": &kobev1.ClusterInstanceList{},
+	} {
+		if n := count(list, in); n != 0 {
+			t.Errorf("%d %s left in %s", n, what, namespace)
+		}
+	}
+	var sas corev1.ServiceAccountList
+	count(&sas, in)
+	if len(sas.Items) != 1 || sas.Items[0].Name != "default" {
+		t.Errorf("ServiceAccounts left: %v, want only default", names(t, &sas))
+	}
+	var crs rbacv1.ClusterRoleList
+	var crbs rbacv1.ClusterRoleBindingList
+	count(&crs)
+	count(&crbs)
+	for _, n := range append(names(t, &crs), names(t, &crbs)...) {
+		if strings.Contains(n, "kobe") {
+			t.Errorf("cluster-wide RBAC %s left", n)
+		}
+	}
+
+	var crds apiextv1.CustomResourceDefinitionList
+	count(&crds, client.MatchingLabels{"app.kubernetes.io/part-of": "kobe"})
+	if len(crds.Items) != 5 {
+		t.Errorf("%d kobe CRDs kept, want 5: %v", len(crds.Items), names(t, &crds))
+	}
+	for _, crd := range crds.Items {
+		if crd.Annotations["helm.sh/resource-policy"] != "keep" {
+			t.Errorf("CRD %s kept without helm.sh/resource-policy: keep", crd.Name)
+		}
+	}
+	var secrets corev1.SecretList
+	count(&secrets, in)
+	if got := names(t, &secrets); !slices.Equal(got, []string{DemoSecret}) {
+		t.Errorf("Secrets left: %v, want only the policy's %s (no member access Secret, no Helm release record)", got, DemoSecret)
+	}
+	var policies kobev1.AccessPolicyList
+	count(&policies, in)
+	if got := names(t, &policies); !slices.Equal(got, []string{DemoPolicy}) {
+		t.Errorf("AccessPolicies left: %v, want %s", got, DemoPolicy)
+	}
+	var leases kobev1.ClusterLeaseList
+	count(&leases, in)
+	if len(leases.Items) != 1 || leases.Items[0].Name != leaseID || leases.Items[0].Status.Phase != kobev1.LeaseReleased {
+		t.Errorf("ClusterLeases left: %v, want the released %s", names(t, &leases), leaseID)
+	}
+	var cms corev1.ConfigMapList
+	count(&cms, in)
+	var ledgers, audits int
+	for _, cm := range cms.Items {
+		switch {
+		case cm.Labels[leaseservice.LabelLedger] == "true":
+			ledgers++
+		case cm.Labels[clusterlease.AuditLabel] == clusterlease.AuditLabelValue:
+			audits++
+		case cm.Name == "kube-root-ca.crt":
+		default:
+			t.Errorf("ConfigMap %s left, not a lease ledger or an audit record", cm.Name)
+		}
+	}
+	if ledgers != 1 || audits != 1 {
+		t.Errorf("%d lease ledgers and %d audit records kept, want 1 and 1", ledgers, audits)
+	}
+	var coord coordinationv1.LeaseList
+	count(&coord, in)
+	if got := names(t, &coord); !slices.Equal(got, []string{leaderLease}) {
+		t.Errorf("Leases left: %v, want the leader election's %s", got, leaderLease)
+	}
+}
+
+// mustItems are list's items.
+func mustItems(t *testing.T, list client.ObjectList) []metav1.Object {
+	t.Helper()
+	objs, err := meta.ExtractList(list)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]metav1.Object, 0, len(objs))
+	for _, o := range objs {
+		m, err := meta.Accessor(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// names are the sorted names of list's items.
+func names(t *testing.T, list client.ObjectList) []string {
+	t.Helper()
+	var out []string
+	for _, o := range mustItems(t, list) {
+		out = append(out, o.GetName())
+	}
+	slices.Sort(out)
+	return out
+}
+
+// cli runs bin/kobe against the forwarded API with the demo token, with a
+// config file of its own.
+type cli struct {
+	t                         *testing.T
+	bin, dir, endpoint, token string
+}
+
+func (k *cli) run(args ...string) []byte {
+	k.t.Helper()
+	cmd := exec.CommandContext(k.t.Context(), k.bin, args...)
+	cmd.Env = append(os.Environ(), "KOBE_ENDPOINT="+k.endpoint, "KOBE_TOKEN="+k.token,
+		"KOBE_CONFIG="+filepath.Join(k.dir, "config.yaml"), "XDG_RUNTIME_DIR="+k.dir)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		k.t.Fatalf("kobe %s: %v\n%s%s", strings.Join(args, " "), err, out, stderr.Bytes())
+	}
+	return out
+}
+
+func (k *cli) json(v any, args ...string) {
+	k.t.Helper()
+	out := k.run(append(args, "-o", "json")...)
+	if err := json.Unmarshal(out, v); err != nil {
+		k.t.Fatalf("kobe %s -o json: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
