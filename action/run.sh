@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# The GitHub Action of this repository (action.yml, docs/releases.md):
+# installs the kobe CLI of a release, verified against the release's
+# SHA256SUMS, gets the job's OIDC ID token, and runs the command on a leased
+# cluster with `kobe run` (which releases the lease on every exit path and
+# passes the command's exit status through).
+#
+# Inputs, as action.yml passes them:
+#   KOBE_ACTION_POOL        pool to lease from (required)
+#   KOBE_ACTION_COMMAND     command, run as sh -c "$KOBE_ACTION_COMMAND" (required)
+#   KOBE_ACTION_TTL         lease TTL, e.g. 30m (default: the pool's)
+#   KOBE_ACTION_ENDPOINT    kobe API URL (default: $KOBE_ENDPOINT)
+#   KOBE_ACTION_AUDIENCE    audience of the OIDC token (default: the endpoint, as
+#                           in the AccessPolicy examples of README.md)
+#   KOBE_ACTION_VERSION     CLI release: vX.Y.Z, or vX, vX.Y or latest for the
+#                           newest such release (default: the action's ref)
+#   KOBE_ACTION_REPOSITORY  repository of the releases (default kunobi-ninja/kobe)
+# From the runner: RUNNER_OS, RUNNER_ARCH, RUNNER_TEMP, GITHUB_SERVER_URL,
+# GITHUB_API_URL, GITHUB_PATH, GITHUB_TOKEN (for the release list only),
+# ACTIONS_ID_TOKEN_REQUEST_URL and ACTIONS_ID_TOKEN_REQUEST_TOKEN (present
+# when the job has `permissions: id-token: write`).
+# Needs bash, curl, tar, jq and sha256sum or shasum (GitHub's Linux and macOS
+# runners have them).
+set -euo pipefail
+
+fail() {
+	echo "::error title=kobe::$*" >&2
+	exit 1
+}
+
+pool=${KOBE_ACTION_POOL:-}
+command=${KOBE_ACTION_COMMAND:-}
+ttl=${KOBE_ACTION_TTL:-}
+endpoint=${KOBE_ACTION_ENDPOINT:-${KOBE_ENDPOINT:-}}
+audience=${KOBE_ACTION_AUDIENCE:-$endpoint}
+version=${KOBE_ACTION_VERSION:-}
+repo=${KOBE_ACTION_REPOSITORY:-kunobi-ninja/kobe}
+server=${GITHUB_SERVER_URL:-https://github.com}
+api=${GITHUB_API_URL:-https://api.github.com}
+
+[ -n "$pool" ] || fail "the pool input is empty: say which kobe pool to lease from"
+[ -n "$command" ] || fail "the command input is empty: say what to run on the leased cluster"
+[ -n "$endpoint" ] || fail "no kobe endpoint: set the endpoint input (or KOBE_ENDPOINT), e.g. https://kobe.example.com"
+for tool in curl tar jq; do
+	command -v "$tool" >/dev/null || fail "$tool is not installed on this runner; the kobe action needs curl, tar and jq"
+done
+
+case ${RUNNER_OS:-$(uname -s)} in
+Linux) os=linux ;;
+macOS | Darwin) os=darwin ;;
+*) fail "kobe releases are built for Linux and macOS runners, not ${RUNNER_OS:-$(uname -s)}" ;;
+esac
+case ${RUNNER_ARCH:-$(uname -m)} in
+X64 | x86_64 | amd64) arch=amd64 ;;
+ARM64 | arm64 | aarch64) arch=arm64 ;;
+*) fail "kobe releases are built for X64 and ARM64 runners, not ${RUNNER_ARCH:-$(uname -m)}" ;;
+esac
+
+# A release tag as it is; a major or minor line (v1, v1.2) or "latest": the
+# newest release of it that is neither a draft nor a pre-release.
+resolve_version() {
+	local want=$1 prefix list auth=()
+	case $want in
+	v[0-9]*.[0-9]*.[0-9]*) echo "$want"; return ;;
+	latest) prefix=v ;;
+	v[0-9] | v[0-9][0-9] | v[0-9]*.[0-9]*) prefix=$want. ;;
+	*) fail "version '$want' names no kobe release: set the action's version input to a release such as v0.2.0 (or v0, latest)" ;;
+	esac
+	[ -n "${GITHUB_TOKEN:-}" ] && auth=(-H "Authorization: Bearer $GITHUB_TOKEN")
+	list=$(curl -fsSL --retry 3 "${auth[@]}" -H "Accept: application/vnd.github+json" \
+		"$api/repos/$repo/releases?per_page=100") ||
+		fail "listing the releases of $repo at $api failed; set the version input to a release such as v0.2.0"
+	jq -r '.[] | select((.draft or .prerelease) | not) | .tag_name' <<<"$list" |
+		awk -v p="$prefix" 'index($0, p) == 1 && /^v[0-9]+\.[0-9]+\.[0-9]+$/' | sort -V | tail -n 1
+}
+
+[ -n "$version" ] || fail "no version: set the action's version input to a kobe release such as v0.2.0"
+resolved=$(resolve_version "$version") || exit 1
+[ -n "$resolved" ] || fail "$repo has no release matching '$version'"
+version=$resolved
+
+# Download the archive and SHA256SUMS; install the CLI only if its checksum
+# is the one SHA256SUMS lists.
+asset=kobe_${version}_${os}_${arch}.tar.gz
+dir=${RUNNER_TEMP:-${TMPDIR:-/tmp}}/kobe-$version-$os-$arch
+mkdir -p "$dir"
+base=$server/$repo/releases/download/$version
+echo "kobe: installing $asset from $base"
+curl -fsSL --retry 3 -o "$dir/$asset" "$base/$asset" || fail "downloading $base/$asset failed: is $version a release of $repo with a $os/$arch CLI?"
+curl -fsSL --retry 3 -o "$dir/SHA256SUMS" "$base/SHA256SUMS" || fail "downloading $base/SHA256SUMS failed"
+awk -v f="$asset" '$2 == f || $2 == "*" f' "$dir/SHA256SUMS" >"$dir/$asset.sha256"
+[ -s "$dir/$asset.sha256" ] || fail "SHA256SUMS of $version lists no $asset; refusing to install it"
+if command -v sha256sum >/dev/null; then
+	check=(sha256sum --check --status)
+else
+	check=(shasum --algorithm 256 --check --status)
+fi
+(cd "$dir" && "${check[@]}" "$asset.sha256") ||
+	fail "checksum mismatch: $asset does not match the SHA256SUMS of $version; refusing to install it"
+tar -xzf "$dir/$asset" -C "$dir" kobe
+export PATH=$dir:$PATH
+[ -n "${GITHUB_PATH:-}" ] && echo "$dir" >>"$GITHUB_PATH" # later steps find kobe too
+kobe version
+
+# The job's OIDC ID token, for the audience the kobe AccessPolicy accepts.
+[ -n "${ACTIONS_ID_TOKEN_REQUEST_URL:-}" ] && [ -n "${ACTIONS_ID_TOKEN_REQUEST_TOKEN:-}" ] ||
+	fail "the job cannot mint an OIDC token: add 'permissions: id-token: write' to the workflow or job"
+aud=$(jq -rn --arg a "$audience" '$a | @uri')
+sep='&'
+[[ $ACTIONS_ID_TOKEN_REQUEST_URL == *\?* ]] || sep='?'
+reply=$(curl -fsS --retry 3 -H "Authorization: bearer $ACTIONS_ID_TOKEN_REQUEST_TOKEN" \
+	"$ACTIONS_ID_TOKEN_REQUEST_URL${sep}audience=$aud") || fail "requesting the job's OIDC token (audience $audience) failed"
+token=$(jq -r '.value // empty' <<<"$reply")
+[ -n "$token" ] || fail "the OIDC token request (audience $audience) returned no token"
+echo "::add-mask::$token"
+
+export KOBE_ENDPOINT=$endpoint KOBE_OIDC_TOKEN=$token
+args=(run "$pool")
+[ -n "$ttl" ] && args+=(--ttl "$ttl")
+echo "kobe: kobe ${args[*]} -- sh -c <command> (endpoint $endpoint, OIDC audience $audience)"
+exec kobe "${args[@]}" -- sh -c "$command"

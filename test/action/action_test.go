@@ -1,0 +1,395 @@
+// Package action tests the repository's GitHub Action (action.yml, whose
+// logic is action/run.sh) without GitHub and without network: the script
+// runs as the runner would run it, against an httptest server that plays
+// GitHub (release downloads of archives that hack/release.sh built, the
+// release list, the job's OIDC token endpoint), and the kobe it installs
+// leases for real from a real kobe-operator (sim backend) on the test
+// control plane, authenticated by an OIDC AccessPolicy.
+package action
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+	"github.com/kunobi-ninja/kobe/internal/testenv"
+	"github.com/kunobi-ninja/kobe/internal/testenv/oidcissuer"
+	"github.com/kunobi-ninja/kobe/internal/testenv/operatorproc"
+)
+
+const (
+	namespace  = "default"
+	repository = "kunobi-ninja/kobe" // where the releases are
+	// release is the version the test builds and serves; the release list
+	// also names others that are not downloadable.
+	release     = "v0.9.1"
+	callerRepo  = "my-org/my-repo"
+	requestTok  = "request-token-of-the-job"
+	poolName    = "ci-small"
+	kidActions  = "actions-key"
+	scriptPath  = "action/run.sh"
+	tokenExpiry = 10 * time.Minute
+)
+
+// fakeGitHub serves what the script asks GitHub for.
+type fakeGitHub struct {
+	*httptest.Server
+	dist   string // <dist>/<version>/<asset>
+	issuer *oidcissuer.Issuer
+	key    *ecdsa.PrivateKey
+	tamper atomic.Bool // serve the archives with one byte changed
+
+	mu        sync.Mutex
+	audiences []string // of every token minted
+	refused   int      // token requests with a wrong bearer
+}
+
+func newFakeGitHub(t *testing.T, dist string) *fakeGitHub {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &fakeGitHub{dist: dist, issuer: oidcissuer.New(t), key: key}
+	g.issuer.Publish(key, kidActions, jose.ES256)
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /"+repository+"/releases/download/{version}/{asset}", func(w http.ResponseWriter, r *http.Request) {
+		b, err := os.ReadFile(filepath.Join(g.dist, filepath.Base(r.PathValue("version")), filepath.Base(r.PathValue("asset"))))
+		if err != nil {
+			http.NotFound(w, r)
+			return
+		}
+		if g.tamper.Load() && strings.HasSuffix(r.PathValue("asset"), ".tar.gz") {
+			b = bytes.Clone(b)
+			b[len(b)/2] ^= 0xff
+		}
+		_, _ = w.Write(b)
+	})
+	mux.HandleFunc("GET /api/repos/"+repository+"/releases", func(w http.ResponseWriter, _ *http.Request) {
+		type rel struct {
+			Tag        string `json:"tag_name"`
+			Draft      bool   `json:"draft"`
+			Prerelease bool   `json:"prerelease"`
+		}
+		_ = json.NewEncoder(w).Encode([]rel{
+			{Tag: "v1.0.0-rc.1", Prerelease: true}, {Tag: "v0.10.0", Draft: true},
+			{Tag: "v0.8.4"}, {Tag: release}, {Tag: "v0.9.0"}, {Tag: "v0.1.12"},
+		})
+	})
+	// GitHub's ID-token endpoint: ACTIONS_ID_TOKEN_REQUEST_URL carries
+	// api-version; the runner's request token is the bearer; the audience
+	// comes as a query parameter. The token is signed by the test issuer
+	// with the claims GitHub sets.
+	mux.HandleFunc("GET /oidc/token", func(w http.ResponseWriter, r *http.Request) {
+		scheme, bearer, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+		if !strings.EqualFold(scheme, "bearer") || bearer != requestTok || r.URL.Query().Get("api-version") != "2.0" {
+			g.mu.Lock()
+			g.refused++
+			g.mu.Unlock()
+			http.Error(w, `{"message":"bad credentials"}`, http.StatusUnauthorized)
+			return
+		}
+		aud := r.URL.Query().Get("audience")
+		g.mu.Lock()
+		g.audiences = append(g.audiences, aud)
+		g.mu.Unlock()
+		now := time.Now()
+		tok, err := oidcissuer.Sign(g.key, kidActions, jose.ES256, map[string]any{
+			"iss": g.issuer.URL, "aud": aud, "sub": "repo:" + callerRepo + ":ref:refs/heads/main",
+			"repository": callerRepo, "ref": "refs/heads/main",
+			"iat": now.Unix(), "nbf": now.Unix(), "exp": now.Add(tokenExpiry).Unix(),
+		})
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{"count": 1, "value": tok})
+	})
+	g.Server = httptest.NewServer(mux)
+	t.Cleanup(g.Close)
+	return g
+}
+
+func (g *fakeGitHub) mintedAudiences() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return append([]string(nil), g.audiences...)
+}
+
+// buildRelease runs hack/release.sh, as `make release` does, for this
+// machine's platform only.
+func buildRelease(dist, version string) error {
+	c := exec.Command(filepath.Join(testenv.RepoRoot(), "hack/release.sh"))
+	c.Env = append(os.Environ(), "VERSION="+version, "DIST_DIR="+filepath.Join(dist, version),
+		"PLATFORMS="+runtime.GOOS+"/"+runtime.GOARCH, "OPERATOR_PLATFORMS=")
+	if out, err := c.CombinedOutput(); err != nil {
+		return fmt.Errorf("hack/release.sh: %w\n%s", err, out)
+	}
+	return nil
+}
+
+// runner is one run of action/run.sh with a runner's environment.
+type runner struct {
+	env  map[string]string
+	work string
+}
+
+func newRunner(t *testing.T, g *fakeGitHub, endpoint string) *runner {
+	work := t.TempDir()
+	arch := map[string]string{"amd64": "X64", "arm64": "ARM64"}[runtime.GOARCH]
+	osName := map[string]string{"linux": "Linux", "darwin": "macOS"}[runtime.GOOS]
+	return &runner{work: work, env: map[string]string{
+		"PATH": os.Getenv("PATH"), "HOME": work, "XDG_CONFIG_HOME": filepath.Join(work, "config"),
+		"RUNNER_OS": osName, "RUNNER_ARCH": arch, "RUNNER_TEMP": filepath.Join(work, "runner-temp"),
+		"GITHUB_SERVER_URL": g.URL, "GITHUB_API_URL": g.URL + "/api", "GITHUB_PATH": filepath.Join(work, "github-path"),
+		"GITHUB_TOKEN":                   "ghs_job-token",
+		"ACTIONS_ID_TOKEN_REQUEST_URL":   g.URL + "/oidc/token?api-version=2.0",
+		"ACTIONS_ID_TOKEN_REQUEST_TOKEN": requestTok,
+		"KOBE_ACTION_POOL":               poolName,
+		"KOBE_ACTION_ENDPOINT":           endpoint,
+		"KOBE_ACTION_VERSION":            release,
+		"KOBE_ACTION_REPOSITORY":         repository,
+	}}
+}
+
+// run runs the script and returns its combined output and exit code.
+func (r *runner) run(t *testing.T) (string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	c := exec.CommandContext(ctx, filepath.Join(testenv.RepoRoot(), scriptPath))
+	c.Dir = r.work
+	for k, v := range r.env {
+		c.Env = append(c.Env, k+"="+v)
+	}
+	out, err := c.CombinedOutput()
+	code := 0
+	if err != nil {
+		ee, ok := err.(*exec.ExitError)
+		if !ok {
+			t.Fatalf("running %s: %v\n%s", scriptPath, err, out)
+		}
+		code = ee.ExitCode()
+	}
+	return string(out), code
+}
+
+// leases lists the ClusterLeases in the test namespace.
+func leases(t *testing.T, c client.Client) []kobev1.ClusterLease {
+	t.Helper()
+	var l kobev1.ClusterLeaseList
+	if err := c.List(t.Context(), &l, client.InNamespace(namespace)); err != nil {
+		t.Fatal(err)
+	}
+	return l.Items
+}
+
+func TestAction(t *testing.T) {
+	ctrllog.SetLogger(logr.Discard()) // the test API server's start-up chatter
+	// The release archive and the operator build while the control plane
+	// starts.
+	start := time.Now()
+	dist, opDir := t.TempDir(), t.TempDir()
+	var bin string
+	var releaseErr, buildErr error
+	var wg sync.WaitGroup
+	wg.Go(func() { releaseErr = buildRelease(dist, release) })
+	wg.Go(func() { bin, buildErr = operatorproc.Build(opDir) })
+	env := testenv.Start(t)
+	wg.Wait()
+	if releaseErr != nil || buildErr != nil {
+		t.Fatal(releaseErr, buildErr)
+	}
+	t.Logf("release archive, operator build and control plane ready after %s", time.Since(start).Round(time.Millisecond))
+	op, err := operatorproc.Start(operatorproc.Options{Binary: bin, Kubeconfig: env.Kubeconfig, Namespace: namespace, Dir: opDir,
+		Args: []string{"--enable-sim-backend"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := op.Stop(); err != nil {
+			t.Errorf("stopping the operator: %v", err)
+		}
+		if t.Failed() {
+			t.Logf("operator log tail:\n%s", op.Tail(40))
+		}
+	})
+	if err := op.WaitReady(t.Context(), 60*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("operator ready after %s", time.Since(start).Round(time.Millisecond))
+
+	g := newFakeGitHub(t, dist)
+	ctx := t.Context()
+	policy := &kobev1.AccessPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "github-ci", Namespace: namespace},
+		Spec: kobev1.AccessPolicySpec{
+			Auth:     kobev1.AuthSpec{OIDC: &kobev1.OIDCAuth{Issuer: g.issuer.URL, Audience: []string{op.APIURL}}},
+			Identity: "{repository}",
+			Rules: []kobev1.AccessRule{{
+				Match: &kobev1.ClaimMatch{Claim: "repository", Value: callerRepo},
+				Pools: []string{"ci-*"}, MaxTTL: &metav1.Duration{Duration: time.Hour},
+			}},
+		},
+	}
+	pool := &kobev1.ClusterPool{
+		ObjectMeta: metav1.ObjectMeta{Name: poolName, Namespace: namespace},
+		Spec: kobev1.ClusterPoolSpec{
+			Size: ptr.To[int32](1), TTL: &metav1.Duration{Duration: 30 * time.Minute},
+			Backend: kobev1.BackendSpec{Type: kobev1.BackendSim, Sim: &kobev1.SimBackendSpec{ReadyAfter: &metav1.Duration{Duration: time.Second}}},
+		},
+	}
+	for _, o := range []client.Object{policy, pool} {
+		if err := env.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testenv.Eventually(t, 30*time.Second, "the OIDC AccessPolicy to be Ready", func() error {
+		got := &kobev1.AccessPolicy{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(policy), got); err != nil {
+			return err
+		}
+		if c := meta.FindStatusCondition(got.Status.Conditions, kobev1.ConditionReady); c == nil || c.Status != metav1.ConditionTrue {
+			return fmt.Errorf("Ready condition %+v", c)
+		}
+		return nil
+	})
+	t.Logf("AccessPolicy ready after %s", time.Since(start).Round(time.Millisecond))
+
+	// The whole path: download, checksum, install, OIDC token for the
+	// endpoint's audience, kobe run with the lease's kubeconfig; the
+	// command's exit status is the step's.
+	t.Run("runs the command on a leased cluster", func(t *testing.T) {
+		r := newRunner(t, g, op.APIURL)
+		r.env["KOBE_ACTION_TTL"] = "12m"
+		r.env["KOBE_ACTION_COMMAND"] = `echo "lease=$KOBE_LEASE_ID"; grep -q '^kind: Config' "$KUBECONFIG" && echo "kubeconfig at $KUBECONFIG"; exit 7`
+		out, code := r.run(t)
+		t.Logf("action output:\n%s", out)
+		if code != 7 {
+			t.Fatalf("exit status %d, want the command's 7", code)
+		}
+		for _, want := range []string{
+			"kobe " + release + " (", // kobe version of the installed CLI
+			"kubeconfig at ",         // the command saw the lease's kubeconfig
+			"kobe run " + poolName + " --ttl 12m -- sh -c <command>",
+		} {
+			if !strings.Contains(out, want) {
+				t.Errorf("output lacks %q", want)
+			}
+		}
+		m := regexp.MustCompile(`lease=(lease-[0-9a-f]{12})`).FindStringSubmatch(out)
+		if m == nil {
+			t.Fatal("the command printed no lease id")
+		}
+		if got := g.mintedAudiences(); len(got) != 1 || got[0] != op.APIURL {
+			t.Errorf("OIDC tokens minted for audiences %q, want one for the endpoint %s", got, op.APIURL)
+		}
+		// The token went to kobe only: masked, never printed in clear.
+		if strings.Count(out, "::add-mask::") != 1 {
+			t.Errorf("want one ::add-mask:: line for the token")
+		}
+		installed := filepath.Join(r.env["RUNNER_TEMP"], "kobe-"+release+"-"+runtime.GOOS+"-"+runtime.GOARCH)
+		if b, err := os.ReadFile(r.env["GITHUB_PATH"]); err != nil || strings.TrimSpace(string(b)) != installed {
+			t.Errorf("GITHUB_PATH holds %q (%v), want %s", b, err, installed)
+		}
+		// The lease, as the operator recorded it: this caller's identity
+		// from the token's claims, the requested TTL, released at the end.
+		testenv.Eventually(t, 30*time.Second, "the lease to be released", func() error {
+			l := &kobev1.ClusterLease{}
+			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: m[1]}, l); err != nil {
+				return err
+			}
+			if l.Spec.Requester.Identity != callerRepo || l.Spec.Requester.Method != "oidc" || l.Spec.Requester.Policy != policy.Name {
+				return fmt.Errorf("requester %+v, want %s by oidc under %s", l.Spec.Requester, callerRepo, policy.Name)
+			}
+			if l.Spec.TTL == nil || l.Spec.TTL.Duration != 12*time.Minute {
+				return fmt.Errorf("ttl %v, want 12m", l.Spec.TTL)
+			}
+			if l.Status.BoundAt == nil || l.Status.EndedAt == nil || l.Status.Phase == kobev1.LeaseBound {
+				return fmt.Errorf("phase %s, bound at %v, ended at %v: want bound, then ended", l.Status.Phase, l.Status.BoundAt, l.Status.EndedAt)
+			}
+			return nil
+		})
+	})
+
+	// vX picks the newest vX.Y.Z release that is neither a draft nor a
+	// pre-release (v0.10.0 is a draft here, so v0.9.1).
+	t.Run("a major version installs its newest release", func(t *testing.T) {
+		r := newRunner(t, g, op.APIURL)
+		r.env["KOBE_ACTION_VERSION"] = "v0"
+		r.env["KOBE_ACTION_COMMAND"] = "true"
+		out, code := r.run(t)
+		if code != 0 || !strings.Contains(out, "kobe "+release+" (") {
+			t.Errorf("exit %d, want 0 and kobe %s installed; output:\n%s", code, release, out)
+		}
+	})
+
+	// Each refusal: a clear message, a failed step, and no lease.
+	before := len(leases(t, env.Client))
+	for _, tc := range []struct {
+		name string
+		set  map[string]string
+		tamp bool
+		want string
+	}{
+		{name: "an archive that does not match SHA256SUMS is not installed", tamp: true,
+			want: "checksum mismatch: kobe_" + release + "_" + runtime.GOOS + "_" + runtime.GOARCH + ".tar.gz does not match the SHA256SUMS of " + release + "; refusing to install it"},
+		{name: "a version that is no release", set: map[string]string{"KOBE_ACTION_VERSION": "main"},
+			want: "version 'main' names no kobe release"},
+		{name: "a release that is not published", set: map[string]string{"KOBE_ACTION_VERSION": "v0.9.0"},
+			want: "downloading " + g.URL + "/" + repository + "/releases/download/v0.9.0/kobe_v0.9.0_"},
+		{name: "a major version without releases", set: map[string]string{"KOBE_ACTION_VERSION": "v2"},
+			want: repository + " has no release matching 'v2'"},
+		{name: "a job without id-token: write", set: map[string]string{"ACTIONS_ID_TOKEN_REQUEST_URL": "", "ACTIONS_ID_TOKEN_REQUEST_TOKEN": ""},
+			want: "add 'permissions: id-token: write' to the workflow or job"},
+		{name: "a refused token request", set: map[string]string{"ACTIONS_ID_TOKEN_REQUEST_TOKEN": "stale"},
+			want: "requesting the job's OIDC token (audience " + op.APIURL + ") failed"},
+		{name: "an audience the policy does not accept", set: map[string]string{"KOBE_ACTION_AUDIENCE": "https://other.example.com"},
+			want: "the server did not accept your credentials"},
+		{name: "no endpoint", set: map[string]string{"KOBE_ACTION_ENDPOINT": ""},
+			want: "no kobe endpoint: set the endpoint input"},
+		{name: "no pool", set: map[string]string{"KOBE_ACTION_POOL": ""},
+			want: "the pool input is empty"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g.tamper.Store(tc.tamp)
+			defer g.tamper.Store(false)
+			r := newRunner(t, g, op.APIURL)
+			r.env["KOBE_ACTION_COMMAND"] = "echo the command ran"
+			for k, v := range tc.set {
+				r.env[k] = v
+			}
+			out, code := r.run(t)
+			if code == 0 || !strings.Contains(out, tc.want) || strings.Contains(out, "the command ran") {
+				t.Errorf("exit %d, want a failure saying %q without running the command; output:\n%s", code, tc.want, out)
+			}
+		})
+	}
+	if after := len(leases(t, env.Client)); after != before {
+		t.Errorf("%d leases after the refused runs, %d before", after, before)
+	}
+}
