@@ -114,6 +114,8 @@ token=$(jq -r '.value // empty' <<<"$reply")
 [ -n "$token" ] || fail "the OIDC token request (audience $audience) returned no token"
 echo "::add-mask::$token"
 
+# KOBE_TOKEN and KOBE_TOKEN_FILE would win over the OIDC token (internal/cli).
+unset KOBE_TOKEN KOBE_TOKEN_FILE
 export KOBE_ENDPOINT=$endpoint KOBE_OIDC_TOKEN=$token
 args=(run "$pool")
 [ -n "$ttl" ] && args+=(--ttl "$ttl")
