@@ -95,13 +95,16 @@ func WaitDemoReady(ctx context.Context, c client.Client, ns, pool string, within
 	})
 }
 
-// DeletePools deletes every ClusterPool of ns and waits until the pools
-// and their members are gone: what the chart README asks before helm
-// uninstall, because members and pools carry finalizers that only a
-// running operator removes.
-func DeletePools(ctx context.Context, c client.Client, ns string, within time.Duration) error {
-	if err := c.DeleteAllOf(ctx, &kobev1.ClusterPool{}, client.InNamespace(ns)); err != nil {
-		return fmt.Errorf("deleting the ClusterPools of %s: %w", ns, err)
+// Clear ends every lease of ns and deletes its pools and members, then
+// waits until no pool or member is left: what the chart README asks before
+// helm uninstall (and what make run does on Ctrl-C), because pools and
+// members carry finalizers that only a running operator removes, and a
+// pool keeps its leased members until their leases end.
+func Clear(ctx context.Context, c client.Client, ns string, within time.Duration) error {
+	for _, o := range []client.Object{&kobev1.ClusterLease{}, &kobev1.ClusterPool{}, &kobev1.ClusterInstance{}} {
+		if err := c.DeleteAllOf(ctx, o, client.InNamespace(ns)); err != nil {
+			return fmt.Errorf("deleting every %T of %s: %w", o, ns, err)
+		}
 	}
 	return poll(ctx, within, func() error {
 		var pools kobev1.ClusterPoolList
