@@ -140,16 +140,44 @@ func (g *fakeGitHub) mintedAudiences() []string {
 	return append([]string(nil), g.audiences...)
 }
 
+// releaseEpoch is SOURCE_DATE_EPOCH of the test's release builds.
+const releaseEpoch = 1790000000
+
 // buildRelease runs hack/release.sh, as `make release` does, for this
-// machine's platform only.
-func buildRelease(dist, version string) error {
+// machine's platform only, into dir.
+func buildRelease(dir, version string) error {
 	c := exec.Command(filepath.Join(testenv.RepoRoot(), "hack/release.sh"))
-	c.Env = append(os.Environ(), "VERSION="+version, "DIST_DIR="+filepath.Join(dist, version),
+	c.Env = append(os.Environ(), "VERSION="+version, "DIST_DIR="+dir, fmt.Sprintf("SOURCE_DATE_EPOCH=%d", releaseEpoch),
 		"PLATFORMS="+runtime.GOOS+"/"+runtime.GOARCH, "OPERATOR_PLATFORMS=")
 	if out, err := c.CombinedOutput(); err != nil {
 		return fmt.Errorf("hack/release.sh: %w\n%s", err, out)
 	}
 	return nil
+}
+
+// shared is the release both tests use (one link of kobe fewer on a
+// 2-core machine): built once, removed by TestMain.
+var shared struct {
+	once sync.Once
+	root string // <root>/<release>/<asset>, as fakeGitHub serves it
+	err  error
+}
+
+func sharedRelease() (string, error) {
+	shared.once.Do(func() {
+		if shared.root, shared.err = os.MkdirTemp("", "kobe-action-release-"); shared.err == nil {
+			shared.err = buildRelease(filepath.Join(shared.root, release), release)
+		}
+	})
+	return shared.root, shared.err
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if shared.root != "" {
+		_ = os.RemoveAll(shared.root)
+	}
+	os.Exit(code)
 }
 
 // runner is one run of action/run.sh with a runner's environment.
@@ -213,11 +241,11 @@ func TestAction(t *testing.T) {
 	// The release archive and the operator build while the control plane
 	// starts.
 	start := time.Now()
-	dist, opDir := t.TempDir(), t.TempDir()
-	var bin string
+	opDir := t.TempDir()
+	var dist, bin string
 	var releaseErr, buildErr error
 	var wg sync.WaitGroup
-	wg.Go(func() { releaseErr = buildRelease(dist, release) })
+	wg.Go(func() { dist, releaseErr = sharedRelease() })
 	wg.Go(func() { bin, buildErr = operatorproc.Build(opDir) })
 	env := testenv.Start(t)
 	wg.Wait()
