@@ -1,0 +1,198 @@
+// Command kobe-run-cluster is `make run-cluster`: `make run` on a real node.
+// It starts the real-node host cluster (internal/testenv/hostcluster) with
+// the images `make image` and `make image-pause` built, installs
+// charts/kobe with Helm (sim backend on), creates make run's demo (a token
+// AccessPolicy and a pool "dev", here of simulated members), relays
+// 127.0.0.1:$KOBE_API_PORT to the chart's Service, and prints the same
+// export lines as make run. SIGINT or SIGTERM deletes the pools, uninstalls
+// the release and tears the host cluster down; a second one skips to the
+// teardown. It needs root (docs/run-cluster.md).
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/kunobi-ninja/kobe/internal/testenv/hostcluster"
+	"github.com/kunobi-ninja/kobe/test/chart/install"
+)
+
+const (
+	namespace = "kobe-system"
+	release   = "kobe"
+	pool      = "dev"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "make run-cluster:", err)
+		os.Exit(1)
+	}
+}
+
+// settings are read from the environment that `make run-cluster` sets.
+type settings struct {
+	pauseTar, pauseImage, operatorTar, repository, tag, port string
+}
+
+func readSettings() (settings, error) {
+	s := settings{
+		pauseTar: os.Getenv("HOSTCLUSTER_PAUSE_TAR"), pauseImage: os.Getenv("HOSTCLUSTER_PAUSE_IMAGE"),
+		operatorTar: os.Getenv("KOBE_OPERATOR_TAR"), repository: os.Getenv("KOBE_IMAGE_REPOSITORY"),
+		tag: os.Getenv("KOBE_IMAGE_TAG"), port: os.Getenv("KOBE_API_PORT"),
+	}
+	if s.port == "" {
+		s.port = "8090"
+	}
+	if s.pauseTar == "" || s.pauseImage == "" || s.operatorTar == "" || s.repository == "" || s.tag == "" {
+		return s, errors.New("HOSTCLUSTER_PAUSE_TAR, HOSTCLUSTER_PAUSE_IMAGE, KOBE_OPERATOR_TAR, KOBE_IMAGE_REPOSITORY and KOBE_IMAGE_TAG are unset: start it with `make run-cluster`")
+	}
+	return s, nil
+}
+
+func run() (err error) {
+	if os.Geteuid() != 0 {
+		return errors.New("it needs root: the real-node host cluster runs kubelet and containerd and changes routes and iptables rules. Run it as root, or use `make run`, which needs no root")
+	}
+	s, err := readSettings()
+	if err != nil {
+		return err
+	}
+	addr := net.JoinHostPort("127.0.0.1", s.port)
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("%s is in use: set KOBE_API_PORT to a free port", addr)
+	}
+	_ = l.Close()
+
+	// The first signal cancels ctx (start-up stops, or the wait ends); the
+	// second cancels the graceful part of the shutdown.
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	ctx, stop := context.WithCancel(context.Background())
+	graceful, force := context.WithCancel(context.Background())
+	go func() {
+		<-sigs
+		stop()
+		<-sigs
+		fmt.Println("interrupted again: tearing the host cluster down now...")
+		force()
+	}()
+
+	start := time.Now()
+	fmt.Printf("starting the real-node host cluster (state in %s; needs root)...\n", hostcluster.DefaultDir)
+	hc, err := hostcluster.New(ctx, hostcluster.Options{PauseImage: s.pauseImage, Images: []string{s.pauseTar, s.operatorTar}})
+	if err != nil {
+		return err // New tore down what it started
+	}
+	defer func() {
+		t0 := time.Now()
+		if serr := hc.Stop(context.Background()); serr != nil {
+			err = errors.Join(err, fmt.Errorf("tearing the host cluster down: %w", serr))
+			return
+		}
+		fmt.Printf("host cluster torn down (%v); the machine is as before.\n", time.Since(t0).Round(100*time.Millisecond))
+	}()
+	token, err := up(ctx, hc, s, addr)
+	if ctx.Err() != nil {
+		fmt.Println("interrupted while starting: tearing down...")
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Printf(`
+kobe is running on a real node (helm release %[1]s in namespace %[2]s, 2 replicas, up in %[3]v);
+its API answers on http://%[4]s, relayed to the chart's Service.
+The demo pool %[5]q has 2 simulated members (sim backend: their kubeconfigs reach no cluster):
+
+  export KUBECONFIG=%[6]s
+  kubectl -n %[2]s get pods,clusterpools,clusterinstances
+
+Lease one with the CLI:
+
+  export KOBE_ENDPOINT=http://%[4]s KOBE_TOKEN=%[7]s
+  bin/kobe pools
+  bin/kobe lease %[5]s --ttl 30m
+  bin/kobe leases
+
+Press Ctrl-C to uninstall kobe and tear the host cluster down.
+`, release, namespace, time.Since(start).Round(100*time.Millisecond), addr, pool, hc.Kubeconfig, token)
+	<-ctx.Done()
+	fmt.Println()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		down(graceful, hc)
+	}()
+	select {
+	case <-done:
+	case <-graceful.Done(): // Helm's uninstall takes no context
+	}
+	return nil
+}
+
+// up installs the chart, creates the demo and relays addr to the Service;
+// it returns the demo token.
+func up(ctx context.Context, hc *hostcluster.Cluster, s settings, addr string) (string, error) {
+	c, err := install.NewClient(hc.Config)
+	if err != nil {
+		return "", err
+	}
+	h, err := install.NewHelm(hc.Kubeconfig, namespace, release)
+	if err != nil {
+		return "", err
+	}
+	fmt.Printf("helm install %s charts/kobe -n %s (image %s:%s, sim backend)...\n", release, namespace, s.repository, s.tag)
+	if err := h.Install(ctx, install.Values(s.repository, s.tag)); err != nil {
+		return "", err
+	}
+	b := make([]byte, 24)
+	_, _ = rand.Read(b)
+	token := base64.RawURLEncoding.EncodeToString(b)
+	if err := install.Demo(ctx, c, namespace, pool, token); err != nil {
+		return "", err
+	}
+	if err := install.WaitDemoReady(ctx, c, namespace, pool, time.Minute); err != nil {
+		return "", err
+	}
+	if _, err := install.Forward(ctx, hc.Client, namespace, release, addr); err != nil {
+		return "", fmt.Errorf("relaying %s to the Service: %w", addr, err)
+	}
+	if err := install.WaitAPI(ctx, "http://"+addr, time.Minute); err != nil {
+		return "", err
+	}
+	return token, nil
+}
+
+// down ends the leases and deletes the pools and members while the
+// operator runs (so that their finalizers are removed), then uninstalls the
+// release, as the chart README tells users to; ctx ends it early (a second
+// Ctrl-C). The caller tears the host cluster down either way.
+func down(ctx context.Context, hc *hostcluster.Cluster) {
+	t0 := time.Now()
+	fmt.Println("ending the leases, deleting the pools and members, uninstalling kobe (Ctrl-C again to skip to the teardown)...")
+	c, err := install.NewClient(hc.Config)
+	if err == nil {
+		err = install.Clear(ctx, c, namespace, time.Minute)
+	}
+	if err == nil {
+		var h *install.Helm
+		if h, err = install.NewHelm(hc.Kubeconfig, namespace, release); err == nil {
+			err = h.Uninstall(ctx)
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "uninstalling: %v (the teardown removes it anyway)\n", err)
+		return
+	}
+	fmt.Printf("kobe uninstalled (%v).\n", time.Since(t0).Round(100*time.Millisecond))
+}
