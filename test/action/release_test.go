@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"debug/elf"
+	"errors"
 	"io"
 	"os"
 	"os/exec"
@@ -67,7 +68,7 @@ func TestReleaseArchives(t *testing.T) {
 	var bin []byte
 	for {
 		h, err := tr.Next()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
@@ -98,7 +99,7 @@ func TestReleaseArchives(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer f.Close()
+		defer func() { _ = f.Close() }()
 		for _, p := range f.Progs {
 			if p.Type == elf.PT_INTERP {
 				t.Errorf("%s has a program interpreter: not static", kobe)
