@@ -130,8 +130,14 @@ type Sweeper interface {
 	// Sweep destroys every member for which owned returns false. It is run
 	// once at operator start, after the cache has synced, so that nothing
 	// leaks across crashes.
-	Sweep(ctx context.Context, owned func(uid types.UID) bool) (removed []string, err error)
+	Sweep(ctx context.Context, owned OwnedFunc) (removed []string, err error)
 }
+
+// OwnedFunc answers a Sweeper: whether the member with this namespace and
+// UID must be kept. It is true when a ClusterInstance with that UID exists,
+// and for a member of a namespace the operator does not manage (another
+// installation's, which is never this one's to destroy).
+type OwnedFunc func(namespace string, uid types.UID) bool
 
 // ErrUnavailable says the backend cannot build members at all (missing
 // binary, missing credentials). Retrying the same call will not help until an

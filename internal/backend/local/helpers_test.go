@@ -57,7 +57,7 @@ func cleanupDataRoot(t testing.TB, b *Backend) {
 	b.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if _, err := b.Sweep(ctx, func(types.UID) bool { return false }); err != nil {
+	if _, err := b.Sweep(ctx, func(string, types.UID) bool { return false }); err != nil {
 		t.Errorf("cleaning up %s: %v", b.opts.DataRoot, err)
 	}
 	if pids := runningUnder(t, b.opts.DataRoot); len(pids) > 0 {

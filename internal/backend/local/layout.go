@@ -37,6 +37,13 @@ func memberDirName(m backend.Member) string {
 	return prefix + "_" + string(m.UID)
 }
 
+// namespaceFromDirName returns the member namespace a data directory name
+// carries (a namespace is at most 63 characters, so never cut short).
+func namespaceFromDirName(name string) string {
+	ns, _, _ := strings.Cut(name, "_")
+	return ns
+}
+
 // uidFromDirName returns the member UID a data directory name carries.
 func uidFromDirName(name string) (types.UID, bool) {
 	i := strings.LastIndexByte(name, '_')

@@ -299,7 +299,7 @@ func TestAdoptAfterOperatorCrash(t *testing.T) {
 	waitFor(t, b2, ready, backend.StateReady, 10*time.Second)
 
 	readyDir, interruptedDir := b.paths(ready).dir, b.paths(interrupted).dir
-	removed, err := b2.Sweep(t.Context(), func(uid types.UID) bool { return uid == ready.UID })
+	removed, err := b2.Sweep(t.Context(), func(_ string, uid types.UID) bool { return uid == ready.UID })
 	if err != nil {
 		t.Fatalf("Sweep: %v", err)
 	}
@@ -318,7 +318,7 @@ func TestAdoptAfterOperatorCrash(t *testing.T) {
 	if err := os.RemoveAll(readyDir); err != nil {
 		t.Fatal(err)
 	}
-	removed, err = b2.Sweep(t.Context(), func(types.UID) bool { return true })
+	removed, err = b2.Sweep(t.Context(), func(string, types.UID) bool { return true })
 	if err != nil {
 		t.Fatalf("Sweep: %v", err)
 	}
@@ -513,6 +513,9 @@ func TestDirNames(t *testing.T) {
 		}
 		if uid, ok := uidFromDirName(name); !ok || uid != tt.m.UID {
 			t.Errorf("uidFromDirName(%q) = %q, %v; want %q", name, uid, ok, tt.m.UID)
+		}
+		if ns := namespaceFromDirName(name); ns != tt.m.Namespace {
+			t.Errorf("namespaceFromDirName(%q) = %q, want %q", name, ns, tt.m.Namespace)
 		}
 	}
 	for _, bad := range []string{"lost+found", "a_b", "ns_name_", "ns_name_../x"} {

@@ -9,12 +9,14 @@ import (
 	"path/filepath"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kunobi-ninja/kobe/internal/backend"
 )
 
 // Sweep implements backend.Sweeper: it destroys every member directory under
 // DataRoot whose UID owned rejects, then stops any member process whose
 // directory no longer exists. removed names what was destroyed.
-func (b *Backend) Sweep(ctx context.Context, owned func(uid types.UID) bool) (removed []string, err error) {
+func (b *Backend) Sweep(ctx context.Context, owned backend.OwnedFunc) (removed []string, err error) {
 	entries, err := os.ReadDir(b.opts.DataRoot)
 	if err != nil {
 		return nil, fmt.Errorf("listing %s: %w", b.opts.DataRoot, err)
@@ -29,7 +31,7 @@ func (b *Backend) Sweep(ctx context.Context, owned func(uid types.UID) bool) (re
 			b.log.Info("Ignoring directory that is not a member's", "dir", filepath.Join(b.opts.DataRoot, e.Name()))
 			continue
 		}
-		if owned(uid) {
+		if owned(namespaceFromDirName(e.Name()), uid) {
 			continue
 		}
 		if err := b.destroyUnowned(ctx, uid, filepath.Join(b.opts.DataRoot, e.Name())); err != nil {

@@ -47,7 +47,7 @@ type fakeBackend struct {
 	creates map[string]int
 	deletes map[string]int
 	state   map[string]backend.State
-	swept   []types.UID
+	swept   []sweptMember
 }
 
 type memberPlan struct {
@@ -136,18 +136,29 @@ func (f *fakeBackend) Delete(_ context.Context, m backend.Member) (bool, error) 
 	return true, nil
 }
 
-func (f *fakeBackend) Sweep(_ context.Context, owned func(types.UID) bool) ([]string, error) {
+// sweptMember is a member the fake backend's Sweep finds.
+type sweptMember struct {
+	namespace string
+	uid       types.UID
+}
+
+// Sweep asks owned about each of f.swept and leaves there the UIDs it
+// would destroy.
+func (f *fakeBackend) Sweep(_ context.Context, owned backend.OwnedFunc) ([]string, error) {
 	var removed []string
 	f.mu.Lock()
-	uids := append([]types.UID(nil), f.swept...)
+	found := append([]sweptMember(nil), f.swept...)
 	f.mu.Unlock()
-	for _, uid := range uids {
-		if !owned(uid) {
-			removed = append(removed, string(uid))
+	for _, m := range found {
+		if !owned(m.namespace, m.uid) {
+			removed = append(removed, string(m.uid))
 		}
 	}
 	f.mu.Lock()
-	f.swept = append(f.swept[:0], types.UID(strings.Join(removed, ",")))
+	f.swept = f.swept[:0]
+	for _, uid := range removed {
+		f.swept = append(f.swept, sweptMember{uid: types.UID(uid)})
+	}
 	f.mu.Unlock()
 	return removed, nil
 }
@@ -503,12 +514,14 @@ func TestInstanceController(t *testing.T) {
 		h.waitGone(t, m, 10*time.Second)
 	})
 
-	t.Run("the start-up sweep asks backends about UIDs and lists live in its namespace, with rights there only", func(t *testing.T) {
+	t.Run("the start-up sweep asks backends about UIDs and lists live in its namespace, with rights there only, leaving other namespaces' members alone", func(t *testing.T) {
 		ns := h.namespace(t)
 		_, m := h.poolAndMember(t, ns, nil)
 		got := h.waitPhase(t, m, kobev1.InstanceReady, 30*time.Second)
 		h.fake.mu.Lock()
-		h.fake.swept = []types.UID{got.UID, "orphan-uid"}
+		// Its member, an orphan of its namespace, and an unknown member of
+		// another namespace (another installation's, sharing the data).
+		h.fake.swept = []sweptMember{{ns, got.UID}, {ns, "orphan-uid"}, {"other-installation", "foreign-uid"}}
 		h.fake.mu.Unlock()
 		// As the chart's operator: allowed to list ClusterInstances in ns
 		// and nowhere else, so a list of every namespace is refused.
@@ -522,8 +535,8 @@ func TestInstanceController(t *testing.T) {
 		h.fake.mu.Lock()
 		removed := h.fake.swept
 		h.fake.mu.Unlock()
-		if len(removed) != 1 || removed[0] != "orphan-uid" {
-			t.Errorf("removed = %v, want only the orphan (the backend was not asked, or its member not found owned)", removed)
+		if len(removed) != 1 || removed[0].uid != "orphan-uid" {
+			t.Errorf("removed = %v, want only the orphan (the backend was not asked, its member not found owned, or another namespace's member judged)", removed)
 		}
 		if err := h.c.Delete(t.Context(), m); err != nil {
 			t.Fatal(err)

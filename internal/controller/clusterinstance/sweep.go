@@ -74,11 +74,12 @@ func (s *SweepRunnable) Start(ctx context.Context) error {
 	return nil
 }
 
-// ownedFunc returns owned(uid): a ClusterInstance with that UID exists. It
+// ownedFunc returns owned(namespace, uid): a ClusterInstance with that UID
+// exists, or the member is of a namespace this operator does not manage. It
 // starts from one live list and lists again before answering "not owned", so
 // that a member whose object was created after the first list (and whose
 // data therefore appeared after it) is never taken for an orphan.
-func (s *SweepRunnable) ownedFunc(ctx context.Context) (func(types.UID) bool, error) {
+func (s *SweepRunnable) ownedFunc(ctx context.Context) (backend.OwnedFunc, error) {
 	list := func() (map[types.UID]bool, error) {
 		var l kobev1.ClusterInstanceList
 		if err := s.Reader.List(ctx, &l, client.InNamespace(s.Namespace)); err != nil {
@@ -95,7 +96,10 @@ func (s *SweepRunnable) ownedFunc(ctx context.Context) (func(types.UID) bool, er
 		return nil, err
 	}
 	var mu sync.Mutex
-	return func(uid types.UID) bool {
+	return func(namespace string, uid types.UID) bool {
+		if s.Namespace != "" && namespace != s.Namespace {
+			return true // another installation's member
+		}
 		mu.Lock()
 		defer mu.Unlock()
 		if known[uid] {

@@ -67,7 +67,7 @@ func startHarness(t *testing.T) *harness {
 		lb.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		if removed, err := lb.Sweep(ctx, func(types.UID) bool { return false }); err != nil || len(removed) > 0 {
+		if removed, err := lb.Sweep(ctx, func(string, types.UID) bool { return false }); err != nil || len(removed) > 0 {
 			t.Logf("final sweep removed %v (%v)", removed, err)
 		}
 	})
