@@ -216,12 +216,16 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 	})
 	lap("lease survived: listed, extended, released")
 
-	// The chart README's uninstall: leases, pools and members first, while
-	// the operator runs.
-	if err := Clear(ctx, c, namespace, time.Minute); err != nil {
-		t.Fatal(err)
+	// The chart README's uninstall: its kubectl lines (leases, pools and
+	// members, while the operator runs), then helm uninstall.
+	for _, args := range readmeUninstall(t) {
+		kubectl := exec.CommandContext(ctx, "kubectl", args...)
+		kubectl.Env = append(os.Environ(), "KUBECONFIG="+hc.Kubeconfig)
+		if out, err := kubectl.CombinedOutput(); err != nil {
+			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
 	}
-	lap("leases, pools and members deleted")
+	lap("leases, pools and members deleted (kubectl)")
 	if err := h.Uninstall(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -435,6 +439,33 @@ func checkUninstalled(t *testing.T, c client.Client) {
 	if got := names(t, &coord); !slices.Equal(got, []string{leaderLease}) {
 		t.Errorf("Leases left: %v, want the leader election's %s", got, leaderLease)
 	}
+}
+
+// readmeUninstall returns the arguments of each kubectl line of the chart
+// README's uninstall block (the one that deletes clusterleases), so that the
+// test runs what users are told to run.
+func readmeUninstall(t *testing.T) [][]string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "charts", "kobe", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines [][]string
+	for block := range strings.SplitSeq(string(b), "```sh\n") {
+		block, _, _ = strings.Cut(block, "```")
+		if !strings.Contains(block, "delete clusterleases,") {
+			continue
+		}
+		for l := range strings.SplitSeq(block, "\n") {
+			if rest, ok := strings.CutPrefix(l, "kubectl "); ok {
+				lines = append(lines, strings.Fields(rest))
+			}
+		}
+	}
+	if len(lines) == 0 || !strings.Contains(string(b), "helm uninstall kobe -n kobe-system") {
+		t.Fatal("charts/kobe/README.md has no uninstall block with kubectl lines and helm uninstall")
+	}
+	return lines
 }
 
 // mustItems are list's items.
