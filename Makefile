@@ -122,6 +122,7 @@ verify-generate: generate ## Fail when generated files are stale.
 test: verify-generate fmt-check tidy-check vet lint controlplane ## Everything CI runs: generated files, formatting, tidy modules, vet, lint, then unit, integration and e2e tests and short fuzzing.
 	$(MAKE) --no-print-directory test-unit
 	$(MAKE) --no-print-directory test-chart
+	$(MAKE) --no-print-directory test-chart-release
 	$(MAKE) --no-print-directory test-image
 	$(MAKE) --no-print-directory test-integration
 	$(MAKE) --no-print-directory test-e2e
@@ -234,11 +235,16 @@ chart-package: $(CHART_TOOL) ## Package charts/kobe as $(DIST_DIR)/kobe-<version
 chart-push: chart-package ## Push the packaged chart to oci://$(REGISTRY)/charts (needs a reachable registry; CHART_PUSH_FLAGS=--plain-http for plain HTTP).
 	$(CHART_TOOL) push --version '$(VERSION)' --dir '$(DIST_DIR)' --to 'oci://$(REGISTRY)/charts' --created $(IMAGE_CREATED) $(CHART_PUSH_FLAGS)
 
-# test/chart/release: package, push to an in-process registry, pull back;
-# test/action: the GitHub Action's script against a real operator and CLI.
-.PHONY: test-release
-test-release: controlplane ## The release tooling: the chart's package and OCI push/pull (test/chart/release), the GitHub Action's script end to end (test/action).
+# test/chart/release: package, push to an in-process registry, pull back
+# (in make test: about 40 s warm, most of it linking Helm). test/action: the
+# GitHub Action's script against a fake GitHub and a real operator, and the
+# release archives; make test runs it in test-integration (it links testenv).
+.PHONY: test-chart-release
+test-chart-release: ## test/chart/release: the chart packaged twice gives one archive; pushed to an in-process OCI registry and pulled back, same digests and metadata; an unreachable registry named.
 	cd test/chart && go test -vet=off -count=1 -timeout 10m ./release/
+
+.PHONY: test-release
+test-release: controlplane test-chart-release ## The release tooling: test-chart-release, then the GitHub Action's script end to end and the release archives (test/action).
 	go test -count=1 -timeout 10m ./test/action/
 
 ##@ Real node
