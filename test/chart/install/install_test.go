@@ -21,6 +21,7 @@ import (
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
@@ -123,7 +124,7 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 	lap("helm install --wait")
 	image := in.Repository + ":" + in.Tag
 	first := readyPods(t, c, image, nil)
-	leader := checkLeader(t, c, first)
+	leader := checkLeader(t, c, hc.Client, first)
 	lap("both replicas Ready, one leader")
 	t.Logf("pods %v, leader %s", first, leader)
 
@@ -170,7 +171,7 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 			t.Errorf("pod %s args %q: the upgrade's value is missing", p, pod.Spec.Containers[0].Args)
 		}
 	}
-	checkLeader(t, c, second)
+	checkLeader(t, c, hc.Client, second)
 	lap("new replicas Ready, one leader among them")
 
 	boundLease(t, c, leased.ID, member)
@@ -290,12 +291,12 @@ func readyPods(t *testing.T, c client.Client, image string, old []string) []stri
 
 // checkLeader waits for the leader-election Lease to be held by one of
 // pods (controller-runtime's identity is "<hostname>_<uuid>", the hostname
-// the pod's name) and returns that pod: one Lease, one holder, so exactly
-// one leader.
-func checkLeader(t *testing.T, c client.Client, pods []string) string {
+// the pod's name) and for that pod, and no other of pods, to log that it
+// acquired the Lease: exactly one leader. It returns the leader.
+func checkLeader(t *testing.T, c client.Client, cs kubernetes.Interface, pods []string) string {
 	t.Helper()
 	var leader string
-	testenv.Eventually(t, time.Minute, "a leader among "+strings.Join(pods, ", "), func() error {
+	testenv.Eventually(t, time.Minute, "one leader among "+strings.Join(pods, ", "), func() error {
 		var l coordinationv1.Lease
 		if err := c.Get(t.Context(), client.ObjectKey{Namespace: namespace, Name: leaderLease}, &l); err != nil {
 			return err
@@ -304,13 +305,29 @@ func checkLeader(t *testing.T, c client.Client, pods []string) string {
 		if l.Spec.HolderIdentity != nil {
 			holder = *l.Spec.HolderIdentity
 		}
+		leader = ""
 		for _, p := range pods {
 			if strings.HasPrefix(holder, p+"_") {
 				leader = p
-				return nil
 			}
 		}
-		return fmt.Errorf("lease held by %q", holder)
+		if leader == "" {
+			return fmt.Errorf("lease held by %q", holder)
+		}
+		var acquired []string
+		for _, p := range pods {
+			logs, err := cs.CoreV1().Pods(namespace).GetLogs(p, &corev1.PodLogOptions{}).DoRaw(t.Context())
+			if err != nil {
+				return fmt.Errorf("logs of %s: %w", p, err)
+			}
+			if bytes.Contains(logs, []byte("Successfully acquired lease")) {
+				acquired = append(acquired, p)
+			}
+		}
+		if !slices.Equal(acquired, []string{leader}) {
+			return fmt.Errorf("lease held by %s, pods logging that they acquired it: %v", leader, acquired)
+		}
+		return nil
 	})
 	return leader
 }
