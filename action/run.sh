@@ -66,8 +66,9 @@ resolve_version() {
 	v[0-9] | v[0-9][0-9] | v[0-9]*.[0-9]*) prefix=$want. ;;
 	*) fail "version '$want' names no kobe release: set the action's version input to a release such as v0.2.0 (or v0, latest)" ;;
 	esac
+	# ${a[@]+"${a[@]}"}: an empty array is "unbound" to macOS's bash 3.2 under set -u.
 	[ -n "${GITHUB_TOKEN:-}" ] && auth=(-H "Authorization: Bearer $GITHUB_TOKEN")
-	list=$(curl -fsSL --retry 3 "${auth[@]}" -H "Accept: application/vnd.github+json" \
+	list=$(curl -fsSL --retry 3 ${auth[@]+"${auth[@]}"} -H "Accept: application/vnd.github+json" \
 		"$api/repos/$repo/releases?per_page=100") ||
 		fail "listing the releases of $repo at $api failed; set the version input to a release such as v0.2.0"
 	jq -r '.[] | select((.draft or .prerelease) | not) | .tag_name' <<<"$list" |
