@@ -21,6 +21,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
 	"github.com/kunobi-ninja/kobe/internal/testenv/hostcluster"
 	"github.com/kunobi-ninja/kobe/test/chart/install"
 )
@@ -32,6 +35,9 @@ const (
 )
 
 func main() {
+	// The controller-runtime client used here has nothing to log that
+	// matters; without a logger it prints a warning and a stack after 30 s.
+	ctrllog.SetLogger(logr.Discard())
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "make run-cluster:", err)
 		os.Exit(1)
@@ -99,7 +105,7 @@ func run() (err error) {
 			err = errors.Join(err, fmt.Errorf("tearing the host cluster down: %w", serr))
 			return
 		}
-		fmt.Printf("host cluster torn down (%v); the machine is as before.\n", time.Since(t0).Round(100*time.Millisecond))
+		fmt.Printf("host cluster torn down (%v).\n", time.Since(t0).Round(100*time.Millisecond))
 	}()
 	token, err := up(ctx, hc, s, addr)
 	if ctx.Err() != nil {
