@@ -14,6 +14,9 @@ TOOLS_DIR       := $(CURDIR)/bin/tools
 CONTROLLER_GEN  := $(TOOLS_DIR)/controller-gen
 GOLANGCI_LINT   := $(TOOLS_DIR)/golangci-lint
 VERSION         ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# Once, when make starts: evaluated in each recipe, a commit made while make
+# runs gave `make image` one tag and the recipes after it another.
+VERSION         := $(VERSION)
 LDFLAGS         := -X github.com/kunobi-ninja/kobe/internal/version.Version=$(VERSION)
 GO_TEST_FLAGS   ?= -race -count=1
 # Every Go module of the repository: kobe, its pinned tools, and the modules
