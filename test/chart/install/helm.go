@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"helm.sh/helm/v4/pkg/action"
@@ -90,4 +93,19 @@ func Values(repository, tag string) map[string]any {
 		"image":    map[string]any{"repository": repository, "tag": tag, "pullPolicy": "Never"},
 		"backends": map[string]any{"sim": map[string]any{"enabled": true}},
 	}
+}
+
+// CheckImported fails unless containerd of the node at socket holds ref
+// (imported from a tarball: pods with imagePullPolicy Never run nothing
+// else), naming the images it holds.
+func CheckImported(ctx context.Context, socket, ref string) error {
+	out, err := exec.CommandContext(ctx, "ctr", "--address", socket, "-n", "k8s.io", "images", "ls", "-q").Output()
+	if err != nil {
+		return fmt.Errorf("listing the node's images: %w", err)
+	}
+	have := strings.Fields(string(out))
+	if !slices.Contains(have, ref) {
+		return fmt.Errorf("the node has no image %s (it has %v): KOBE_IMAGE_REPOSITORY/KOBE_IMAGE_TAG must name what `make image` built", ref, have)
+	}
+	return nil
 }

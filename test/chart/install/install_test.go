@@ -117,6 +117,9 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	if err := CheckImported(ctx, hc.Containerd, in.Repository+":"+in.Tag); err != nil {
+		t.Fatal(err)
+	}
 	vals := Values(in.Repository, in.Tag)
 	if err := h.Install(ctx, vals); err != nil {
 		t.Fatal(err)

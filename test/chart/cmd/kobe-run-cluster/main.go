@@ -157,6 +157,9 @@ func up(ctx context.Context, hc *hostcluster.Cluster, s settings, addr string) (
 	if err != nil {
 		return "", err
 	}
+	if err := install.CheckImported(ctx, hc.Containerd, s.repository+":"+s.tag); err != nil {
+		return "", err
+	}
 	fmt.Printf("helm install %s charts/kobe -n %s (image %s:%s, sim backend)...\n", release, namespace, s.repository, s.tag)
 	if err := h.Install(ctx, install.Values(s.repository, s.tag)); err != nil {
 		return "", err
