@@ -130,6 +130,8 @@ test: verify-generate fmt-check tidy-check vet lint controlplane ## Everything C
 	$(MAKE) --no-print-directory test-integration
 	$(MAKE) --no-print-directory test-e2e
 	$(MAKE) --no-print-directory test-node
+	$(MAKE) --no-print-directory test-chart-install
+	$(MAKE) --no-print-directory test-run-cluster
 	$(MAKE) --no-print-directory fuzz
 
 # The chart's tests are a Go module of their own (test/chart), so that Helm's
