@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The GitHub Action of this repository (action.yml, docs/releases.md):
 # installs the kobe CLI of a release, verified against the release's
-# SHA256SUMS, gets the job's OIDC ID token, and runs the command on a leased
-# cluster with `kobe run` (which releases the lease on every exit path and
-# passes the command's exit status through).
+# SHA256SUMS, gets the job's OIDC ID token (a new one every
+# KOBE_ACTION_TOKEN_REFRESH seconds while kobe runs), and runs the command on
+# a leased cluster with `kobe run` (which releases the lease on every exit
+# path and passes the command's exit status through).
 #
 # Inputs, as action.yml passes them:
 #   KOBE_ACTION_POOL        pool to lease from (required)
@@ -15,6 +16,8 @@
 #   KOBE_ACTION_VERSION     CLI release: vX.Y.Z, or vX, vX.Y or latest for the
 #                           newest such release (default: the action's ref)
 #   KOBE_ACTION_REPOSITORY  repository of the releases (default kunobi-ninja/kobe)
+#   KOBE_ACTION_TOKEN_REFRESH  seconds between two OIDC tokens while the
+#                           command runs (default 60)
 # From the runner: RUNNER_OS, RUNNER_ARCH, RUNNER_TEMP, GITHUB_SERVER_URL,
 # GITHUB_API_URL, GITHUB_PATH, GITHUB_TOKEN (for the release list only),
 # ACTIONS_ID_TOKEN_REQUEST_URL and ACTIONS_ID_TOKEN_REQUEST_TOKEN (present
@@ -37,10 +40,12 @@ version=${KOBE_ACTION_VERSION:-}
 repo=${KOBE_ACTION_REPOSITORY:-kunobi-ninja/kobe}
 server=${GITHUB_SERVER_URL:-https://github.com}
 api=${GITHUB_API_URL:-https://api.github.com}
+refresh=${KOBE_ACTION_TOKEN_REFRESH:-60}
 
 [ -n "$pool" ] || fail "the pool input is empty: say which kobe pool to lease from"
 [ -n "$command" ] || fail "the command input is empty: say what to run on the leased cluster"
 [ -n "$endpoint" ] || fail "no kobe endpoint: set the endpoint input (or KOBE_ENDPOINT), e.g. https://kobe.example.com"
+[[ $refresh =~ ^[1-9][0-9]*$ ]] || fail "token-refresh '$refresh' is no number of seconds: set it to e.g. 60"
 for tool in curl tar jq; do
 	command -v "$tool" >/dev/null || fail "$tool is not installed on this runner; the kobe action needs curl, tar and jq"
 done
@@ -109,16 +114,77 @@ kobe version
 aud=$(jq -rn --arg a "$audience" '$a | @uri')
 sep='&'
 [[ $ACTIONS_ID_TOKEN_REQUEST_URL == *\?* ]] || sep='?'
-reply=$(curl -fsS --retry 3 -H "Authorization: bearer $ACTIONS_ID_TOKEN_REQUEST_TOKEN" \
-	"$ACTIONS_ID_TOKEN_REQUEST_URL${sep}audience=$aud") || fail "requesting the job's OIDC token (audience $audience) failed"
-token=$(jq -r '.value // empty' <<<"$reply")
-[ -n "$token" ] || fail "the OIDC token request (audience $audience) returned no token"
-echo "::add-mask::$token"
 
-# KOBE_TOKEN and KOBE_TOKEN_FILE would win over the OIDC token (internal/cli).
-unset KOBE_TOKEN KOBE_TOKEN_FILE
-export KOBE_ENDPOINT=$endpoint KOBE_OIDC_TOKEN=$token
+# mint prints a new ID token; its caller masks it in the log (::add-mask::
+# on the step's standard output).
+mint() {
+	local reply token
+	reply=$(curl -fsS --retry 3 -H "Authorization: bearer $ACTIONS_ID_TOKEN_REQUEST_TOKEN" \
+		"$ACTIONS_ID_TOKEN_REQUEST_URL${sep}audience=$aud") || return 1
+	token=$(jq -r '.value // empty' <<<"$reply") || return 1
+	[ -n "$token" ] || return 1
+	printf '%s\n' "$token"
+}
+
+# The token lives in a file that kobe reads again on every request
+# (--token-file): GitHub's ID tokens are short-lived, and kobe sends the
+# token when it waits, extends and releases, so a background refresher
+# replaces the file every $refresh seconds for as long as kobe runs. Each
+# new token goes to a temporary file (mktemp: 0600) moved over the old one,
+# so kobe never reads half a token.
+tokens=$(mktemp -d "${RUNNER_TEMP:-${TMPDIR:-/tmp}}/kobe-token.XXXXXX") || fail "creating a directory for the OIDC token failed"
+token_file=$tokens/token
+store() {
+	local tmp
+	tmp=$(mktemp "$tokens/token.XXXXXX") || return 1
+	printf '%s\n' "$1" >"$tmp" && mv -f "$tmp" "$token_file" && return 0
+	rm -f "$tmp"
+	return 1
+}
+token=$(mint) || { rm -rf "$tokens"; fail "requesting the job's OIDC token (audience $audience) failed"; }
+echo "::add-mask::$token"
+store "$token" || { rm -rf "$tokens"; fail "writing the OIDC token to $tokens failed"; }
+
+# running: pid is alive and no zombie (exited, its parent not yet told).
+running() {
+	kill -0 "$1" 2>/dev/null || return 1
+	case $(ps -o stat= -p "$1" 2>/dev/null) in Z*) return 1 ;; esac
+}
+
+# refresh_tokens runs beside kobe: after `exec`, $$ is kobe's PID. It checks
+# every second whether kobe still runs, mints a token every $refresh
+# seconds, and removes the token directory once kobe has exited. A failed
+# refresh is a warning, tried again at the next tick: kobe keeps the last
+# token. It ignores the signals of a cancelled job, which kobe handles: kobe
+# still needs fresh tokens to release the lease after the command stops.
+refresh_tokens() {
+	local pid=$1 next=$((SECONDS + refresh)) token
+	trap '' INT TERM HUP
+	set +e
+	while running "$pid"; do
+		sleep 1
+		((SECONDS >= next)) || continue
+		next=$((SECONDS + refresh))
+		running "$pid" || break
+		if ! token=$(mint); then
+			echo "::warning title=kobe::refreshing the job's OIDC token (audience $audience) failed; kobe keeps the current one, next try in ${refresh}s"
+			continue
+		fi
+		echo "::add-mask::$token"
+		if ! store "$token"; then
+			echo "::warning title=kobe::writing the refreshed OIDC token to $token_file failed; kobe keeps the current one, next try in ${refresh}s"
+		fi
+	done
+	rm -rf "$tokens"
+}
+refresh_tokens $$ &
+
+# The command's own kobe calls (kobe extend "$KOBE_LEASE_ID") find the
+# endpoint and the refreshed token in the environment; KOBE_TOKEN and
+# KOBE_OIDC_TOKEN would win over KOBE_TOKEN_FILE (internal/cli).
+unset KOBE_TOKEN KOBE_OIDC_TOKEN token
+export KOBE_ENDPOINT=$endpoint KOBE_TOKEN_FILE=$token_file
 args=(run "$pool")
 [ -n "$ttl" ] && args+=(--ttl "$ttl")
-echo "kobe: kobe ${args[*]} -- sh -c <command> (endpoint $endpoint, OIDC audience $audience)"
-exec kobe "${args[@]}" -- sh -c "$command"
+echo "kobe: kobe ${args[*]} -- sh -c <command> (endpoint $endpoint, OIDC audience $audience, token refreshed every ${refresh}s)"
+exec kobe --auth oidc --token-file "$token_file" "${args[@]}" -- sh -c "$command"

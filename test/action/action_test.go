@@ -23,9 +23,11 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -38,6 +40,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+	"github.com/kunobi-ninja/kobe/internal/auth"
 	"github.com/kunobi-ninja/kobe/internal/testenv"
 	"github.com/kunobi-ninja/kobe/internal/testenv/oidcissuer"
 	"github.com/kunobi-ninja/kobe/internal/testenv/operatorproc"
@@ -64,10 +67,18 @@ type fakeGitHub struct {
 	issuer *oidcissuer.Issuer
 	key    *ecdsa.PrivateKey
 	tamper atomic.Bool // serve the archives with one byte changed
+	// life, when set, is how long kobe accepts each token minted from
+	// then on: the token is dated back by the clock skew kobe's OIDC
+	// verifier allows on exp (auth.DefaultOIDCLeeway), as from an issuer
+	// whose clock is that much behind, and expires life after that.
+	life atomic.Int64
+	// hiccups, when set, fails every third token request with a 403.
+	hiccups atomic.Bool
 
 	mu        sync.Mutex
 	audiences []string // of every token minted
 	refused   int      // token requests with a wrong bearer
+	requests  int      // token requests with the right bearer
 }
 
 func newFakeGitHub(t *testing.T, dist string) *fakeGitHub {
@@ -116,13 +127,25 @@ func newFakeGitHub(t *testing.T, dist string) *fakeGitHub {
 		}
 		aud := r.URL.Query().Get("audience")
 		g.mu.Lock()
-		g.audiences = append(g.audiences, aud)
+		g.requests++
+		hiccup := g.hiccups.Load() && g.requests%3 == 0
+		if !hiccup {
+			g.audiences = append(g.audiences, aud)
+		}
 		g.mu.Unlock()
-		now := time.Now()
+		if hiccup {
+			http.Error(w, `{"message":"a hiccup"}`, http.StatusForbidden)
+			return
+		}
+		iat, exp := time.Now(), time.Now().Add(tokenExpiry)
+		if life := time.Duration(g.life.Load()); life > 0 {
+			iat = time.Now().Add(-auth.DefaultOIDCLeeway)
+			exp = iat.Add(life)
+		}
 		tok, err := oidcissuer.Sign(g.key, kidActions, jose.ES256, map[string]any{
 			"iss": g.issuer.URL, "aud": aud, "sub": "repo:" + callerRepo + ":ref:refs/heads/main",
 			"repository": callerRepo, "ref": "refs/heads/main",
-			"iat": now.Unix(), "nbf": now.Unix(), "exp": now.Add(tokenExpiry).Unix(),
+			"iat": iat.Unix(), "nbf": iat.Unix(), "exp": exp.Unix(),
 		})
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
@@ -205,7 +228,10 @@ func newRunner(t *testing.T, g *fakeGitHub, endpoint string) *runner {
 	}}
 }
 
-// run runs the script and returns its combined output and exit code.
+// run runs the script and returns its combined output and exit code. The
+// step must leave nothing behind: no process of its own (it runs in a
+// process group of its own, as the script and everything it starts) and no
+// token directory in RUNNER_TEMP.
 func (r *runner) run(t *testing.T) (string, int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
@@ -215,16 +241,48 @@ func (r *runner) run(t *testing.T) (string, int) {
 	for k, v := range r.env {
 		c.Env = append(c.Env, k+"="+v)
 	}
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// A process that outlives the script and keeps its output open makes
+	// Wait give up after WaitDelay instead of hanging the test.
+	c.WaitDelay = 10 * time.Second
 	out, err := c.CombinedOutput()
 	code := 0
-	if err != nil {
-		var ee *exec.ExitError
-		if !errors.As(err, &ee) {
-			t.Fatalf("running %s: %v\n%s", scriptPath, err, out)
-		}
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
 		code = ee.ExitCode()
+	case errors.Is(err, exec.ErrWaitDelay):
+		t.Errorf("the step's output stayed open %s after the script exited", c.WaitDelay)
+	case err != nil:
+		t.Fatalf("running %s: %v\n%s", scriptPath, err, out)
+	}
+	if left := groupProcesses(t, c.Process.Pid); len(left) > 0 {
+		t.Errorf("processes of the step still running after it ended:\n%s", strings.Join(left, "\n"))
+		_ = syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
+	}
+	if left, _ := filepath.Glob(filepath.Join(r.env["RUNNER_TEMP"], "kobe-token.*")); len(left) > 0 {
+		t.Errorf("token directories left in RUNNER_TEMP after the step: %q", left)
 	}
 	return string(out), code
+}
+
+// groupProcesses lists, as ps prints them, the processes of process group
+// pgid that have not exited (zombies are exited processes their parent has
+// not reaped yet).
+func groupProcesses(t *testing.T, pgid int) []string {
+	t.Helper()
+	out, err := exec.Command("ps", "-A", "-o", "pgid=,stat=,pid=,args=").Output()
+	if err != nil {
+		t.Fatalf("ps: %v", err)
+	}
+	var left []string
+	for line := range strings.Lines(string(out)) {
+		f := strings.Fields(line)
+		if len(f) >= 3 && f[0] == strconv.Itoa(pgid) && !strings.HasPrefix(f[1], "Z") {
+			left = append(left, strings.TrimSpace(line))
+		}
+	}
+	return left
 }
 
 // leases lists the ClusterLeases in the test namespace.
@@ -360,6 +418,83 @@ func TestAction(t *testing.T) {
 			}
 			if l.Status.BoundAt == nil || l.Status.EndedAt == nil || l.Status.Phase == kobev1.LeaseBound {
 				return fmt.Errorf("phase %s, bound at %v, ended at %v: want bound, then ended", l.Status.Phase, l.Status.BoundAt, l.Status.EndedAt)
+			}
+			return nil
+		})
+	})
+
+	// A command that outlives its ID token: the refresher keeps the token
+	// file fresh, so kobe's release at the end is accepted and the lease
+	// ends Released, not at its TTL. Each token here lives 5 s; the command
+	// takes 8 s after the lease is bound; every third token request fails,
+	// which the refresher reports and survives.
+	t.Run("a command that outlives its token still releases the lease", func(t *testing.T) {
+		const life = 5 * time.Second
+		g.mu.Lock()
+		g.requests = 0
+		g.mu.Unlock()
+		g.life.Store(int64(life))
+		g.hiccups.Store(true)
+		defer func() {
+			g.life.Store(0)
+			g.hiccups.Store(false)
+		}()
+		minted := len(g.mintedAudiences())
+		r := newRunner(t, g, op.APIURL)
+		r.env["KOBE_ACTION_TTL"] = "12m"
+		r.env["KOBE_ACTION_TOKEN_REFRESH"] = "1"
+		r.env["KOBE_ACTION_COMMAND"] = `echo "lease=$KOBE_LEASE_ID"; ls -l "$KOBE_TOKEN_FILE"; sleep 8`
+		started := time.Now()
+		out, code := r.run(t)
+		t.Logf("action output (%s):\n%s", time.Since(started).Round(time.Millisecond), out)
+		if code != 0 {
+			t.Fatalf("exit status %d, want 0", code)
+		}
+		m := regexp.MustCompile(`lease=(lease-[0-9a-f]{12})`).FindStringSubmatch(out)
+		if m == nil {
+			t.Fatal("the command printed no lease id")
+		}
+		// The token file, as the command saw it: 0600, in RUNNER_TEMP;
+		// gone after the step.
+		f := regexp.MustCompile(`(?m)^(\S+) .* (\S+/token)$`).FindStringSubmatch(out)
+		if f == nil {
+			t.Fatal("the command listed no token file")
+		}
+		if f[1] != "-rw-------" || !strings.HasPrefix(f[2], r.env["RUNNER_TEMP"]+"/kobe-token.") {
+			t.Errorf("token file %s with mode %s, want -rw------- in %s", f[2], f[1], r.env["RUNNER_TEMP"])
+		}
+		if _, err := os.Stat(f[2]); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("token file %s after the step: %v, want it removed", f[2], err)
+		}
+		// Tokens were minted while the command ran, each masked in the log.
+		n := len(g.mintedAudiences()) - minted
+		t.Logf("%d tokens minted", n)
+		if n < 2 {
+			t.Errorf("%d tokens minted, want a new one every second while the command ran", n)
+		}
+		if masks := strings.Count(out, "::add-mask::"); masks != n {
+			t.Errorf("%d ::add-mask:: lines for %d tokens", masks, n)
+		}
+		if !strings.Contains(out, "::warning title=kobe::refreshing the job's OIDC token (audience "+op.APIURL+") failed") {
+			t.Errorf("no warning for the refused token requests")
+		}
+		if !strings.Contains(out, "kobe: released lease "+m[1]) || strings.Contains(out, "kobe: warning") {
+			t.Errorf("kobe did not release lease %s cleanly", m[1])
+		}
+		testenv.Eventually(t, 30*time.Second, "the lease to end Released", func() error {
+			l := &kobev1.ClusterLease{}
+			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: m[1]}, l); err != nil {
+				return err
+			}
+			c := meta.FindStatusCondition(l.Status.Conditions, kobev1.ConditionEnded)
+			if c == nil || c.Status != metav1.ConditionTrue || c.Reason != kobev1.ReasonReleased {
+				return fmt.Errorf("phase %s, Ended condition %+v: want ended by reason %s", l.Status.Phase, c, kobev1.ReasonReleased)
+			}
+			if l.Status.BoundAt == nil || l.Status.EndedAt == nil {
+				return fmt.Errorf("bound at %v, ended at %v", l.Status.BoundAt, l.Status.EndedAt)
+			}
+			if held := l.Status.EndedAt.Sub(l.Status.BoundAt.Time); held < life {
+				return fmt.Errorf("held %s, want longer than a token lives (%s)", held, life)
 			}
 			return nil
 		})
