@@ -208,7 +208,31 @@ func TestMain(m *testing.M) {
 type runner struct {
 	env  map[string]string
 	work string
+	// cancelAfter, when set: once the command has printed its lease id,
+	// the test waits this long and sends SIGTERM to the step's process
+	// group, as when a job is cancelled.
+	cancelAfter time.Duration
 }
+
+// output is the step's combined output, read while it runs.
+type output struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (o *output) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.buf.Write(p)
+}
+
+func (o *output) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.buf.String()
+}
+
+var leaseLine = regexp.MustCompile(`lease=(lease-[0-9a-f]{12})`)
 
 func newRunner(t *testing.T, g *fakeGitHub, endpoint string) *runner {
 	work := t.TempDir()
@@ -245,7 +269,30 @@ func (r *runner) run(t *testing.T) (string, int) {
 	// A process that outlives the script and keeps its output open makes
 	// Wait give up after WaitDelay instead of hanging the test.
 	c.WaitDelay = 10 * time.Second
-	out, err := c.CombinedOutput()
+	var out output
+	c.Stdout, c.Stderr = &out, &out
+	if err := c.Start(); err != nil {
+		t.Fatalf("starting %s: %v", scriptPath, err)
+	}
+	done := make(chan struct{})
+	if r.cancelAfter > 0 {
+		go func() {
+			for !leaseLine.MatchString(out.String()) {
+				select {
+				case <-done:
+					return
+				case <-time.After(100 * time.Millisecond):
+				}
+			}
+			select {
+			case <-done:
+			case <-time.After(r.cancelAfter):
+				_ = syscall.Kill(-c.Process.Pid, syscall.SIGTERM)
+			}
+		}()
+	}
+	err := c.Wait()
+	close(done)
 	code := 0
 	var ee *exec.ExitError
 	switch {
@@ -254,7 +301,7 @@ func (r *runner) run(t *testing.T) (string, int) {
 	case errors.Is(err, exec.ErrWaitDelay):
 		t.Errorf("the step's output stayed open %s after the script exited", c.WaitDelay)
 	case err != nil:
-		t.Fatalf("running %s: %v\n%s", scriptPath, err, out)
+		t.Fatalf("running %s: %v\n%s", scriptPath, err, out.String())
 	}
 	if left := groupProcesses(t, c.Process.Pid); len(left) > 0 {
 		t.Errorf("processes of the step still running after it ended:\n%s", strings.Join(left, "\n"))
@@ -263,7 +310,7 @@ func (r *runner) run(t *testing.T) (string, int) {
 	if left, _ := filepath.Glob(filepath.Join(r.env["RUNNER_TEMP"], "kobe-token.*")); len(left) > 0 {
 		t.Errorf("token directories left in RUNNER_TEMP after the step: %q", left)
 	}
-	return string(out), code
+	return out.String(), code
 }
 
 // groupProcesses lists, as ps prints them, the processes of process group
@@ -388,7 +435,7 @@ func TestAction(t *testing.T) {
 				t.Errorf("output lacks %q", want)
 			}
 		}
-		m := regexp.MustCompile(`lease=(lease-[0-9a-f]{12})`).FindStringSubmatch(out)
+		m := leaseLine.FindStringSubmatch(out)
 		if m == nil {
 			t.Fatal("the command printed no lease id")
 		}
@@ -425,80 +472,93 @@ func TestAction(t *testing.T) {
 
 	// A command that outlives its ID token: the refresher keeps the token
 	// file fresh, so kobe's release at the end is accepted and the lease
-	// ends Released, not at its TTL. Each token here lives 5 s; the command
-	// takes 8 s after the lease is bound; every third token request fails,
-	// which the refresher reports and survives.
-	t.Run("a command that outlives its token still releases the lease", func(t *testing.T) {
-		const life = 5 * time.Second
-		g.mu.Lock()
-		g.requests = 0
-		g.mu.Unlock()
-		g.life.Store(int64(life))
-		g.hiccups.Store(true)
-		defer func() {
-			g.life.Store(0)
-			g.hiccups.Store(false)
-		}()
-		minted := len(g.mintedAudiences())
-		r := newRunner(t, g, op.APIURL)
-		r.env["KOBE_ACTION_TTL"] = "12m"
-		r.env["KOBE_ACTION_TOKEN_REFRESH"] = "1"
-		r.env["KOBE_ACTION_COMMAND"] = `echo "lease=$KOBE_LEASE_ID"; ls -l "$KOBE_TOKEN_FILE"; sleep 8`
-		started := time.Now()
-		out, code := r.run(t)
-		t.Logf("action output (%s):\n%s", time.Since(started).Round(time.Millisecond), out)
-		if code != 0 {
-			t.Fatalf("exit status %d, want 0", code)
-		}
-		m := regexp.MustCompile(`lease=(lease-[0-9a-f]{12})`).FindStringSubmatch(out)
-		if m == nil {
-			t.Fatal("the command printed no lease id")
-		}
-		// The token file, as the command saw it: 0600, in RUNNER_TEMP;
-		// gone after the step.
-		f := regexp.MustCompile(`(?m)^(\S+) .* (\S+/token)$`).FindStringSubmatch(out)
-		if f == nil {
-			t.Fatal("the command listed no token file")
-		}
-		if f[1] != "-rw-------" || !strings.HasPrefix(f[2], r.env["RUNNER_TEMP"]+"/kobe-token.") {
-			t.Errorf("token file %s with mode %s, want -rw------- in %s", f[2], f[1], r.env["RUNNER_TEMP"])
-		}
-		if _, err := os.Stat(f[2]); !errors.Is(err, os.ErrNotExist) {
-			t.Errorf("token file %s after the step: %v, want it removed", f[2], err)
-		}
-		// Tokens were minted while the command ran, each masked in the log.
-		n := len(g.mintedAudiences()) - minted
-		t.Logf("%d tokens minted", n)
-		if n < 2 {
-			t.Errorf("%d tokens minted, want a new one every second while the command ran", n)
-		}
-		if masks := strings.Count(out, "::add-mask::"); masks != n {
-			t.Errorf("%d ::add-mask:: lines for %d tokens", masks, n)
-		}
-		if !strings.Contains(out, "::warning title=kobe::refreshing the job's OIDC token (audience "+op.APIURL+") failed") {
-			t.Errorf("no warning for the refused token requests")
-		}
-		if !strings.Contains(out, "kobe: released lease "+m[1]) || strings.Contains(out, "kobe: warning") {
-			t.Errorf("kobe did not release lease %s cleanly", m[1])
-		}
-		testenv.Eventually(t, 30*time.Second, "the lease to end Released", func() error {
-			l := &kobev1.ClusterLease{}
-			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: m[1]}, l); err != nil {
-				return err
+	// ends Released, not at its TTL. Each token here lives 5 s and every
+	// third token request fails, which the refresher reports and survives.
+	// The command takes 8 s after the lease is bound, or is cancelled (a
+	// SIGTERM to the whole step, refresher included) after 7 s.
+	const life = 5 * time.Second
+	for _, tc := range []struct {
+		name    string
+		command string
+		cancel  time.Duration
+		code    int
+	}{
+		{name: "a command that outlives its token still releases the lease", command: "sleep 8"},
+		{name: "a job cancelled after its first token died still releases the lease", command: "sleep 60", cancel: 7 * time.Second, code: 143},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g.mu.Lock()
+			g.requests = 0
+			g.mu.Unlock()
+			g.life.Store(int64(life))
+			g.hiccups.Store(true)
+			defer func() {
+				g.life.Store(0)
+				g.hiccups.Store(false)
+			}()
+			minted := len(g.mintedAudiences())
+			r := newRunner(t, g, op.APIURL)
+			r.env["KOBE_ACTION_TTL"] = "12m"
+			r.env["KOBE_ACTION_TOKEN_REFRESH"] = "1"
+			r.env["KOBE_ACTION_COMMAND"] = `ls -l "$KOBE_TOKEN_FILE"; echo "lease=$KOBE_LEASE_ID"; ` + tc.command
+			r.cancelAfter = tc.cancel
+			started := time.Now()
+			out, code := r.run(t)
+			t.Logf("action output (%s):\n%s", time.Since(started).Round(time.Millisecond), out)
+			if code != tc.code {
+				t.Fatalf("exit status %d, want %d", code, tc.code)
 			}
-			c := meta.FindStatusCondition(l.Status.Conditions, kobev1.ConditionEnded)
-			if c == nil || c.Status != metav1.ConditionTrue || c.Reason != kobev1.ReasonReleased {
-				return fmt.Errorf("phase %s, Ended condition %+v: want ended by reason %s", l.Status.Phase, c, kobev1.ReasonReleased)
+			m := leaseLine.FindStringSubmatch(out)
+			if m == nil {
+				t.Fatal("the command printed no lease id")
 			}
-			if l.Status.BoundAt == nil || l.Status.EndedAt == nil {
-				return fmt.Errorf("bound at %v, ended at %v", l.Status.BoundAt, l.Status.EndedAt)
+			// The token file, as the command saw it: 0600, in RUNNER_TEMP;
+			// gone after the step.
+			f := regexp.MustCompile(`(?m)^(\S+) .* (\S+/token)$`).FindStringSubmatch(out)
+			if f == nil {
+				t.Fatal("the command listed no token file")
 			}
-			if held := l.Status.EndedAt.Sub(l.Status.BoundAt.Time); held < life {
-				return fmt.Errorf("held %s, want longer than a token lives (%s)", held, life)
+			if f[1] != "-rw-------" || !strings.HasPrefix(f[2], r.env["RUNNER_TEMP"]+"/kobe-token.") {
+				t.Errorf("token file %s with mode %s, want -rw------- in %s", f[2], f[1], r.env["RUNNER_TEMP"])
 			}
-			return nil
+			if _, err := os.Stat(f[2]); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("token file %s after the step: %v, want it removed", f[2], err)
+			}
+			// Tokens were minted while the command ran, each masked in the
+			// log; the refused requests were warnings.
+			n := len(g.mintedAudiences()) - minted
+			t.Logf("%d tokens minted", n)
+			if n < 2 {
+				t.Errorf("%d tokens minted, want a new one every second while the command ran", n)
+			}
+			if masks := strings.Count(out, "::add-mask::"); masks != n {
+				t.Errorf("%d ::add-mask:: lines for %d tokens", masks, n)
+			}
+			if !strings.Contains(out, "::warning title=kobe::refreshing the job's OIDC token (audience "+op.APIURL+") failed") {
+				t.Errorf("no warning for the refused token requests")
+			}
+			if !strings.Contains(out, "kobe: released lease "+m[1]) || strings.Contains(out, "kobe: warning") {
+				t.Errorf("kobe did not release lease %s cleanly", m[1])
+			}
+			testenv.Eventually(t, 30*time.Second, "the lease to end Released", func() error {
+				l := &kobev1.ClusterLease{}
+				if err := env.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: m[1]}, l); err != nil {
+					return err
+				}
+				c := meta.FindStatusCondition(l.Status.Conditions, kobev1.ConditionEnded)
+				if c == nil || c.Status != metav1.ConditionTrue || c.Reason != kobev1.ReasonReleased {
+					return fmt.Errorf("phase %s, Ended condition %+v: want ended by reason %s", l.Status.Phase, c, kobev1.ReasonReleased)
+				}
+				if l.Status.BoundAt == nil || l.Status.EndedAt == nil {
+					return fmt.Errorf("bound at %v, ended at %v", l.Status.BoundAt, l.Status.EndedAt)
+				}
+				if held := l.Status.EndedAt.Sub(l.Status.BoundAt.Time); held < life {
+					return fmt.Errorf("held %s, want longer than a token lives (%s)", held, life)
+				}
+				return nil
+			})
 		})
-	})
+	}
 
 	// vX picks the newest vX.Y.Z release that is neither a draft nor a
 	// pre-release (v0.10.0 is a draft here, so v0.9.1).
