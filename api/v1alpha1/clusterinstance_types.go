@@ -40,6 +40,11 @@ type ClusterInstanceSpec struct {
 	// +required
 	Backend BackendSpec `json:"backend"`
 
+	// access is how lease holders reach the member (resolved from the pool
+	// when the member is created: never empty on members created since).
+	// +optional
+	Access *AccessSpec `json:"access,omitempty"`
+
 	// cluster describes the member (copied from the pool).
 	// +optional
 	Cluster ClusterTemplate `json:"cluster,omitempty"`

@@ -1,16 +1,22 @@
 package v1alpha1
 
 import (
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // BackendType names the provisioner that builds a pool's members.
-// +kubebuilder:validation:Enum=local;k3s;k0s;vcluster;capi;sim
+// +kubebuilder:validation:Enum=local;kubernetes;k3s;k0s;vcluster;capi;sim
 type BackendType string
 
 const (
 	// BackendLocal runs each member's control plane as processes on the operator's host.
 	BackendLocal BackendType = "local"
+	// BackendKubernetes runs each member's control plane (etcd,
+	// kube-apiserver, kube-controller-manager) as pods of the host cluster.
+	// It is the default: a pool that names no backend works on a fresh
+	// install of the chart.
+	BackendKubernetes BackendType = "kubernetes"
 	// BackendK3s runs each member as a k3s server in the host cluster.
 	BackendK3s BackendType = "k3s"
 	// BackendK0s runs each member as a k0s controller in the host cluster.
@@ -46,8 +52,15 @@ type ClusterPoolSpec struct {
 
 	// backend selects the provisioner and holds its settings.
 	// +optional
-	// +kubebuilder:default={type: k3s}
+	// +kubebuilder:default={type: kubernetes}
 	Backend BackendSpec `json:"backend,omitempty"`
+
+	// access says how lease holders reach members: Direct (the kubeconfig
+	// points at the member's API server) or Proxy (it points at kobe's
+	// connect proxy). Unset, it is Proxy for backends whose members live in
+	// the host cluster and Direct for local and sim.
+	// +optional
+	Access *AccessSpec `json:"access,omitempty"`
 
 	// cluster describes each member cluster.
 	// +optional
@@ -94,20 +107,25 @@ type ClusterPoolSpec struct {
 
 // BackendSpec selects the backend and carries its specific settings.
 // +kubebuilder:validation:XValidation:rule="!has(self.local) || self.type == 'local'",message="backend.local may only be set when backend.type is local"
+// +kubebuilder:validation:XValidation:rule="!has(self.kubernetes) || self.type == 'kubernetes'",message="backend.kubernetes may only be set when backend.type is kubernetes"
 // +kubebuilder:validation:XValidation:rule="!has(self.k3s) || self.type == 'k3s'",message="backend.k3s may only be set when backend.type is k3s"
 // +kubebuilder:validation:XValidation:rule="!has(self.k0s) || self.type == 'k0s'",message="backend.k0s may only be set when backend.type is k0s"
 // +kubebuilder:validation:XValidation:rule="!has(self.vcluster) || self.type == 'vcluster'",message="backend.vcluster may only be set when backend.type is vcluster"
 // +kubebuilder:validation:XValidation:rule="!has(self.capi) || self.type == 'capi'",message="backend.capi may only be set when backend.type is capi"
 // +kubebuilder:validation:XValidation:rule="!has(self.sim) || self.type == 'sim'",message="backend.sim may only be set when backend.type is sim"
 type BackendSpec struct {
-	// type is the provisioner: local, k3s, k0s, vcluster or capi.
+	// type is the provisioner: kubernetes, local, k3s, k0s, vcluster or capi.
 	// +optional
-	// +kubebuilder:default=k3s
+	// +kubebuilder:default=kubernetes
 	Type BackendType `json:"type,omitempty"`
 
 	// local configures the local backend.
 	// +optional
 	Local *LocalBackendSpec `json:"local,omitempty"`
+
+	// kubernetes configures the kubernetes backend.
+	// +optional
+	Kubernetes *KubernetesBackendSpec `json:"kubernetes,omitempty"`
 
 	// k3s configures the k3s backend.
 	// +optional
@@ -155,6 +173,108 @@ type LocalBackendSpec struct {
 	// member, so that pods are scheduled and reach Running.
 	// +optional
 	Scheduling bool `json:"scheduling,omitempty"`
+}
+
+// AccessMode is how lease holders reach a member.
+// +kubebuilder:validation:Enum=Direct;Proxy
+type AccessMode string
+
+const (
+	// AccessDirect: the lease's kubeconfig points at the member's own API
+	// server, for callers inside the network that reaches it.
+	AccessDirect AccessMode = "Direct"
+	// AccessProxy: the lease's kubeconfig points at kobe's connect proxy,
+	// which checks the lease on every request and forwards it to the member
+	// with credentials the caller never sees.
+	AccessProxy AccessMode = "Proxy"
+)
+
+// AccessSpec says how lease holders reach members.
+type AccessSpec struct {
+	// mode is Direct or Proxy.
+	// +optional
+	Mode AccessMode `json:"mode,omitempty"`
+}
+
+// KubernetesBackendSpec configures members whose control plane runs as pods
+// of the host cluster: etcd, kube-apiserver and kube-controller-manager.
+type KubernetesBackendSpec struct {
+	// images overrides the component images. Each defaults to the upstream
+	// image of the member's cluster.version (registry.k8s.io).
+	// +optional
+	Images *KubernetesImages `json:"images,omitempty"`
+
+	// resources of each component container. Unset components get kobe's
+	// defaults (see the backend's documentation).
+	// +optional
+	Resources *KubernetesResources `json:"resources,omitempty"`
+
+	// placement of the member's pods on the host cluster's nodes.
+	// +optional
+	Placement *Placement `json:"placement,omitempty"`
+}
+
+// KubernetesImages names the images of a member's control-plane components.
+type KubernetesImages struct {
+	// etcd image; its binary must be /usr/local/bin/etcd.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Etcd string `json:"etcd,omitempty"`
+
+	// apiServer image; its binary must be /usr/local/bin/kube-apiserver.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	APIServer string `json:"apiServer,omitempty"`
+
+	// controllerManager image; its binary must be
+	// /usr/local/bin/kube-controller-manager.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	ControllerManager string `json:"controllerManager,omitempty"`
+
+	// pullPolicy of every component image.
+	// +optional
+	// +kubebuilder:validation:Enum=Always;IfNotPresent;Never
+	PullPolicy corev1.PullPolicy `json:"pullPolicy,omitempty"`
+}
+
+// KubernetesResources are the requests and limits of each component.
+type KubernetesResources struct {
+	// etcd container resources.
+	// +optional
+	Etcd *corev1.ResourceRequirements `json:"etcd,omitempty"`
+
+	// apiServer container resources.
+	// +optional
+	APIServer *corev1.ResourceRequirements `json:"apiServer,omitempty"`
+
+	// controllerManager container resources.
+	// +optional
+	ControllerManager *corev1.ResourceRequirements `json:"controllerManager,omitempty"`
+}
+
+// Placement puts a member's pods on host-cluster nodes.
+type Placement struct {
+	// nodeSelector the member's pods must match.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=32
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+
+	// tolerations of the member's pods.
+	// +optional
+	// +kubebuilder:validation:MaxItems=32
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+
+	// spreadAcrossNodes spreads the pool's members over nodes (a topology
+	// spread constraint on kubernetes.io/hostname, ScheduleAnyway).
+	// +optional
+	// +kubebuilder:default=true
+	SpreadAcrossNodes *bool `json:"spreadAcrossNodes,omitempty"`
+
+	// priorityClassName of the member's pods.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	PriorityClassName string `json:"priorityClassName,omitempty"`
 }
 
 // K3sBackendSpec configures k3s members.

@@ -56,8 +56,34 @@ func NewMember(p *kobev1.ClusterPool, ordinal int32) *kobev1.ClusterInstance {
 			PoolRef:      kobev1.ObjectRef{Name: p.Name, UID: p.UID},
 			Ordinal:      ordinal,
 			Backend:      *p.Spec.Backend.DeepCopy(),
+			Access:       &kobev1.AccessSpec{Mode: AccessMode(&p.Spec)},
 			Cluster:      *p.Spec.Cluster.DeepCopy(),
 			TemplateHash: TemplateHash(&p.Spec),
 		},
 	}
+}
+
+// AccessMode is how lease holders reach the pool's members: the pool's
+// access.mode, or else Proxy for backends whose members live in the host
+// cluster (callers outside it cannot reach them) and Direct for local and
+// sim, whose members listen on the operator's host.
+func AccessMode(p *kobev1.ClusterPoolSpec) kobev1.AccessMode {
+	if p.Access != nil && p.Access.Mode != "" {
+		return p.Access.Mode
+	}
+	switch p.Backend.Type {
+	case kobev1.BackendLocal, kobev1.BackendSim:
+		return kobev1.AccessDirect
+	default:
+		return kobev1.AccessProxy
+	}
+}
+
+// MemberAccessMode is how lease holders reach inst: what was resolved when
+// it was created, Direct for members created before access existed.
+func MemberAccessMode(inst *kobev1.ClusterInstance) kobev1.AccessMode {
+	if inst.Spec.Access == nil || inst.Spec.Access.Mode == "" {
+		return kobev1.AccessDirect
+	}
+	return inst.Spec.Access.Mode
 }

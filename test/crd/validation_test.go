@@ -68,7 +68,7 @@ var invalidCases = []invalidCase{
 	{name: "pool ttl zero", kind: pool, spec: `ttl: 0s`,
 		want: []string{"spec.ttl", "ttl must be greater than zero"}},
 	{name: "pool backend type unknown", kind: pool, spec: `backend: {type: kind}`,
-		want: []string{`spec.backend.type: Unsupported value: "kind"`, `"local", "k3s", "k0s", "vcluster", "capi"`}},
+		want: []string{`spec.backend.type: Unsupported value: "kind"`, `"local", "kubernetes", "k3s", "k0s", "vcluster", "capi"`}},
 	{name: "pool scaling maxClusters below minReady", kind: pool, spec: `scaling: {minReady: 5, maxClusters: 2}`,
 		want: []string{"scaling.maxClusters must be greater than or equal to scaling.minReady"}},
 	{name: "pool scaling queueTimeout zero", kind: pool, spec: `scaling: {queueTimeout: 0s}`,
@@ -212,7 +212,7 @@ var invalidCases = []invalidCase{
 
 var validCases = []validCase{
 	{name: "minimal pool gets defaults", kind: pool, spec: `{}`,
-		want: map[string]string{"spec.size": "3", "spec.ttl": "1h", "spec.backend.type": "k3s", "spec.creatingTimeout": "10m"}},
+		want: map[string]string{"spec.size": "3", "spec.ttl": "1h", "spec.backend.type": "kubernetes", "spec.creatingTimeout": "10m"}},
 	{name: "pool cluster gets one server", kind: pool, spec: `cluster: {version: "v1.31.3+k3s1"}`,
 		want: map[string]string{"spec.cluster.servers": "1"}},
 	{name: "pool empty healthCheck gets defaults", kind: pool, spec: `healthCheck: {}`,
