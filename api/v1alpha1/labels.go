@@ -18,6 +18,10 @@ const (
 	// LabelAlias carries a caller's own name for a lease (the `alias` of
 	// POST /v1/leases), unique among one requester's active leases.
 	LabelAlias = "kobe.kunobi.ninja/alias"
+	// LabelMemberUID carries the UID of the ClusterInstance a host-cluster
+	// object (pod, Service, Secret, NetworkPolicy, PodDisruptionBudget) was
+	// made for: teardown and the leak sweep find a member's objects by it.
+	LabelMemberUID = "kobe.kunobi.ninja/member-uid"
 
 	// AnnotationFastPath marks a lease the HTTP API is binding on the
 	// request path; the lease controller leaves it alone for a short grace.
