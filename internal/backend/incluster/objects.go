@@ -1,0 +1,248 @@
+package incluster
+
+import (
+	"fmt"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+	"github.com/kunobi-ninja/kobe/internal/backend"
+)
+
+const (
+	// PKIVolume is the name of the pods' volume holding the PKI Secret.
+	PKIVolume = "kobe-pki"
+	// PKIDir is where the machinery expects templates to mount PKIVolume.
+	PKIDir = "/etc/kobe/pki"
+	// podUser is the UID and GID every container runs as (the images'
+	// binaries need no root; upstream images run them as root otherwise).
+	podUser = 65532
+	// terminationGrace is the pods' grace period: a member is destroyed,
+	// never drained, so nothing is worth waiting for.
+	terminationGrace = 5
+)
+
+// renderService is the member's Service: a ClusterIP in front of its API
+// port, selecting the member's pods.
+func renderService(t kobev1.BackendType, m backend.Member, port int32) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: objectMeta(t, m, serviceName(m)),
+		Spec: corev1.ServiceSpec{
+			Type:     corev1.ServiceTypeClusterIP,
+			Selector: selectorFor(t, m),
+			Ports: []corev1.ServicePort{{
+				Name: "https", Protocol: corev1.ProtocolTCP, Port: port, TargetPort: intstr.FromInt32(port),
+			}},
+			// The API server is ready only when its etcd is: no traffic before.
+			PublishNotReadyAddresses: false,
+		},
+	}
+}
+
+// renderSecret is the member's PKI Secret.
+func renderSecret(t kobev1.BackendType, m backend.Member, clusterIP string, data map[string][]byte) *corev1.Secret {
+	sec := &corev1.Secret{
+		ObjectMeta: objectMeta(t, m, secretName(m)),
+		Type:       corev1.SecretTypeOpaque,
+		Data:       data,
+	}
+	sec.Annotations = map[string]string{AnnotationClusterIP: clusterIP}
+	return sec
+}
+
+// renderNetworkPolicy keeps the member's pods to themselves: they take
+// connections from each other (etcd and every other port), on the API port
+// from the operator's pods (operatorSelector, in the member's namespace)
+// and, for Direct access, from anywhere; they open connections only to each
+// other and to DNS (port 53). Loopback inside a pod is never filtered, so
+// the components of one pod talk freely.
+func renderNetworkPolicy(t kobev1.BackendType, m backend.Member, port int32, operatorSelector map[string]string) *networkingv1.NetworkPolicy {
+	own := []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: selectorFor(t, m)}}}
+	apiPort := []networkingv1.NetworkPolicyPort{{Protocol: ptr.To(corev1.ProtocolTCP), Port: ptr.To(intstr.FromInt32(port))}}
+	ingress := []networkingv1.NetworkPolicyIngressRule{
+		{From: own},
+		{From: []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: operatorSelector}}}, Ports: apiPort},
+	}
+	if accessMode(m) == kobev1.AccessDirect {
+		ingress = append(ingress, networkingv1.NetworkPolicyIngressRule{Ports: apiPort})
+	}
+	dns := intstr.FromInt32(53)
+	return &networkingv1.NetworkPolicy{
+		ObjectMeta: objectMeta(t, m, policyName(m)),
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: selectorFor(t, m)},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
+			Ingress:     ingress,
+			Egress: []networkingv1.NetworkPolicyEgressRule{
+				{To: own},
+				{Ports: []networkingv1.NetworkPolicyPort{
+					{Protocol: ptr.To(corev1.ProtocolUDP), Port: &dns},
+					{Protocol: ptr.To(corev1.ProtocolTCP), Port: &dns},
+				}},
+			},
+		},
+	}
+}
+
+// accessMode is the member's resolved access mode; unset is Proxy, as for
+// every backend whose members live in the host cluster.
+func accessMode(m backend.Member) kobev1.AccessMode {
+	if m.Spec.Access != nil && m.Spec.Access.Mode != "" {
+		return m.Spec.Access.Mode
+	}
+	return kobev1.AccessProxy
+}
+
+// renderPDB keeps voluntary disruptions (node drains, evictions) from taking
+// any of the member's pods while they are Ready: each holds part of etcd on
+// an emptyDir, so an evicted pod is a destroyed member. A drain therefore
+// waits until kobe recycles the member (or someone deletes its
+// ClusterInstance). Pods that are not Ready may be evicted (the member is
+// broken and will be reaped anyway).
+func renderPDB(t kobev1.BackendType, m backend.Member, pods int) *policyv1.PodDisruptionBudget {
+	return &policyv1.PodDisruptionBudget{
+		ObjectMeta: objectMeta(t, m, pdbName(m)),
+		Spec: policyv1.PodDisruptionBudgetSpec{
+			MinAvailable:               ptr.To(intstr.FromInt32(int32(pods))),
+			Selector:                   &metav1.LabelSelector{MatchLabels: selectorFor(t, m)},
+			UnhealthyPodEvictionPolicy: ptr.To(policyv1.AlwaysAllow),
+		},
+	}
+}
+
+// finishPod completes a template's pod: identity, labels, owner, the PKI
+// volume, placement and the security settings every member pod gets. It
+// refuses a container without CPU and memory requests and limits.
+func finishPod(t kobev1.BackendType, m backend.Member, p *corev1.Pod, i int, place *kobev1.Placement, items []corev1.KeyToPath) error {
+	if p.Name == "" {
+		p.Name = podName(m, i)
+	}
+	meta := objectMeta(t, m, p.Name)
+	for k, v := range p.Labels {
+		if _, ours := meta.Labels[k]; !ours {
+			meta.Labels[k] = v
+		}
+	}
+	meta.Labels[LabelComponent] = componentControlPlane
+	meta.Annotations = p.Annotations
+	p.ObjectMeta = meta
+
+	s := &p.Spec
+	s.RestartPolicy = corev1.RestartPolicyAlways
+	s.AutomountServiceAccountToken = ptr.To(false)
+	s.EnableServiceLinks = ptr.To(false)
+	s.TerminationGracePeriodSeconds = ptr.To[int64](terminationGrace)
+	s.SecurityContext = &corev1.PodSecurityContext{
+		RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](podUser), RunAsGroup: ptr.To[int64](podUser),
+		FSGroup: ptr.To[int64](podUser), SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
+	s.Volumes = append(s.Volumes, corev1.Volume{Name: PKIVolume, VolumeSource: corev1.VolumeSource{
+		Secret: &corev1.SecretVolumeSource{SecretName: secretName(m), DefaultMode: ptr.To[int32](0o440), Items: items},
+	}})
+	for j := range s.Containers {
+		c := &s.Containers[j]
+		if err := checkResources(c); err != nil {
+			return err
+		}
+		c.SecurityContext = &corev1.SecurityContext{
+			AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),
+			Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		}
+	}
+	applyPlacement(t, m, s, place)
+	return nil
+}
+
+// pkiItems projects the PKI Secret's keys a pod may see.
+func pkiItems(data map[string][]byte) []corev1.KeyToPath {
+	var items []corev1.KeyToPath
+	for k := range data {
+		if !secretOnly[k] {
+			items = append(items, corev1.KeyToPath{Key: k, Path: k})
+		}
+	}
+	sort.Slice(items, func(a, b int) bool { return items[a].Key < items[b].Key })
+	return items
+}
+
+// checkResources refuses a container without CPU and memory requests and limits.
+func checkResources(c *corev1.Container) error {
+	for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		if _, ok := c.Resources.Requests[r]; !ok {
+			return fmt.Errorf("container %s has no %s request", c.Name, r)
+		}
+		if _, ok := c.Resources.Limits[r]; !ok {
+			return fmt.Errorf("container %s has no %s limit", c.Name, r)
+		}
+	}
+	return nil
+}
+
+// applyPlacement sets nodeSelector, tolerations, priority class and, unless
+// turned off, a topology spread over kubernetes.io/hostname of the pool's
+// members (ScheduleAnyway: a one-node cluster still runs them all).
+func applyPlacement(t kobev1.BackendType, m backend.Member, s *corev1.PodSpec, place *kobev1.Placement) {
+	spread := true
+	if place != nil {
+		if len(place.NodeSelector) > 0 {
+			s.NodeSelector = map[string]string{}
+			for k, v := range place.NodeSelector {
+				s.NodeSelector[k] = v
+			}
+		}
+		s.Tolerations = append(s.Tolerations, place.Tolerations...)
+		s.PriorityClassName = place.PriorityClassName
+		if place.SpreadAcrossNodes != nil {
+			spread = *place.SpreadAcrossNodes
+		}
+	}
+	if spread {
+		s.TopologySpreadConstraints = append(s.TopologySpreadConstraints, corev1.TopologySpreadConstraint{
+			MaxSkew:           1,
+			TopologyKey:       corev1.LabelHostname,
+			WhenUnsatisfiable: corev1.ScheduleAnyway,
+			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{
+				LabelManagedBy: ManagedBy, LabelBackend: string(t), kobev1.LabelPool: truncLabel(m.Pool),
+				LabelComponent: componentControlPlane,
+			}},
+		})
+	}
+}
+
+// Resources returns r with every CPU and memory request and limit that r
+// lacks taken from def; a limit below its request is raised to the request,
+// so a pool that asks for more than a default limit still gets a valid spec.
+func Resources(r *corev1.ResourceRequirements, def corev1.ResourceRequirements) corev1.ResourceRequirements {
+	out := corev1.ResourceRequirements{Requests: corev1.ResourceList{}, Limits: corev1.ResourceList{}}
+	if r != nil {
+		for k, v := range r.Requests {
+			out.Requests[k] = v.DeepCopy()
+		}
+		for k, v := range r.Limits {
+			out.Limits[k] = v.DeepCopy()
+		}
+	}
+	for _, k := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		if _, ok := out.Requests[k]; !ok {
+			if lim, hasLim := out.Limits[k]; hasLim && lim.Cmp(def.Requests[k]) < 0 {
+				out.Requests[k] = lim.DeepCopy() // a pool's limit below kobe's request wins
+			} else {
+				out.Requests[k] = def.Requests[k].DeepCopy()
+			}
+		}
+		if _, ok := out.Limits[k]; !ok {
+			lim := def.Limits[k].DeepCopy()
+			if req := out.Requests[k]; lim.Cmp(req) < 0 {
+				lim = req.DeepCopy()
+			}
+			out.Limits[k] = lim
+		}
+	}
+	return out
+}

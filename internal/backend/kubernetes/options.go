@@ -1,0 +1,26 @@
+package kubernetes
+
+import (
+	"time"
+
+	"github.com/go-logr/logr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Options wire the kubernetes backend (incluster.Options without what this
+// package fixes: type, template and capabilities).
+type Options struct {
+	// Client reads and writes host objects; uncached (client.New), since
+	// Observe's verdict reaps members.
+	Client client.Client
+	// Namespace is the operator's namespace, where members' objects live
+	// and which Sweep searches.
+	Namespace string
+	// OperatorSelector are the labels of the operator's pods (the
+	// NetworkPolicy lets them reach members' API servers).
+	OperatorSelector map[string]string
+	// UnschedulableTimeout: see incluster.Options.
+	UnschedulableTimeout time.Duration
+	// Log receives what Sweep removes.
+	Log logr.Logger
+}

@@ -1,0 +1,251 @@
+package kubernetes
+
+import (
+	"fmt"
+	"path"
+	"regexp"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+	"github.com/kunobi-ninja/kobe/internal/backend"
+	"github.com/kunobi-ninja/kobe/internal/backend/incluster"
+)
+
+const (
+	// DefaultVersion is the Kubernetes version of a member whose pool sets
+	// no cluster.version (hack/versions.sh kubernetes).
+	DefaultVersion = "1.37.2"
+	// DefaultEtcdImage is etcd's image unless the pool names one; it is the
+	// etcd release kubeadm pairs with DefaultVersion.
+	DefaultEtcdImage = "registry.k8s.io/etcd:3.6.16-0"
+	// DefaultRegistry holds the default kube-apiserver and
+	// kube-controller-manager images, tagged v<version>.
+	DefaultRegistry = "registry.k8s.io"
+	// APIPort is the member API server's port (pod and Service).
+	APIPort int32 = 6443
+	// BinDir is where every image must have its binary.
+	BinDir = "/usr/local/bin"
+
+	etcdClientURL = "https://127.0.0.1:2379"
+	etcdPeerURL   = "http://127.0.0.1:2380"
+	saIssuer      = "https://kubernetes.default.svc.cluster.local"
+)
+
+// versionRE is a full release version, with or without a leading v.
+var versionRE = regexp.MustCompile(`^v?(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$`)
+
+// DefaultResources are each component's requests and limits where the pool
+// sets none (incluster.Resources fills in what a pool's partial setting lacks).
+var DefaultResources = struct {
+	Etcd, APIServer, ControllerManager corev1.ResourceRequirements
+}{
+	Etcd:              requirements("50m", "64Mi", "1", "512Mi"),
+	APIServer:         requirements("100m", "256Mi", "2", "1Gi"),
+	ControllerManager: requirements("50m", "64Mi", "1", "512Mi"),
+}
+
+func requirements(cpuReq, memReq, cpuLim, memLim string) corev1.ResourceRequirements {
+	return corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpuReq), corev1.ResourceMemory: resource.MustParse(memReq)},
+		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpuLim), corev1.ResourceMemory: resource.MustParse(memLim)},
+	}
+}
+
+// Template renders one pod per member: etcd, kube-apiserver and
+// kube-controller-manager, talking over the pod's loopback.
+type Template struct{}
+
+var _ incluster.Template = Template{}
+
+// Version returns the member's Kubernetes version without a leading v:
+// DefaultVersion when unset, an error naming the field when it is not a
+// full x.y.z release.
+func Version(m backend.Member) (string, error) {
+	v := m.Spec.Cluster.Version
+	if v == "" {
+		return DefaultVersion, nil
+	}
+	if !versionRE.MatchString(v) {
+		return "", fmt.Errorf("spec.cluster.version %q: the kubernetes backend needs a full release version such as %s (x.y.z, the tag of the upstream images)", v, DefaultVersion)
+	}
+	return strings.TrimPrefix(v, "v"), nil
+}
+
+// Images are the images and pull policy a member's pod uses.
+type Images struct {
+	Etcd, APIServer, ControllerManager string
+	PullPolicy                         corev1.PullPolicy
+}
+
+// ImagesFor resolves a member's images: the pool's, else the upstream ones
+// of its version.
+func ImagesFor(m backend.Member) (Images, error) {
+	v, err := Version(m)
+	if err != nil {
+		return Images{}, err
+	}
+	img := Images{
+		Etcd:              DefaultEtcdImage,
+		APIServer:         DefaultRegistry + "/kube-apiserver:v" + v,
+		ControllerManager: DefaultRegistry + "/kube-controller-manager:v" + v,
+		PullPolicy:        corev1.PullIfNotPresent,
+	}
+	if k := spec(m); k != nil && k.Images != nil {
+		i := k.Images
+		img.Etcd = or(i.Etcd, img.Etcd)
+		img.APIServer = or(i.APIServer, img.APIServer)
+		img.ControllerManager = or(i.ControllerManager, img.ControllerManager)
+		if i.PullPolicy != "" {
+			img.PullPolicy = i.PullPolicy
+		}
+	}
+	return img, nil
+}
+
+func spec(m backend.Member) *kobev1.KubernetesBackendSpec { return m.Spec.Backend.Kubernetes }
+
+func or(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// Settings implements incluster.Template. One server per member: etcd lives
+// in the pod, so a second server would need an etcd cluster across pods.
+func (Template) Settings(m backend.Member) (incluster.Settings, error) {
+	if _, err := Version(m); err != nil {
+		return incluster.Settings{}, err
+	}
+	if s := m.Spec.Cluster.Servers; s != nil && *s > 1 {
+		return incluster.Settings{}, fmt.Errorf("spec.cluster.servers %d: the kubernetes backend runs one server per member", *s)
+	}
+	set := incluster.Settings{APIPort: APIPort, PKI: incluster.PKINeeds{Etcd: true, ControllerManager: true}}
+	if k := spec(m); k != nil {
+		set.Placement = k.Placement
+	}
+	return set, nil
+}
+
+// Pods implements incluster.Template.
+func (Template) Pods(in incluster.RenderInput) ([]corev1.Pod, error) {
+	img, err := ImagesFor(in.Member)
+	if err != nil {
+		return nil, err
+	}
+	var res kobev1.KubernetesResources
+	if k := spec(in.Member); k != nil && k.Resources != nil {
+		res = *k.Resources
+	}
+	pki := func(key string) string { return path.Join(in.PKIDir, key) }
+	mounts := []corev1.VolumeMount{{Name: incluster.PKIVolume, MountPath: in.PKIDir, ReadOnly: true}}
+	etcd := corev1.Container{
+		Name:            "etcd",
+		Image:           img.Etcd,
+		ImagePullPolicy: img.PullPolicy,
+		Command:         []string{path.Join(BinDir, "etcd")},
+		Args: []string{
+			"--name=member",
+			"--data-dir=/var/lib/etcd",
+			"--listen-client-urls=" + etcdClientURL,
+			"--advertise-client-urls=" + etcdClientURL,
+			"--listen-peer-urls=" + etcdPeerURL,
+			"--initial-advertise-peer-urls=" + etcdPeerURL,
+			"--initial-cluster=member=" + etcdPeerURL,
+			"--initial-cluster-state=new",
+			"--listen-metrics-urls=http://127.0.0.1:2381",
+			"--cert-file=" + pki(incluster.KeyEtcdServerCert),
+			"--key-file=" + pki(incluster.KeyEtcdServerKey),
+			"--trusted-ca-file=" + pki(incluster.KeyEtcdCACert),
+			"--client-cert-auth=true",
+			"--log-level=warn",
+		},
+		Resources:    incluster.Resources(res.Etcd, DefaultResources.Etcd),
+		VolumeMounts: append([]corev1.VolumeMount{{Name: "etcd-data", MountPath: "/var/lib/etcd"}}, mounts...),
+	}
+	apiserver := corev1.Container{
+		Name:            "kube-apiserver",
+		Image:           img.APIServer,
+		ImagePullPolicy: img.PullPolicy,
+		Command:         []string{path.Join(BinDir, "kube-apiserver")},
+		Args: []string{
+			"--etcd-servers=" + etcdClientURL,
+			"--etcd-cafile=" + pki(incluster.KeyEtcdCACert),
+			"--etcd-certfile=" + pki(incluster.KeyEtcdClientCert),
+			"--etcd-keyfile=" + pki(incluster.KeyEtcdClientKey),
+			"--bind-address=0.0.0.0",
+			fmt.Sprintf("--secure-port=%d", in.APIPort),
+			"--advertise-address=" + in.ClusterIP,
+			"--tls-cert-file=" + pki(incluster.KeyServingCert),
+			"--tls-private-key-file=" + pki(incluster.KeyServingKey),
+			"--client-ca-file=" + pki(incluster.KeyClientCACert),
+			"--service-account-issuer=" + saIssuer,
+			"--service-account-key-file=" + pki(incluster.KeySAPub),
+			"--service-account-signing-key-file=" + pki(incluster.KeySAKey),
+			"--authorization-mode=RBAC",
+			"--service-cluster-ip-range=" + incluster.MemberServiceCIDR,
+			"--allow-privileged=true",
+			"--profiling=false",
+		},
+		Ports:        []corev1.ContainerPort{{Name: "https", ContainerPort: in.APIPort, Protocol: corev1.ProtocolTCP}},
+		Resources:    incluster.Resources(res.APIServer, DefaultResources.APIServer),
+		VolumeMounts: append([]corev1.VolumeMount{{Name: "tmp", MountPath: "/tmp"}}, mounts...),
+		// Readiness only: a liveness probe would restart an API server that
+		// fails its checks and hide the failure from kobe's health checks,
+		// which recycle the member instead.
+		ReadinessProbe: &corev1.Probe{
+			ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+				Path: "/readyz", Port: intstr.FromInt32(in.APIPort), Scheme: corev1.URISchemeHTTPS,
+			}},
+			PeriodSeconds: 2, TimeoutSeconds: 2, FailureThreshold: 3,
+		},
+	}
+	kcm := corev1.Container{
+		Name:            "kube-controller-manager",
+		Image:           img.ControllerManager,
+		ImagePullPolicy: img.PullPolicy,
+		Command:         []string{path.Join(BinDir, "kube-controller-manager")},
+		Args: []string{
+			"--kubeconfig=" + pki(incluster.KeyControllerManagerKubeconfig),
+			"--service-account-private-key-file=" + pki(incluster.KeySAKey),
+			"--root-ca-file=" + pki(incluster.KeyServerCACert),
+			"--use-service-account-credentials=true",
+			"--controllers=*",
+			"--leader-elect=false",
+			"--secure-port=0",
+			"--profiling=false",
+		},
+		Resources:    incluster.Resources(res.ControllerManager, DefaultResources.ControllerManager),
+		VolumeMounts: append([]corev1.VolumeMount{{Name: "tmp", MountPath: "/tmp"}}, mounts...),
+	}
+	pod := corev1.Pod{Spec: corev1.PodSpec{
+		Containers: []corev1.Container{etcd, apiserver, kcm},
+		Volumes: []corev1.Volume{
+			{Name: "etcd-data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+			{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: ptr.To(resource.MustParse("64Mi"))}}},
+		},
+	}}
+	pod.Name = in.PodName(0)
+	return []corev1.Pod{pod}, nil
+}
+
+// New wires the kubernetes backend: the in-cluster machinery with this
+// template, for kobev1.BackendKubernetes.
+func New(o Options) (*incluster.Backend, error) {
+	return incluster.New(incluster.Options{
+		Type:     kobev1.BackendKubernetes,
+		Template: Template{},
+		// Any x.y.z whose images exist; one server per member.
+		Capabilities:         backend.Capabilities{MaxServers: 1},
+		Client:               o.Client,
+		Namespace:            o.Namespace,
+		OperatorSelector:     o.OperatorSelector,
+		UnschedulableTimeout: o.UnschedulableTimeout,
+		Log:                  o.Log,
+	})
+}
