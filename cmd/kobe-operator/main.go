@@ -13,6 +13,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -25,6 +26,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/apiserver"
 	"github.com/kunobi-ninja/kobe/internal/auth"
 	"github.com/kunobi-ninja/kobe/internal/backend"
+	kubebackend "github.com/kunobi-ninja/kobe/internal/backend/kubernetes"
 	"github.com/kunobi-ninja/kobe/internal/backend/local"
 	"github.com/kunobi-ninja/kobe/internal/backend/sim"
 	"github.com/kunobi-ninja/kobe/internal/binding"
@@ -61,6 +63,8 @@ type options struct {
 	apiMaxInFlight    int
 	apiAudience       string
 	disableLocal      bool
+	disableKubernetes bool
+	memberOperatorSel string
 	localProvisionMax time.Duration
 	enableSim         bool
 	pprofAddr         string
@@ -88,6 +92,8 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.localAdvertise, "local-advertise-host", "127.0.0.1", "Host name or IP in local members' endpoints, reachable by lease holders.")
 	fs.DurationVar(&o.localProvisionMax, "local-provision-timeout", 3*time.Minute, "How long a local member may take to start before it is reported failed.")
 	fs.BoolVar(&o.disableLocal, "disable-local-backend", false, "Do not wire the local backend.")
+	fs.BoolVar(&o.disableKubernetes, "disable-kubernetes-backend", false, "Do not wire the kubernetes backend (members as etcd, kube-apiserver and kube-controller-manager pods in --namespace of the host cluster).")
+	fs.StringVar(&o.memberOperatorSel, "member-network-policy-operator-selector", "app.kubernetes.io/name=kobe", "Labels (k=v,...) of the operator's pods: each kubernetes-backend member's NetworkPolicy lets only them (and, for Direct access, anyone) reach its API port. The default matches the chart's pods.")
 	fs.BoolVar(&o.enableSim, "enable-sim-backend", false, "Wire the sim backend: pools with backend.type sim get simulated members, with no cluster behind them, whose kubeconfigs point at an address that answers nothing. For benchmarks, scale tests and demos only; never for real use.")
 	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "", "Serve Go's /debug/pprof on this address (e.g. 127.0.0.1:6060) for profiling; empty disables it.")
 	fs.DurationVar(&o.leaseRetention, "lease-retention", time.Hour, "How long ended leases are kept before deletion.")
@@ -179,6 +185,25 @@ func run(ctx context.Context, o options) error {
 			return fmt.Errorf("wiring local backend: %w", err)
 		}
 		backends[kobev1.BackendLocal] = lb
+	}
+	if !o.disableKubernetes {
+		sel, err := labels.ConvertSelectorToLabelsMap(o.memberOperatorSel)
+		if err != nil {
+			return fmt.Errorf("--member-network-policy-operator-selector: %w", err)
+		}
+		// Uncached: Observe's verdict reaps members, and caching every pod
+		// and Service of the namespace would cost more than a few GETs.
+		hc, err := client.New(cfg, client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
+		if err != nil {
+			return fmt.Errorf("wiring kubernetes backend: %w", err)
+		}
+		kb, err := kubebackend.New(kubebackend.Options{
+			Client: hc, Namespace: o.namespace, OperatorSelector: sel, Log: log.WithName("kubernetes-backend"),
+		})
+		if err != nil {
+			return fmt.Errorf("wiring kubernetes backend: %w", err)
+		}
+		backends[kobev1.BackendKubernetes] = kb
 	}
 	if o.enableSim {
 		backends[kobev1.BackendSim] = sim.New(sim.Options{})
