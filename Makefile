@@ -79,6 +79,29 @@ image-pause: $(IMAGE_TOOL) ## Build the pause image of the real-node host as $(I
 		--file $(IMAGE_DIR)/rootfs/pause:/pause --entrypoint /pause --user 65535:65535 \
 		--platform linux/$(IMAGE_ARCH) --created $(or $(shell git log -1 --format=%ct -- images/pause hack/image 2>/dev/null),0)
 
+# The control-plane images of the kubernetes backend's tests (docs/backends.md):
+# the binaries of make controlplane under the upstream names and paths
+# (/usr/local/bin/<name>), so member pods run them with imagePullPolicy Never
+# or IfNotPresent and nothing is pulled. Each tarball is rebuilt only when its
+# binary or the builder is newer.
+ETCD_IMAGE          ?= registry.k8s.io/etcd:$(shell hack/versions.sh etcd)-0
+CONTROLPLANE_IMAGES := $(IMAGE_DIR)/etcd.tar $(IMAGE_DIR)/kube-apiserver.tar $(IMAGE_DIR)/kube-controller-manager.tar
+CP_IMAGE_CREATED     = $(or $(shell git log -1 --format=%ct -- hack/controlplane hack/image 2>/dev/null),0)
+
+.PHONY: image-controlplane
+image-controlplane: controlplane $(IMAGE_TOOL) ## Build $(CONTROLPLANE_IMAGES): $(ETCD_IMAGE), registry.k8s.io/kube-apiserver:v$(K8S_VERSION) and kube-controller-manager:v$(K8S_VERSION) from $(CONTROLPLANE_DIR) (skipped when up to date).
+	@$(MAKE) --no-print-directory $(CONTROLPLANE_IMAGES)
+
+$(IMAGE_DIR)/etcd.tar: $(CONTROLPLANE_DIR)/etcd $(IMAGE_TOOL)
+	$(IMAGE_TOOL) build --out $@.tmp --name $(ETCD_IMAGE) --file $<:/usr/local/bin/etcd \
+		--entrypoint /usr/local/bin/etcd --user 65532:65532 --platform linux/$(IMAGE_ARCH) --created $(CP_IMAGE_CREATED)
+	mv $@.tmp $@
+
+$(IMAGE_DIR)/kube-%.tar: $(CONTROLPLANE_DIR)/kube-% $(IMAGE_TOOL)
+	$(IMAGE_TOOL) build --out $@.tmp --name registry.k8s.io/kube-$*:v$(K8S_VERSION) --file $<:/usr/local/bin/kube-$* \
+		--entrypoint /usr/local/bin/kube-$* --user 65532:65532 --platform linux/$(IMAGE_ARCH) --created $(CP_IMAGE_CREATED)
+	mv $@.tmp $@
+
 .PHONY: image-reproducible
 image-reproducible: ## Build the kobe-operator image in two fresh clones of HEAD, each with an empty Go build cache, and fail unless both are identical (slow: not in make test).
 	hack/image-reproducible.sh
@@ -269,10 +292,10 @@ node-deps: ## Install the node's Debian packages (containerd, runc, CNI plugins,
 	hack/node-deps.sh
 
 .PHONY: test-node
-test-node: node-deps controlplane node image-pause $(IMAGE_TOOL) ## Start the real-node host cluster, run a pod and a Service on it, tear it down, compare the machine before and after (root).
+test-node: node-deps controlplane node image-pause image-controlplane $(IMAGE_TOOL) ## Start the real-node host cluster, run a pod and a Service on it, tear it down, compare the machine before and after (root).
 	pkgs=$$(hack/test-packages.sh node); \
 	NODE_DIR='$(NODE_DIR)' HOSTCLUSTER_PAUSE_TAR='$(IMAGE_DIR)/pause.tar' HOSTCLUSTER_PAUSE_IMAGE='$(PAUSE_IMAGE)' \
-	HOSTCLUSTER_IMAGE_TOOL='$(IMAGE_TOOL)' go test $(GO_TEST_FLAGS) -p 1 -v -timeout 15m $$pkgs
+	HOSTCLUSTER_IMAGE_TOOL='$(IMAGE_TOOL)' CONTROLPLANE_IMAGE_DIR='$(IMAGE_DIR)' go test $(GO_TEST_FLAGS) -p 1 -v -timeout 15m $$pkgs
 
 # charts/kobe installed on the real-node host cluster (test/chart/install,
 # docs/run-cluster.md): the image `make image` built, imported into the node
