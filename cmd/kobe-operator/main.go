@@ -31,6 +31,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/backend/sim"
 	"github.com/kunobi-ninja/kobe/internal/binding"
 	"github.com/kunobi-ninja/kobe/internal/cachetrim"
+	"github.com/kunobi-ninja/kobe/internal/connect"
 	"github.com/kunobi-ninja/kobe/internal/controller/accesspolicy"
 	"github.com/kunobi-ninja/kobe/internal/controller/clusterinstance"
 	"github.com/kunobi-ninja/kobe/internal/controller/clusterlease"
@@ -61,6 +62,9 @@ type options struct {
 	apiTLSCert        string
 	apiTLSKey         string
 	apiMaxInFlight    int
+	apiTLSCA          string
+	connectURL        string
+	connectMaxInFlt   int
 	apiAudience       string
 	disableLocal      bool
 	disableKubernetes bool
@@ -81,6 +85,9 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.apiTLSCert, "api-tls-cert-file", "", "Serve the lease API over HTTPS with this certificate (and --api-tls-key-file); both files are read again when they change, so a renewed certificate is served without a restart.")
 	fs.StringVar(&o.apiTLSKey, "api-tls-key-file", "", "Key of --api-tls-cert-file.")
 	fs.IntVar(&o.apiMaxInFlight, "api-max-in-flight", apiserver.DefaultMaxInFlight, "Concurrent API requests served before answering 429.")
+	fs.StringVar(&o.apiTLSCA, "api-tls-ca-file", "", "PEM CA that verifies --api-tls-cert-file, put in the kubeconfigs of leases reached through the connect proxy (pools with access mode Proxy); empty leaves them to the system's trust roots.")
+	fs.StringVar(&o.connectURL, "connect-url", "", "Base URL (https://host[:port]) under which lease holders reach the connect proxy: Proxy-mode kubeconfigs point at <url>/connect/<lease>. Empty: https://<the Host of the API request that returned the kubeconfig>. Proxy access needs --api-tls-cert-file.")
+	fs.IntVar(&o.connectMaxInFlt, "connect-max-in-flight", connect.DefaultMaxInFlight, "Concurrent connect proxy requests (open watches and exec, attach, logs -f and port-forward sessions included) served before answering 429; separate from --api-max-in-flight.")
 	fs.StringVar(&o.apiAudience, "api-audience", "", "Audience of this installation, published in GET /v1/status; SSH-signed requests must name it (default kobe:<namespace>:<namespace UID>). Give every replica the same value.")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", "", "Address of the controller metrics endpoint (default 127.0.0.1:8080; :8080 with --"+bindAllInterfacesFlag+"); 0 disables it.")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", "", "Address of the /healthz and /readyz probes (default 127.0.0.1:8081; :8081 with --"+bindAllInterfacesFlag+"); 0 disables them.")
@@ -253,6 +260,7 @@ func run(ctx context.Context, o options) error {
 		Log: log.WithName("api"), Version: version.Version, MaxInFlight: o.apiMaxInFlight,
 		TLSCertFile: o.apiTLSCert, TLSKeyFile: o.apiTLSKey,
 		Ready: cacheSynced.Load, MaxQueuedPerOwner: int32(o.maxQueuedPerOwner),
+		TLSCAFile: o.apiTLSCA, ConnectURL: o.connectURL, ConnectMaxInFlight: o.connectMaxInFlt, Informers: mgr.GetCache(),
 	})
 	if err := mgr.Add(api); err != nil {
 		return fmt.Errorf("adding API server: %w", err)

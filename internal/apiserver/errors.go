@@ -42,6 +42,7 @@ var failures = []failure{
 	{errBodyTooLarge, http.StatusRequestEntityTooLarge, wire.ReasonBodyTooLarge, ""},
 	{leaseservice.ErrLeaseLimit, http.StatusTooManyRequests, wire.ReasonConcurrentLeaseLimit, "30"},
 	{leaseservice.ErrQueueLimit, http.StatusTooManyRequests, wire.ReasonQueuedLeaseLimit, "30"},
+	{leaseservice.ErrProxyNotConfigured, http.StatusServiceUnavailable, wire.ReasonProxyNotConfigured, ""},
 }
 
 // unavailableReasons are the reasons of a 503 for each cause of an

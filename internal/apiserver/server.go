@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,12 +16,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/kunobi-ninja/kobe/internal/auth"
 	"github.com/kunobi-ninja/kobe/internal/binding"
+	"github.com/kunobi-ninja/kobe/internal/connect"
+	"github.com/kunobi-ninja/kobe/internal/credentials/leasecreds"
 	"github.com/kunobi-ninja/kobe/internal/leaseservice"
 )
 
@@ -73,6 +77,21 @@ type Options struct {
 	TLSCertFile, TLSKeyFile string
 	// MaxQueuedPerOwner is leaseservice.Options.MaxQueuedPerOwner.
 	MaxQueuedPerOwner int32
+	// ConnectURL is the base URL (https://host[:port]) under which lease
+	// kubeconfigs of Proxy-mode members reach the connect proxy
+	// (<ConnectURL>/connect/<lease>); empty derives it from each request's
+	// Host (https://<Host>). Proxy access needs TLS (TLSCertFile).
+	ConnectURL string
+	// TLSCAFile is the PEM CA that verifies the serving certificate, put in
+	// Proxy-mode kubeconfigs; empty leaves them to the system's roots. It
+	// is read again for every kubeconfig, so a rotated CA is handed out.
+	TLSCAFile string
+	// ConnectMaxInFlight bounds concurrent connect requests, apart from
+	// MaxInFlight (connect.DefaultMaxInFlight).
+	ConnectMaxInFlight int
+	// Informers deliver the lease and member events that close a lease's
+	// connect streams when it ends (the manager's cache).
+	Informers cache.Informers
 }
 
 // Server is the HTTP API.
@@ -86,6 +105,7 @@ type Server struct {
 	readingBodies atomic.Int32
 	listener      net.Listener
 	listenerMu    sync.Mutex
+	connect       *connect.Proxy
 }
 
 // New builds the server and its routes.
@@ -109,7 +129,15 @@ func New(opts Options) *Server {
 	s.leases = leaseservice.New(leaseservice.Options{
 		Namespace: opts.Namespace, Client: opts.Client, Reader: opts.Reader, APIReader: opts.APIReader,
 		Binder: opts.Binder, Recorder: opts.Recorder, Clock: opts.Clock, Log: opts.Log,
-		MaxQueuedPerOwner: opts.MaxQueuedPerOwner,
+		MaxQueuedPerOwner: opts.MaxQueuedPerOwner, ProxyEndpoint: s.proxyEndpoint,
+	})
+	timers, ok := opts.Clock.(clock.WithDelayedExecution)
+	if !ok {
+		timers = clock.RealClock{}
+	}
+	s.connect = connect.New(connect.Options{
+		Namespace: opts.Namespace, Reader: opts.Reader, APIReader: opts.APIReader, Informers: opts.Informers,
+		Clock: timers, Log: opts.Log.WithName("connect"), MaxInFlight: opts.ConnectMaxInFlight,
 	})
 	s.handler = s.routes()
 	return s
@@ -150,8 +178,18 @@ func (s *Server) routes() http.Handler {
 		writeText(w, http.StatusOK, "ok")
 	})
 	root.Handle("GET /metrics", promhttp.HandlerFor(crmetrics.Registry, promhttp.HandlerOpts{}))
-	root.Handle("/", limited)
-	return recoverPanics(s.opts.Log, root)
+	root.Handle("/", withRequestHost(limited))
+	// The connect proxy is routed before the mux, which would clean (and
+	// redirect) its paths: it refuses unclean ones itself. It has its own
+	// in-flight limit and no body buffering: its streams last as long as
+	// the lease.
+	return recoverPanics(s.opts.Log, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, leasecreds.ConnectPrefix) || strings.HasPrefix(r.URL.EscapedPath(), leasecreds.ConnectPrefix) {
+			s.connect.ServeHTTP(w, r)
+			return
+		}
+		root.ServeHTTP(w, r)
+	}))
 }
 
 // Start serves until ctx ends (manager.Runnable). Over TLS, the certificate
@@ -160,8 +198,11 @@ func (s *Server) routes() http.Handler {
 // kubelet then swaps into the pod's volume, is served to new connections
 // without a restart.
 func (s *Server) Start(ctx context.Context) error {
+	if err := s.connect.Start(ctx); err != nil {
+		return err
+	}
 	var certs *certwatcher.CertWatcher
-	if s.opts.TLSCertFile != "" && s.opts.TLSKeyFile != "" {
+	if s.serveTLS() {
 		var err error
 		if certs, err = certwatcher.New(s.opts.TLSCertFile, s.opts.TLSKeyFile); err != nil {
 			return fmt.Errorf("loading the lease API's TLS certificate: %w", err)
@@ -185,7 +226,10 @@ func (s *Server) Start(ctx context.Context) error {
 	// One for the server, one for the certificate watcher.
 	errc := make(chan error, 2)
 	if certs != nil {
-		srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: certs.GetCertificate}
+		// Client certificates are requested, not required: lease API
+		// callers present none; the connect proxy verifies a lease's
+		// certificate itself, against its member's client CA.
+		srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: certs.GetCertificate, ClientAuth: tls.RequestClientCert}
 		go func() {
 			if err := certs.Start(ctx); err != nil {
 				errc <- fmt.Errorf("watching the lease API's TLS certificate: %w", err)

@@ -70,6 +70,15 @@ func (s *Service) Create(ctx context.Context, p *auth.Principal, req CreateReque
 		metrics.LeaseRequest(pl.Name, "refused")
 		return nil, &UnavailableError{Unserviceable: *u}
 	}
+	// A lease whose kubeconfig could never be minted is refused before
+	// anything is written.
+	if pool.AccessMode(&pl.Spec) == kobev1.AccessProxy {
+		if _, _, err := s.proxyEndpoint(ctx); err != nil {
+			s.audit(p, "create", "", pl.Name, "refused: no connect proxy")
+			metrics.LeaseRequest(pl.Name, "refused")
+			return nil, err
+		}
+	}
 	ttl := req.TTL
 	if ttl == 0 {
 		ttl = lease.PoolTTL(pl)

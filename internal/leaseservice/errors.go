@@ -31,6 +31,10 @@ var (
 	// ErrPoolUnavailable: nothing in the pool can become Ready (see
 	// UnavailableError for the cause).
 	ErrPoolUnavailable = errors.New("pool unavailable")
+	// ErrProxyNotConfigured: the pool's members are reached through kobe's
+	// connect proxy, which this server cannot offer (no TLS). Never a
+	// silent fall back to Direct access.
+	ErrProxyNotConfigured = errors.New("connect proxy not configured")
 )
 
 // UnavailableError is the error of a lease request for a pool that cannot

@@ -27,6 +27,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/credentials/memberaccess"
 	"github.com/kunobi-ninja/kobe/internal/index"
 	"github.com/kunobi-ninja/kobe/internal/lease"
+	"github.com/kunobi-ninja/kobe/internal/pool"
 	"github.com/kunobi-ninja/kobe/internal/wire"
 )
 
@@ -52,6 +53,13 @@ type Options struct {
 	// may have waiting for a member when its rule sets no
 	// maxConcurrentLeases. Default: DefaultMaxQueuedPerOwner.
 	MaxQueuedPerOwner int32
+	// ProxyEndpoint says where the request in ctx reaches kobe's connect
+	// proxy: the base URL (https://host[:port]) that lease kubeconfigs of
+	// Proxy-mode members point under, and the PEM CA that verifies kobe's
+	// serving certificate (nil: the system's roots). It fails wrapping
+	// ErrProxyNotConfigured, naming what to configure, when the server
+	// cannot proxy; nil means it never can.
+	ProxyEndpoint func(ctx context.Context) (base string, caPEM []byte, err error)
 }
 
 // Service carries out lease and pool operations for authenticated callers.
@@ -371,11 +379,29 @@ func (s *Service) kubeconfig(ctx context.Context, l *kobev1.ClusterLease, inst *
 	if err != nil {
 		return nil, fmt.Errorf("reading access Secret %s: %w", key, err)
 	}
-	kc, err := leasecreds.Kubeconfig(a, l, inst, s.poolOrNil(ctx, l.Spec.Pool), s.opts.Clock.Now())
+	pl := s.poolOrNil(ctx, l.Spec.Pool)
+	var kc []byte
+	if pool.MemberAccessMode(inst) == kobev1.AccessProxy {
+		base, ca, perr := s.proxyEndpoint(ctx)
+		if perr != nil {
+			return nil, perr
+		}
+		kc, err = leasecreds.ProxyKubeconfig(a, l, inst, pl, s.opts.Clock.Now(), base, ca)
+	} else {
+		kc, err = leasecreds.Kubeconfig(a, l, inst, pl, s.opts.Clock.Now())
+	}
 	if err != nil {
 		return nil, fmt.Errorf("minting kubeconfig of lease %s: %w", l.Name, err)
 	}
 	return kc, nil
+}
+
+// proxyEndpoint is Options.ProxyEndpoint, ErrProxyNotConfigured without one.
+func (s *Service) proxyEndpoint(ctx context.Context) (string, []byte, error) {
+	if s.opts.ProxyEndpoint == nil {
+		return "", nil, fmt.Errorf("%w: this server has no connect proxy", ErrProxyNotConfigured)
+	}
+	return s.opts.ProxyEndpoint(ctx)
 }
 
 // ownedBy reports whether sec names inst (by UID) among its owners.

@@ -57,6 +57,20 @@ const (
 	ReasonPoolQuarantined = "PoolQuarantined"
 	// ReasonInternalError (500): the server failed; it logged why.
 	ReasonInternalError = "InternalError"
+	// ReasonProxyNotConfigured (503): the lease's member is reached through
+	// kobe's connect proxy, which needs the API served over TLS.
+	ReasonProxyNotConfigured = "ProxyNotConfigured"
+	// ReasonForbidden (403): a connect request's client certificate is not
+	// the lease's (wrong lease, wrong member, or not signed by it).
+	ReasonForbidden = "Forbidden"
+	// ReasonLeaseNotBound (409): the lease holds no member that names it.
+	ReasonLeaseNotBound = "LeaseNotBound"
+	// ReasonLeaseEnded (410): the lease was released, expired or is past its
+	// expiry.
+	ReasonLeaseEnded = "LeaseEnded"
+	// ReasonMemberUnavailable (503, Retry-After): the lease's member is being
+	// deleted or cannot be reached now.
+	ReasonMemberUnavailable = "MemberUnavailable"
 )
 
 // UnavailableRetryAfter is the Retry-After header, in seconds, of a 503

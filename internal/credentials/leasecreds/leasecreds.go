@@ -2,11 +2,15 @@
 // certificate signed in-process by the member's client CA, whose subject
 // names the lease and its requester and whose NotAfter is the lease's expiry,
 // never later than the bind's limit (lease.MaxExpiry). Nothing is written
-// anywhere; a new certificate is minted per request.
+// anywhere; a new certificate is minted per request. In Proxy mode the same
+// certificate is presented to kobe's connect proxy (ProxyKubeconfig), which
+// verifies it against the member's client CA.
 package leasecreds
 
 import (
 	"fmt"
+	"net/url"
+	"strings"
 	"time"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
@@ -27,6 +31,36 @@ const AdminGroup = "system:masters"
 // anyone with clusterleases/status) does not lengthen it. pool gives the
 // TTL of a lease that sets none; nil when it is gone.
 func Kubeconfig(a *backend.Access, l *kobev1.ClusterLease, inst *kobev1.ClusterInstance, pool *kobev1.ClusterPool, now time.Time) ([]byte, error) {
+	return mint(a, l, inst, pool, now, a.Endpoint, a.CACert)
+}
+
+// ProxyKubeconfig is Kubeconfig for a member reached through kobe's connect
+// proxy: the server is ProxyServer(base, l) and caPEM (kobe's serving CA;
+// nil trusts the system's roots) verifies it. The client certificate is the
+// one Kubeconfig mints; the proxy checks it on every request.
+func ProxyKubeconfig(a *backend.Access, l *kobev1.ClusterLease, inst *kobev1.ClusterInstance, pool *kobev1.ClusterPool, now time.Time, base string, caPEM []byte) ([]byte, error) {
+	server, err := ProxyServer(base, l.Name)
+	if err != nil {
+		return nil, err
+	}
+	return mint(a, l, inst, pool, now, server, caPEM)
+}
+
+// ConnectPrefix is the path under which kobe's API proxies to members:
+// ConnectPrefix + <lease name> + the member's own path.
+const ConnectPrefix = "/connect/"
+
+// ProxyServer is the server URL of lease leaseName's kubeconfig behind the
+// connect base URL base (https://host[:port][/path]).
+func ProxyServer(base, leaseName string) (string, error) {
+	u, err := url.Parse(base)
+	if err != nil || u.Scheme != "https" || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return "", fmt.Errorf("connect URL %q must be https://host[:port][/path]", base)
+	}
+	return strings.TrimSuffix(base, "/") + ConnectPrefix + leaseName, nil
+}
+
+func mint(a *backend.Access, l *kobev1.ClusterLease, inst *kobev1.ClusterInstance, pool *kobev1.ClusterPool, now time.Time, server string, caPEM []byte) ([]byte, error) {
 	if l.Status.ExpiresAt == nil || l.Status.InstanceRef == nil {
 		return nil, fmt.Errorf("lease %s is not bound", l.Name)
 	}
@@ -47,8 +81,8 @@ func Kubeconfig(a *backend.Access, l *kobev1.ClusterLease, inst *kobev1.ClusterI
 	}
 	return pki.Kubeconfig(pki.KubeconfigInput{
 		ClusterName:   l.Status.InstanceRef.Name,
-		Server:        a.Endpoint,
-		CAData:        a.CACert,
+		Server:        server,
+		CAData:        caPEM,
 		UserName:      l.Name,
 		ClientCertPEM: cert,
 		ClientKeyPEM:  key,

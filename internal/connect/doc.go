@@ -1,0 +1,8 @@
+// Package connect is kobe's connect proxy: /connect/<lease>/... on the lease
+// API's endpoint forwards a lease holder's requests (watches, exec, attach,
+// logs -f and port-forward included) to the lease's member, after checking
+// on every request, from the operator's cache, that the lease is Bound,
+// unexpired and still held by its member and that the caller presents that
+// lease's client certificate; it closes a lease's open streams the moment
+// the lease ends. It must not import the HTTP API or the controllers.
+package connect

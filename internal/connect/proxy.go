@@ -1,0 +1,395 @@
+package connect
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/httpstream"
+	"k8s.io/apimachinery/pkg/util/proxy"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+	"github.com/kunobi-ninja/kobe/internal/credentials/leasecreds"
+	"github.com/kunobi-ninja/kobe/internal/credentials/memberaccess"
+	"github.com/kunobi-ninja/kobe/internal/wire"
+)
+
+// Defaults and limits.
+const (
+	// DefaultMaxInFlight bounds concurrent connect requests (open watches
+	// and exec, attach and port-forward sessions included); beyond it the
+	// proxy answers 429. It is separate from the lease API's limit, so
+	// that open streams cannot starve the lease API.
+	DefaultMaxInFlight = 1000
+	// MaxBodyBytes bounds a proxied request body (413 beyond it).
+	MaxBodyBytes = 64 << 20
+)
+
+// Options configure the proxy.
+type Options struct {
+	// Namespace holds the leases, members and access Secrets.
+	Namespace string
+	// Reader reads the operator's cache; APIReader reads live (the
+	// members' admin kubeconfigs, which the cache drops).
+	Reader, APIReader client.Reader
+	// Informers deliver lease and member events, which close the streams of
+	// leases that end. Without them streams end only at their expiry.
+	Informers cache.Informers
+	Clock     clock.WithDelayedExecution
+	Log       logr.Logger
+	// MaxInFlight bounds concurrent connect requests (DefaultMaxInFlight).
+	MaxInFlight int
+}
+
+// Proxy serves /connect/<lease>/... (an http.Handler). Start registers the
+// event handlers that close streams.
+type Proxy struct {
+	opts    Options
+	slots   chan struct{}
+	streams streams
+
+	mu      sync.Mutex
+	members map[types.UID]*member
+}
+
+// member is what the proxy keeps of one member's access Secret, valid while
+// the Secret's resourceVersion is rv.
+type member struct {
+	rv        string
+	clientCAs *x509.CertPool
+	// up is built on first use, from the admin kubeconfig read live.
+	up *upstream
+}
+
+// upstream reaches one member with the operator's admin credentials.
+type upstream struct {
+	location  *url.URL
+	transport http.RoundTripper
+	upgrade   proxy.UpgradeRequestRoundTripper
+}
+
+// New returns a proxy.
+func New(opts Options) *Proxy {
+	if opts.MaxInFlight <= 0 {
+		opts.MaxInFlight = DefaultMaxInFlight
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	return &Proxy{opts: opts, slots: make(chan struct{}, opts.MaxInFlight), members: map[types.UID]*member{}}
+}
+
+// OpenStreams is the number of connect requests being served.
+func (p *Proxy) OpenStreams() int { return p.streams.count() }
+
+// InFlight is the number of connect slots taken.
+func (p *Proxy) InFlight() int { return len(p.slots) }
+
+// ServeHTTP checks a connect request and forwards it to the lease's member
+// as the lease (Impersonate-User: its certificate's common name), with the
+// operator's admin credentials, which the caller never sees.
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	select {
+	case p.slots <- struct{}{}:
+		defer func() { <-p.slots }()
+	default:
+		w.Header().Set("Retry-After", "1")
+		writeRefusal(w, refuse(http.StatusTooManyRequests, wire.ReasonTooManyRequests, "too many requests",
+			"the server is proxying %d requests; retry after a second", cap(p.slots)))
+		return
+	}
+	name, rest, refusal := SplitPath(r.URL.EscapedPath())
+	if refusal != nil {
+		writeRefusal(w, refusal)
+		return
+	}
+	if r.TLS == nil {
+		writeRefusal(w, refuse(http.StatusServiceUnavailable, wire.ReasonProxyNotConfigured, "connect proxy not configured",
+			"kobe serves its API without TLS, which the connect proxy needs; start kobe-operator with --api-tls-cert-file and --api-tls-key-file"))
+		return
+	}
+	if len(r.TLS.PeerCertificates) == 0 {
+		writeRefusal(w, refuse(http.StatusUnauthorized, wire.ReasonUnauthorized, "missing credentials", "present the client certificate of the lease's kubeconfig"))
+		return
+	}
+	l := &kobev1.ClusterLease{}
+	if err := p.opts.Reader.Get(r.Context(), types.NamespacedName{Namespace: p.opts.Namespace, Name: name}, l); err != nil {
+		if apierrors.IsNotFound(err) {
+			writeRefusal(w, refuse(http.StatusNotFound, wire.ReasonLeaseNotFound, "lease not found", "there is no lease %q", name))
+			return
+		}
+		p.internal(w, r, fmt.Errorf("reading lease %s: %w", name, err))
+		return
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	s := &stream{lease: l.UID, cancel: cancel}
+	if ref := l.Status.InstanceRef; ref != nil {
+		s.member = ref.UID
+	}
+	// Tracked before it is checked: a lease that ends after the check
+	// below read the cache closes the stream through its event.
+	p.streams.add(s)
+	defer p.streams.remove(s)
+
+	t, refusal, err := p.target(ctx, l, r.TLS.PeerCertificates)
+	switch {
+	case err != nil:
+		p.internal(w, r, err)
+		return
+	case refusal != nil:
+		p.opts.Log.V(1).Info("Connect refused", "lease", name, "reason", refusal.Reason, "detail", refusal.Detail)
+		writeRefusal(w, refusal)
+		return
+	}
+	// The stream ends when the lease or the caller's certificate does.
+	end := t.notAfter
+	if leaf := r.TLS.PeerCertificates[0]; leaf.NotAfter.Before(end) {
+		end = leaf.NotAfter
+	}
+	s.timer = p.opts.Clock.AfterFunc(end.Sub(p.opts.Clock.Now()), s.close)
+	defer s.timer.Stop()
+
+	// A watch or an exec session lasts as long as the lease allows, not
+	// the server's read and write timeouts (which exist for the lease API).
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Time{})
+	_ = rc.SetWriteDeadline(time.Time{})
+
+	out := r.WithContext(ctx)
+	out.Header = r.Header.Clone()
+	forwardAs(out.Header, t.user)
+	if !httpstream.IsUpgradeRequest(r) && r.Body != nil {
+		out.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+	}
+	loc := *t.up.location
+	loc.Path = strings.TrimSuffix(loc.Path, "/") + t.path
+	loc.RawPath = strings.TrimSuffix(loc.EscapedPath(), "/") + rest
+	loc.RawQuery = r.URL.RawQuery
+	h := &proxy.UpgradeAwareHandler{
+		Location:         &loc,
+		Transport:        t.up.transport,
+		UpgradeTransport: t.up.upgrade,
+		UseLocationHost:  true,
+		// Watch events reach the caller as the member sends them.
+		FlushInterval: -1,
+		Responder:     responder{log: p.opts.Log},
+	}
+	h.ServeHTTP(&trackingWriter{ResponseWriter: w, s: s}, out)
+}
+
+// target is a checked connect request.
+type target struct {
+	up       *upstream
+	user     string
+	notAfter time.Time
+	// path is the member's path, unescaped.
+	path string
+}
+
+// target checks l and the caller's certificates against the cache (see
+// CheckLease and VerifyClient) and returns how to reach l's member.
+func (p *Proxy) target(ctx context.Context, l *kobev1.ClusterLease, certs []*x509.Certificate) (*target, *Refusal, error) {
+	now := p.opts.Clock.Now()
+	inst, pl, err := p.memberOf(ctx, l)
+	if err != nil {
+		return nil, nil, err
+	}
+	if r := CheckLease(l, inst, pl, now); r != nil {
+		return nil, r, nil
+	}
+	m, err := p.member(ctx, inst)
+	if err != nil {
+		p.opts.Log.Error(err, "Reading member access failed", "lease", l.Name, "member", inst.Name)
+		return nil, refuse(http.StatusServiceUnavailable, wire.ReasonMemberUnavailable, "member unavailable", "lease %s's member cannot be reached now; retry later", l.Name), nil
+	}
+	if r := VerifyClient(certs, m.clientCAs, l, inst, now); r != nil {
+		return nil, r, nil
+	}
+	return &target{up: m.up, user: leasecreds.CommonName(l), notAfter: leasecreds.NotAfter(l, inst, pl)}, nil, nil
+}
+
+// memberOf reads from the cache the member l's status names (nil when it
+// is gone or l names none) and l's pool (nil when gone).
+func (p *Proxy) memberOf(ctx context.Context, l *kobev1.ClusterLease) (*kobev1.ClusterInstance, *kobev1.ClusterPool, error) {
+	var inst *kobev1.ClusterInstance
+	if ref := l.Status.InstanceRef; ref != nil {
+		inst = &kobev1.ClusterInstance{}
+		err := p.opts.Reader.Get(ctx, types.NamespacedName{Namespace: l.Namespace, Name: ref.Name}, inst)
+		if apierrors.IsNotFound(err) {
+			inst = nil
+		} else if err != nil {
+			return nil, nil, fmt.Errorf("reading member %s: %w", ref.Name, err)
+		}
+	}
+	pl := &kobev1.ClusterPool{}
+	err := p.opts.Reader.Get(ctx, types.NamespacedName{Namespace: l.Namespace, Name: l.Spec.Pool}, pl)
+	if apierrors.IsNotFound(err) {
+		pl = nil
+	} else if err != nil {
+		return nil, nil, fmt.Errorf("reading pool %s: %w", l.Spec.Pool, err)
+	}
+	return inst, pl, nil
+}
+
+// member returns inst's client CAs and upstream, from its access Secret
+// (owned by inst's UID): the cached Secret gives its resourceVersion, and
+// the admin kubeconfig, which the cache drops, is read live once per
+// resourceVersion.
+func (p *Proxy) member(ctx context.Context, inst *kobev1.ClusterInstance) (*member, error) {
+	key := types.NamespacedName{Namespace: inst.Namespace, Name: memberaccess.SecretName(inst.Name)}
+	sec := &corev1.Secret{}
+	if err := p.opts.Reader.Get(ctx, key, sec); err != nil {
+		return nil, fmt.Errorf("reading access Secret %s: %w", key, err)
+	}
+	p.mu.Lock()
+	m, ok := p.members[inst.UID]
+	p.mu.Unlock()
+	if ok && m.rv == sec.ResourceVersion {
+		return m, nil
+	}
+	if err := p.opts.APIReader.Get(ctx, key, sec); err != nil {
+		return nil, fmt.Errorf("reading access Secret %s: %w", key, err)
+	}
+	if !ownedBy(sec, inst) {
+		return nil, fmt.Errorf("access Secret %s does not belong to member %s (uid %s)", key, inst.Name, inst.UID)
+	}
+	a, err := memberaccess.FromSecret(sec)
+	if err != nil {
+		return nil, err
+	}
+	cas := x509.NewCertPool()
+	if !cas.AppendCertsFromPEM(a.ClientCACert) {
+		return nil, fmt.Errorf("access Secret %s: no client CA certificate", key)
+	}
+	up, err := newUpstream(a.AdminKubeconfig, a.CACert)
+	if err != nil {
+		return nil, fmt.Errorf("access Secret %s: %w", key, err)
+	}
+	m = &member{rv: sec.ResourceVersion, clientCAs: cas, up: up}
+	p.mu.Lock()
+	p.members[inst.UID] = m
+	p.mu.Unlock()
+	return m, nil
+}
+
+// forget drops what the proxy keeps of a deleted member.
+func (p *Proxy) forget(uid types.UID) {
+	p.mu.Lock()
+	delete(p.members, uid)
+	p.mu.Unlock()
+}
+
+// newUpstream builds the transports that reach a member with the admin
+// kubeconfig's credentials, verifying the member's serving certificate
+// against servingCA (the access Secret's ca.crt), never skipping it.
+func newUpstream(adminKubeconfig, servingCA []byte) (*upstream, error) {
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(adminKubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("parsing admin kubeconfig: %w", err)
+	}
+	loc, err := url.Parse(cfg.Host)
+	if err != nil || loc.Scheme != "https" || loc.Host == "" {
+		return nil, fmt.Errorf("admin kubeconfig's server %q is not an https URL", cfg.Host)
+	}
+	tlsCfg, err := rest.TLSConfigFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("admin kubeconfig's TLS settings: %w", err)
+	}
+	if tlsCfg == nil {
+		return nil, errors.New("admin kubeconfig has no TLS settings")
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(servingCA) {
+		return nil, errors.New("no serving CA certificate")
+	}
+	tlsCfg.RootCAs, tlsCfg.InsecureSkipVerify = roots, false
+	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
+	base := &http.Transport{
+		TLSClientConfig: tlsCfg, DialContext: dialer.DialContext, TLSHandshakeTimeout: 10 * time.Second,
+		ForceAttemptHTTP2: true, MaxIdleConnsPerHost: 32, IdleConnTimeout: 90 * time.Second,
+	}
+	// Upgrades dial their own HTTP/1.1 connection (proxy.DialURL reads the
+	// dialer and TLS settings from this transport).
+	dial := &http.Transport{TLSClientConfig: tlsCfg.Clone(), DialContext: dialer.DialContext, TLSHandshakeTimeout: 10 * time.Second}
+	// Certificates are in the TLS settings; these wrappers add a bearer
+	// token or basic auth when the kubeconfig has one.
+	rt, err := rest.HTTPWrappersForConfig(cfg, base)
+	if err != nil {
+		return nil, fmt.Errorf("admin kubeconfig: %w", err)
+	}
+	headers, err := rest.HTTPWrappersForConfig(cfg, proxy.MirrorRequest)
+	if err != nil {
+		return nil, fmt.Errorf("admin kubeconfig: %w", err)
+	}
+	return &upstream{location: loc, transport: rt, upgrade: proxy.NewUpgradeRequestRoundTripper(dial, headers)}, nil
+}
+
+// forwardAs removes the caller's credentials and impersonation headers and
+// makes the request the lease's: the member's audit log shows user.
+func forwardAs(h http.Header, user string) {
+	for k := range h {
+		if strings.HasPrefix(http.CanonicalHeaderKey(k), "Impersonate-") {
+			delete(h, k)
+		}
+	}
+	h.Del("Authorization")
+	h.Del("Proxy-Authorization")
+	h.Set("Impersonate-User", user)
+	h.Set("Impersonate-Group", leasecreds.AdminGroup)
+}
+
+// ownedBy reports whether sec names inst (by UID) among its owners.
+func ownedBy(sec *corev1.Secret, inst *kobev1.ClusterInstance) bool {
+	for _, o := range sec.OwnerReferences {
+		if o.UID == inst.UID && o.Kind == "ClusterInstance" {
+			return true
+		}
+	}
+	return false
+}
+
+// responder answers a member that could not be reached.
+type responder struct{ log logr.Logger }
+
+func (r responder) Error(w http.ResponseWriter, req *http.Request, err error) {
+	if req.Context().Err() != nil {
+		// The stream was closed (its lease ended) or the caller left.
+		writeRefusal(w, refuse(http.StatusGone, wire.ReasonLeaseEnded, "lease ended", "the request was ended with its lease or by the caller"))
+		return
+	}
+	r.log.Info("Connect upstream failed", "path", req.URL.Path, "error", err.Error())
+	writeRefusal(w, refuse(http.StatusBadGateway, wire.ReasonMemberUnavailable, "member unavailable", "the lease's member did not answer; retry later"))
+}
+
+func (p *Proxy) internal(w http.ResponseWriter, r *http.Request, err error) {
+	p.opts.Log.Error(err, "Connect request failed", "path", r.URL.Path)
+	writeRefusal(w, refuse(http.StatusInternalServerError, wire.ReasonInternalError, "internal error", "the request failed; the error has been logged"))
+}
+
+func writeRefusal(w http.ResponseWriter, r *Refusal) {
+	if r.Code == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", strconv.Itoa(5))
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(r.Code)
+	_ = json.NewEncoder(w).Encode(wire.ErrorBody{Message: r.Message, Detail: r.Detail, Reason: r.Reason})
+}
