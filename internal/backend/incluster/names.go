@@ -22,8 +22,9 @@ const (
 	LabelManagedBy = "app.kubernetes.io/managed-by"
 	// ManagedBy is LabelManagedBy's value.
 	ManagedBy = "kobe"
-	// LabelMemberUID carries the UID of the ClusterInstance the object belongs to.
-	LabelMemberUID = "kobe.kunobi.ninja/member-uid"
+	// LabelMemberUID carries the UID of the ClusterInstance the object
+	// belongs to (kobev1.LabelMemberUID).
+	LabelMemberUID = kobev1.LabelMemberUID
 	// LabelBackend carries the backend type that made the object, so that
 	// each backend sweeps only its own.
 	LabelBackend = "kobe.kunobi.ninja/backend"
