@@ -181,8 +181,10 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		out.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
 	}
 	loc := *t.up.location
-	loc.Path = strings.TrimSuffix(loc.Path, "/") + t.path
-	loc.RawPath = strings.TrimSuffix(loc.EscapedPath(), "/") + rest
+	plain, _ := url.PathUnescape(rest) // SplitPath checked it
+	basePath := strings.TrimSuffix(loc.EscapedPath(), "/")
+	loc.Path = strings.TrimSuffix(loc.Path, "/") + plain
+	loc.RawPath = basePath + rest
 	loc.RawQuery = r.URL.RawQuery
 	h := &proxy.UpgradeAwareHandler{
 		Location:         &loc,
@@ -201,8 +203,6 @@ type target struct {
 	up       *upstream
 	user     string
 	notAfter time.Time
-	// path is the member's path, unescaped.
-	path string
 }
 
 // target checks l and the caller's certificates against the cache (see
