@@ -279,7 +279,7 @@ func lifecycle(t *testing.T, e *env, b *incluster.Backend, m backend.Member, por
 	testenv.Eventually(t, 30*time.Second, "kubectl get ns against the member", func() error {
 		out, err := testenv.Kubectl(t, kc, "get", "ns", "-o", "name")
 		if err != nil {
-			return fmt.Errorf("%v: %s", err, out)
+			return fmt.Errorf("%w: %s", err, out)
 		}
 		if !strings.Contains(out, "namespace/kube-system") {
 			return fmt.Errorf("no kube-system in %q", out)
@@ -318,7 +318,7 @@ func lifecycle(t *testing.T, e *env, b *incluster.Backend, m backend.Member, por
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
-		return fmt.Errorf("pod still there (%v)", err)
+		return fmt.Errorf("pod still there (%w)", err)
 	})
 	if err := b.Create(ctx, m); err != nil {
 		t.Fatal(err)
@@ -532,7 +532,7 @@ func sweep(t *testing.T, e *env) {
 		testenv.Eventually(t, time.Minute, "Delete "+m.Name, func() error {
 			gone, err := b.Delete(ctx, m)
 			if err != nil || !gone {
-				return fmt.Errorf("gone %v err %v", gone, err)
+				return fmt.Errorf("gone %v err %w", gone, err)
 			}
 			return nil
 		})
