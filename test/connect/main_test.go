@@ -363,3 +363,5 @@ func getLease(t *testing.T, id string) *kobev1.ClusterLease {
 	}
 	return l
 }
+
+func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
