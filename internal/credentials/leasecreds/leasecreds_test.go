@@ -160,3 +160,65 @@ func newAccess(t *testing.T) (*backend.Access, *pki.CA, *pki.CA) {
 	}
 	return &backend.Access{Endpoint: "https://127.0.0.1:6443", CACert: serverCA.CertPEM, ClientCACert: clientCA.CertPEM, ClientCAKey: clientCA.KeyPEM}, serverCA, clientCA
 }
+
+// TestProxyKubeconfig: a Proxy-mode kubeconfig points at the connect proxy
+// under the base URL, verified with kobe's CA, with the same lease
+// certificate as a Direct one; base URLs that are not plain https are
+// refused.
+func TestProxyKubeconfig(t *testing.T) {
+	access, _, clientCA := newAccess(t)
+	now := time.Now().UTC().Truncate(time.Second)
+	boundAt := metav1.NewTime(now.Add(-time.Minute))
+	expires := metav1.NewTime(now.Add(30 * time.Minute))
+	l := &kobev1.ClusterLease{
+		ObjectMeta: metav1.ObjectMeta{Name: "lease-abc", UID: "uid-lease"},
+		Spec:       kobev1.ClusterLeaseSpec{Requester: kobev1.Requester{Identity: "ci"}, TTL: &metav1.Duration{Duration: 31 * time.Minute}},
+		Status:     kobev1.ClusterLeaseStatus{InstanceRef: &kobev1.ObjectRef{Name: "m", UID: "uid-member"}, BoundAt: &boundAt, ExpiresAt: &expires},
+	}
+	member := &kobev1.ClusterInstance{
+		ObjectMeta: metav1.ObjectMeta{Name: "m", UID: "uid-member"},
+		Spec:       kobev1.ClusterInstanceSpec{LeaseRef: &kobev1.LeaseBinding{Name: "lease-abc", UID: "uid-lease", BoundAt: &boundAt}},
+	}
+	kobeCA := []byte("-----BEGIN CERTIFICATE-----\nkobe\n-----END CERTIFICATE-----\n")
+	for base, want := range map[string]string{
+		"https://kobe.example.com":          "https://kobe.example.com/connect/lease-abc",
+		"https://kobe.example.com/":         "https://kobe.example.com/connect/lease-abc",
+		"https://127.0.0.1:8443/kobe":       "https://127.0.0.1:8443/kobe/connect/lease-abc",
+		"https://[::1]:8443":                "https://[::1]:8443/connect/lease-abc",
+		"http://kobe.example.com":           "",
+		"https://user:pw@kobe.example.com":  "",
+		"https://kobe.example.com/?x=1":     "",
+		"kobe.example.com":                  "",
+		"https://kobe.example.com/#section": "",
+	} {
+		kc, err := ProxyKubeconfig(access, l, member, nil, now, base, kobeCA)
+		if want == "" {
+			if err == nil {
+				t.Errorf("base %q: minted a kubeconfig, want an error", base)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("base %q: %v", base, err)
+		}
+		cfg, err := clientcmd.Load(kc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cluster := cfg.Clusters[cfg.Contexts[cfg.CurrentContext].Cluster]
+		if cluster.Server != want || string(cluster.CertificateAuthorityData) != string(kobeCA) {
+			t.Errorf("base %q: server %q with CA %q, want %q with kobe's CA", base, cluster.Server, cluster.CertificateAuthorityData, want)
+		}
+		block, _ := pem.Decode(cfg.AuthInfos[cfg.Contexts[cfg.CurrentContext].AuthInfo].ClientCertificateData)
+		cert, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cert.Subject.CommonName != CommonName(l) || !cert.NotAfter.Equal(expires.Time) {
+			t.Errorf("certificate %q until %s, want %q until %s", cert.Subject.CommonName, cert.NotAfter, CommonName(l), expires.Time)
+		}
+		if _, err := cert.Verify(x509.VerifyOptions{Roots: pool(clientCA.Cert), CurrentTime: now, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+			t.Errorf("certificate does not verify against the member's client CA: %v", err)
+		}
+	}
+}
