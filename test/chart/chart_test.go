@@ -123,7 +123,8 @@ func TestEveryOptionalValue(t *testing.T) {
 	for _, want := range []string{"--leader-elect", "--enable-sim-backend", "--disable-local-backend",
 		"--api-tls-cert-file=/etc/kobe/tls/tls.crt", "--api-tls-key-file=/etc/kobe/tls/tls.key",
 		"--api-audience=kobe:test", "--leader-elect-lease-duration=8s", "--default-max-ttl=2h",
-		"--max-queued-per-owner=5", "--audit-retention=48h", "--zap-log-level=debug", "--api-max-in-flight=50"} {
+		"--max-queued-per-owner=5", "--audit-retention=48h", "--zap-log-level=debug", "--api-max-in-flight=50",
+		"--api-tls-ca-file=/etc/kobe/tls/ca.crt", "--connect-url=https://kobe.example.com", "--connect-max-in-flight=300"} {
 		if !slices.Contains(c.Args, want) {
 			t.Errorf("args %q lack %s", c.Args, want)
 		}
