@@ -3,9 +3,14 @@
 # backend, a demo pool "dev" of size 2 and a demo token, then the commands to
 # lease from it. Ctrl-C stops everything (members included) within seconds.
 #
+# The API is served over TLS (the connect proxy of Proxy-mode pools needs
+# it) with a CA and certificate for 127.0.0.1 and localhost made at every
+# start (tls/); the CLI finds the CA through the config file kobe.yaml.
+#
 # Environment: KOBE_API_PORT (default 8090) is the API's port; KOBE_STATE_DIR
-# (default .kobe) holds the kubeconfig, logs, the host's data (host/) and the
-# members (members/). Every process of a run names the state directory on its
+# (default .kobe) holds the kubeconfig, logs, the API's TLS files (tls/), the
+# CLI's config (kobe.yaml), the host's data (host/) and the members
+# (members/). Every process of a run names the state directory on its
 # command line: the clean-up finds what is left by the paths of host/ and
 # members/.
 #
@@ -26,6 +31,8 @@ api_port=${KOBE_API_PORT:-8090}
 members=$state/members
 host_data=$state/host
 rel=${state#"$PWD"/}
+tls=$state/tls
+kobe_config=$state/kobe.yaml
 
 hostcp_pid=
 operator_pid=
@@ -112,7 +119,7 @@ shutdown() {
 	rm -rf "$members"
 	stop_session "$hostcp_pid" 15
 	kill_naming "$host_data/"
-	rm -rf "$host_data" "$KUBECONFIG"
+	rm -rf "$host_data" "$KUBECONFIG" "$tls" "$kobe_config"
 	echo "kobe stopped ($((SECONDS - t0)) s)."
 }
 
@@ -139,14 +146,10 @@ on_exit() {
 trap on_signal INT TERM
 trap on_exit EXIT
 
-# api_answers: the operator's API answers 200 on /readyz.
+# api_answers: the operator's API answers 200 on /readyz, over TLS
+# verified with the run's CA.
 api_answers() {
-	local line
-	exec 3<>"/dev/tcp/127.0.0.1/$api_port" || return 1
-	printf 'GET /readyz HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' >&3
-	IFS= read -r -t 2 line <&3 || line=
-	exec 3>&-
-	[[ $line == HTTP/1.?" 200"* ]]
+	curl -fsS --max-time 2 --cacert "$tls/ca.crt" -o /dev/null "https://127.0.0.1:$api_port/readyz"
 }
 
 if old=$({ naming "$members"; naming "$host_data"; } | sort -u | tr '\n' ' ') && [ -n "$old" ]; then
@@ -161,6 +164,13 @@ if (exec 3<>"/dev/tcp/127.0.0.1/$api_port") 2>/dev/null; then
 	exit 1
 fi
 rm -rf "$members" "$KUBECONFIG"
+command -v curl >/dev/null || {
+	stopping=1
+	echo "make run needs curl (to check that the API answers over TLS)" >&2
+	exit 1
+}
+go build -o bin/devcert ./hack/devcert
+bin/devcert --dir "$tls"
 
 go build -o bin/hostcp ./hack/hostcp
 # Run the binary itself (not `go run`) so that stopping it stops the control
@@ -222,7 +232,21 @@ spec:
     failureThreshold: 3
 YAML
 
+# The CLI's config: the endpoint, the API's CA and the demo token.
+(
+	umask 077
+	cat >"$kobe_config" <<YAML
+current-context: make-run
+contexts:
+  - name: make-run
+    endpoint: https://127.0.0.1:$api_port
+    ca-file: $tls/ca.crt
+    token: "$token"
+YAML
+)
+
 setsid bin/kobe-operator --namespace default --api-bind-address "127.0.0.1:$api_port" \
+	--api-tls-cert-file "$tls/tls.crt" --api-tls-key-file "$tls/tls.key" --api-tls-ca-file "$tls/ca.crt" \
 	--metrics-bind-address 127.0.0.1:0 --health-probe-bind-address 127.0.0.1:0 \
 	--local-bin-dir "$CONTROLPLANE_DIR" --local-data-dir "$members" >"$state/operator.log" 2>&1 </dev/null &
 operator_pid=$!
@@ -244,7 +268,7 @@ fi
 
 cat <<EOF
 
-kobe is running; its API answers on http://127.0.0.1:$api_port (operator log: $rel/operator.log).
+kobe is running; its API answers on https://127.0.0.1:$api_port (CA: $rel/tls/ca.crt; operator log: $rel/operator.log).
 The demo pool "dev" is filling with 2 real clusters (each ~15 s to Ready):
 
   export KUBECONFIG=$KUBECONFIG
@@ -252,7 +276,7 @@ The demo pool "dev" is filling with 2 real clusters (each ~15 s to Ready):
 
 Lease one with the CLI:
 
-  export KOBE_ENDPOINT=http://127.0.0.1:$api_port KOBE_TOKEN=$token
+  export KOBE_CONFIG=$kobe_config KOBE_ENDPOINT=https://127.0.0.1:$api_port KOBE_TOKEN=$token
   bin/kobe pools
   bin/kobe lease dev --ttl 30m --kubeconfig /tmp/dev.kubeconfig
   kubectl --kubeconfig /tmp/dev.kubeconfig get ns

@@ -2,6 +2,8 @@ package run
 
 import (
 	"bytes"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -115,7 +117,17 @@ func TestMakeRunStopsOnCtrlC(t *testing.T) {
 
 	// The commands to paste are printed only when the API answers.
 	waitOutput(t, term, exited, startDeadline, "kobe is running")
-	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", port))
+	// The API is served over TLS with the run's own CA.
+	ca, err := os.ReadFile(filepath.Join(state, "tls", "ca.crt"))
+	if err != nil {
+		t.Fatalf("make run wrote no CA: %v", err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(ca) {
+		t.Fatalf("make run's ca.crt holds no certificate")
+	}
+	verified := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}}}
+	resp, err := verified.Get(fmt.Sprintf("https://127.0.0.1:%d/readyz", port))
 	if err != nil {
 		t.Fatalf("make run printed that kobe is running, but its API does not answer: %v", err)
 	}
@@ -123,7 +135,7 @@ func TestMakeRunStopsOnCtrlC(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("make run printed that kobe is running, but /readyz answers %d", resp.StatusCode)
 	}
-	for _, want := range []string{"export KOBE_ENDPOINT=http://127.0.0.1:" + strconv.Itoa(port), "bin/kobe lease dev"} {
+	for _, want := range []string{"export KOBE_CONFIG=" + filepath.Join(state, "kobe.yaml") + " KOBE_ENDPOINT=https://127.0.0.1:" + strconv.Itoa(port), "bin/kobe lease dev"} {
 		if !strings.Contains(term.String(), want) {
 			t.Fatalf("make run did not print %q", want)
 		}
@@ -155,6 +167,13 @@ func TestMakeRunStopsOnCtrlC(t *testing.T) {
 	}
 	if len(dirs) != 2 || len(running) < 4 {
 		t.Fatalf("with 2 Ready members, found member directories %v and member processes %v", dirs, running)
+	}
+	// The printed commands work: the CLI finds the CA and the token in
+	// the config file make run wrote.
+	pools := exec.CommandContext(t.Context(), filepath.Join(testenv.RepoRoot(), "bin", "kobe"), "pools")
+	pools.Env = append(os.Environ(), "KOBE_CONFIG="+filepath.Join(state, "kobe.yaml"), "KOBE_ENDPOINT=https://127.0.0.1:"+strconv.Itoa(port))
+	if out, err := pools.CombinedOutput(); err != nil || !strings.Contains(string(out), "dev") {
+		t.Fatalf("bin/kobe pools as make run printed it: %v\n%s", err, out)
 	}
 	before, _ := memberproc.Running(state + "/")
 	t.Logf("pool ready; %d processes of the run: %v", len(before), before)
