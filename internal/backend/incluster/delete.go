@@ -58,7 +58,7 @@ func objects[T any, PT interface {
 // member's and the object is owned by it), each with a UID precondition so
 // that an object re-created under the same name by someone else survives.
 // gone is true only once a fresh look finds none left; pods are given a
-// short grace (terminationGrace), never waited for beyond it.
+// grace of one second (deleteGrace).
 func (b *Backend) Delete(ctx context.Context, m backend.Member) (bool, error) {
 	objs, err := b.memberObjects(ctx, m)
 	if err != nil {
@@ -91,7 +91,7 @@ func (b *Backend) deleteObject(ctx context.Context, o client.Object) error {
 	uid := o.GetUID()
 	opts := []client.DeleteOption{client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationBackground)}
 	if _, isPod := o.(*corev1.Pod); isPod {
-		opts = append(opts, client.GracePeriodSeconds(terminationGrace))
+		opts = append(opts, client.GracePeriodSeconds(deleteGrace))
 	}
 	err := b.opts.Client.Delete(ctx, o, opts...)
 	if err == nil || apierrors.IsNotFound(err) || apierrors.IsConflict(err) {

@@ -23,9 +23,14 @@ const (
 	// podUser is the UID and GID every container runs as (the images'
 	// binaries need no root; upstream images run them as root otherwise).
 	podUser = 65532
-	// terminationGrace is the pods' grace period: a member is destroyed,
-	// never drained, so nothing is worth waiting for.
+	// terminationGrace is the pods' grace period when the kubelet stops
+	// them on its own (a node shutting down).
 	terminationGrace = 5
+	// deleteGrace is the grace of Delete and Sweep: a member is destroyed,
+	// never drained, and kube-apiserver takes its whole grace to stop, so
+	// nothing is worth waiting for. Not 0: that would remove the pod from
+	// the API before its containers are stopped.
+	deleteGrace = 1
 )
 
 // renderService is the member's Service: a ClusterIP in front of its API

@@ -5,10 +5,13 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -21,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/backend"
@@ -80,6 +84,7 @@ func start(t *testing.T) *env {
 	if out, err := testenv.Kubectl(t, host.Kubeconfig, "wait", "--for=condition=Established", "--timeout=60s", "crd/clusterinstances.kobe.kunobi.ninja"); err != nil {
 		t.Fatalf("waiting for CRDs: %v\n%s", err, out)
 	}
+	ctrllog.SetLogger(logr.Discard()) // controller-runtime's client logs nothing the test needs
 	c, err := client.New(host.Config, client.Options{Scheme: testenv.Scheme()})
 	if err != nil {
 		t.Fatal(err)
@@ -233,7 +238,7 @@ func TestInCluster(t *testing.T) {
 			if p.Spec.PriorityClassName != "kobe-members" || p.Spec.Priority == nil || *p.Spec.Priority != 1000 {
 				t.Errorf("priority class %q priority %v", p.Spec.PriorityClassName, p.Spec.Priority)
 			}
-		})
+		}, true)
 	})
 	t.Run("minimal template", func(t *testing.T) {
 		m := e.member(t, ns, "pool-ci-1", kobev1.AccessProxy, &kobev1.KubernetesBackendSpec{
@@ -246,7 +251,32 @@ func TestInCluster(t *testing.T) {
 			if len(p.Spec.NodeSelector) != 0 || p.Spec.PriorityClassName != "" {
 				t.Errorf("placement set without a pool asking: %v %q", p.Spec.NodeSelector, p.Spec.PriorityClassName)
 			}
+		}, false)
+	})
+	t.Run("delete a running member", func(t *testing.T) {
+		b := e.newBackend(t, kubebackend.Template{}, 0)
+		m := e.member(t, ns, "pool-ci-2", kobev1.AccessProxy, &kobev1.KubernetesBackendSpec{
+			Images: &kobev1.KubernetesImages{PullPolicy: corev1.PullNever},
 		})
+		if err := b.Create(t.Context(), m); err != nil {
+			t.Fatal(err)
+		}
+		observeUntil(t, b, m, backend.StateReady, 3*time.Minute)
+		start := time.Now()
+		testenv.Eventually(t, time.Minute, "Delete reports gone", func() error {
+			gone, err := b.Delete(t.Context(), m)
+			if err != nil {
+				return err
+			}
+			if !gone {
+				return fmt.Errorf("not gone: %v", e.objectsOf(t, m.Namespace, m.UID))
+			}
+			return nil
+		})
+		t.Logf("a running member gone %.2fs after the first Delete", time.Since(start).Seconds())
+		if got := e.objectsOf(t, m.Namespace, m.UID); len(got) != 0 {
+			t.Fatalf("Delete reported gone with %v left", got)
+		}
 	})
 	t.Run("unschedulable and sweep", func(t *testing.T) { sweep(t, e) })
 }
@@ -254,7 +284,7 @@ func TestInCluster(t *testing.T) {
 // lifecycle takes a member through Create (twice), Ready, kubectl against
 // it, the objects' shape, a deleted pod (Failed, never re-created) and
 // Delete (gone, nothing left).
-func lifecycle(t *testing.T, e *env, b *incluster.Backend, m backend.Member, port int32, checkPod func(*testing.T, *corev1.Pod)) {
+func lifecycle(t *testing.T, e *env, b *incluster.Backend, m backend.Member, port int32, checkPod func(*testing.T, *corev1.Pod), stallEtcd bool) {
 	ctx := t.Context()
 	start := time.Now()
 	if obs, err := b.Observe(ctx, m); err != nil || obs.State != backend.StateAbsent {
@@ -296,6 +326,10 @@ func lifecycle(t *testing.T, e *env, b *incluster.Backend, m backend.Member, por
 	}
 	pod := checkObjects(t, e, m, port)
 	checkPod(t, pod)
+
+	if stallEtcd {
+		unhealthy(t, e, b, m, pod)
+	}
 
 	// Create on a complete member changes nothing.
 	if err := b.Create(ctx, m); err != nil {
@@ -537,4 +571,71 @@ func sweep(t *testing.T, e *env) {
 			return nil
 		})
 	}
+}
+
+// unhealthy stops the member's etcd (SIGSTOP): its API server fails /readyz,
+// the pod turns not Ready and Observe stops reporting Ready, which is what
+// the operator's health checks recycle on; nothing restarts the API server
+// (no liveness probe), and once etcd runs again the member is Ready again
+// with no container restarted.
+func unhealthy(t *testing.T, e *env, b *incluster.Backend, m backend.Member, pod *corev1.Pod) {
+	t.Helper()
+	pid := processOf(t, string(pod.UID), "etcd")
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+	resumed := false
+	resume := func() {
+		if !resumed {
+			resumed = true
+			_ = syscall.Kill(pid, syscall.SIGCONT)
+		}
+	}
+	defer resume()
+	obs := observeUntil(t, b, m, backend.StateProvisioning, time.Minute)
+	t.Logf("etcd stopped: Observe left Ready after %.1fs: %s", time.Since(stopped).Seconds(), obs.Message)
+	resume()
+	observeUntil(t, b, m, backend.StateReady, time.Minute)
+	got := &corev1.Pod{}
+	if err := e.c.Get(t.Context(), client.ObjectKeyFromObject(pod), got); err != nil {
+		t.Fatal(err)
+	}
+	for _, cs := range got.Status.ContainerStatuses {
+		if cs.RestartCount != 0 {
+			t.Errorf("container %s restarted %d times while etcd was stopped", cs.Name, cs.RestartCount)
+		}
+	}
+}
+
+// processOf finds the process called comm in the pod with uid, by its cgroup.
+func processOf(t *testing.T, uid, comm string) int {
+	t.Helper()
+	// cgroupfs names a pod's cgroup pod<uid>; systemd's pod<uid with _>.
+	marks := []string{"pod" + uid, "pod" + strings.ReplaceAll(uid, "-", "_")}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, en := range entries {
+		pid, err := strconv.Atoi(en.Name())
+		if err != nil {
+			continue
+		}
+		c, err := os.ReadFile(filepath.Join("/proc", en.Name(), "comm"))
+		if err != nil || strings.TrimSpace(string(c)) != comm {
+			continue
+		}
+		cg, err := os.ReadFile(filepath.Join("/proc", en.Name(), "cgroup"))
+		if err != nil {
+			continue
+		}
+		for _, mk := range marks {
+			if strings.Contains(string(cg), mk) {
+				return pid
+			}
+		}
+	}
+	t.Fatalf("no %s process in pod %s", comm, uid)
+	return 0
 }
