@@ -116,8 +116,11 @@ func (b *Backend) Create(ctx context.Context, m backend.Member) error {
 	if err != nil {
 		return err
 	}
-	if got := sec.Annotations[AnnotationClusterIP]; got != clusterIP {
-		return fmt.Errorf("PKI Secret %s was made for ClusterIP %q, the Service has %q", sec.Name, got, clusterIP)
+	if sec.Annotations[AnnotationClusterIP] != clusterIP {
+		// The Service was re-made with another address: the certificates
+		// are for the old one. Nothing here can mend that; Observe reports
+		// the member Failed and it is reaped.
+		return nil
 	}
 	if svc.Annotations[AnnotationPodsCreated] != "" {
 		return nil // pods are never made twice
@@ -166,12 +169,21 @@ func (b *Backend) renderPods(m backend.Member, set Settings, clusterIP string, s
 	return pods, nil
 }
 
-// ensure creates want unless it exists, and reads the object into got. An
-// object of that name that belongs to another member is an error: its
-// owner's Delete will remove it, and the next attempt goes through.
+// ensure reads the object called want's name into got, creating want first
+// when there is none (a read before the write: Create runs on every
+// reconcile of a member being built). An object of that name that belongs
+// to another member is an error: its owner's Delete will remove it, and the
+// next attempt goes through.
 func (b *Backend) ensure(ctx context.Context, m backend.Member, want, got client.Object) error {
 	kind := fmt.Sprintf("%T", want)
-	err := b.opts.Client.Create(ctx, want)
+	err := b.get(ctx, m, want.GetName(), got)
+	if err == nil {
+		return nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return fmt.Errorf("reading %s %s of member %s: %w", kind, want.GetName(), m.Name, err)
+	}
+	err = b.opts.Client.Create(ctx, want)
 	if err == nil {
 		return copyInto(want, got)
 	}
