@@ -30,6 +30,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/backend"
 	"github.com/kunobi-ninja/kobe/internal/backend/incluster"
 	kubebackend "github.com/kunobi-ninja/kobe/internal/backend/kubernetes"
+	"github.com/kunobi-ninja/kobe/internal/gates"
 	"github.com/kunobi-ninja/kobe/internal/testenv"
 	"github.com/kunobi-ninja/kobe/internal/testenv/hostcluster"
 )
@@ -328,6 +329,18 @@ func lifecycle(t *testing.T, e *env, b *incluster.Backend, m backend.Member, por
 	checkPod(t, pod)
 
 	if stallEtcd {
+		// The gates every member must pass (as for local), and the one
+		// that needs the controller manager; then the health failure.
+		want := append(kobev1.AlwaysGates(), kobev1.GateDefaultServiceAccount)
+		gatesAt := time.Now()
+		testenv.Eventually(t, time.Minute, "readiness gates "+strings.Join(want, ", "), func() error {
+			res := gates.Evaluate(ctx, obs.Access.AdminKubeconfig, want, nil, 10*time.Second)
+			if !gates.AllPassed(res) {
+				return fmt.Errorf("%+v", res)
+			}
+			return nil
+		})
+		t.Logf("gates %v passed %.1fs after Ready", want, time.Since(gatesAt).Seconds())
 		unhealthy(t, e, b, m, pod)
 	}
 
