@@ -117,7 +117,7 @@ func VerifyClient(chain []*x509.Certificate, clientCAs *x509.CertPool, l *kobev1
 		Roots: clientCAs, Intermediates: intermediates, CurrentTime: now,
 		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	})
-	notThis := refuse(http.StatusForbidden, wire.ReasonForbidden, "forbidden", "the client certificate is not lease %s's, or has expired; use the kubeconfig the lease returned", l.Name)
+	notThis := notThisLease(l)
 	if err != nil {
 		return notThis
 	}
@@ -128,4 +128,9 @@ func VerifyClient(chain []*x509.Certificate, clientCAs *x509.CertPool, l *kobev1
 		return notThis
 	}
 	return nil
+}
+
+// notThisLease is the refusal of a certificate that is not l's.
+func notThisLease(l *kobev1.ClusterLease) *Refusal {
+	return refuse(http.StatusForbidden, wire.ReasonForbidden, "forbidden", "the client certificate is not lease %s's, or has expired; use the kubeconfig the lease returned", l.Name)
 }

@@ -84,7 +84,13 @@ type upstream struct {
 	location  *url.URL
 	transport http.RoundTripper
 	upgrade   proxy.UpgradeRequestRoundTripper
+	// base is transport's connection pool.
+	base *http.Transport
 }
+
+// closeIdle closes the pool's idle connections; streams in use end with
+// their requests.
+func (u *upstream) closeIdle() { u.base.CloseIdleConnections() }
 
 // New returns a proxy.
 func New(opts Options) *Proxy {
@@ -209,6 +215,11 @@ type target struct {
 // CheckLease and VerifyClient) and returns how to reach l's member.
 func (p *Proxy) target(ctx context.Context, l *kobev1.ClusterLease, certs []*x509.Certificate) (*target, *Refusal, error) {
 	now := p.opts.Clock.Now()
+	// A certificate that does not even name the lease learns nothing of
+	// its state.
+	if certs[0].Subject.CommonName != leasecreds.CommonName(l) {
+		return nil, notThisLease(l), nil
+	}
 	inst, pl, err := p.memberOf(ctx, l)
 	if err != nil {
 		return nil, nil, err
@@ -286,16 +297,24 @@ func (p *Proxy) member(ctx context.Context, inst *kobev1.ClusterInstance) (*memb
 	}
 	m = &member{rv: sec.ResourceVersion, clientCAs: cas, up: up}
 	p.mu.Lock()
+	old := p.members[inst.UID]
 	p.members[inst.UID] = m
 	p.mu.Unlock()
+	if old != nil {
+		old.up.closeIdle()
+	}
 	return m, nil
 }
 
 // forget drops what the proxy keeps of a deleted member.
 func (p *Proxy) forget(uid types.UID) {
 	p.mu.Lock()
+	m := p.members[uid]
 	delete(p.members, uid)
 	p.mu.Unlock()
+	if m != nil {
+		m.up.closeIdle()
+	}
 }
 
 // newUpstream builds the transports that reach a member with the admin
@@ -340,7 +359,7 @@ func newUpstream(adminKubeconfig, servingCA []byte) (*upstream, error) {
 	if err != nil {
 		return nil, fmt.Errorf("admin kubeconfig: %w", err)
 	}
-	return &upstream{location: loc, transport: rt, upgrade: proxy.NewUpgradeRequestRoundTripper(dial, headers)}, nil
+	return &upstream{location: loc, transport: rt, upgrade: proxy.NewUpgradeRequestRoundTripper(dial, headers), base: base}, nil
 }
 
 // forwardAs removes the caller's credentials and impersonation headers and

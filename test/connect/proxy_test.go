@@ -244,4 +244,8 @@ func TestKubectlThroughProxy(t *testing.T) {
 	if out, err := testenv.Kubectl(t, kc, "get", "ns"); err == nil {
 		t.Errorf("kubectl get ns works after release: %s", out)
 	}
+	// A certificate that does not name the lease learns nothing of its
+	// state: 403, not the holder's 410.
+	code, body := call(t, selfSigned(t, "kobe-lease:someone-else"), http.MethodGet, "/connect/"+l.ID+"/api", nil, nil)
+	refusedWith(t, "a stranger's certificate on a released lease", code, body, http.StatusForbidden)
 }
