@@ -144,6 +144,11 @@ type OwnedFunc func(namespace string, uid types.UID) bool
 // operator fixes the environment, so callers back off.
 var ErrUnavailable = errors.New("backend unavailable")
 
+// ErrInvalidSpec says the backend cannot build a member from its spec as
+// written (e.g. a cluster.version it cannot parse): only a change to the
+// pool helps, so the member says why and the pool reports it.
+var ErrInvalidSpec = errors.New("member spec cannot be built")
+
 // Registry maps backend types to the backends wired in this operator.
 type Registry map[kobev1.BackendType]Backend
 

@@ -94,7 +94,7 @@ func (b *Backend) Capabilities() backend.Capabilities { return b.opts.Capabiliti
 func (b *Backend) Create(ctx context.Context, m backend.Member) error {
 	set, err := b.opts.Template.Settings(m)
 	if err != nil {
-		return err
+		return fmt.Errorf("%w: %w", backend.ErrInvalidSpec, err)
 	}
 	svc := &corev1.Service{}
 	if err := b.ensure(ctx, m, renderService(b.opts.Type, m, set.APIPort), svc); err != nil {

@@ -437,6 +437,22 @@ func TestInstanceController(t *testing.T) {
 		h.waitGone(t, m, 15*time.Second)
 	})
 
+	t.Run("a spec the backend cannot build says what to fix on the member", func(t *testing.T) {
+		ns := h.namespace(t)
+		h.fake.set(ns+"/pool-p-0", memberPlan{createErr: fmt.Errorf("%w: spec.cluster.version \"1.37\": needs x.y.z", backend.ErrInvalidSpec)})
+		_, m := h.poolAndMember(t, ns, nil)
+		testenv.Eventually(t, 10*time.Second, "Provisioned=False ProvisionFailed naming the field", func() error {
+			got, _ := h.get(t, m)
+			c := meta.FindStatusCondition(got.Status.Conditions, kobev1.ConditionProvisioned)
+			return holds(c != nil && c.Reason == kobev1.ReasonProvisionFailed && strings.Contains(c.Message, "spec.cluster.version"), fmt.Sprint(c))
+		})
+		h.waitEvent(t, ns, m.Name, kobev1.ReasonProvisionFailed)
+		if err := h.c.Delete(t.Context(), m); err != nil {
+			t.Fatal(err)
+		}
+		h.waitGone(t, m, 15*time.Second)
+	})
+
 	t.Run("a bound member is Leased while its lease holds it and recycled when it ends", func(t *testing.T) {
 		ns := h.namespace(t)
 		p, m := h.poolAndMember(t, ns, nil)

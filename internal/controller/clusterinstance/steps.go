@@ -34,9 +34,14 @@ func (r *Reconciler) reconcileCreating(ctx context.Context, s *scope) (ctrl.Resu
 	}
 	if !meta.IsStatusConditionTrue(s.inst.Status.Conditions, kobev1.ConditionProvisioned) {
 		if err := s.backend.Create(ctx, s.member()); err != nil {
-			if errors.Is(err, backend.ErrUnavailable) {
+			switch {
+			case errors.Is(err, backend.ErrUnavailable):
 				// The workqueue's exponential backoff paces the retries.
 				r.mark(s, kobev1.ConditionProvisioned, metav1.ConditionFalse, kobev1.ReasonBackendUnavailable, err.Error(), corev1.EventTypeWarning)
+			case errors.Is(err, backend.ErrInvalidSpec):
+				// Only a change to the pool helps: the member and, through
+				// it, the pool's Capacity condition say what to fix.
+				r.mark(s, kobev1.ConditionProvisioned, metav1.ConditionFalse, kobev1.ReasonProvisionFailed, err.Error(), corev1.EventTypeWarning)
 			}
 			return ctrl.Result{}, fmt.Errorf("creating member %s: %w", s.inst.Name, err)
 		}
