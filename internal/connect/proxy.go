@@ -18,7 +18,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/apimachinery/pkg/util/proxy"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -183,7 +182,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	out := r.WithContext(ctx)
 	out.Header = r.Header.Clone()
 	forwardAs(out.Header, t.user)
-	if !httpstream.IsUpgradeRequest(r) && r.Body != nil {
+	if r.Body != nil && r.Body != http.NoBody {
+		// Upgrades (GETs without a body) read their stream from the
+		// hijacked connection: this bounds plain request bodies only.
 		out.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
 	}
 	loc := *t.up.location

@@ -39,7 +39,7 @@ func startEcho(t *testing.T, ip string) *echoServer {
 		if err != nil {
 			return
 		}
-		defer func() { conn.Close(); close(e.closed) }()
+		defer func() { _ = conn.Close(); close(e.closed) }()
 		_, _ = rw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: kobe-echo\r\n\r\n")
 		_ = rw.Flush()
 		_, _ = io.Copy(conn, rw)
@@ -80,7 +80,7 @@ func TestUpgradeClosedWithLease(t *testing.T) {
 	// A pod that no node runs, whose status names the echo server as its
 	// address: the member's API server proxies pods/<name>:<port>/proxy
 	// there, upgrades included.
-	pod := fmt.Sprintf(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"echo","namespace":"default"},"spec":{"containers":[{"name":"c","image":"registry.k8s.io/pause:3.10"}]}}`)
+	pod := `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"echo","namespace":"default"},"spec":{"containers":[{"name":"c","image":"registry.k8s.io/pause:3.10"}]}}`
 	manifest := filepath.Join(t.TempDir(), "echo.json")
 	if err := os.WriteFile(manifest, []byte(pod), 0o600); err != nil {
 		t.Fatal(err)
@@ -106,7 +106,7 @@ func TestUpgradeClosedWithLease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: %s\r\nConnection: Upgrade\r\nUpgrade: kobe-echo\r\n\r\n", path, host)
 	br := bufio.NewReader(conn)
 	resp, err := http.ReadResponse(br, nil)
