@@ -2,6 +2,7 @@ package connect
 
 import (
 	"context"
+	"errors"
 	"net"
 	"testing"
 	"time"
@@ -64,6 +65,6 @@ func TestStreamsClose(t *testing.T) {
 }
 
 func isTimeout(err error) bool {
-	ne, ok := err.(net.Error)
-	return ok && ne.Timeout()
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
