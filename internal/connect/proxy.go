@@ -173,14 +173,19 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.timer = p.opts.Clock.AfterFunc(end.Sub(p.opts.Clock.Now()), s.close)
 	defer s.timer.Stop()
 
+	p.forward(w, r.WithContext(ctx), t, s, rest)
+}
+
+// forward sends r, checked, to t's member at its path rest (escaped),
+// tracking an upgraded connection in s.
+func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, t *target, s *stream, rest string) {
 	// A watch or an exec session lasts as long as the lease allows, not
 	// the server's read and write timeouts (which exist for the lease API).
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Time{})
 	_ = rc.SetWriteDeadline(time.Time{})
 
-	out := r.WithContext(ctx)
-	out.Header = r.Header.Clone()
+	out := r.Clone(r.Context())
 	forwardAs(out.Header, t.user)
 	if r.Body != nil && r.Body != http.NoBody {
 		// Upgrades (GETs without a body) read their stream from the
