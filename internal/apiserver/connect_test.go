@@ -3,13 +3,19 @@ package apiserver_test
 import (
 	"context"
 	"net/http"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/go-logr/logr"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+	"github.com/kunobi-ninja/kobe/internal/apiserver"
+	"github.com/kunobi-ninja/kobe/internal/credentials/pki"
 	"github.com/kunobi-ninja/kobe/internal/wire"
 )
 
@@ -39,4 +45,38 @@ func TestProxyPoolNeedsTLS(t *testing.T) {
 	e := requireError(t, r, http.StatusServiceUnavailable, "connect proxy not configured", "--api-tls-cert-file")
 	requireReason(t, e, wire.ReasonProxyNotConfigured)
 	requireNoNewLease(t, before)
+}
+
+// TestConnectURLChecked: a --connect-url that kubeconfigs could not use
+// stops the server at start, with what to fix, instead of failing every
+// Proxy-mode lease later.
+func TestConnectURLChecked(t *testing.T) {
+	ca, err := pki.NewCA("connect-url-test", 2*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, key, err := ca.IssueServing("kobe", []string{"localhost"}, nil, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	writeFile(t, certFile, cert)
+	writeFile(t, keyFile, key)
+	for _, tt := range []struct {
+		name, url, certFile, keyFile, want string
+	}{
+		{"plain http", "http://kobe.example.com", certFile, keyFile, "must be https"},
+		{"with a query", "https://kobe.example.com/?a=b", certFile, keyFile, "must be https"},
+		{"without TLS", "https://kobe.example.com", "", "", "needs the API served over TLS"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := apiserver.New(apiserver.Options{Addr: "127.0.0.1:0", Namespace: ns, Log: logr.Discard(),
+				TLSCertFile: tt.certFile, TLSKeyFile: tt.keyFile, ConnectURL: tt.url})
+			err := srv.Start(t.Context())
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Start: %v, want an error saying %q", err, tt.want)
+			}
+		})
+	}
 }

@@ -198,6 +198,14 @@ func (s *Server) routes() http.Handler {
 // kubelet then swaps into the pod's volume, is served to new connections
 // without a restart.
 func (s *Server) Start(ctx context.Context) error {
+	if s.opts.ConnectURL != "" {
+		if !s.serveTLS() {
+			return errors.New("--connect-url needs the API served over TLS: add --api-tls-cert-file and --api-tls-key-file")
+		}
+		if _, err := leasecreds.ProxyServer(s.opts.ConnectURL, "lease"); err != nil {
+			return fmt.Errorf("--connect-url: %w", err)
+		}
+	}
 	if err := s.connect.Start(ctx); err != nil {
 		return err
 	}
