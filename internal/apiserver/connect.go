@@ -39,7 +39,8 @@ func (s *Server) proxyEndpoint(ctx context.Context) (string, []byte, error) {
 	if s.opts.TLSCAFile != "" {
 		var err error
 		if ca, err = os.ReadFile(s.opts.TLSCAFile); err != nil {
-			return "", nil, fmt.Errorf("reading the API's CA file: %w", err)
+			s.opts.Log.Error(err, "Reading the API's CA file failed", "file", s.opts.TLSCAFile)
+			return "", nil, fmt.Errorf("%w: the CA file of the API's certificate (--api-tls-ca-file) cannot be read; the operator's log says why", leaseservice.ErrProxyNotConfigured)
 		}
 	}
 	if s.opts.ConnectURL != "" {
