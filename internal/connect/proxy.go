@@ -17,6 +17,7 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/proxy"
 	"k8s.io/client-go/rest"
@@ -410,11 +411,34 @@ func (p *Proxy) internal(w http.ResponseWriter, r *http.Request, err error) {
 	writeRefusal(w, refuse(http.StatusInternalServerError, wire.ReasonInternalError, "internal error", "the request failed; the error has been logged"))
 }
 
+// refusalBody is a refusal as kubectl and kobe's clients both read it: a
+// Kubernetes Status, whose message kubectl prints ("error: lease ended: ..."
+// instead of "the server responded with the status code 410 but did not
+// return more information"), that also carries the API's error fields
+// (wire.ErrorBody's "error", "detail" and "reason").
+type refusalBody struct {
+	metav1.TypeMeta `json:",inline"`
+	Status          string `json:"status"`
+	Message         string `json:"message"`
+	Reason          string `json:"reason"`
+	Code            int    `json:"code"`
+	Error           string `json:"error"`
+	Detail          string `json:"detail,omitempty"`
+}
+
 func writeRefusal(w http.ResponseWriter, r *Refusal) {
 	if r.Code == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", strconv.Itoa(5))
 	}
+	msg := r.Message
+	if r.Detail != "" {
+		msg += ": " + r.Detail
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(r.Code)
-	_ = json.NewEncoder(w).Encode(wire.ErrorBody{Message: r.Message, Detail: r.Detail, Reason: r.Reason})
+	_ = json.NewEncoder(w).Encode(refusalBody{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Status"},
+		Status:   metav1.StatusFailure, Message: msg, Reason: r.Reason, Code: r.Code,
+		Error: r.Message, Detail: r.Detail,
+	})
 }
