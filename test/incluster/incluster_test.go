@@ -314,8 +314,9 @@ func (f *fixture) leaseAndRelease(t *testing.T) {
 	if d := watchClosed.Sub(returned); d > time.Second {
 		t.Errorf("the watch closed %v after kobe release returned, want within 1s", d)
 	}
-	if out, err := kubectl(t, kc, "get", "ns"); err == nil {
-		t.Errorf("kubectl get ns still works after release:\n%s", out)
+	// kubectl says why: the refusal is a Kubernetes Status.
+	if out, err := kubectl(t, kc, "get", "ns"); err == nil || !strings.Contains(out, "lease ended") {
+		t.Errorf("kubectl get ns after release: err %v, want a refusal saying the lease ended:\n%s", err, out)
 	}
 
 	f.waitMemberGone(t, member.Name, member.UID)
