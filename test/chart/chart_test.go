@@ -57,12 +57,14 @@ func TestDefaults(t *testing.T) {
 	for _, want := range []string{"--leader-elect", "--bind-all-interfaces", "--disable-local-backend",
 		"--leader-elect-lease-duration=15s", "--leader-elect-renew-deadline=10s", "--leader-elect-retry-period=2s",
 		"--api-bind-address=:8090", "--health-probe-bind-address=:8081", "--metrics-bind-address=:8080",
-		"--default-max-ttl=24h", "--max-queued-per-owner=10", "--audit-retention=720h", "--lease-retention=1h"} {
+		"--default-max-ttl=24h", "--max-queued-per-owner=10", "--audit-retention=720h", "--lease-retention=1h",
+		"--api-tls-cert-file=/etc/kobe/tls/tls.crt", "--api-tls-key-file=/etc/kobe/tls/tls.key", "--api-tls-ca-file=/etc/kobe/tls/ca.crt",
+		"--member-network-policy-operator-selector=app.kubernetes.io/instance=kobe,app.kubernetes.io/name=kobe"} {
 		if !slices.Contains(c.Args, want) {
 			t.Errorf("args %q lack %s", c.Args, want)
 		}
 	}
-	for _, not := range []string{"--enable-sim-backend", "--api-tls-cert-file", "--api-audience", "--local-bin-dir"} {
+	for _, not := range []string{"--enable-sim-backend", "--connect-url", "--api-audience", "--local-bin-dir"} {
 		if slices.ContainsFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, not) }) {
 			t.Errorf("args %q have %s", c.Args, not)
 		}
@@ -107,6 +109,7 @@ func TestDefaults(t *testing.T) {
 	}
 	r.find(t, "ServiceMonitor", 0)
 	r.find(t, "Certificate", 0)
+	r.find(t, "Secret", 1) // the API's self-signed certificate (tls_test.go)
 	r.find(t, "ServiceAccount", 1)
 	checkCRDs(t, r, true)
 	checkRBAC(t, r, true)
@@ -140,6 +143,8 @@ func TestEveryOptionalValue(t *testing.T) {
 	checkSecurity(t, &d)
 	checkProbes(t, c, 9081)
 
+	// cert-manager writes the Secret: the chart makes none.
+	r.find(t, "Secret", 0)
 	cert := r.find(t, "Certificate", 1)[0]
 	if got := str(cert.Object, "spec", "secretName"); got != "kobe-api-tls" {
 		t.Errorf("Certificate writes %q, the pod mounts kobe-api-tls", got)
@@ -187,7 +192,14 @@ func TestTLSFromSecret(t *testing.T) {
 	if !slices.Contains(operator(t, &d).Args, "--api-tls-cert-file=/etc/kobe/tls/tls.crt") {
 		t.Error("no --api-tls-cert-file")
 	}
+	// The Secret is the user's: the chart makes none and mounts all of it.
 	r.find(t, "Certificate", 0)
+	r.find(t, "Secret", 0)
+	for _, v := range d.Spec.Template.Spec.Volumes {
+		if v.Secret != nil && len(v.Secret.Items) > 0 {
+			t.Errorf("volume %s mounts only %v of the user's Secret", v.Name, v.Secret.Items)
+		}
+	}
 }
 
 func TestLocalBackendForcesOneReplica(t *testing.T) {
@@ -238,7 +250,8 @@ func TestRefused(t *testing.T) {
 		{"bad duration", map[string]any{"limits": map[string]any{"defaultMaxTTL": "a day"}}, []string{"/limits/defaultMaxTTL"}},
 		{"bad digest", map[string]any{"image": map[string]any{"digest": "latest"}}, []string{"/image/digest"}},
 		{"two replicas without leader election", map[string]any{"leaderElection": map[string]any{"enabled": false}}, []string{"replicaCount > 1 needs leaderElection.enabled"}},
-		{"TLS without a certificate", map[string]any{"api": map[string]any{"tls": map[string]any{"enabled": true}}}, []string{"api.tls.secretName", "api.tls.certManager.enabled"}},
+		{"self-signed for no time", map[string]any{"api": map[string]any{"tls": map[string]any{"selfSigned": map[string]any{"validityDays": 0}}}}, []string{"/api/tls/selfSigned/validityDays"}},
+		{"typo in selfSigned", map[string]any{"api": map[string]any{"tls": map[string]any{"selfSigned": map[string]any{"extraDNSNames": []any{"x"}}}}}, []string{"/api/tls/selfSigned", "extraDNSNames"}},
 		{"cert-manager without issuer", map[string]any{"api": map[string]any{"tls": map[string]any{"enabled": true, "certManager": map[string]any{"enabled": true}}}}, []string{"issuerRef.name"}},
 		{"ServiceMonitor without metrics", map[string]any{"metrics": map[string]any{"enabled": false, "serviceMonitor": map[string]any{"enabled": true}}}, []string{"metrics.serviceMonitor.enabled needs metrics.enabled"}},
 	}

@@ -22,7 +22,8 @@ import (
 )
 
 // TestServerDryRun sends every object of each render (defaults, every
-// optional value, TLS from a Secret, the local backend) to a real API server
+// optional value, TLS from a Secret, TLS off, the self-signed certificate
+// with more names, the local backend) to a real API server
 // as a server-side apply with dryRun=All: the API server validates each one
 // (schemas, CRDs, RBAC escalation) and stores nothing. cert-manager's and the
 // Prometheus Operator's CRDs are minimal stand-ins from testdata/crds.
@@ -38,6 +39,9 @@ func TestServerDryRun(t *testing.T) {
 		"every optional value": allOn(t),
 		"local backend":        valuesFile(t, "local.yaml"),
 		"TLS from a Secret":    {"api": map[string]any{"tls": map[string]any{"enabled": true, "secretName": "my-cert"}}},
+		"TLS off":              {"api": map[string]any{"tls": map[string]any{"enabled": false}}},
+		"self-signed, names": {"fullnameOverride": "kb", "api": map[string]any{"connect": map[string]any{"url": "https://[fd00::7]:8443"},
+			"tls": map[string]any{"selfSigned": map[string]any{"validityDays": 1, "extraDnsNames": []any{"kobe.example.org"}}}}},
 	}
 	for name, vals := range renders {
 		t.Run(name, func(t *testing.T) {

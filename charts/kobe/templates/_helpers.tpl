@@ -47,6 +47,26 @@ app.kubernetes.io/part-of: kobe
 {{- end -}}
 {{- end -}}
 
+{{/* kobe.tlsSelfSigned is "true" when the chart makes the API's certificate itself (templates/tls-secret.yaml). */}}
+{{- define "kobe.tlsSelfSigned" -}}
+{{- and .Values.api.tls.enabled (not .Values.api.tls.secretName) (not .Values.api.tls.certManager.enabled) -}}
+{{- end -}}
+
+{{/* kobe.apiDnsNames are the Service's in-cluster names. */}}
+{{- define "kobe.apiDnsNames" -}}
+{{- $svc := include "kobe.fullname" . -}}
+{{- list $svc (printf "%s.%s" $svc .Release.Namespace) (printf "%s.%s.svc" $svc .Release.Namespace) (printf "%s.%s.svc.cluster.local" $svc .Release.Namespace) | toJson -}}
+{{- end -}}
+
+{{/* kobe.operatorSelector is the Deployment's pod selector as k=v,... (--member-network-policy-operator-selector). */}}
+{{- define "kobe.operatorSelector" -}}
+{{- $pairs := list -}}
+{{- range $k, $v := include "kobe.selectorLabels" . | fromYaml -}}
+{{- $pairs = append $pairs (printf "%s=%s" $k $v) -}}
+{{- end -}}
+{{- join "," $pairs -}}
+{{- end -}}
+
 {{- define "kobe.tlsSecretName" -}}
 {{- default (printf "%s-api-tls" (include "kobe.fullname" .)) .Values.api.tls.secretName -}}
 {{- end -}}
@@ -55,9 +75,6 @@ app.kubernetes.io/part-of: kobe
 {{- define "kobe.validate" -}}
 {{- if and (gt (int (include "kobe.replicas" .)) 1) (not .Values.leaderElection.enabled) -}}
 {{- fail "replicaCount > 1 needs leaderElection.enabled: without it every replica reconciles" -}}
-{{- end -}}
-{{- if and .Values.api.tls.enabled (not .Values.api.tls.secretName) (not .Values.api.tls.certManager.enabled) -}}
-{{- fail "api.tls.enabled needs api.tls.secretName (an existing Secret with tls.crt and tls.key) or api.tls.certManager.enabled" -}}
 {{- end -}}
 {{- if and .Values.api.tls.certManager.enabled (not .Values.api.tls.enabled) -}}
 {{- fail "api.tls.certManager.enabled needs api.tls.enabled" -}}
