@@ -305,8 +305,8 @@ CHART_INSTALL_ENV := NODE_DIR='$(NODE_DIR)' HOSTCLUSTER_PAUSE_TAR='$(IMAGE_DIR)/
 	KOBE_CLI='$(CURDIR)/bin/kobe'
 
 .PHONY: test-chart-install
-test-chart-install: node-deps controlplane node image image-pause build ## On the real-node host (root): helm install of charts/kobe with the image of make image, kobe lease through its Service, helm upgrade keeps the lease, helm uninstall leaves what the chart README says; the machine as before.
-	cd test/chart && $(CHART_INSTALL_ENV) go test -count=1 -v -timeout 15m ./install/
+test-chart-install: node-deps controlplane node image image-pause image-controlplane build ## On the real-node host (root): helm install of charts/kobe (defaults: TLS self-signed) with the image of make image, kobe lease through its Service of a sim pool and of a pool naming no backend (kubernetes, through the connect proxy), helm upgrade keeps the leases and the CA, helm uninstall leaves what the chart README says; the machine as before.
+	cd test/chart && $(CHART_INSTALL_ENV) CONTROLPLANE_IMAGE_DIR='$(IMAGE_DIR)' go test -count=1 -v -timeout 20m ./install/
 
 .PHONY: test-run-cluster
 test-run-cluster: node-deps controlplane node image image-pause build ## make run-cluster's program (root): it prints the export lines, kobe lease works with them, Ctrl-C leaves the machine as before.
