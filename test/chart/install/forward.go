@@ -2,6 +2,8 @@ package install
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -21,7 +23,8 @@ import (
 // cluster routes the Service range on the machine). Unlike `kubectl
 // port-forward svc/...`, which picks one pod, every connection goes through
 // the Service: kube-proxy picks a Ready endpoint, so it survives a rollout.
-// The API stays on loopback, where the CLI accepts plain HTTP.
+// TLS passes through end to end: the chart's self-signed certificate names
+// 127.0.0.1, so callers verify it at the relay's address.
 //
 // It returns the address it listens on; the relay stops with ctx.
 func Forward(ctx context.Context, cs kubernetes.Interface, ns, name, listen string) (string, error) {
@@ -83,10 +86,34 @@ func relay(ctx context.Context, in net.Conn, target string) {
 	wg.Wait()
 }
 
-// WaitAPI waits until the kobe API at endpoint answers 200 on /readyz:
-// kube-proxy programs a new Service's rules a moment after its endpoints
-// are Ready.
-func WaitAPI(ctx context.Context, endpoint string, within time.Duration) error {
+// CA reads ca.crt of the Secret ns/name (the chart's api.tls Secret), as
+// the chart README's `kubectl get secret ... -o jsonpath='{.data.ca\.crt}'`
+// does, and fails unless it holds a PEM certificate.
+func CA(ctx context.Context, cs kubernetes.Interface, ns, name string) ([]byte, error) {
+	s, err := cs.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	ca := s.Data["ca.crt"]
+	if !x509.NewCertPool().AppendCertsFromPEM(ca) {
+		return nil, fmt.Errorf("Secret %s/%s: ca.crt holds no PEM certificate", ns, name)
+	}
+	return ca, nil
+}
+
+// HTTPClient is a client that trusts only ca (PEM), as the CLI does with
+// --ca-file.
+func HTTPClient(ca []byte) *http.Client {
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(ca)
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}}}
+}
+
+// WaitAPI waits until the kobe API at endpoint (https) answers 200 on
+// /readyz with a certificate that ca verifies: kube-proxy programs a new
+// Service's rules a moment after its endpoints are Ready.
+func WaitAPI(ctx context.Context, endpoint string, ca []byte, within time.Duration) error {
+	hc := HTTPClient(ca)
 	return poll(ctx, within, func() error {
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
@@ -94,7 +121,7 @@ func WaitAPI(ctx context.Context, endpoint string, within time.Duration) error {
 		if err != nil {
 			return err
 		}
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := hc.Do(req)
 		if err != nil {
 			return err
 		}

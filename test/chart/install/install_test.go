@@ -16,6 +16,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -37,12 +38,19 @@ const (
 	release     = "kobe"
 	pool        = "sim"
 	leaderLease = "kobe-operator.kobe.kunobi.ninja"
+	// tlsSecret is the chart's self-signed certificate: <fullname>-api-tls.
+	tlsSecret = "kobe-api-tls"
+	// defaultPool names no backend: the CRD's default, kubernetes, applies.
+	defaultPool = "default"
 )
 
 // Inputs are the images and the CLI that `make test-chart-install` builds
 // and passes in the environment.
 type Inputs struct {
 	PauseTar, PauseImage, OperatorTar, Repository, Tag, CLI string
+	// ControlPlaneTars are the images of the kubernetes backend's member
+	// pods (make image-controlplane, in CONTROLPLANE_IMAGE_DIR).
+	ControlPlaneTars []string
 }
 
 // inputs reads them, failing the test when one is missing.
@@ -63,10 +71,14 @@ func inputs(t *testing.T) Inputs {
 		Tag:         os.Getenv("KOBE_IMAGE_TAG"),
 		CLI:         or("KOBE_CLI", filepath.Join(root, "bin", "kobe")),
 	}
+	dir := or("CONTROLPLANE_IMAGE_DIR", filepath.Join(root, "bin", "images"))
+	for _, name := range []string{"etcd", "kube-apiserver", "kube-controller-manager"} {
+		in.ControlPlaneTars = append(in.ControlPlaneTars, filepath.Join(dir, name+".tar"))
+	}
 	if in.Repository == "" || in.Tag == "" {
 		t.Fatal("KOBE_IMAGE_REPOSITORY and KOBE_IMAGE_TAG name the image in KOBE_OPERATOR_TAR: run `make test-chart-install`")
 	}
-	for _, f := range []string{in.PauseTar, in.OperatorTar, in.CLI} {
+	for _, f := range append([]string{in.PauseTar, in.OperatorTar, in.CLI}, in.ControlPlaneTars...) {
 		if _, err := os.Stat(f); err != nil {
 			t.Fatalf("%s is missing: run `make test-chart-install` (it builds the images and the CLI)", f)
 		}
@@ -75,10 +87,17 @@ func inputs(t *testing.T) Inputs {
 }
 
 // TestInstallUpgradeUninstall is the chart end to end on a real node:
-// helm install of the image `make image` built, both replicas Ready and one
-// leader; an AccessPolicy and a sim pool; `kobe lease` through the chart's
-// Service binds a lease; helm upgrade rolls every pod and the lease stays
-// Bound, extended and released through the new pods; after the README's
+// helm install with the chart's defaults (the API on TLS with the chart's
+// self-signed certificate) of the image `make image` built, both replicas
+// Ready and one leader; an AccessPolicy, a sim pool and a pool that names
+// no backend (so the kubernetes backend, Proxy access: the issue's fresh
+// install); `kobe lease` through the chart's Service, trusting the CA of the
+// chart's Secret, binds a lease of each, and the default pool's kubeconfig
+// reaches its member through kobe's /connect/<lease>; helm upgrade (with a
+// new certificate name) rolls every pod, keeps the CA, and both leases stay
+// Bound, the proxied one still answering kubectl through the new pods; the
+// proxied lease's release removes its member's pods; the sim lease is
+// extended and released through the new pods; after the README's
 // uninstall steps nothing of the release is left but what the README says
 // stays; and the machine is as it was.
 func TestInstallUpgradeUninstall(t *testing.T) {
@@ -97,7 +116,8 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 		step = time.Now()
 	}
 
-	hc, err := hostcluster.New(ctx, hostcluster.Options{PauseImage: in.PauseImage, Images: []string{in.PauseTar, in.OperatorTar}})
+	hc, err := hostcluster.New(ctx, hostcluster.Options{PauseImage: in.PauseImage,
+		Images: append([]string{in.PauseTar, in.OperatorTar}, in.ControlPlaneTars...)})
 	if err != nil {
 		t.Fatalf("starting host cluster: %v", err)
 	}
@@ -131,10 +151,17 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 	lap("both replicas Ready, one leader")
 	t.Logf("pods %v, leader %s", first, leader)
 
+	// The caller's copy of the CA, as NOTES.txt tells to take it.
+	ca, err := CA(ctx, hc.Client, namespace, tlsSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	servingBefore := secretData(t, c, tlsSecret)["tls.crt"]
 	token := fmt.Sprintf("chart-e2e-%d", time.Now().UnixNano())
 	if err := Demo(ctx, c, namespace, pool, token); err != nil {
 		t.Fatal(err)
 	}
+	defaultCreated := createDefaultPool(t, c)
 	if err := WaitDemoReady(ctx, c, namespace, pool, time.Minute); err != nil {
 		t.Fatal(err)
 	}
@@ -144,11 +171,16 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cli := &cli{t: t, bin: in.CLI, dir: t.TempDir(), endpoint: "http://" + addr, token: token}
-	if err := WaitAPI(ctx, cli.endpoint, time.Minute); err != nil {
+	dir := t.TempDir()
+	caFile := filepath.Join(dir, "kobe-ca.crt")
+	if err := os.WriteFile(caFile, ca, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	lap("the API answers through the Service")
+	cli := &cli{t: t, bin: in.CLI, dir: dir, endpoint: "https://" + addr, token: token, caFile: caFile}
+	if err := WaitAPI(ctx, cli.endpoint, ca, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	lap("the API answers through the Service (TLS)")
 	var leased wire.Lease
 	cli.json(&leased, "lease", pool, "--ttl", "10m", "--kubeconfig", filepath.Join(cli.dir, "lease.kubeconfig"))
 	if leased.Phase != wire.PhaseBound || leased.ClusterName == "" {
@@ -157,13 +189,24 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 	member := boundLease(t, c, leased.ID, "")
 	lap("kobe lease through the Service: Bound")
 
-	// A changed value and a pod annotation: every pod is replaced.
+	waitPoolReady(t, c, defaultPool, 1, 4*time.Minute)
+	t.Logf("%-40s %v", "default pool's member Ready after", time.Since(defaultCreated).Round(time.Millisecond))
+	lap("default (kubernetes) pool Ready")
+	proxied, proxiedKC := proxiedLease(t, cli, ca)
+	proxiedMember := boundLease(t, c, proxied.ID, "")
+	lap("kobe lease default + kubectl get ns (proxy)")
+
+	// A changed value, a pod annotation and one more certificate name:
+	// every pod is replaced, and the serving certificate signed again by
+	// the same CA.
 	vals["limits"] = map[string]any{"maxQueuedPerOwner": 5}
 	vals["podAnnotations"] = map[string]any{"kobe.kunobi.ninja/chart-test": "upgraded"}
+	vals["api"] = map[string]any{"tls": map[string]any{"selfSigned": map[string]any{"extraDnsNames": []any{"kobe.example.test"}}}}
 	if err := h.Upgrade(ctx, vals); err != nil {
 		t.Fatal(err)
 	}
 	lap("helm upgrade --wait (rollout)")
+	checkCertAfterUpgrade(t, c, ca, servingBefore)
 	second := readyPods(t, c, image, first)
 	for _, p := range second {
 		var pod corev1.Pod
@@ -176,6 +219,16 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 	}
 	checkLeader(t, c, hc.Client, second)
 	lap("new replicas Ready, one leader among them")
+
+	// The proxied lease's kubeconfig, minted before the upgrade, reaches its
+	// member through the new pods with the CA it holds.
+	boundLease(t, c, proxied.ID, proxiedMember)
+	testenv.Eventually(t, time.Minute, "kubectl get ns through the new pods", func() error {
+		return kubectlGetNS(t, proxiedKC)
+	})
+	lap("the proxied lease answers after the upgrade")
+	releaseProxied(t, c, cli, proxied.ID, proxiedMember, proxiedKC)
+	lap("proxied lease released, its member's pods gone")
 
 	boundLease(t, c, leased.ID, member)
 	var mine []wire.Lease
@@ -208,12 +261,12 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 		}
 		return nil
 	})
-	testenv.Eventually(t, 30*time.Second, "the released lease's audit record", func() error {
+	testenv.Eventually(t, 30*time.Second, "the released leases' audit records", func() error {
 		var cms corev1.ConfigMapList
 		if err := c.List(ctx, &cms, client.InNamespace(namespace), client.MatchingLabels{clusterlease.AuditLabel: clusterlease.AuditLabelValue}); err != nil {
 			return err
 		}
-		if len(cms.Items) != 1 {
+		if len(cms.Items) != 2 {
 			return fmt.Errorf("%d audit records", len(cms.Items))
 		}
 		return nil
@@ -392,7 +445,8 @@ func checkUninstalled(t *testing.T, c client.Client) {
 	})
 	for what, list := range map[string]client.ObjectList{
 		"Deployments": &appsv1.DeploymentList{}, "Services": &corev1.ServiceList{}, "Roles": &rbacv1.RoleList{},
-		"RoleBindings": &rbacv1.RoleBindingList{}, "PodDisruptionBudgets": &policyv1.PodDisruptionBudgetList{},
+		"NetworkPolicies": &networkingv1.NetworkPolicyList{},
+		"RoleBindings":    &rbacv1.RoleBindingList{}, "PodDisruptionBudgets": &policyv1.PodDisruptionBudgetList{},
 		"ClusterPools": &kobev1.ClusterPoolList{}, "ClusterInstances": &kobev1.ClusterInstanceList{},
 		"ClusterLeases": &kobev1.ClusterLeaseList{},
 	} {
@@ -428,7 +482,7 @@ func checkUninstalled(t *testing.T, c client.Client) {
 	var secrets corev1.SecretList
 	count(&secrets, in)
 	if got := names(t, &secrets); !slices.Equal(got, []string{DemoSecret}) {
-		t.Errorf("Secrets left: %v, want only the policy's %s (no member access Secret, no Helm release record)", got, DemoSecret)
+		t.Errorf("Secrets left: %v, want only the policy's %s (no member access or PKI Secret, no API certificate, no Helm release record)", got, DemoSecret)
 	}
 	var policies kobev1.AccessPolicyList
 	count(&policies, in)
@@ -449,10 +503,10 @@ func checkUninstalled(t *testing.T, c client.Client) {
 			t.Errorf("ConfigMap %s left, not a lease ledger or an audit record", cm.Name)
 		}
 	}
-	// One requester held one lease: one audit record, at most one ledger
-	// (its entries go with the lease).
-	if ledgers > 1 || audits != 1 {
-		t.Errorf("%d lease ledgers and %d audit records kept, want at most 1 and 1", ledgers, audits)
+	// One requester held two leases (sim and default): two audit records,
+	// at most one ledger (its entries go with the leases).
+	if ledgers > 1 || audits != 2 {
+		t.Errorf("%d lease ledgers and %d audit records kept, want at most 1 and 2", ledgers, audits)
 	}
 	var coord coordinationv1.LeaseList
 	count(&coord, in)
@@ -517,16 +571,16 @@ func names(t *testing.T, list client.ObjectList) []string {
 	return out
 }
 
-// cli runs bin/kobe against the forwarded API with the demo token, with a
-// config file of its own.
+// cli runs bin/kobe against the forwarded API with the demo token and the
+// chart's CA (--ca-file), with a config file of its own.
 type cli struct {
-	t                         *testing.T
-	bin, dir, endpoint, token string
+	t                                 *testing.T
+	bin, dir, endpoint, token, caFile string
 }
 
 func (k *cli) run(args ...string) []byte {
 	k.t.Helper()
-	cmd := exec.CommandContext(k.t.Context(), k.bin, args...)
+	cmd := exec.CommandContext(k.t.Context(), k.bin, append(args, "--ca-file", k.caFile)...)
 	cmd.Env = append(os.Environ(), "KOBE_ENDPOINT="+k.endpoint, "KOBE_TOKEN="+k.token,
 		"KOBE_CONFIG="+filepath.Join(k.dir, "config.yaml"), "XDG_RUNTIME_DIR="+k.dir)
 	var stderr bytes.Buffer

@@ -3,8 +3,9 @@
 // the images `make image` and `make image-pause` built, installs
 // charts/kobe with Helm (sim backend on), creates make run's demo (a token
 // AccessPolicy and a pool "dev", here of simulated members), relays
-// 127.0.0.1:$KOBE_API_PORT to the chart's Service, and prints the same
-// export lines as make run. SIGINT or SIGTERM deletes the pools, uninstalls
+// 127.0.0.1:$KOBE_API_PORT to the chart's Service (HTTPS with the chart's
+// self-signed certificate, whose CA it writes next to the host cluster's
+// state), and prints the same export lines as make run, with --ca-file. SIGINT or SIGTERM deletes the pools, uninstalls
 // the release and tears the host cluster down; a second one skips to the
 // teardown. It needs root (docs/run-cluster.md).
 package main
@@ -18,6 +19,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -32,6 +34,8 @@ const (
 	namespace = "kobe-system"
 	release   = "kobe"
 	pool      = "dev"
+	// tlsSecret holds the chart's self-signed API certificate and its CA.
+	tlsSecret = "kobe-api-tls"
 )
 
 func main() {
@@ -107,7 +111,8 @@ func run() (err error) {
 		}
 		fmt.Printf("host cluster torn down (%v).\n", time.Since(t0).Round(100*time.Millisecond))
 	}()
-	token, err := up(ctx, hc, s, addr)
+	caFile := filepath.Join(hc.Dir, "kobe-ca.crt") // removed with the host cluster
+	token, err := up(ctx, hc, s, addr, caFile)
 	if ctx.Err() != nil {
 		fmt.Println("interrupted while starting: tearing down...")
 		return nil
@@ -117,7 +122,8 @@ func run() (err error) {
 	}
 	fmt.Printf(`
 kobe is running on a real node (helm release %[1]s in namespace %[2]s, 2 replicas, up in %[3]v);
-its API answers on http://%[4]s, relayed to the chart's Service.
+its API answers on https://%[4]s, relayed to the chart's Service, with the chart's
+self-signed certificate; its CA (the Secret %[8]s's ca.crt) is in %[9]s.
 The demo pool %[5]q has 2 simulated members (sim backend: their kubeconfigs reach no cluster):
 
   export KUBECONFIG=%[6]s
@@ -125,13 +131,13 @@ The demo pool %[5]q has 2 simulated members (sim backend: their kubeconfigs reac
 
 Lease one with the CLI:
 
-  export KOBE_ENDPOINT=http://%[4]s KOBE_TOKEN=%[7]s
-  bin/kobe pools
-  bin/kobe lease %[5]s --ttl 30m
-  bin/kobe leases
+  export KOBE_ENDPOINT=https://%[4]s KOBE_TOKEN=%[7]s
+  bin/kobe pools --ca-file %[9]s
+  bin/kobe lease %[5]s --ttl 30m --ca-file %[9]s
+  bin/kobe leases --ca-file %[9]s
 
 Press Ctrl-C to uninstall kobe and tear the host cluster down.
-`, release, namespace, time.Since(start).Round(100*time.Millisecond), addr, pool, hc.Kubeconfig, token)
+`, release, namespace, time.Since(start).Round(100*time.Millisecond), addr, pool, hc.Kubeconfig, token, tlsSecret, caFile)
 	<-ctx.Done()
 	fmt.Println()
 	done := make(chan struct{})
@@ -146,9 +152,10 @@ Press Ctrl-C to uninstall kobe and tear the host cluster down.
 	return nil
 }
 
-// up installs the chart, creates the demo and relays addr to the Service;
-// it returns the demo token.
-func up(ctx context.Context, hc *hostcluster.Cluster, s settings, addr string) (string, error) {
+// up installs the chart, writes the CA of its API certificate to caFile,
+// creates the demo and relays addr to the Service; it returns the demo
+// token.
+func up(ctx context.Context, hc *hostcluster.Cluster, s settings, addr, caFile string) (string, error) {
 	c, err := install.NewClient(hc.Config)
 	if err != nil {
 		return "", err
@@ -164,6 +171,13 @@ func up(ctx context.Context, hc *hostcluster.Cluster, s settings, addr string) (
 	if err := h.Install(ctx, install.Values(s.repository, s.tag)); err != nil {
 		return "", err
 	}
+	ca, err := install.CA(ctx, hc.Client, namespace, tlsSecret)
+	if err != nil {
+		return "", fmt.Errorf("the API's CA: %w", err)
+	}
+	if err := os.WriteFile(caFile, ca, 0o644); err != nil {
+		return "", err
+	}
 	b := make([]byte, 24)
 	_, _ = rand.Read(b)
 	token := base64.RawURLEncoding.EncodeToString(b)
@@ -176,7 +190,7 @@ func up(ctx context.Context, hc *hostcluster.Cluster, s settings, addr string) (
 	if _, err := install.Forward(ctx, hc.Client, namespace, release, addr); err != nil {
 		return "", fmt.Errorf("relaying %s to the Service: %w", addr, err)
 	}
-	if err := install.WaitAPI(ctx, "http://"+addr, time.Minute); err != nil {
+	if err := install.WaitAPI(ctx, "https://"+addr, ca, time.Minute); err != nil {
 		return "", err
 	}
 	return token, nil

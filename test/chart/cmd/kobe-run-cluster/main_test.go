@@ -17,6 +17,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/testenv"
 	"github.com/kunobi-ninja/kobe/internal/testenv/hostcluster"
 	"github.com/kunobi-ninja/kobe/internal/wire"
+	"github.com/kunobi-ninja/kobe/test/chart/install"
 )
 
 // TestRunCluster runs make run-cluster's program as make does: it prints
@@ -81,6 +82,7 @@ func TestRunCluster(t *testing.T) {
 		exited <- cmd.Wait()
 	}()
 	var exports []string
+	var caFile string // of the printed `bin/kobe lease` line
 	var all strings.Builder
 	deadline := time.After(5 * time.Minute)
 wait:
@@ -93,6 +95,9 @@ wait:
 			all.WriteString(l + "\n")
 			if strings.HasPrefix(strings.TrimSpace(l), "export ") {
 				exports = append(exports, strings.TrimSpace(l))
+			}
+			if f := strings.Fields(l); len(f) > 2 && f[0] == "bin/kobe" && f[1] == "lease" && f[len(f)-2] == "--ca-file" {
+				caFile = f[len(f)-1]
 			}
 			if strings.HasPrefix(l, "Press Ctrl-C") {
 				break wait
@@ -115,11 +120,14 @@ wait:
 			env[k] = v
 		}
 	}
-	want := fmt.Sprintf("http://127.0.0.1:%d", port)
+	want := fmt.Sprintf("https://127.0.0.1:%d", port)
 	if env["KOBE_ENDPOINT"] != want || env["KOBE_TOKEN"] == "" || env["KUBECONFIG"] == "" {
 		t.Fatalf("export lines %q: want KOBE_ENDPOINT=%s, KOBE_TOKEN and KUBECONFIG", exports, want)
 	}
-	kobe := exec.CommandContext(ctx, os.Getenv("KOBE_CLI"), "lease", "dev", "--ttl", "10m", "-o", "json", "--kubeconfig", filepath.Join(dir, "lease.kubeconfig"))
+	if caFile == "" {
+		t.Fatalf("no `bin/kobe lease ... --ca-file FILE` line:\n%s", all.String())
+	}
+	kobe := exec.CommandContext(ctx, os.Getenv("KOBE_CLI"), "lease", "dev", "--ttl", "10m", "-o", "json", "--kubeconfig", filepath.Join(dir, "lease.kubeconfig"), "--ca-file", caFile)
 	kobe.Env = append(os.Environ(), "KOBE_ENDPOINT="+env["KOBE_ENDPOINT"], "KOBE_TOKEN="+env["KOBE_TOKEN"], "KOBE_CONFIG="+filepath.Join(dir, "config.yaml"))
 	out, err := kobe.Output()
 	if err != nil {
@@ -130,6 +138,10 @@ wait:
 		t.Fatalf("kobe lease dev: %s (%v), want Bound", out, err)
 	}
 
+	ca, err := os.ReadFile(caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
 	stopping := time.Now()
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
@@ -143,7 +155,10 @@ wait:
 		t.Fatal("kobe-run-cluster still runs 3 min after SIGINT")
 	}
 	t.Logf("stopped %v after SIGINT", time.Since(stopping).Round(time.Millisecond))
-	if resp, err := get(want + "/readyz"); err == nil {
+	if _, err := os.Stat(caFile); !os.IsNotExist(err) {
+		t.Errorf("the CA file %s is left after Ctrl-C (%v)", caFile, err)
+	}
+	if resp, err := get(install.HTTPClient(ca), want+"/readyz"); err == nil {
 		t.Errorf("the API still answers after Ctrl-C: %s", resp)
 	}
 	after, err := hostcluster.TakeSnapshot(ctx)
@@ -155,9 +170,11 @@ wait:
 	}
 }
 
-// get is the status of GET url, or the error when nothing answers.
-func get(url string) (string, error) {
-	c := http.Client{Timeout: 2 * time.Second}
+// get is the status of GET url with c (that trusts the API's CA, so that a
+// certificate error cannot pass for the API being gone), or the error when
+// nothing answers.
+func get(c *http.Client, url string) (string, error) {
+	c.Timeout = 2 * time.Second
 	resp, err := c.Get(url)
 	if err != nil {
 		return "", err
