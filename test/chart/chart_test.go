@@ -251,6 +251,7 @@ func TestRefused(t *testing.T) {
 		{"bad digest", map[string]any{"image": map[string]any{"digest": "latest"}}, []string{"/image/digest"}},
 		{"two replicas without leader election", map[string]any{"leaderElection": map[string]any{"enabled": false}}, []string{"replicaCount > 1 needs leaderElection.enabled"}},
 		{"self-signed for no time", map[string]any{"api": map[string]any{"tls": map[string]any{"selfSigned": map[string]any{"validityDays": 0}}}}, []string{"/api/tls/selfSigned/validityDays"}},
+		{"self-signed without its CA in kubeconfigs", map[string]any{"api": map[string]any{"tls": map[string]any{"caCert": false}}}, []string{"api.tls.caCert", "self-signed"}},
 		{"typo in selfSigned", map[string]any{"api": map[string]any{"tls": map[string]any{"selfSigned": map[string]any{"extraDNSNames": []any{"x"}}}}}, []string{"/api/tls/selfSigned", "extraDNSNames"}},
 		{"cert-manager without issuer", map[string]any{"api": map[string]any{"tls": map[string]any{"enabled": true, "certManager": map[string]any{"enabled": true}}}}, []string{"issuerRef.name"}},
 		{"ServiceMonitor without metrics", map[string]any{"metrics": map[string]any{"enabled": false, "serviceMonitor": map[string]any{"enabled": true}}}, []string{"metrics.serviceMonitor.enabled needs metrics.enabled"}},

@@ -229,3 +229,17 @@ func keys(m map[string][]byte) []string {
 	slices.Sort(out)
 	return out
 }
+
+// TestCACertOffWithOwnSecret: a Secret of the user's whose certificate
+// callers already trust may go without ca.crt (caCert false): no
+// --api-tls-ca-file; the self-signed mode refuses that (TestRefused).
+func TestCACertOffWithOwnSecret(t *testing.T) {
+	r := mustRender(t, map[string]any{"api": map[string]any{"tls": map[string]any{"secretName": "public-cert", "caCert": false}}})
+	var d appsv1.Deployment
+	r.typed(t, "Deployment", &d)
+	args := operator(t, &d).Args
+	if !slices.Contains(args, "--api-tls-cert-file=/etc/kobe/tls/tls.crt") || slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--api-tls-ca-file") }) {
+		t.Errorf("args %q: want the certificate and no CA file", args)
+	}
+	r.find(t, "Secret", 0)
+}

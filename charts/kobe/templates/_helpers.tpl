@@ -76,6 +76,9 @@ app.kubernetes.io/part-of: kobe
 {{- if and (gt (int (include "kobe.replicas" .)) 1) (not .Values.leaderElection.enabled) -}}
 {{- fail "replicaCount > 1 needs leaderElection.enabled: without it every replica reconciles" -}}
 {{- end -}}
+{{- if and (eq (include "kobe.tlsSelfSigned" .) "true") (not .Values.api.tls.caCert) -}}
+{{- fail "api.tls.caCert false leaves Proxy-mode kubeconfigs to callers' system roots, which never trust the chart's self-signed CA: keep it true, or set api.tls.secretName or api.tls.certManager.enabled" -}}
+{{- end -}}
 {{- if and .Values.api.tls.certManager.enabled (not .Values.api.tls.enabled) -}}
 {{- fail "api.tls.certManager.enabled needs api.tls.enabled" -}}
 {{- end -}}
