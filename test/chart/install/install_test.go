@@ -194,6 +194,8 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 	lap("default (kubernetes) pool Ready")
 	proxied, proxiedKC := proxiedLease(t, cli, ca)
 	proxiedMember := boundLease(t, c, proxied.ID, "")
+	checkMemberAdmitsOperator(t, c, proxiedMember, first)
+	checkNotForbidden(t, hc.Client, first)
 	lap("kobe lease default + kubectl get ns (proxy)")
 
 	// A changed value, a pod annotation and one more certificate name:
@@ -228,6 +230,7 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 	})
 	lap("the proxied lease answers after the upgrade")
 	releaseProxied(t, c, cli, proxied.ID, proxiedMember, proxiedKC)
+	checkNotForbidden(t, hc.Client, second)
 	lap("proxied lease released, its member's pods gone")
 
 	boundLease(t, c, leased.ID, member)

@@ -14,8 +14,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -202,5 +205,70 @@ func checkCertAfterUpgrade(t *testing.T, c client.Client, ca, servingBefore []by
 	}
 	if err := errors.Join(errs...); err != nil {
 		t.Errorf("the serving certificate after the upgrade: %v", err)
+	}
+}
+
+// checkMemberAdmitsOperator: the NetworkPolicy of member (a Proxy member,
+// so no rule admits everyone) lets the operator's pods (their labels as
+// scheduled) reach the member's API: the selector the chart passes
+// (--member-network-policy-operator-selector) matches them. The host
+// cluster's CNI does not enforce NetworkPolicies, so this reads the policy.
+func checkMemberAdmitsOperator(t *testing.T, c client.Client, member string, operatorPods []string) {
+	t.Helper()
+	var m kobev1.ClusterInstance
+	if err := c.Get(t.Context(), client.ObjectKey{Namespace: namespace, Name: member}, &m); err != nil {
+		t.Fatal(err)
+	}
+	var nps networkingv1.NetworkPolicyList
+	if err := c.List(t.Context(), &nps, client.InNamespace(namespace), client.MatchingLabels{kobev1.LabelMemberUID: string(m.UID)}); err != nil {
+		t.Fatal(err)
+	}
+	if len(nps.Items) != 1 {
+		t.Fatalf("member %s has %d NetworkPolicies, want 1", member, len(nps.Items))
+	}
+	np := nps.Items[0]
+	for _, name := range operatorPods {
+		var pod corev1.Pod
+		if err := c.Get(t.Context(), client.ObjectKey{Namespace: namespace, Name: name}, &pod); err != nil {
+			t.Fatal(err)
+		}
+		admitted := false
+		for _, rule := range np.Spec.Ingress {
+			if len(rule.From) == 0 {
+				t.Errorf("NetworkPolicy %s admits everyone (%+v) to a Proxy member", np.Name, rule)
+			}
+			for _, from := range rule.From {
+				if from.PodSelector == nil || from.NamespaceSelector != nil || len(from.PodSelector.MatchLabels) == 0 {
+					continue
+				}
+				sel, err := metav1.LabelSelectorAsSelector(from.PodSelector)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if sel.Matches(labels.Set(pod.Labels)) && len(rule.Ports) > 0 {
+					admitted = true
+				}
+			}
+		}
+		if !admitted {
+			t.Errorf("NetworkPolicy %s admits no rule's pods to the API port that match operator pod %s (labels %v): %+v", np.Name, name, pod.Labels, np.Spec.Ingress)
+		}
+	}
+}
+
+// checkNotForbidden fails the test if a log of pods says "forbidden": the
+// operator, running under the chart's RBAC, was refused something.
+func checkNotForbidden(t *testing.T, cs kubernetes.Interface, pods []string) {
+	t.Helper()
+	for _, p := range pods {
+		logs, err := cs.CoreV1().Pods(namespace).GetLogs(p, &corev1.PodLogOptions{}).DoRaw(t.Context())
+		if err != nil {
+			t.Fatalf("logs of %s: %v", p, err)
+		}
+		for l := range strings.SplitSeq(string(logs), "\n") {
+			if strings.Contains(strings.ToLower(l), "forbidden") {
+				t.Errorf("pod %s was refused with the chart's RBAC: %s", p, l)
+			}
+		}
 	}
 }
