@@ -102,6 +102,7 @@ func TestSelfSignedTLSByDefault(t *testing.T) {
 	for _, want := range []string{
 		`kubectl -n kobe-system get secret kobe-api-tls -o jsonpath='{.data.ca\.crt}' | base64 -d > kobe-ca.crt`,
 		"kobe config set kobe --endpoint https://127.0.0.1:8090 --ca-file kobe-ca.crt",
+		"From inside the cluster the endpoint is https://kobe.kobe-system.svc:8090.",
 	} {
 		if !strings.Contains(r.notes, want) {
 			t.Errorf("notes lack %q:\n%s", want, r.notes)
