@@ -302,14 +302,14 @@ test-node: node-deps controlplane node image-pause image-controlplane build $(IM
 # (never pulled), the CLI of `make build`. Needs root; not in `make test` yet.
 CHART_INSTALL_ENV := NODE_DIR='$(NODE_DIR)' HOSTCLUSTER_PAUSE_TAR='$(IMAGE_DIR)/pause.tar' HOSTCLUSTER_PAUSE_IMAGE='$(PAUSE_IMAGE)' \
 	KOBE_OPERATOR_TAR='$(IMAGE_DIR)/kobe-operator.tar' KOBE_IMAGE_REPOSITORY='$(REGISTRY)/kobe-operator' KOBE_IMAGE_TAG='$(TAG)' \
-	KOBE_CLI='$(CURDIR)/bin/kobe'
+	KOBE_CLI='$(CURDIR)/bin/kobe' CONTROLPLANE_IMAGE_DIR='$(IMAGE_DIR)'
 
 .PHONY: test-chart-install
 test-chart-install: node-deps controlplane node image image-pause image-controlplane build ## On the real-node host (root): helm install of charts/kobe (defaults: TLS self-signed) with the image of make image, kobe lease through its Service of a sim pool and of a pool naming no backend (kubernetes, through the connect proxy), helm upgrade keeps the leases and the CA, helm uninstall leaves what the chart README says; the machine as before.
-	cd test/chart && $(CHART_INSTALL_ENV) CONTROLPLANE_IMAGE_DIR='$(IMAGE_DIR)' go test -count=1 -v -timeout 20m ./install/
+	cd test/chart && $(CHART_INSTALL_ENV) go test -count=1 -v -timeout 20m ./install/
 
 .PHONY: test-run-cluster
-test-run-cluster: node-deps controlplane node image image-pause build ## make run-cluster's program (root): it prints the export lines, kobe lease works with them, Ctrl-C leaves the machine as before.
+test-run-cluster: node-deps controlplane node image image-pause image-controlplane build ## make run-cluster's program (root): it prints the export lines, kobe lease works with them (a sim pool, and a pool naming no backend through the connect proxy), Ctrl-C leaves the machine as before.
 	cd test/chart && $(CHART_INSTALL_ENV) go test -count=1 -v -timeout 15m ./cmd/kobe-run-cluster/
 
 ##@ Benchmarks
@@ -327,7 +327,7 @@ run: controlplane build ## Start a host control plane, install the CRDs, run the
 	hack/run.sh
 
 .PHONY: run-cluster
-run-cluster: node-deps controlplane node image image-pause build ## make run on a real node (root): the host cluster, kobe installed with its chart (sim backend, demo pool), the same export lines; Ctrl-C uninstalls and tears it down (docs/run-cluster.md).
+run-cluster: node-deps controlplane node image image-pause image-controlplane build ## make run on a real node (root): the host cluster with the control-plane images, kobe installed with its chart (TLS self-signed, sim backend, demo pool), the same export lines; Ctrl-C uninstalls and tears it down (docs/run-cluster.md).
 	cd test/chart && go build -o '$(CURDIR)/bin/kobe-run-cluster' ./cmd/kobe-run-cluster
 	$(CHART_INSTALL_ENV) bin/kobe-run-cluster
 
