@@ -51,6 +51,10 @@ func main() {
 // settings are read from the environment that `make run-cluster` sets.
 type settings struct {
 	pauseTar, pauseImage, operatorTar, repository, tag, port string
+	// controlPlaneTars are the kubernetes backend's member images (from
+	// CONTROLPLANE_IMAGE_DIR), imported so that a pool naming no backend
+	// fills without pulling anything.
+	controlPlaneTars []string
 }
 
 func readSettings() (settings, error) {
@@ -62,8 +66,16 @@ func readSettings() (settings, error) {
 	if s.port == "" {
 		s.port = "8090"
 	}
-	if s.pauseTar == "" || s.pauseImage == "" || s.operatorTar == "" || s.repository == "" || s.tag == "" {
-		return s, errors.New("HOSTCLUSTER_PAUSE_TAR, HOSTCLUSTER_PAUSE_IMAGE, KOBE_OPERATOR_TAR, KOBE_IMAGE_REPOSITORY and KOBE_IMAGE_TAG are unset: start it with `make run-cluster`")
+	dir := os.Getenv("CONTROLPLANE_IMAGE_DIR")
+	if s.pauseTar == "" || s.pauseImage == "" || s.operatorTar == "" || s.repository == "" || s.tag == "" || dir == "" {
+		return s, errors.New("HOSTCLUSTER_PAUSE_TAR, HOSTCLUSTER_PAUSE_IMAGE, KOBE_OPERATOR_TAR, KOBE_IMAGE_REPOSITORY, KOBE_IMAGE_TAG and CONTROLPLANE_IMAGE_DIR are unset: start it with `make run-cluster`")
+	}
+	for _, name := range []string{"etcd", "kube-apiserver", "kube-controller-manager"} {
+		tar := filepath.Join(dir, name+".tar")
+		if _, err := os.Stat(tar); err != nil {
+			return s, fmt.Errorf("%w: run `make run-cluster` (it builds the control-plane images)", err)
+		}
+		s.controlPlaneTars = append(s.controlPlaneTars, tar)
 	}
 	return s, nil
 }
@@ -99,7 +111,7 @@ func run() (err error) {
 
 	start := time.Now()
 	fmt.Printf("starting the real-node host cluster (state in %s; needs root)...\n", hostcluster.DefaultDir)
-	hc, err := hostcluster.New(ctx, hostcluster.Options{PauseImage: s.pauseImage, Images: []string{s.pauseTar, s.operatorTar}})
+	hc, err := hostcluster.New(ctx, hostcluster.Options{PauseImage: s.pauseImage, Images: append([]string{s.pauseTar, s.operatorTar}, s.controlPlaneTars...)})
 	if err != nil {
 		return err // New tore down what it started
 	}
@@ -135,6 +147,10 @@ Lease one with the CLI:
   bin/kobe pools --ca-file %[9]s
   bin/kobe lease %[5]s --ttl 30m --ca-file %[9]s
   bin/kobe leases --ca-file %[9]s
+
+A pool that names no backend gets members of the kubernetes backend (etcd, kube-apiserver and
+kube-controller-manager pods, their images imported, none pulled) reached through kobe's
+/connect/<lease>: create one with spec.backend.kubernetes.images.pullPolicy: Never.
 
 Press Ctrl-C to uninstall kobe and tear the host cluster down.
 `, release, namespace, time.Since(start).Round(100*time.Millisecond), addr, pool, hc.Kubeconfig, token, tlsSecret, caFile)

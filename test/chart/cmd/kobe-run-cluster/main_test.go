@@ -26,7 +26,7 @@ import (
 // gone and the machine as it was before.
 func TestRunCluster(t *testing.T) {
 	ctx := t.Context()
-	for _, k := range []string{"HOSTCLUSTER_PAUSE_TAR", "HOSTCLUSTER_PAUSE_IMAGE", "KOBE_OPERATOR_TAR", "KOBE_IMAGE_REPOSITORY", "KOBE_IMAGE_TAG", "KOBE_CLI"} {
+	for _, k := range []string{"HOSTCLUSTER_PAUSE_TAR", "HOSTCLUSTER_PAUSE_IMAGE", "KOBE_OPERATOR_TAR", "KOBE_IMAGE_REPOSITORY", "KOBE_IMAGE_TAG", "KOBE_CLI", "CONTROLPLANE_IMAGE_DIR"} {
 		if os.Getenv(k) == "" {
 			t.Fatalf("%s is unset: run `make test-run-cluster`", k)
 		}
@@ -142,6 +142,8 @@ wait:
 	if err != nil {
 		t.Fatal(err)
 	}
+	defaultPool(t, env, caFile, dir)
+
 	stopping := time.Now()
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
@@ -167,6 +169,60 @@ wait:
 	}
 	if d := before.Diff(after); d != "" {
 		t.Errorf("the machine differs after Ctrl-C (- before only, + after only):\n%s", d)
+	}
+}
+
+// defaultPool does what the printed hint says: a pool that names no
+// backend, created with kubectl and the printed KUBECONFIG, gets a Ready
+// member of the kubernetes backend, and `kobe lease` of it with the printed
+// exports returns a kubeconfig through kobe's connect proxy that answers
+// kubectl get ns. Ctrl-C then has a kubernetes member to remove.
+func defaultPool(t *testing.T, env map[string]string, caFile, dir string) {
+	t.Helper()
+	ctx := t.Context()
+	kubectl := func(stdin string, args ...string) string {
+		t.Helper()
+		cmd := exec.CommandContext(ctx, testenv.KubectlPath(t), args...)
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+env["KUBECONFIG"])
+		cmd.Stdin = strings.NewReader(stdin)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	start := time.Now()
+	kubectl(`apiVersion: kobe.kunobi.ninja/v1alpha1
+kind: ClusterPool
+metadata:
+  name: default
+  namespace: kobe-system
+spec:
+  size: 1
+  backend:
+    kubernetes:
+      images:
+        pullPolicy: Never
+`, "apply", "-f", "-")
+	kubectl("", "-n", "kobe-system", "wait", "--for=condition=Ready", "clusterpool/default", "--timeout=3m")
+	t.Logf("pool default Ready %v after kubectl apply", time.Since(start).Round(time.Millisecond))
+	kc := filepath.Join(dir, "default.kubeconfig")
+	kobe := exec.CommandContext(ctx, os.Getenv("KOBE_CLI"), "lease", "default", "--ttl", "10m", "-o", "json", "--kubeconfig", kc, "--ca-file", caFile)
+	kobe.Env = append(os.Environ(), "KOBE_ENDPOINT="+env["KOBE_ENDPOINT"], "KOBE_TOKEN="+env["KOBE_TOKEN"], "KOBE_CONFIG="+filepath.Join(dir, "config.yaml"))
+	out, err := kobe.Output()
+	if err != nil {
+		t.Fatalf("kobe lease default: %v\n%s", err, out)
+	}
+	var l wire.Lease
+	if err := json.Unmarshal(out, &l); err != nil || l.Phase != wire.PhaseBound {
+		t.Fatalf("kobe lease default: %s (%v), want Bound", out, err)
+	}
+	server := kubectl("", "--kubeconfig", kc, "config", "view", "--minify", "-o", "jsonpath={.clusters[0].cluster.server}")
+	if want := env["KOBE_ENDPOINT"] + "/connect/" + l.ID; server != want {
+		t.Fatalf("the lease's kubeconfig points at %q, want %s", server, want)
+	}
+	if ns := kubectl("", "--kubeconfig", kc, "get", "ns", "-o", "name"); !strings.Contains(ns, "namespace/kube-system") {
+		t.Fatalf("kubectl get ns through the proxy: %s", ns)
 	}
 }
 
