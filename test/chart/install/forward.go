@@ -33,7 +33,7 @@ func Forward(ctx context.Context, cs kubernetes.Interface, ns, name, listen stri
 		return "", err
 	}
 	if len(svc.Spec.Ports) != 1 || svc.Spec.ClusterIP == "" {
-		return "", fmt.Errorf("Service %s/%s: want one port and a ClusterIP, have %v on %q", ns, name, svc.Spec.Ports, svc.Spec.ClusterIP)
+		return "", fmt.Errorf("the Service %s/%s: want one port and a ClusterIP, have %v on %q", ns, name, svc.Spec.Ports, svc.Spec.ClusterIP)
 	}
 	target := net.JoinHostPort(svc.Spec.ClusterIP, strconv.Itoa(int(svc.Spec.Ports[0].Port)))
 	var lc net.ListenConfig
@@ -60,13 +60,13 @@ func Forward(ctx context.Context, cs kubernetes.Interface, ns, name, listen stri
 // relay copies in to a new connection to target and back, until both
 // sides are done or ctx ends.
 func relay(ctx context.Context, in net.Conn, target string) {
-	defer in.Close()
+	defer func() { _ = in.Close() }()
 	var d net.Dialer
 	out, err := d.DialContext(ctx, "tcp", target)
 	if err != nil {
 		return
 	}
-	defer out.Close()
+	defer func() { _ = out.Close() }()
 	stop := context.AfterFunc(ctx, func() { _ = in.Close(); _ = out.Close() })
 	defer stop()
 	var wg sync.WaitGroup
@@ -96,7 +96,7 @@ func CA(ctx context.Context, cs kubernetes.Interface, ns, name string) ([]byte, 
 	}
 	ca := s.Data["ca.crt"]
 	if !x509.NewCertPool().AppendCertsFromPEM(ca) {
-		return nil, fmt.Errorf("Secret %s/%s: ca.crt holds no PEM certificate", ns, name)
+		return nil, fmt.Errorf("the Secret %s/%s: its ca.crt holds no PEM certificate", ns, name)
 	}
 	return ca, nil
 }

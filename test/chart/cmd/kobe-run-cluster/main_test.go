@@ -66,7 +66,7 @@ func TestRunCluster(t *testing.T) {
 	t.Cleanup(func() {
 		if cmd.ProcessState == nil {
 			_ = cmd.Process.Kill()
-			<-exited
+			t.Logf("kobe-run-cluster killed at cleanup: %v", <-exited)
 		}
 		_ = hostcluster.Teardown(context.Background(), hostcluster.DefaultDir)
 	})
