@@ -168,11 +168,33 @@ type SimBackendSpec struct {
 }
 
 // LocalBackendSpec configures members run as processes on the operator's host.
+// +kubebuilder:validation:XValidation:rule="!(has(self.scheduling) && self.scheduling && has(self.nodes) && self.nodes > 0)",message="backend.local.scheduling (a simulated kwok node) and backend.local.nodes (real nodes) exclude each other: set one"
+// +kubebuilder:validation:XValidation:rule="!has(self.preloadImages) || size(self.preloadImages) == 0 || (has(self.nodes) && self.nodes > 0)",message="backend.local.preloadImages needs backend.local.nodes: only real nodes run images"
 type LocalBackendSpec struct {
 	// scheduling adds kube-scheduler and a simulated node (kwok) to each
 	// member, so that pods are scheduled and reach Running.
 	// +optional
 	Scheduling bool `json:"scheduling,omitempty"`
+
+	// nodes is the number of real nodes of each member: a kubelet with its
+	// own containerd and kube-proxy in its own network and mount namespaces
+	// on the operator's host, plus kube-scheduler. 0 (the default) runs no
+	// node. Needs root and the node binaries (docs/backends.md).
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=4
+	Nodes int32 `json:"nodes,omitempty"`
+
+	// preloadImages are image archives (docker-archive or OCI tar files)
+	// in the operator's --local-image-dir, imported into every node's
+	// containerd when the member is created, so that pods can use them
+	// with imagePullPolicy Never or IfNotPresent and no registry.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=253
+	// +kubebuilder:validation:items:Pattern=`^[A-Za-z0-9][A-Za-z0-9._-]*\.tar$`
+	PreloadImages []string `json:"preloadImages,omitempty"`
 }
 
 // AccessMode is how lease holders reach a member.
@@ -212,6 +234,15 @@ type KubernetesBackendSpec struct {
 	// placement of the member's pods on the host cluster's nodes.
 	// +optional
 	Placement *Placement `json:"placement,omitempty"`
+
+	// nodes is the number of node pods of each member: a privileged pod
+	// running containerd and kubelet, registered to the member, in which
+	// the member's pods run as nested containers. 0 (the default) runs no
+	// node.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=4
+	Nodes int32 `json:"nodes,omitempty"`
 }
 
 // KubernetesImages names the images of a member's control-plane components.
@@ -232,6 +263,12 @@ type KubernetesImages struct {
 	// +kubebuilder:validation:MaxLength=512
 	ControllerManager string `json:"controllerManager,omitempty"`
 
+	// node image of node pods: containerd, runc, kubelet, the CNI
+	// plugins and the pause image (make image-node builds it).
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Node string `json:"node,omitempty"`
+
 	// pullPolicy of every component image.
 	// +optional
 	// +kubebuilder:validation:Enum=Always;IfNotPresent;Never
@@ -251,6 +288,11 @@ type KubernetesResources struct {
 	// controllerManager container resources.
 	// +optional
 	ControllerManager *corev1.ResourceRequirements `json:"controllerManager,omitempty"`
+
+	// node pod resources (kubelet, containerd and every pod of the
+	// member's workload on that node).
+	// +optional
+	Node *corev1.ResourceRequirements `json:"node,omitempty"`
 }
 
 // Placement puts a member's pods on host-cluster nodes.
@@ -327,6 +369,31 @@ type ClusterTemplate struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=7
 	Servers *int32 `json:"servers,omitempty"`
+
+	// podSecurity is the Pod Security Standard level the member's API
+	// server enforces in every namespace (baseline when unset). A pod that
+	// is privileged or mounts a host path is root on the member's node:
+	// privileged trusts the lease holder with the node and what it can see.
+	// +optional
+	PodSecurity PodSecurityLevel `json:"podSecurity,omitempty"`
+}
+
+// PodSecurityLevel is a Pod Security Standard level.
+// +kubebuilder:validation:Enum=privileged;baseline;restricted
+type PodSecurityLevel string
+
+const (
+	PodSecurityPrivileged PodSecurityLevel = "privileged"
+	PodSecurityBaseline   PodSecurityLevel = "baseline"
+	PodSecurityRestricted PodSecurityLevel = "restricted"
+)
+
+// EffectivePodSecurity is the level a member enforces: baseline when unset.
+func (c ClusterTemplate) EffectivePodSecurity() PodSecurityLevel {
+	if c.PodSecurity == "" {
+		return PodSecurityBaseline
+	}
+	return c.PodSecurity
 }
 
 // ScalingSpec makes a pool follow demand instead of holding a fixed size.

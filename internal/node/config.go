@@ -1,0 +1,169 @@
+// Package node runs one real Kubernetes node of a local member: containerd,
+// kubelet and kube-proxy in a network and mount namespace of their own, so
+// that several nodes on one host do not collide on ports, iptables chains,
+// cni0, kubelet's fixed paths or routes, and a node never sees the other
+// members' files. The local backend starts the kobe-node program
+// (cmd/kobe-node) in fresh namespaces with a Config; kobe-node sets the
+// namespaces up from the inside and supervises the three daemons.
+package node
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+)
+
+// Config is everything kobe-node needs, written by the local backend as
+// <Dir>/node.json before kobe-node starts. Paths are absolute host paths.
+type Config struct {
+	// Name is the node's name in the member (also its hostname in logs).
+	Name string `json:"name"`
+	// Dir is the node's own directory: containerd's root and state, the
+	// kubelet root, pod logs, CNI state, configs and certificates.
+	Dir string `json:"dir"`
+	// HideDirs are covered by an empty tmpfs in the node's mount namespace
+	// (the local backend's data root: other members' keys), after which
+	// Dir is bound back at its own path.
+	HideDirs []string `json:"hideDirs,omitempty"`
+
+	// Interface is the node's end of the veth pair the local backend
+	// creates into the node's network namespace ("eth0"); kobe-node waits
+	// for it, then gives it Address and a default route via Gateway.
+	Interface string `json:"interface"`
+	// Address is the node's IP with the link's prefix (198.19.x.y/24).
+	Address string `json:"address"`
+	// Gateway is the host's address on the member's bridge, where the
+	// member's API server listens.
+	Gateway string `json:"gateway"`
+	// PeerRoutes send the other nodes' pod ranges of the same member
+	// straight to them over the member's bridge.
+	PeerRoutes []Route `json:"peerRoutes,omitempty"`
+
+	// PodCIDR is this node's pod range (a /24 of 198.18.128.0/17).
+	PodCIDR string `json:"podCIDR"`
+	// ClusterCIDR is the member's pod range (all its nodes), for kube-proxy.
+	ClusterCIDR string `json:"clusterCIDR"`
+
+	// CgroupParent is the cgroup, relative to every hierarchy's root
+	// ("kobe/<member uid>/<node>"), that kobe-node creates and moves itself
+	// into before starting anything, and that kubelet uses as its cgroup
+	// root: every process of the node, containers included, is under it.
+	CgroupParent string `json:"cgroupParent"`
+
+	// Containerd, Ctr, KubeletBin and KubeProxyBin are the binaries;
+	// CNIBinDir holds the CNI plugins (bridge, host-local, portmap, loopback).
+	Containerd   string `json:"containerd"`
+	Ctr          string `json:"ctr"`
+	KubeletBin   string `json:"kubelet"`
+	KubeProxyBin string `json:"kubeProxy"`
+	CNIBinDir    string `json:"cniBinDir"`
+
+	// KubeletKubeconfig and KubeProxyKubeconfig point at the member's API
+	// server (https://Gateway:port) with the node's client certificates.
+	KubeletKubeconfig   string `json:"kubeletKubeconfig"`
+	KubeProxyKubeconfig string `json:"kubeProxyKubeconfig"`
+	// KubeletCert and KubeletKey are kubelet's serving certificate;
+	// ClientCAFile is the member's client CA, which kubelet trusts for
+	// the API server's requests (logs, exec, port-forward).
+	KubeletCert  string `json:"kubeletCert"`
+	KubeletKey   string `json:"kubeletKey"`
+	ClientCAFile string `json:"clientCAFile"`
+
+	// PauseImage is containerd's sandbox image; it must be in Images.
+	PauseImage string `json:"pauseImage"`
+	// Images are image archives imported into containerd's k8s.io
+	// namespace before kubelet starts (the pause image's first).
+	Images []string `json:"images"`
+
+	// MaxPods caps the pods kubelet admits.
+	MaxPods int32 `json:"maxPods,omitempty"`
+}
+
+// Route is a destination range reached through a gateway on the link.
+type Route struct {
+	Dst string `json:"dst"`
+	Via string `json:"via"`
+}
+
+// ConfigFile is the name of the Config in the node's directory.
+const ConfigFile = "node.json"
+
+// Validate checks what kobe-node relies on before it touches anything.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.Name == "" {
+		errs = append(errs, errors.New("name is empty"))
+	}
+	for what, p := range map[string]string{
+		"dir": c.Dir, "containerd": c.Containerd, "ctr": c.Ctr, "kubelet": c.KubeletBin,
+		"kubeProxy": c.KubeProxyBin, "cniBinDir": c.CNIBinDir,
+		"kubeletKubeconfig": c.KubeletKubeconfig, "kubeProxyKubeconfig": c.KubeProxyKubeconfig,
+		"kubeletCert": c.KubeletCert, "kubeletKey": c.KubeletKey, "clientCAFile": c.ClientCAFile,
+	} {
+		if !filepath.IsAbs(p) {
+			errs = append(errs, fmt.Errorf("%s %q is not an absolute path", what, p))
+		}
+	}
+	for _, p := range c.HideDirs {
+		if !filepath.IsAbs(p) {
+			errs = append(errs, fmt.Errorf("hideDirs entry %q is not an absolute path", p))
+		}
+	}
+	if c.Interface == "" {
+		errs = append(errs, errors.New("interface is empty"))
+	}
+	if _, err := netip.ParsePrefix(c.Address); err != nil {
+		errs = append(errs, fmt.Errorf("address: %w", err))
+	}
+	if _, err := netip.ParseAddr(c.Gateway); err != nil {
+		errs = append(errs, fmt.Errorf("gateway: %w", err))
+	}
+	for _, s := range []string{c.PodCIDR, c.ClusterCIDR} {
+		if _, err := netip.ParsePrefix(s); err != nil {
+			errs = append(errs, fmt.Errorf("pod range: %w", err))
+		}
+	}
+	for _, r := range c.PeerRoutes {
+		if _, err := netip.ParsePrefix(r.Dst); err != nil {
+			errs = append(errs, fmt.Errorf("peer route: %w", err))
+		}
+		if _, err := netip.ParseAddr(r.Via); err != nil {
+			errs = append(errs, fmt.Errorf("peer route: %w", err))
+		}
+	}
+	if c.CgroupParent == "" || filepath.IsAbs(c.CgroupParent) || filepath.Clean(c.CgroupParent) != c.CgroupParent {
+		errs = append(errs, fmt.Errorf("cgroupParent %q must be a clean relative path", c.CgroupParent))
+	}
+	if c.PauseImage == "" || len(c.Images) == 0 {
+		errs = append(errs, errors.New("pauseImage and images (with the pause image's archive) are required"))
+	}
+	return errors.Join(errs...)
+}
+
+// WriteConfig writes c as <c.Dir>/node.json.
+func WriteConfig(c *Config) error {
+	b, err := json.MarshalIndent(c, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(c.Dir, ConfigFile), b, 0o600)
+}
+
+// ReadConfig reads and validates a Config.
+func ReadConfig(path string) (*Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var c Config
+	if err := json.Unmarshal(b, &c); err != nil {
+		return nil, fmt.Errorf("parsing %s: %w", path, err)
+	}
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &c, nil
+}
