@@ -14,6 +14,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // Config is everything kobe-node needs, written by the local backend as
@@ -32,7 +33,10 @@ type Config struct {
 	// Interface is the node's end of the veth pair the local backend
 	// creates into the node's network namespace ("eth0"); kobe-node waits
 	// for it, then gives it Address and a default route via Gateway.
-	Interface string `json:"interface"`
+	// Empty in a node pod (in-cluster backends): the pod's network is used
+	// as it is, Address, Gateway and PeerRoutes are then empty too, and the
+	// node IP is the pod's first non-loopback IPv4 address.
+	Interface string `json:"interface,omitempty"`
 	// Address is the node's IP with the link's prefix (198.19.x.y/24).
 	Address string `json:"address"`
 	// Gateway is the host's address on the member's bridge, where the
@@ -51,7 +55,9 @@ type Config struct {
 	// ("kobe/<member uid>/<node>"), that kobe-node creates and moves itself
 	// into before starting anything, and that kubelet uses as its cgroup
 	// root: every process of the node, containers included, is under it.
-	CgroupParent string `json:"cgroupParent"`
+	// Empty in a node pod: kubelet's cgroup root is then a child of the
+	// cgroup kobe-node runs in (read from /proc/self/cgroup).
+	CgroupParent string `json:"cgroupParent,omitempty"`
 
 	// Containerd, Ctr, KubeletBin and KubeProxyBin are the binaries;
 	// CNIBinDir holds the CNI plugins (bridge, host-local, portmap, loopback).
@@ -113,13 +119,16 @@ func (c *Config) Validate() error {
 		}
 	}
 	if c.Interface == "" {
-		errs = append(errs, errors.New("interface is empty"))
-	}
-	if _, err := netip.ParsePrefix(c.Address); err != nil {
-		errs = append(errs, fmt.Errorf("address: %w", err))
-	}
-	if _, err := netip.ParseAddr(c.Gateway); err != nil {
-		errs = append(errs, fmt.Errorf("gateway: %w", err))
+		if c.Address != "" || c.Gateway != "" || len(c.PeerRoutes) > 0 {
+			errs = append(errs, errors.New("address, gateway and peerRoutes need an interface"))
+		}
+	} else {
+		if _, err := netip.ParsePrefix(c.Address); err != nil {
+			errs = append(errs, fmt.Errorf("address: %w", err))
+		}
+		if _, err := netip.ParseAddr(c.Gateway); err != nil {
+			errs = append(errs, fmt.Errorf("gateway: %w", err))
+		}
 	}
 	for _, s := range []string{c.PodCIDR, c.ClusterCIDR} {
 		if _, err := netip.ParsePrefix(s); err != nil {
@@ -134,7 +143,7 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("peer route: %w", err))
 		}
 	}
-	if c.CgroupParent == "" || filepath.IsAbs(c.CgroupParent) || filepath.Clean(c.CgroupParent) != c.CgroupParent {
+	if c.CgroupParent != "" && (filepath.IsAbs(c.CgroupParent) || filepath.Clean(c.CgroupParent) != c.CgroupParent || c.CgroupParent == ".." || strings.HasPrefix(c.CgroupParent, "../")) {
 		errs = append(errs, fmt.Errorf("cgroupParent %q must be a clean relative path", c.CgroupParent))
 	}
 	if c.PauseImage == "" || len(c.Images) == 0 {
