@@ -15,21 +15,22 @@ import (
 	"time"
 )
 
-// Names and ranges the host cluster owns. Teardown removes exactly these,
+// Names and ranges the host cluster owns (the other halves, 198.18.128.0/17
+// and 198.19.128.0/17, are local members' nodes: internal/node/hostnet.go). Teardown removes exactly these,
 // so nothing else on the machine (another CI run's processes, its
 // networking) is touched. Both ranges are inside 198.18.0.0/15 (reserved for
 // benchmarks), never in 10/8, 172.16/12 or 192.168/16.
 const (
 	// PodCIDR is routed as unreachable: a packet for a pod address that no
 	// pod has must not follow the default route off the machine.
-	PodCIDR = "198.18.0.0/16"
+	PodCIDR = "198.18.0.0/17"
 	// NodePodCIDR is the node's own pod subnet on PodBridge; more specific
 	// than PodCIDR, so pods on it are reached.
 	NodePodCIDR = "198.18.0.0/24"
 	// ServiceCIDR is routed into ServiceBridge, an empty bridge: the host's
 	// own connections to a ClusterIP need a route before kube-proxy's DNAT,
 	// and packets for an unassigned ClusterIP go nowhere.
-	ServiceCIDR = "198.19.0.0/16"
+	ServiceCIDR = "198.19.0.0/17"
 	// PodBridge is the CNI bridge plugin's bridge; ServiceBridge the empty
 	// bridge the Service range is routed into.
 	PodBridge     = "kobe-cni0"
