@@ -79,6 +79,18 @@ image-pause: $(IMAGE_TOOL) ## Build the pause image of the real-node host as $(I
 		--file $(IMAGE_DIR)/rootfs/pause:/pause --entrypoint /pause --user 65535:65535 \
 		--platform linux/$(IMAGE_ARCH) --created $(or $(shell git log -1 --format=%ct -- images/pause hack/image 2>/dev/null),0)
 
+# The workload image of the node tests (images/testapp: an HTTP server whose
+# subcommands get, dial and read stand in for a shell), preloaded into local
+# members' nodes through backend.local.preloadImages.
+TESTAPP_IMAGE ?= kobe.local/testapp:v1
+
+.PHONY: image-testapp
+image-testapp: $(IMAGE_TOOL) ## Build the node tests' workload image as $(IMAGE_DIR)/testapp.tar, named $(TESTAPP_IMAGE).
+	$(STATIC_BUILD) -ldflags '-s -w' -o $(IMAGE_DIR)/rootfs/testapp ./images/testapp
+	$(IMAGE_TOOL) build --out $(IMAGE_DIR)/testapp.tar --name $(TESTAPP_IMAGE) \
+		--file $(IMAGE_DIR)/rootfs/testapp:/testapp --entrypoint /testapp --user 65532:65532 \
+		--platform linux/$(IMAGE_ARCH) --created $(or $(shell git log -1 --format=%ct -- images/testapp hack/image 2>/dev/null),0)
+
 # The control-plane images of the kubernetes backend's tests (docs/backends.md):
 # the binaries of make controlplane under the upstream names and paths
 # (/usr/local/bin/<name>), so member pods run them with imagePullPolicy Never

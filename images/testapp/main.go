@@ -1,0 +1,90 @@
+// Command testapp is the workload of kobe's node tests, built static and
+// packed into an image on the machine (make image-testapp), so nothing is
+// pulled. With no arguments it serves HTTP on :8080 and answers every
+// request with its hostname (the pod's name). Its subcommands are what a
+// test runs in a pod with kubectl exec, since the image has no shell:
+//
+//	testapp get URL      print the body of URL (3 s), exit 1 on failure
+//	testapp dial ADDR    open a TCP connection to host:port (3 s), exit 1 on failure
+//	testapp read PATH    print the file at PATH, exit 1 on failure
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"time"
+)
+
+const timeout = 3 * time.Second
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "testapp:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	if len(args) == 0 {
+		return serve()
+	}
+	if len(args) != 2 {
+		return fmt.Errorf("usage: testapp [get URL | dial HOST:PORT | read PATH]")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	switch args[0] {
+	case "get":
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, args[1], nil)
+		if err != nil {
+			return err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = resp.Body.Close() }()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("GET %s: %s", args[1], resp.Status)
+		}
+		_, err = io.Copy(os.Stdout, resp.Body)
+		return err
+	case "dial":
+		var d net.Dialer
+		c, err := d.DialContext(ctx, "tcp", args[1])
+		if err != nil {
+			return err
+		}
+		fmt.Println("connected to", args[1])
+		return c.Close()
+	case "read":
+		b, err := os.ReadFile(args[1])
+		if err != nil {
+			return err
+		}
+		_, err = os.Stdout.Write(b)
+		return err
+	}
+	return fmt.Errorf("unknown subcommand %q", args[0])
+}
+
+func serve() error {
+	name, err := os.Hostname()
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{
+		Addr:              ":8080",
+		ReadHeaderTimeout: 5 * time.Second,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			fmt.Printf("testapp: %s %s from %s\n", r.Method, r.URL.Path, r.RemoteAddr)
+			fmt.Fprintln(w, name)
+		}),
+	}
+	fmt.Println("testapp: serving on :8080 as", name)
+	return srv.ListenAndServe()
+}
