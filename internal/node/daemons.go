@@ -1,0 +1,186 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// containerdConfig is containerd 1.6's configuration (version 2), with
+// everything under the node's Dir. restrict_oom_score_adj: root on this
+// kind of machine may lack CAP_SYS_RESOURCE, and without it every sandbox
+// fails ("can't get final child's PID from pipe"). The plugins that would
+// write outside Dir or are unused are off; the CRI's streaming server
+// listens on the node's loopback (its own network namespace).
+func containerdConfig(c *Config, sock string) string {
+	q := strconv.Quote
+	p := func(elem ...string) string { return filepath.Join(append([]string{c.Dir}, elem...)...) }
+	return strings.Join([]string{
+		"version = 2",
+		"root = " + q(p("containerd", "root")),
+		"state = " + q(p("containerd", "state")),
+		`disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.tracing.processor.v1.otlp"]`,
+		"[grpc]",
+		"  address = " + q(sock),
+		"[ttrpc]",
+		"  address = " + q(sock+".ttrpc"),
+		"[metrics]",
+		`  address = ""`,
+		`[plugins."io.containerd.grpc.v1.cri"]`,
+		"  sandbox_image = " + q(c.PauseImage),
+		"  restrict_oom_score_adj = true",
+		`  stream_server_address = "127.0.0.1"`,
+		`  stream_server_port = "0"`,
+		`  [plugins."io.containerd.grpc.v1.cri".containerd]`,
+		`    snapshotter = "overlayfs"`,
+		`    default_runtime_name = "runc"`,
+		`    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]`,
+		`      runtime_type = "io.containerd.runc.v2"`,
+		`      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]`,
+		`        SystemdCgroup = false`,
+		"        Root = " + q(p("runc")),
+		`  [plugins."io.containerd.grpc.v1.cri".cni]`,
+		"    bin_dir = " + q(c.CNIBinDir),
+		"    conf_dir = " + q(p("cni", "net.d")),
+		"",
+	}, "\n")
+}
+
+// cniConfig is the node's pod network: a bridge cni0 (in the node's own
+// network namespace) on PodCIDR, host-local leases under Dir, hairpin on
+// (a pod reaching a Service whose endpoint is itself), no masquerading
+// (the member's host routes pod ranges to the nodes).
+func cniConfig(c *Config) ([]byte, error) {
+	conf := map[string]any{
+		"cniVersion": "1.0.0",
+		"name":       "kobe",
+		"plugins": []any{
+			map[string]any{
+				"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": false, "hairpinMode": true,
+				"ipam": map[string]any{
+					"type":    "host-local",
+					"ranges":  [][]map[string]string{{{"subnet": c.PodCIDR}}},
+					"routes":  []map[string]string{{"dst": "0.0.0.0/0"}},
+					"dataDir": filepath.Join(c.Dir, "cni", "ipam"),
+				},
+			},
+			map[string]any{"type": "portmap", "capabilities": map[string]bool{"portMappings": true}},
+		},
+	}
+	return json.MarshalIndent(conf, "", "  ")
+}
+
+// kubeletSysctls are the kernel settings kubelet enforces machine-wide
+// unless protectKernelDefaults is on (then it refuses to start when they
+// differ).
+var kubeletSysctls = map[string]string{
+	"kernel/panic":         "10",
+	"kernel/panic_on_oops": "1",
+	"vm/overcommit_memory": "1",
+}
+
+// kernelDefaultsSet reports whether the machine already has kubelet's
+// kernel settings. Only then is protectKernelDefaults on: kubelet leaves
+// them alone. Otherwise kubelet sets them for the whole machine (they are
+// not namespaced); the note says which, for the node's log.
+func kernelDefaultsSet() (bool, string) {
+	var differ []string
+	for k, want := range kubeletSysctls {
+		got, err := os.ReadFile("/proc/sys/" + k)
+		if err != nil || strings.TrimSpace(string(got)) != want {
+			differ = append(differ, fmt.Sprintf("%s=%s (now %s)", strings.ReplaceAll(k, "/", "."), want, strings.TrimSpace(string(got))))
+		}
+	}
+	if len(differ) == 0 {
+		return true, "the machine has kubelet's kernel settings: protectKernelDefaults on"
+	}
+	return false, "kubelet sets machine-wide kernel settings: " + strings.Join(differ, ", ")
+}
+
+// kubeletConfig is kubelet's configuration: cgroupfs under cgroupRoot,
+// cgroup v1 allowed, root dir and pod logs under Dir, the member's serving
+// certificate, webhook authentication and authorization with the member's
+// client CA, no DNS for pods (the machine's resolv.conf would send lookups
+// off the machine). Fixed ports: the node has its own network namespace.
+func kubeletConfig(c *Config, nodeIP, cgroupRoot, sock, podLogs string, protectKernelDefaults bool) ([]byte, error) {
+	cfg := map[string]any{
+		"apiVersion":               "kubelet.config.k8s.io/v1beta1",
+		"kind":                     "KubeletConfiguration",
+		"failCgroupV1":             false,
+		"cgroupDriver":             "cgroupfs",
+		"cgroupRoot":               cgroupRoot,
+		"containerRuntimeEndpoint": "unix://" + sock,
+		"address":                  nodeIP,
+		"port":                     10250,
+		"readOnlyPort":             0,
+		"healthzBindAddress":       "127.0.0.1",
+		"healthzPort":              10248,
+		"tlsCertFile":              c.KubeletCert,
+		"tlsPrivateKeyFile":        c.KubeletKey,
+		"authentication": map[string]any{
+			"anonymous": map[string]bool{"enabled": false},
+			"webhook":   map[string]bool{"enabled": true},
+			"x509":      map[string]string{"clientCAFile": c.ClientCAFile},
+		},
+		"authorization":               map[string]string{"mode": "Webhook"},
+		"clusterDomain":               "cluster.local",
+		"resolvConf":                  "",
+		"failSwapOn":                  false,
+		"podCIDR":                     c.PodCIDR,
+		"podLogsDir":                  podLogs,
+		"serializeImagePulls":         false,
+		"imageGCHighThresholdPercent": 100,
+		"imageGCLowThresholdPercent":  99,
+		// A shared disk can be fuller than kubelet's defaults allow
+		// (DiskPressure would keep pods off the node).
+		"evictionHard":          map[string]string{"memory.available": "50Mi", "nodefs.available": "1%", "imagefs.available": "1%", "nodefs.inodesFree": "1%"},
+		"shutdownGracePeriod":   "0s",
+		"protectKernelDefaults": protectKernelDefaults,
+	}
+	if c.MaxPods > 0 {
+		cfg["maxPods"] = c.MaxPods
+	}
+	return json.MarshalIndent(cfg, "", "  ")
+}
+
+// kubeProxyConfig is kube-proxy's configuration: iptables mode in the
+// node's namespace, no conntrack sysctl changes (they are machine-wide),
+// NodePorts on the node's address only.
+func kubeProxyConfig(c *Config, nodeIP string) ([]byte, error) {
+	cfg := map[string]any{
+		"apiVersion":         "kubeproxy.config.k8s.io/v1alpha1",
+		"kind":               "KubeProxyConfiguration",
+		"clientConnection":   map[string]string{"kubeconfig": c.KubeProxyKubeconfig},
+		"hostnameOverride":   c.Name,
+		"mode":               "iptables",
+		"clusterCIDR":        c.ClusterCIDR,
+		"healthzBindAddress": "127.0.0.1:10256",
+		"metricsBindAddress": "127.0.0.1:10249",
+		"nodePortAddresses":  []string{nodeIP + "/32"},
+		"conntrack":          map[string]any{"maxPerCore": 0, "min": 0, "tcpEstablishedTimeout": "0s", "tcpCloseWaitTimeout": "0s"},
+		"iptables":           map[string]any{"localhostNodePorts": false},
+	}
+	return json.MarshalIndent(cfg, "", "  ")
+}
+
+// httpOK tells whether a GET of url answers 200 within a second.
+func httpOK(ctx context.Context, url string) bool {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return false
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false
+	}
+	_ = resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
