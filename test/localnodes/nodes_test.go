@@ -1,0 +1,459 @@
+package localnodes
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+	"github.com/kunobi-ninja/kobe/internal/node"
+	"github.com/kunobi-ninja/kobe/internal/testenv"
+	"github.com/kunobi-ninja/kobe/internal/testenv/kobesuite"
+	"github.com/kunobi-ninja/kobe/internal/testenv/memberproc"
+	"github.com/kunobi-ninja/kobe/internal/wire"
+)
+
+// workload is what one leased member runs: the testapp Deployment behind
+// a ClusterIP Service, and a client pod to exec into.
+type workload struct {
+	pool       string
+	lease      wire.Lease
+	kubeconfig string
+	member     *kobev1.ClusterInstance
+	// podName and podIP are the Deployment's pod; clusterIP the Service's.
+	podName, podIP, clusterIP string
+}
+
+const manifest = `apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: testapp
+spec:
+  replicas: 1
+  selector:
+    matchLabels: {app: testapp}
+  template:
+    metadata:
+      labels: {app: testapp}
+    spec:
+      containers:
+      - name: testapp
+        image: ` + testappImage + `
+        imagePullPolicy: Never
+        ports: [{containerPort: 8080}]
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: testapp
+spec:
+  type: ClusterIP
+  selector: {app: testapp}
+  ports: [{port: 80, targetPort: 8080}]
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: client
+spec:
+  containers:
+  - name: client
+    image: ` + testappImage + `
+    imagePullPolicy: Never
+`
+
+// TestLeasedMembersRunPods is the issue's must-show list, in order: the
+// two members' workloads (Direct and Proxy) stay up for the isolation and
+// Pod Security checks, then release must leave nothing.
+func TestLeasedMembersRunPods(t *testing.T) {
+	var direct, proxied *workload
+	t.Run("Direct: a Deployment of a preloaded image, logs, exec, port-forward, ClusterIP", func(t *testing.T) {
+		direct = runWorkload(t, directPool)
+	})
+	t.Run("Proxy: the same through the connect proxy", func(t *testing.T) {
+		proxied = runWorkload(t, proxyPool)
+		if !strings.Contains(proxied.lease.Kubeconfig, "/connect/"+proxied.lease.ID) {
+			t.Errorf("the Proxy lease's kubeconfig does not point at the connect proxy:\n%s", serverLine(proxied.lease.Kubeconfig))
+		}
+		if strings.Contains(direct.lease.Kubeconfig, "/connect/") {
+			t.Errorf("the Direct lease's kubeconfig points at the connect proxy:\n%s", serverLine(direct.lease.Kubeconfig))
+		}
+	})
+	if direct == nil || proxied == nil {
+		t.Fatal("both workloads are needed for the rest")
+	}
+	t.Run("two members cannot reach each other's pods", func(t *testing.T) {
+		isolated(t, direct, proxied)
+		isolated(t, proxied, direct)
+	})
+	t.Run("Pod Security keeps a lease holder off the host", func(t *testing.T) {
+		podSecurity(t, direct, proxied)
+	})
+	t.Run("after release nothing of the members is left", func(t *testing.T) {
+		releaseLeavesNothing(t, direct, proxied)
+	})
+}
+
+func runWorkload(t *testing.T, pool string) *workload {
+	w := &workload{pool: pool}
+	began := time.Now()
+	testenv.Eventually(t, memberDeadline, "pool "+pool+" to have a Ready member", func() error {
+		p := &kobev1.ClusterPool{}
+		if err := s.Env.Client.Get(t.Context(), types.NamespacedName{Namespace: kobesuite.Namespace, Name: pool}, p); err != nil {
+			return err
+		}
+		if p.Status.Ready < 1 {
+			return fmt.Errorf("status %+v", p.Status)
+		}
+		return nil
+	})
+	t.Logf("pool %s Ready after %v", pool, time.Since(began).Round(time.Millisecond))
+
+	w.kubeconfig = filepath.Join(t.TempDir(), "kubeconfig")
+	leased := time.Now()
+	out, errOut, err := s.Kobe(t, time.Minute, "lease", pool, "--ttl", "30m", "--kubeconfig", w.kubeconfig, "-o", "json")
+	if err != nil {
+		t.Fatalf("kobe lease %s: %v\n%s%s", pool, err, out, errOut)
+	}
+	t.Logf("kobe lease %s returned in %v", pool, time.Since(leased).Round(time.Millisecond))
+	if err := json.Unmarshal([]byte(out), &w.lease); err != nil {
+		t.Fatalf("decoding kobe lease -o json %q: %v", out, err)
+	}
+	if w.lease.Kubeconfig == "" {
+		b, err := os.ReadFile(w.kubeconfig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.lease.Kubeconfig = string(b)
+	}
+	w.member = memberOf(t, w.lease.ID)
+
+	// The node is there and Ready the moment the lease is handed out.
+	nodes := kubectl(t, w, "get", "nodes", "-o", "jsonpath={range .items[*]}{.metadata.name} {.status.conditions[?(@.type==\"Ready\")].status}{\"\\n\"}{end}")
+	if lines := strings.Split(nodes, "\n"); len(lines) != 1 || !strings.HasSuffix(lines[0], " True") {
+		t.Fatalf("the leased member's nodes are not one Ready node:\n%s", nodes)
+	}
+	// The readiness probe pod was deleted before hand-out.
+	if pods := kubectl(t, w, "get", "pods", "-A", "-o", "name"); pods != "" {
+		t.Errorf("the leased member already runs pods: %s", pods)
+	}
+
+	applyStarted := time.Now()
+	if out, err := testenv.Kubectl(t, w.kubeconfig, "apply", "-f", writeFile(t, manifest)); err != nil {
+		t.Fatalf("kubectl apply: %v\n%s", err, out)
+	}
+	if out, err := testenv.Kubectl(t, w.kubeconfig, "wait", "--for=condition=Available", "deployment/testapp", "--timeout=25s"); err != nil {
+		t.Fatalf("the Deployment did not become Available: %v\n%s\n%s", err, out, describe(t, w))
+	}
+	if out, err := testenv.Kubectl(t, w.kubeconfig, "wait", "--for=condition=Ready", "pod/client", "--timeout=25s"); err != nil {
+		t.Fatalf("the client pod did not become Ready: %v\n%s\n%s", err, out, describe(t, w))
+	}
+	t.Logf("Deployment Available %v after kubectl apply", time.Since(applyStarted).Round(time.Millisecond))
+
+	w.podName = kubectl(t, w, "get", "pods", "-l", "app=testapp", "-o", "jsonpath={.items[0].metadata.name}")
+	w.podIP = kubectl(t, w, "get", "pods", "-l", "app=testapp", "-o", "jsonpath={.items[0].status.podIP}")
+	w.clusterIP = kubectl(t, w, "get", "service", "testapp", "-o", "jsonpath={.spec.clusterIP}")
+	for what, ip := range map[string]string{"pod IP": w.podIP, "ClusterIP": w.clusterIP} {
+		a, err := netip.ParseAddr(ip)
+		if err != nil || !(node.PodRegion.Contains(a) || node.ServiceRegion.Contains(a)) {
+			t.Errorf("%s %q is outside the local members' ranges (%s, %s)", what, ip, node.PodRegion, node.ServiceRegion)
+		}
+	}
+
+	if logs := kubectl(t, w, "logs", "deployment/testapp"); !strings.Contains(logs, "serving on :8080 as "+w.podName) {
+		t.Errorf("kubectl logs: %q", logs)
+	}
+	// exec, and the Service from another pod of the member.
+	if got := kubectl(t, w, "exec", "client", "--", "/testapp", "get", "http://"+w.clusterIP+"/"); got != w.podName {
+		t.Errorf("GET the ClusterIP from the client pod = %q, want the Deployment's pod %q", got, w.podName)
+	}
+	if got := kubectl(t, w, "exec", "client", "--", "/testapp", "get", "http://"+w.podIP+":8080/"); got != w.podName {
+		t.Errorf("GET the pod IP from the client pod = %q, want %q", got, w.podName)
+	}
+	if got := portForward(t, w); got != w.podName {
+		t.Errorf("GET through kubectl port-forward = %q, want %q", got, w.podName)
+	}
+	return w
+}
+
+// portForward runs kubectl port-forward to the Deployment's pod and GETs
+// through it.
+func portForward(t *testing.T, w *workload) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, testenv.KubectlPath(t), "--kubeconfig", w.kubeconfig, "port-forward", "pod/"+w.podName, "127.0.0.1::8080")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	// "Forwarding from 127.0.0.1:41234 -> 8080"
+	re := regexp.MustCompile(`Forwarding from 127\.0\.0\.1:(\d+) -> 8080`)
+	sc := bufio.NewScanner(stdout)
+	var port string
+	for sc.Scan() {
+		if m := re.FindStringSubmatch(sc.Text()); m != nil {
+			port = m[1]
+			break
+		}
+	}
+	if port == "" {
+		t.Fatalf("kubectl port-forward printed no local port: %s", stderr.String())
+	}
+	go func() { _, _ = io.Copy(io.Discard, stdout) }()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://127.0.0.1:"+port+"/", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("GET through port-forward: %v (%s)", err, stderr.String())
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return strings.TrimSpace(string(b))
+}
+
+// isolated: from's client pod reaches its own member's pod (the control),
+// but neither other's pod IP nor its ClusterIP, nor other's API server.
+func isolated(t *testing.T, from, other *workload) {
+	t.Helper()
+	if out, err := execIn(t, from, "dial", from.podIP+":8080"); err != nil {
+		t.Fatalf("control: %s's client cannot reach its own pod %s: %v %s", from.pool, from.podIP, err, out)
+	}
+	for what, addr := range map[string]string{
+		"pod IP":    other.podIP + ":8080",
+		"ClusterIP": other.clusterIP + ":80",
+	} {
+		began := time.Now()
+		out, err := execIn(t, from, "dial", addr)
+		if err == nil {
+			t.Errorf("%s's pod reached %s's %s %s: %s", from.pool, other.pool, what, addr, out)
+			continue
+		}
+		t.Logf("%s -> %s's %s %s refused after %v: %s", from.pool, other.pool, what, addr, time.Since(began).Round(time.Millisecond), lastLine(out))
+	}
+	// The other member's API server, on its own gateway address.
+	if ep := other.member.Status.Endpoint; ep != "" {
+		host := strings.TrimPrefix(ep, "https://")
+		if out, err := execIn(t, from, "dial", host); err == nil {
+			t.Errorf("%s's pod reached %s's API server %s: %s", from.pool, other.pool, host, out)
+		}
+	}
+}
+
+// podSecurity: baseline refuses privileged and hostPath pods (which would
+// be root on the node and see the host's files); an ordinary pod cannot
+// see the other member's keys or the operator's files.
+func podSecurity(t *testing.T, w, other *workload) {
+	t.Helper()
+	otherKeys := memberDir(t, other.member)
+	if _, err := os.Stat(otherKeys); err != nil {
+		t.Fatalf("the other member's directory %s is not where the test looks: %v", otherKeys, err)
+	}
+	for name, spec := range map[string]string{
+		"privileged": `{"containers":[{"name":"c","image":"` + testappImage + `","imagePullPolicy":"Never","securityContext":{"privileged":true}}]}`,
+		"hostpath": `{"containers":[{"name":"c","image":"` + testappImage + `","imagePullPolicy":"Never","volumeMounts":[{"name":"h","mountPath":"/host"}]}],` +
+			`"volumes":[{"name":"h","hostPath":{"path":"` + otherKeys + `"}}]}`,
+		"hostpid": `{"hostPID":true,"containers":[{"name":"c","image":"` + testappImage + `","imagePullPolicy":"Never"}]}`,
+	} {
+		pod := `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"` + name + `"},"spec":` + spec + `}`
+		out, err := testenv.Kubectl(t, w.kubeconfig, "apply", "-f", writeFile(t, pod))
+		if err == nil || !strings.Contains(out, "violates PodSecurity") {
+			t.Errorf("a %s pod was not refused by Pod Security: %v %s", name, err, out)
+		}
+	}
+	for _, path := range []string{filepath.Join(otherKeys, "pki", "client-ca.key"), s.DataRoot, filepath.Join(s.Work, "tls.key")} {
+		if out, err := execIn(t, w, "read", path); err == nil {
+			t.Errorf("a pod of %s read %s: %.80s", w.pool, path, out)
+		}
+	}
+}
+
+// releaseLeavesNothing stops the pools from refilling, releases both leases
+// and checks that no process, mount, link, nftables table, cgroup or file
+// of any member is left.
+func releaseLeavesNothing(t *testing.T, ws ...*workload) {
+	ctx := t.Context()
+	for _, w := range ws {
+		p := &kobev1.ClusterPool{}
+		if err := s.Env.Client.Get(ctx, types.NamespacedName{Namespace: kobesuite.Namespace, Name: w.pool}, p); err != nil {
+			t.Fatal(err)
+		}
+		patch := client.MergeFrom(p.DeepCopy())
+		p.Spec.Size = ptr.To[int32](0)
+		if err := s.Env.Client.Patch(ctx, p, patch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, w := range ws {
+		if out, errOut, err := s.Kobe(t, time.Minute, "release", w.lease.ID); err != nil {
+			t.Fatalf("kobe release %s: %v\n%s%s", w.lease.ID, err, out, errOut)
+		}
+		if _, err := testenv.Kubectl(t, w.kubeconfig, "get", "pods"); err == nil {
+			t.Errorf("%s's kubeconfig still works after kobe release", w.pool)
+		}
+	}
+	testenv.Eventually(t, 2*time.Minute, "every member to be gone", func() error {
+		var l kobev1.ClusterInstanceList
+		if err := s.Env.Client.List(ctx, &l, client.InNamespace(kobesuite.Namespace)); err != nil {
+			return err
+		}
+		if len(l.Items) > 0 {
+			return fmt.Errorf("%d members left", len(l.Items))
+		}
+		return nil
+	})
+	if err := leftovers(ctx, s.DataRoot); err != nil {
+		t.Error(err)
+	}
+}
+
+// leftovers lists what of local members is still on the machine: processes
+// of the data root or in kobe's cgroups, mounts under the data root, member
+// links, nftables tables and cgroups, member directories.
+func leftovers(ctx context.Context, dataRoot string) error {
+	var errs []error
+	procs, err := memberproc.Running(dataRoot)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	var left []string
+	for _, p := range procs {
+		if !strings.Contains(p.Cmdline, "kobe-operator") {
+			left = append(left, p.String())
+		}
+	}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cgroup"))
+		if err == nil && strings.Contains(string(b), ":/kobe/") {
+			cmd, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+			left = append(left, e.Name()+" "+strings.ReplaceAll(string(cmd), "\x00", " "))
+		}
+	}
+	if len(left) > 0 {
+		errs = append(errs, fmt.Errorf("processes left: %v", left))
+	}
+	mounts, _ := os.ReadFile("/proc/self/mountinfo")
+	for _, l := range strings.Split(string(mounts), "\n") {
+		if f := strings.Fields(l); len(f) > 4 && strings.HasPrefix(f[4], dataRoot) {
+			errs = append(errs, fmt.Errorf("mount left: %s", l))
+		}
+	}
+	if slots, err := node.UsedSlots(ctx); err != nil || len(slots) > 0 {
+		errs = append(errs, fmt.Errorf("member bridges left: %v %v", slots, err))
+	}
+	for slot := range node.MaxSlots {
+		if links, _ := node.MemberLinks(ctx, slot); len(links) > 0 {
+			errs = append(errs, fmt.Errorf("links left: %v", links))
+		}
+	}
+	if out, err := exec.CommandContext(ctx, "nft", "list", "tables").CombinedOutput(); err != nil || strings.Contains(string(out), "kobe-m") {
+		errs = append(errs, fmt.Errorf("nftables tables left: %s %v", out, err))
+	}
+	cgroups, _ := filepath.Glob("/sys/fs/cgroup/*/kobe")
+	if len(cgroups) > 0 {
+		errs = append(errs, fmt.Errorf("cgroups left: %v", cgroups))
+	}
+	dirs, _ := os.ReadDir(dataRoot)
+	for _, d := range dirs {
+		if d.IsDir() {
+			errs = append(errs, fmt.Errorf("member directory left: %s", d.Name()))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func memberOf(t *testing.T, leaseID string) *kobev1.ClusterInstance {
+	t.Helper()
+	l := &kobev1.ClusterLease{}
+	if err := s.Env.Client.Get(t.Context(), types.NamespacedName{Namespace: kobesuite.Namespace, Name: leaseID}, l); err != nil {
+		t.Fatalf("reading lease %s: %v", leaseID, err)
+	}
+	if l.Status.InstanceRef == nil {
+		t.Fatalf("lease %s names no member: %+v", leaseID, l.Status)
+	}
+	m := &kobev1.ClusterInstance{}
+	if err := s.Env.Client.Get(t.Context(), types.NamespacedName{Namespace: kobesuite.Namespace, Name: l.Status.InstanceRef.Name}, m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// memberDir is the local backend's directory of a member:
+// <data root>/<namespace>_<name>_<uid>.
+func memberDir(t *testing.T, m *kobev1.ClusterInstance) string {
+	t.Helper()
+	d, err := memberproc.Dir(s.DataRoot, m.UID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func kubectl(t *testing.T, w *workload, args ...string) string {
+	t.Helper()
+	out, err := testenv.Kubectl(t, w.kubeconfig, args...)
+	if err != nil {
+		t.Fatalf("kubectl %s (%s): %v\n%s", strings.Join(args, " "), w.pool, err, out)
+	}
+	return out
+}
+
+func execIn(t *testing.T, w *workload, args ...string) (string, error) {
+	t.Helper()
+	return testenv.Kubectl(t, w.kubeconfig, append([]string{"exec", "client", "--", "/testapp"}, args...)...)
+}
+
+func describe(t *testing.T, w *workload) string {
+	out, _ := testenv.Kubectl(t, w.kubeconfig, "describe", "pods")
+	ev, _ := testenv.Kubectl(t, w.kubeconfig, "get", "events", "-A")
+	return out + "\n" + ev
+}
+
+func writeFile(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "manifest.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func serverLine(kubeconfig string) string {
+	for _, l := range strings.Split(kubeconfig, "\n") {
+		if strings.Contains(l, "server:") {
+			return strings.TrimSpace(l)
+		}
+	}
+	return "(no server line)"
+}
+
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		return s[i+1:]
+	}
+	return s
+}
+
