@@ -456,4 +456,3 @@ func lastLine(s string) string {
 	}
 	return s
 }
-
