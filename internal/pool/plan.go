@@ -32,6 +32,36 @@ type Input struct {
 	Now     time.Time
 	// SignalGrace overrides DefaultSignalGrace when positive.
 	SignalGrace time.Duration
+	// Host is the per-host cap on members of the pool's backend type; its
+	// zero value is no cap.
+	Host HostBudget
+}
+
+// ReasonHostCapacityReached is the Capacity reason of a pool that wants
+// members the per-host cap on its backend's members does not allow.
+const ReasonHostCapacityReached = "HostCapacityReached"
+
+// HostBudget is a cap on the members of one backend type that this host
+// holds across every pool and namespace (the local backend's members are
+// processes on the operator's machine, --local-max-members).
+type HostBudget struct {
+	// Max is the most members the host may hold; 0 means no cap.
+	Max int32
+	// Count is how many members of the type exist now: any phase, any pool,
+	// being deleted included (their processes run until they are gone).
+	// The pool's own members are among them.
+	Count int32
+	// Setting names where Max comes from, for the Capacity message (a flag).
+	Setting string
+}
+
+// headroom is how many members more the host takes; ok is false when there
+// is no cap.
+func (h HostBudget) headroom() (n int32, ok bool) {
+	if h.Max <= 0 {
+		return 0, false
+	}
+	return max(0, h.Max-h.Count), true
 }
 
 // Capabilities is what the planner must know of a backend to tell which pool
@@ -112,7 +142,7 @@ func Decide(in Input) Plan {
 
 	warm, target, maxClusters := targets(&p.Spec, in.QueueDepth)
 	plan.Target = target
-	capped := false
+	capped, hostCapped := false, false
 	if !deleting && wired {
 		have := c.Ready + c.Creating
 		if want := target - have; want > 0 {
@@ -121,6 +151,9 @@ func Decide(in Input) Plan {
 				if want > headroom {
 					want, capped = headroom, true
 				}
+			}
+			if headroom, ok := in.Host.headroom(); ok && want > headroom {
+				want, hostCapped = headroom, true
 			}
 			for range want {
 				plan.Create = append(plan.Create, plan.NextOrdinal)
@@ -162,6 +195,10 @@ func Decide(in Input) Plan {
 		}
 	case failing != "":
 		capCond.Reason, capCond.Message = kobev1.ReasonBackendFailing, failing
+	case hostCapped:
+		capCond.Reason = ReasonHostCapacityReached
+		capCond.Message = fmt.Sprintf("wanted %d members more; this host holds %d %s members of the %d that %s allows, so the pool creates %d; it resumes as members go away",
+			target-c.Ready-c.Creating, in.Host.Count, p.Spec.Backend.Type, in.Host.Max, cmp.Or(in.Host.Setting, "the host cap"), len(plan.Create))
 	case capped:
 		capCond.Reason = kobev1.ReasonMaxClustersReached
 		capCond.Message = fmt.Sprintf("wanted %d members more, scaling.maxClusters %d allows %d", target-c.Ready-c.Creating, *maxClusters, len(plan.Create))
@@ -288,9 +325,10 @@ func cmpBool(a, b bool) int {
 // while some member has been Provisioned for longer than grace, and how long
 // until another member's grace runs out.
 func absentSignals(p *kobev1.ClusterPool, members []kobev1.ClusterInstance, now time.Time, grace time.Duration) (absent []absentGate, requeue time.Duration) {
-	for _, g := range kobev1.EffectiveGates(p.Spec.ReadinessGates) {
+	for _, g := range MemberGates(p.Spec.Backend, p.Spec.ReadinessGates) {
 		passed := false
 		var stuck []string
+		why := ""
 		for i := range members {
 			m := &members[i]
 			if m.Status.Phase == kobev1.InstanceReady || m.Status.Phase == kobev1.InstanceLeased ||
@@ -306,10 +344,13 @@ func absentSignals(p *kobev1.ClusterPool, members []kobev1.ClusterInstance, now 
 				requeue = minPositive(requeue, wait)
 			} else {
 				stuck = append(stuck, m.Name)
+				if c := meta.FindStatusCondition(m.Status.Conditions, g); why == "" && c != nil && c.Message != "" && kobev1.IsBuiltinGate(g) {
+					why = m.Name + ": " + c.Message
+				}
 			}
 		}
 		if !passed && len(stuck) > 0 {
-			absent = append(absent, absentGate{gate: g, stuck: stuck})
+			absent = append(absent, absentGate{gate: g, stuck: stuck, why: why})
 		}
 	}
 	if len(absent) > 0 {
@@ -321,6 +362,9 @@ func absentSignals(p *kobev1.ClusterPool, members []kobev1.ClusterInstance, now 
 type absentGate struct {
 	gate  string
 	stuck []string
+	// why is the first stuck member's message for a built-in gate: what it
+	// waits for (a probe pod that cannot start says why).
+	why string
 }
 
 func absentMessage(absent []absentGate, grace time.Duration) string {
@@ -330,7 +374,15 @@ func absentMessage(absent []absentGate, grace time.Duration) string {
 		if !kobev1.IsBuiltinGate(a.gate) {
 			what = fmt.Sprintf("no member has published the %q condition", a.gate)
 		}
-		parts = append(parts, fmt.Sprintf("%s (%s Provisioned for more than %s)", what, strings.Join(a.stuck, ", "), grace))
+		part := fmt.Sprintf("%s (%s Provisioned for more than %s)", what, strings.Join(a.stuck, ", "), grace)
+		if a.why != "" {
+			part += " (" + a.why + ")"
+		}
+		parts = append(parts, part)
+	}
+	if !slices.ContainsFunc(absent, func(a absentGate) bool { return !kobev1.IsBuiltinGate(a.gate) }) {
+		// Built-in gates check the member itself: nothing outside is missing.
+		return strings.Join(parts, "; ") + "; the pool will not warm until its members pass them"
 	}
 	return strings.Join(parts, "; ") + "; spec.readinessGates names a signal nothing is setting, so the pool will never warm"
 }

@@ -72,6 +72,9 @@ func gate(t string) func(*kobev1.ClusterPool) {
 		p.Spec.ReadinessGates = append(p.Spec.ReadinessGates, kobev1.ReadinessGate{Type: t})
 	}
 }
+func nodes(n int32) func(*kobev1.ClusterPool) {
+	return func(p *kobev1.ClusterPool) { p.Spec.Backend.Local = &kobev1.LocalBackendSpec{Nodes: n} }
+}
 func size(n int32) func(*kobev1.ClusterPool) {
 	return func(p *kobev1.ClusterPool) { p.Spec.Size = ptr.To(n) }
 }
@@ -227,6 +230,50 @@ func TestDecide(t *testing.T) {
 			member(0, kobev1.InstanceCreating, provisionedAgo(3*time.Second))}},
 		want: want{next: 1, counters: Counters{Creating: 1}, phase: kobev1.PoolDegraded,
 			msgContains: map[string]string{"Warm": `no member has passed the readiness gate "APIServerReachable"`}},
+	}, {
+		name: "host cap not reached: the pool creates what it wants",
+		in:   Input{Pool: testPool(size(3)), Host: HostBudget{Max: 16, Count: 13, Setting: "--local-max-members"}},
+		want: want{create: []int32{0, 1, 2}, next: 3, phase: kobev1.PoolFilling,
+			conds: map[string]string{"Capacity": "True/CapacityAvailable"}},
+	}, {
+		name: "host cap reached: the pool creates nothing and names the cap, the count and the flag",
+		in: Input{Pool: testPool(size(3)), Host: HostBudget{Max: 4, Count: 5, Setting: "--local-max-members"},
+			Members: []kobev1.ClusterInstance{member(0, kobev1.InstanceReady)}},
+		want: want{next: 1, counters: Counters{Ready: 1}, phase: kobev1.PoolFilling,
+			conds:       map[string]string{"Capacity": "False/HostCapacityReached", "Ready": "False/HostCapacityReached", "Warm": "False/Filling"},
+			msgContains: map[string]string{"Capacity": "wanted 2 members more; this host holds 5 local members of the 4 that --local-max-members allows, so the pool creates 0"}},
+	}, {
+		name: "host cap: the pool creates up to the cap and says it was held back",
+		in:   Input{Pool: testPool(size(3)), Host: HostBudget{Max: 16, Count: 14, Setting: "--local-max-members"}},
+		want: want{create: []int32{0, 1}, next: 2, phase: kobev1.PoolFilling,
+			conds:       map[string]string{"Capacity": "False/HostCapacityReached"},
+			msgContains: map[string]string{"Capacity": "holds 14 local members of the 16 that --local-max-members allows, so the pool creates 2"}},
+	}, {
+		name: "host cap: a warm pool at the cap wants nothing and has capacity",
+		in: Input{Pool: testPool(size(1)), Host: HostBudget{Max: 1, Count: 1},
+			Members: []kobev1.ClusterInstance{member(0, kobev1.InstanceReady)}},
+		want: want{next: 1, counters: Counters{Ready: 1}, phase: kobev1.PoolHealthy,
+			conds: map[string]string{"Capacity": "True/CapacityAvailable", "Ready": "True/Warm"}},
+	}, {
+		name: "host cap tighter than maxClusters wins",
+		in:   Input{Pool: testPool(scaling(5, 3)), Host: HostBudget{Max: 10, Count: 9, Setting: "--local-max-members"}},
+		want: want{create: []int32{0}, next: 1, phase: kobev1.PoolFilling,
+			conds: map[string]string{"Capacity": "False/HostCapacityReached"}},
+	}, {
+		name: "maxClusters tighter than the host cap wins",
+		in:   Input{Pool: testPool(scaling(5, 1)), Host: HostBudget{Max: 10, Count: 2}},
+		want: want{create: []int32{0}, next: 1, phase: kobev1.PoolFilling,
+			conds: map[string]string{"Capacity": "False/MaxClustersReached"}},
+	}, {
+		name: "a member with real nodes waits for NodesReady though the pool does not list it, and the pool says why",
+		in: Input{Pool: testPool(size(1), nodes(1)), Members: []kobev1.ClusterInstance{
+			member(0, kobev1.InstanceCreating, provisionedAgo(31*time.Second),
+				condition("APIServerReachable", metav1.ConditionTrue, "GatePassed"),
+				condition("InClusterToken", metav1.ConditionTrue, "GatePassed"),
+				condition("NodesReady", metav1.ConditionFalse, "GatePending"))}},
+		want: want{next: 1, counters: Counters{Creating: 1}, phase: kobev1.PoolDegraded,
+			conds:       map[string]string{"Warm": "False/ReadinessSignalAbsent"},
+			msgContains: map[string]string{"Warm": `no member has passed the readiness gate "NodesReady" (pool-ci-0 Provisioned for more than 30s) (pool-ci-0: boom); the pool will not warm until its members pass them`}},
 	}, {
 		name: "quarantined members make the pool Quarantined",
 		in: Input{Pool: testPool(), Members: []kobev1.ClusterInstance{

@@ -1,0 +1,40 @@
+package pool
+
+import (
+	"strings"
+	"testing"
+
+	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+)
+
+func TestMemberGates(t *testing.T) {
+	local := func(l kobev1.LocalBackendSpec) kobev1.BackendSpec {
+		return kobev1.BackendSpec{Type: kobev1.BackendLocal, Local: &l}
+	}
+	cases := []struct {
+		name    string
+		backend kobev1.BackendSpec
+		spec    []kobev1.ReadinessGate
+		want    string
+	}{
+		{"no nodes: the pool's gates", local(kobev1.LocalBackendSpec{}), nil, "APIServerReachable,InClusterToken"},
+		{"kwok scheduling is not a real node", local(kobev1.LocalBackendSpec{Scheduling: true}), nil, "APIServerReachable,InClusterToken"},
+		{"kwok keeps NodesReady when the pool lists it", local(kobev1.LocalBackendSpec{Scheduling: true}),
+			[]kobev1.ReadinessGate{{Type: "NodesReady"}}, "APIServerReachable,InClusterToken,NodesReady"},
+		{"local nodes add NodesReady last", local(kobev1.LocalBackendSpec{Nodes: 2}),
+			[]kobev1.ReadinessGate{{Type: "X"}}, "APIServerReachable,InClusterToken,X,NodesReady"},
+		{"listed NodesReady keeps its place", local(kobev1.LocalBackendSpec{Nodes: 1}),
+			[]kobev1.ReadinessGate{{Type: "NodesReady"}, {Type: "X"}}, "APIServerReachable,InClusterToken,NodesReady,X"},
+		{"kubernetes nodes add NodesReady", kobev1.BackendSpec{Type: kobev1.BackendKubernetes, Kubernetes: &kobev1.KubernetesBackendSpec{Nodes: 1}},
+			nil, "APIServerReachable,InClusterToken,NodesReady"},
+		{"nodes of a backend block the type does not use count for nothing",
+			kobev1.BackendSpec{Type: kobev1.BackendSim, Local: &kobev1.LocalBackendSpec{Nodes: 1}}, nil, "APIServerReachable,InClusterToken"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := strings.Join(MemberGates(tc.backend, tc.spec), ","); got != tc.want {
+				t.Errorf("MemberGates = %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
