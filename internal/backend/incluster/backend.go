@@ -107,7 +107,7 @@ func (b *Backend) Create(ctx context.Context, m backend.Member) error {
 	sec := &corev1.Secret{}
 	err = b.get(ctx, m, secretName(m), sec)
 	if apierrors.IsNotFound(err) {
-		data, perr := newPKI(m, clusterIP, set.APIPort, set.PKI)
+		data, perr := newPKI(m, clusterIP, set.APIPort, set)
 		if perr != nil {
 			return fmt.Errorf("making the PKI of member %s: %w", m.Name, perr)
 		}
@@ -160,9 +160,8 @@ func (b *Backend) renderPods(m backend.Member, set Settings, clusterIP string, s
 	if len(pods) == 0 {
 		return nil, fmt.Errorf("rendering the pods of member %s: the template made none", m.Name)
 	}
-	items := pkiItems(sec.Data)
 	for i := range pods {
-		if err := finishPod(b.opts.Type, m, &pods[i], i, set.Placement, items); err != nil {
+		if err := finishPod(b.opts.Type, m, &pods[i], i, set.Placement, sec.Data, set.Nodes); err != nil {
 			return nil, fmt.Errorf("rendering pod %d of member %s: %w", i, m.Name, err)
 		}
 	}

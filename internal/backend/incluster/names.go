@@ -44,7 +44,7 @@ const (
 )
 
 // maxBase keeps every name of a member (base plus the longest suffix,
-// "-server-NN") within a DNS-1035 label's 63 characters.
+// "-server-NN" or "-node-NN") within a DNS-1035 label's 63 characters.
 const maxBase = 50
 
 // baseName is the prefix of all of a member's object names: "kobe-<name>",
@@ -84,6 +84,14 @@ func memberLabels(t kobev1.BackendType, m backend.Member) map[string]string {
 // selectorFor selects the objects (or pods) of one member.
 func selectorFor(t kobev1.BackendType, m backend.Member) map[string]string {
 	return map[string]string{LabelManagedBy: ManagedBy, LabelBackend: string(t), LabelMemberUID: string(m.UID)}
+}
+
+// controlPlaneSelector selects the member's control-plane pods (not its
+// node pods).
+func controlPlaneSelector(t kobev1.BackendType, m backend.Member) map[string]string {
+	l := selectorFor(t, m)
+	l[LabelComponent] = componentControlPlane
+	return l
 }
 
 // truncLabel keeps a label value within 63 characters.

@@ -2,7 +2,9 @@ package incluster
 
 import (
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -39,8 +41,9 @@ func renderService(t kobev1.BackendType, m backend.Member, port int32) *corev1.S
 	return &corev1.Service{
 		ObjectMeta: objectMeta(t, m, serviceName(m)),
 		Spec: corev1.ServiceSpec{
-			Type:     corev1.ServiceTypeClusterIP,
-			Selector: selectorFor(t, m),
+			Type: corev1.ServiceTypeClusterIP,
+			// The control plane only: node pods serve no API.
+			Selector: controlPlaneSelector(t, m),
 			Ports: []corev1.ServicePort{{
 				Name: "https", Protocol: corev1.ProtocolTCP, Port: port, TargetPort: intstr.FromInt32(port),
 			}},
@@ -123,9 +126,18 @@ func renderPDB(t kobev1.BackendType, m backend.Member, pods int) *policyv1.PodDi
 
 // finishPod completes a template's pod: identity, labels, owner, the PKI
 // volume, placement and the security settings every member pod gets. It
-// refuses a container without CPU and memory requests and limits.
-func finishPod(t kobev1.BackendType, m backend.Member, p *corev1.Pod, i int, place *kobev1.Placement, items []corev1.KeyToPath) error {
+// refuses a container without CPU and memory requests and limits. A node
+// pod (LabelComponent ComponentNode) keeps its own security settings and
+// gets only its own files, at NodeDir.
+func finishPod(t kobev1.BackendType, m backend.Member, p *corev1.Pod, i int, place *kobev1.Placement, data map[string][]byte, nodes []string) error {
+	component := componentControlPlane
+	if p.Labels[LabelComponent] == ComponentNode {
+		component = ComponentNode
+	}
 	if p.Name == "" {
+		if component == ComponentNode {
+			return fmt.Errorf("node pod %d has no name (NodePodName)", i)
+		}
 		p.Name = podName(m, i)
 	}
 	meta := objectMeta(t, m, p.Name)
@@ -134,7 +146,7 @@ func finishPod(t kobev1.BackendType, m backend.Member, p *corev1.Pod, i int, pla
 			meta.Labels[k] = v
 		}
 	}
-	meta.Labels[LabelComponent] = componentControlPlane
+	meta.Labels[LabelComponent] = component
 	meta.Annotations = p.Annotations
 	p.ObjectMeta = meta
 
@@ -143,32 +155,67 @@ func finishPod(t kobev1.BackendType, m backend.Member, p *corev1.Pod, i int, pla
 	s.AutomountServiceAccountToken = ptr.To(false)
 	s.EnableServiceLinks = ptr.To(false)
 	s.TerminationGracePeriodSeconds = ptr.To[int64](terminationGrace)
+	for j := range s.Containers {
+		if err := checkResources(&s.Containers[j]); err != nil {
+			return err
+		}
+	}
+	if component == ComponentNode {
+		node := slices.Index(nodes, p.Name)
+		if node < 0 {
+			return fmt.Errorf("node pod %s is not among the template's nodes %v", p.Name, nodes)
+		}
+		items, err := nodeItems(data, node)
+		if err != nil {
+			return fmt.Errorf("node pod %s: %w", p.Name, err)
+		}
+		s.Volumes = append(s.Volumes, corev1.Volume{Name: PKIVolume, VolumeSource: corev1.VolumeSource{
+			Secret: &corev1.SecretVolumeSource{SecretName: secretName(m), DefaultMode: ptr.To[int32](0o400), Items: items},
+		}})
+		// A node pod whose supervisor exits has lost its containers (they
+		// ran in its PID namespace): it ends Failed and fails the member,
+		// as a lost control-plane pod does, instead of restarting empty.
+		s.RestartPolicy = corev1.RestartPolicyNever
+		applyPlacement(t, m, s, place, component)
+		return nil
+	}
 	s.SecurityContext = &corev1.PodSecurityContext{
 		RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](podUser), RunAsGroup: ptr.To[int64](podUser),
 		FSGroup: ptr.To[int64](podUser), SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 	}
 	s.Volumes = append(s.Volumes, corev1.Volume{Name: PKIVolume, VolumeSource: corev1.VolumeSource{
-		Secret: &corev1.SecretVolumeSource{SecretName: secretName(m), DefaultMode: ptr.To[int32](0o440), Items: items},
+		Secret: &corev1.SecretVolumeSource{SecretName: secretName(m), DefaultMode: ptr.To[int32](0o440), Items: pkiItems(data)},
 	}})
 	for j := range s.Containers {
-		c := &s.Containers[j]
-		if err := checkResources(c); err != nil {
-			return err
-		}
-		c.SecurityContext = &corev1.SecurityContext{
+		s.Containers[j].SecurityContext = &corev1.SecurityContext{
 			AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),
 			Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 		}
 	}
-	applyPlacement(t, m, s, place)
+	applyPlacement(t, m, s, place, component)
 	return nil
 }
 
-// pkiItems projects the PKI Secret's keys a pod may see.
+// nodeItems projects node i's files of the PKI Secret under their names in
+// NodeDir.
+func nodeItems(data map[string][]byte, i int) ([]corev1.KeyToPath, error) {
+	var items []corev1.KeyToPath
+	for _, f := range []string{NodeConfigFile, NodeKubeletKubeconfig, NodeKubeProxyKubeconfig, NodeKubeletCert, NodeKubeletKey, NodeClientCACert} {
+		k := nodeKey(i, f)
+		if len(data[k]) == 0 {
+			return nil, fmt.Errorf("the PKI Secret has no %s (made before the pool asked for nodes?)", k)
+		}
+		items = append(items, corev1.KeyToPath{Key: k, Path: f})
+	}
+	return items, nil
+}
+
+// pkiItems projects the PKI Secret's keys a control-plane pod may see: not
+// the operator's, nor the node pods' credentials.
 func pkiItems(data map[string][]byte) []corev1.KeyToPath {
 	var items []corev1.KeyToPath
 	for k := range data {
-		if !secretOnly[k] {
+		if !secretOnly[k] && !strings.HasPrefix(k, "node-") {
 			items = append(items, corev1.KeyToPath{Key: k, Path: k})
 		}
 	}
@@ -192,7 +239,7 @@ func checkResources(c *corev1.Container) error {
 // applyPlacement sets nodeSelector, tolerations, priority class and, unless
 // turned off, a topology spread over kubernetes.io/hostname of the pool's
 // members (ScheduleAnyway: a one-node cluster still runs them all).
-func applyPlacement(t kobev1.BackendType, m backend.Member, s *corev1.PodSpec, place *kobev1.Placement) {
+func applyPlacement(t kobev1.BackendType, m backend.Member, s *corev1.PodSpec, place *kobev1.Placement, component string) {
 	spread := true
 	if place != nil {
 		if len(place.NodeSelector) > 0 {
@@ -214,7 +261,7 @@ func applyPlacement(t kobev1.BackendType, m backend.Member, s *corev1.PodSpec, p
 			WhenUnsatisfiable: corev1.ScheduleAnyway,
 			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{
 				LabelManagedBy: ManagedBy, LabelBackend: string(t), kobev1.LabelPool: truncLabel(m.Pool),
-				LabelComponent: componentControlPlane,
+				LabelComponent: component,
 			}},
 		})
 	}

@@ -6,9 +6,13 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kunobi-ninja/kobe/internal/backend"
@@ -66,19 +70,64 @@ func (b *Backend) Observe(ctx context.Context, m backend.Member) (backend.Observ
 	if ip := sec.Annotations[AnnotationClusterIP]; ip != svc.Spec.ClusterIP {
 		return failed("Service %s has ClusterIP %q, but the PKI was made for %q", svc.Name, svc.Spec.ClusterIP, ip), nil
 	}
-	if obs, done := b.judgePods(m, pods.Items, created); done {
+	if obs, done := b.judgePods(m, pods.Items, created, set.Nodes); done {
 		return obs, nil
 	}
 	acc, err := accessFrom(sec, svc.Spec.ClusterIP, set.APIPort)
 	if err != nil {
 		return failed("%v", err), nil
 	}
+	if len(set.Nodes) > 0 {
+		if why := nodesNotReady(ctx, acc.AdminKubeconfig, set.Nodes); why != "" {
+			return provisioning(why), nil
+		}
+	}
 	return backend.Observation{State: backend.StateReady, Access: acc}, nil
+}
+
+// nodeCheckTimeout bounds Observe's look at the member's nodes.
+const nodeCheckTimeout = 5 * time.Second
+
+// nodesNotReady asks the member's API server (with its admin kubeconfig)
+// whether every node pod has registered its node and the node is Ready,
+// and says what is missing ("" when all are).
+func nodesNotReady(ctx context.Context, kubeconfig []byte, names []string) string {
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
+	if err != nil {
+		return fmt.Sprintf("reading the admin kubeconfig: %v", err)
+	}
+	cfg.Timeout = nodeCheckTimeout
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Sprintf("a client of the member: %v", err)
+	}
+	list, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Sprintf("listing the member's nodes: %v", err)
+	}
+	ready := map[string]bool{}
+	for _, n := range list.Items {
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+				ready[n.Name] = true
+			}
+		}
+	}
+	var waiting []string
+	for _, n := range names {
+		if !ready[n] {
+			waiting = append(waiting, n)
+		}
+	}
+	if len(waiting) > 0 {
+		return fmt.Sprintf("node %s not registered Ready in the member", strings.Join(waiting, ", "))
+	}
+	return ""
 }
 
 // judgePods returns the observation the pods force (done), or done=false
 // when every pod that should exist does and is Ready.
-func (b *Backend) judgePods(m backend.Member, pods []corev1.Pod, created int) (backend.Observation, bool) {
+func (b *Backend) judgePods(m backend.Member, pods []corev1.Pod, created int, nodes []string) (backend.Observation, bool) {
 	if created == 0 {
 		if len(pods) == 0 {
 			return provisioning("creating the member's host objects"), true
@@ -88,9 +137,14 @@ func (b *Backend) judgePods(m backend.Member, pods []corev1.Pod, created int) (b
 		for i := range pods {
 			have[pods[i].Name] = true
 		}
-		for i := 0; i < created; i++ {
+		for i := 0; i < created-len(nodes); i++ {
 			if !have[podName(m, i)] {
 				return failed("control-plane pod %s is gone (its etcd with it); the member is reaped, never restarted empty", podName(m, i)), true
+			}
+		}
+		for _, n := range nodes {
+			if !have[n] {
+				return failed("node pod %s is gone (the member's containers on it with it); the member is reaped, never repaired", n), true
 			}
 		}
 	}

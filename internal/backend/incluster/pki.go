@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -37,6 +38,9 @@ const (
 	KeyEtcdServerKey  = "etcd-server.key"
 	KeyEtcdClientCert = "etcd-client.crt"
 	KeyEtcdClientKey  = "etcd-client.key"
+	// The kubelet client keys exist with PKINeeds.KubeletClient.
+	KeyKubeletClientCert = "apiserver-kubelet-client.crt"
+	KeyKubeletClientKey  = "apiserver-kubelet-client.key"
 )
 
 // secretOnly are the keys no pod gets: the client CA's key signs lease
@@ -49,10 +53,18 @@ const (
 	caValidity   = certValidity + 24*time.Hour
 
 	// MemberServiceIP is the "kubernetes" Service address inside the member
-	// (MemberServiceCIDR is the member's own, virtual Service range: it
-	// never reaches the host's network).
-	MemberServiceIP   = "10.0.0.1"
-	MemberServiceCIDR = "10.0.0.0/24"
+	// (MemberServiceCIDR is the member's own Service range). Without nodes
+	// it is virtual; with node pods their kube-proxy gives it meaning inside
+	// each node pod's network namespace only. It lies in MemberNetwork,
+	// within 198.18.0.0/15, so a packet for an address nothing serves is
+	// never sent off the machine to a real network.
+	MemberServiceIP   = "198.19.240.1"
+	MemberServiceCIDR = "198.19.240.0/24"
+	// MemberNetwork holds every address a member uses inside its node
+	// pods: MemberServiceCIDR and the node pods' pod ranges. The host
+	// cluster's Service and pod addresses must lie outside it: a member
+	// whose Service ClusterIP falls inside is refused.
+	MemberNetwork = "198.19.240.0/20"
 
 	// AdminUser is the admin certificate's user, in system:masters.
 	AdminUser = "kobe-admin"
@@ -74,7 +86,8 @@ func serviceDNSNames(svc, namespace string) []string {
 
 // newPKI makes a member's PKI for its Service's clusterIP and returns the
 // Secret's data.
-func newPKI(m backend.Member, clusterIP string, port int32, needs PKINeeds) (map[string][]byte, error) {
+func newPKI(m backend.Member, clusterIP string, port int32, set Settings) (map[string][]byte, error) {
+	needs := set.PKI
 	ip := net.ParseIP(clusterIP)
 	if ip == nil {
 		return nil, fmt.Errorf("service ClusterIP %q is not an IP address", clusterIP)
@@ -144,7 +157,70 @@ func newPKI(m backend.Member, clusterIP string, port int32, needs PKINeeds) (map
 		data[KeyEtcdCACert], data[KeyEtcdServerCert], data[KeyEtcdServerKey] = etcdCA.CertPEM, srvCert, srvKey
 		data[KeyEtcdClientCert], data[KeyEtcdClientKey] = cliCert, cliKey
 	}
+	if needs.KubeletClient {
+		cert, key, err := clientCA.IssueClient("kube-apiserver-kubelet-client", []string{"system:masters"}, notBefore, notAfter)
+		if err != nil {
+			return nil, err
+		}
+		data[KeyKubeletClientCert], data[KeyKubeletClientKey] = cert, key
+	}
+	for k, v := range set.Files {
+		if _, taken := data[k]; taken || strings.HasPrefix(k, "node-") {
+			return nil, fmt.Errorf("template file %q clashes with the PKI's keys", k)
+		}
+		data[k] = v
+	}
+	if len(set.NodeConfigs) != len(set.Nodes) {
+		return nil, fmt.Errorf("%d node configs for %d nodes", len(set.NodeConfigs), len(set.Nodes))
+	}
+	for i, name := range set.Nodes {
+		files, err := nodeFiles(m, name, endpoint(clusterIP, port), serverCA, clientCA, notBefore, notAfter)
+		if err != nil {
+			return nil, fmt.Errorf("node %s: %w", name, err)
+		}
+		files[NodeConfigFile] = set.NodeConfigs[i]
+		for f, v := range files {
+			data[nodeKey(i, f)] = v
+		}
+	}
 	return data, nil
+}
+
+// nodeFiles are one node pod's credentials: kubelet's kubeconfig
+// (system:node:<name>, which the Node authorizer and NodeRestriction hold
+// to its own node), kube-proxy's (system:kube-proxy, bound to
+// system:node-proxier by the API server's default RBAC), and kubelet's
+// serving certificate.
+func nodeFiles(m backend.Member, name, server string, serverCA, clientCA *pki.CA, notBefore, notAfter time.Time) (map[string][]byte, error) {
+	kubeconfig := func(user string, groups []string) ([]byte, error) {
+		cert, key, err := clientCA.IssueClient(user, groups, notBefore, notAfter)
+		if err != nil {
+			return nil, err
+		}
+		return pki.Kubeconfig(pki.KubeconfigInput{
+			ClusterName: m.Name, Server: server, CAData: serverCA.CertPEM,
+			UserName: user, ClientCertPEM: cert, ClientKeyPEM: key,
+		})
+	}
+	kubelet, err := kubeconfig("system:node:"+name, []string{"system:nodes"})
+	if err != nil {
+		return nil, err
+	}
+	proxy, err := kubeconfig("system:kube-proxy", nil)
+	if err != nil {
+		return nil, err
+	}
+	// The API server does not verify kubelets' serving certificates (no
+	// --kubelet-certificate-authority: a node pod's IP is not known before
+	// it is scheduled); it is signed by the server CA all the same.
+	cert, key, err := serverCA.IssueServing(name, []string{name}, nil, certValidity)
+	if err != nil {
+		return nil, err
+	}
+	return map[string][]byte{
+		NodeKubeletKubeconfig: kubelet, NodeKubeProxyKubeconfig: proxy,
+		NodeKubeletCert: cert, NodeKubeletKey: key, NodeClientCACert: clientCA.CertPEM,
+	}, nil
 }
 
 // serviceAccountKeys makes the key pair that signs and verifies the

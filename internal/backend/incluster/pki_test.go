@@ -12,7 +12,7 @@ import (
 
 func TestPKI(t *testing.T) {
 	m := member("pool-ci-0", "")
-	data, err := newPKI(m, "198.19.0.42", 6443, PKINeeds{Etcd: true, ControllerManager: true})
+	data, err := newPKI(m, "198.19.0.42", 6443, Settings{PKI: PKINeeds{Etcd: true, ControllerManager: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func TestPKI(t *testing.T) {
 		t.Errorf("etcd client certificate: %v", err)
 	}
 
-	bare, err := newPKI(m, "198.19.0.42", 6443, PKINeeds{})
+	bare, err := newPKI(m, "198.19.0.42", 6443, Settings{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func TestPKI(t *testing.T) {
 			t.Errorf("%s made though not needed", k)
 		}
 	}
-	if _, err := newPKI(m, "", 6443, PKINeeds{}); err == nil {
+	if _, err := newPKI(m, "", 6443, Settings{}); err == nil {
 		t.Error("a PKI without a ClusterIP was made")
 	}
 }

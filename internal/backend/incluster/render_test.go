@@ -152,8 +152,11 @@ func TestFinishPod(t *testing.T) {
 		NodeSelector: map[string]string{"role": "members"}, PriorityClassName: "p",
 		Tolerations: []corev1.Toleration{{Key: "k", Operator: corev1.TolerationOpExists}},
 	}
-	items := pkiItems(map[string][]byte{KeyServingCert: nil, KeyClientCAKey: nil, KeyAdminKubeconfig: nil, KeySAKey: nil})
-	if err := finishPod(kobev1.BackendKubernetes, m, &p, 3, place, items); err != nil {
+	data := map[string][]byte{KeyServingCert: nil, KeyClientCAKey: nil, KeyAdminKubeconfig: nil, KeySAKey: nil}
+	for _, f := range []string{NodeConfigFile, NodeKubeletKubeconfig, NodeKubeProxyKubeconfig, NodeKubeletCert, NodeKubeletKey, NodeClientCACert} {
+		data[nodeKey(0, f)] = []byte("x")
+	}
+	if err := finishPod(kobev1.BackendKubernetes, m, &p, 3, place, data, nil); err != nil {
 		t.Fatal(err)
 	}
 	if p.Name != "kobe-m-server-3" || p.Namespace != "kobe" || p.Labels[LabelComponent] != "control-plane" {
@@ -170,7 +173,40 @@ func TestFinishPod(t *testing.T) {
 		keys = append(keys, it.Key)
 	}
 	if strings.Join(keys, ",") != KeyServingCert+","+KeySAKey {
-		t.Errorf("mounted keys %v, want the serving certificate and SA key only", keys)
+		t.Errorf("mounted keys %v, want the serving certificate and SA key only (no node's)", keys)
+	}
+
+	// A node pod keeps its privilege, gets its own files only, and is
+	// spread among node pods.
+	nodes := []string{NodePodName(m, 0)}
+	np := corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "node", Resources: full,
+		SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)}}}}}
+	np.Name, np.Labels = nodes[0], map[string]string{LabelComponent: ComponentNode}
+	if err := finishPod(kobev1.BackendKubernetes, m, &np, 1, place, data, nodes); err != nil {
+		t.Fatal(err)
+	}
+	if np.Name != "kobe-m-node-0" || np.Labels[LabelComponent] != ComponentNode || np.Labels[LabelMemberUID] != "uid-1" || np.Spec.SecurityContext != nil ||
+		!*np.Spec.Containers[0].SecurityContext.Privileged || *np.Spec.AutomountServiceAccountToken {
+		t.Errorf("node pod %+v", np)
+	}
+	var nodeFiles []string
+	for _, it := range np.Spec.Volumes[0].Secret.Items {
+		nodeFiles = append(nodeFiles, it.Key+"="+it.Path)
+	}
+	if want := "node-0-node.json=node.json,node-0-kubelet.kubeconfig=kubelet.kubeconfig,node-0-kube-proxy.kubeconfig=kube-proxy.kubeconfig," +
+		"node-0-kubelet.crt=kubelet.crt,node-0-kubelet.key=kubelet.key,node-0-client-ca.crt=client-ca.crt"; strings.Join(nodeFiles, ",") != want {
+		t.Errorf("node pod files %v", nodeFiles)
+	}
+	if sc := np.Spec.TopologySpreadConstraints; len(sc) != 1 || sc[0].LabelSelector.MatchLabels[LabelComponent] != ComponentNode {
+		t.Errorf("node pod spread %+v", sc)
+	}
+	stray := np.DeepCopy()
+	stray.Name = NodePodName(m, 1)
+	if err := finishPod(kobev1.BackendKubernetes, m, stray, 2, place, data, []string{nodes[0], NodePodName(m, 1)}); err == nil {
+		t.Error("node pod 1 was given files the Secret does not hold")
+	}
+	if err := finishPod(kobev1.BackendKubernetes, m, stray, 2, place, data, nodes); err == nil {
+		t.Error("a node pod that is not among the template's nodes was accepted")
 	}
 	if *p.Spec.AutomountServiceAccountToken || !*p.Spec.SecurityContext.RunAsNonRoot {
 		t.Errorf("pod security %+v", p.Spec.SecurityContext)
@@ -178,7 +214,7 @@ func TestFinishPod(t *testing.T) {
 
 	place.SpreadAcrossNodes = ptr.To(false)
 	p2 := corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "a", Resources: full}}}}
-	if err := finishPod(kobev1.BackendKubernetes, m, &p2, 0, place, nil); err != nil || len(p2.Spec.TopologySpreadConstraints) != 0 {
+	if err := finishPod(kobev1.BackendKubernetes, m, &p2, 0, place, nil, nil); err != nil || len(p2.Spec.TopologySpreadConstraints) != 0 {
 		t.Errorf("spreadAcrossNodes false: %v %v", err, p2.Spec.TopologySpreadConstraints)
 	}
 
@@ -189,7 +225,7 @@ func TestFinishPod(t *testing.T) {
 		r := *full.DeepCopy()
 		drop(&r)
 		bad := corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "a", Resources: r}}}}
-		if err := finishPod(kobev1.BackendKubernetes, m, &bad, 0, nil, nil); err == nil {
+		if err := finishPod(kobev1.BackendKubernetes, m, &bad, 0, nil, nil, nil); err == nil {
 			t.Errorf("a container with %v was accepted", r)
 		}
 	}
@@ -217,7 +253,7 @@ func TestJudgePods(t *testing.T) {
 	now := time.Date(2026, 12, 1, 3, 0, 0, 0, time.UTC)
 	b := &Backend{opts: Options{UnschedulableTimeout: time.Minute, Now: func() time.Time { return now }}}
 	m := member("m", "")
-	p0 := podName(m, 0)
+	p0, n0 := podName(m, 0), NodePodName(m, 0)
 	unsched := func(ago time.Duration) func(*corev1.Pod) {
 		return func(p *corev1.Pod) {
 			p.Status.Phase = corev1.PodPending
@@ -238,25 +274,31 @@ func TestJudgePods(t *testing.T) {
 		created int
 		want    backend.State // "" = Ready (not done)
 		msg     string
+		nodes   []string
 	}{
-		{"nothing created yet", nil, 0, backend.StateProvisioning, "creating"},
-		{"created pods not recorded yet", []corev1.Pod{pod(p0, nil)}, 0, backend.StateProvisioning, "creating the member's pods"},
-		{"ready", []corev1.Pod{pod(p0, nil)}, 1, "", ""},
-		{"pod gone", nil, 1, backend.StateFailed, "is gone"},
-		{"pod being deleted", []corev1.Pod{pod(p0, func(p *corev1.Pod) { p.DeletionTimestamp = ptr.To(metav1.NewTime(now)) })}, 1, backend.StateFailed, "being deleted"},
-		{"pod failed", []corev1.Pod{pod(p0, func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed; p.Status.Reason = "Evicted" })}, 1, backend.StateFailed, "Evicted"},
-		{"pod succeeded", []corev1.Pod{pod(p0, func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded })}, 1, backend.StateFailed, "Succeeded"},
-		{"not ready", []corev1.Pod{pod(p0, func(p *corev1.Pod) { p.Status.Conditions[0].Status = corev1.ConditionFalse })}, 1, backend.StateProvisioning, "not Ready"},
-		{"pending", []corev1.Pod{pod(p0, func(p *corev1.Pod) { p.Status.Phase = corev1.PodPending })}, 1, backend.StateProvisioning, "Pending"},
-		{"unschedulable for a while", []corev1.Pod{pod(p0, unsched(30*time.Second))}, 1, backend.StateProvisioning, "unschedulable: 0/3 nodes"},
-		{"unschedulable too long", []corev1.Pod{pod(p0, unsched(2*time.Minute))}, 1, backend.StateFailed, "unschedulable for more than 1m0s: 0/3 nodes"},
-		{"image never pulled", []corev1.Pod{pod(p0, waiting("ErrImageNeverPull", 0))}, 1, backend.StateFailed, "ErrImageNeverPull"},
-		{"crash loop, early", []corev1.Pod{pod(p0, waiting("CrashLoopBackOff", 1))}, 1, backend.StateProvisioning, "not Ready"},
-		{"crash loop", []corev1.Pod{pod(p0, waiting("CrashLoopBackOff", 3))}, 1, backend.StateFailed, "CrashLoopBackOff"},
-		{"second of two gone", []corev1.Pod{pod(p0, nil)}, 2, backend.StateFailed, podName(m, 1) + " is gone"},
+		{"nothing created yet", nil, 0, backend.StateProvisioning, "creating", nil},
+		{"created pods not recorded yet", []corev1.Pod{pod(p0, nil)}, 0, backend.StateProvisioning, "creating the member's pods", nil},
+		{"ready", []corev1.Pod{pod(p0, nil)}, 1, "", "", nil},
+		{"pod gone", nil, 1, backend.StateFailed, "is gone", nil},
+		{"pod being deleted", []corev1.Pod{pod(p0, func(p *corev1.Pod) { p.DeletionTimestamp = ptr.To(metav1.NewTime(now)) })}, 1, backend.StateFailed, "being deleted", nil},
+		{"pod failed", []corev1.Pod{pod(p0, func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed; p.Status.Reason = "Evicted" })}, 1, backend.StateFailed, "Evicted", nil},
+		{"pod succeeded", []corev1.Pod{pod(p0, func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded })}, 1, backend.StateFailed, "Succeeded", nil},
+		{"not ready", []corev1.Pod{pod(p0, func(p *corev1.Pod) { p.Status.Conditions[0].Status = corev1.ConditionFalse })}, 1, backend.StateProvisioning, "not Ready", nil},
+		{"pending", []corev1.Pod{pod(p0, func(p *corev1.Pod) { p.Status.Phase = corev1.PodPending })}, 1, backend.StateProvisioning, "Pending", nil},
+		{"unschedulable for a while", []corev1.Pod{pod(p0, unsched(30*time.Second))}, 1, backend.StateProvisioning, "unschedulable: 0/3 nodes", nil},
+		{"unschedulable too long", []corev1.Pod{pod(p0, unsched(2*time.Minute))}, 1, backend.StateFailed, "unschedulable for more than 1m0s: 0/3 nodes", nil},
+		{"image never pulled", []corev1.Pod{pod(p0, waiting("ErrImageNeverPull", 0))}, 1, backend.StateFailed, "ErrImageNeverPull", nil},
+		{"crash loop, early", []corev1.Pod{pod(p0, waiting("CrashLoopBackOff", 1))}, 1, backend.StateProvisioning, "not Ready", nil},
+		{"crash loop", []corev1.Pod{pod(p0, waiting("CrashLoopBackOff", 3))}, 1, backend.StateFailed, "CrashLoopBackOff", nil},
+		{"second of two gone", []corev1.Pod{pod(p0, nil)}, 2, backend.StateFailed, podName(m, 1) + " is gone", nil},
+		{"control plane and node ready", []corev1.Pod{pod(p0, nil), pod(n0, nil)}, 2, "", "", []string{n0}},
+		{"node pod gone", []corev1.Pod{pod(p0, nil)}, 2, backend.StateFailed, "node pod " + n0 + " is gone", []string{n0}},
+		{"control plane gone, node pod there", []corev1.Pod{pod(n0, nil)}, 2, backend.StateFailed, "control-plane pod " + p0 + " is gone", []string{n0}},
+		{"node pod ended", []corev1.Pod{pod(p0, nil), pod(n0, func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed })}, 2, backend.StateFailed, "ended Failed", []string{n0}},
+		{"node pod pending", []corev1.Pod{pod(p0, nil), pod(n0, func(p *corev1.Pod) { p.Status.Phase = corev1.PodPending })}, 2, backend.StateProvisioning, n0 + " is Pending", []string{n0}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			obs, done := b.judgePods(m, tc.pods, tc.created)
+			obs, done := b.judgePods(m, tc.pods, tc.created, tc.nodes)
 			if tc.want == "" {
 				if done {
 					t.Fatalf("got %+v, want Ready", obs)

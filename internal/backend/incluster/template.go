@@ -1,6 +1,8 @@
 package incluster
 
 import (
+	"strconv"
+
 	corev1 "k8s.io/api/core/v1"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
@@ -36,6 +38,22 @@ type Settings struct {
 	// Placement of the member's pods; nil places them anywhere, spread
 	// across nodes.
 	Placement *kobev1.Placement
+	// Files are non-secret files the pods need (an admission
+	// configuration, a node's config), added to the PKI Secret under their
+	// keys when it is made: control-plane pods see them in PKIDir beside
+	// the PKI. They must be the same on every call (the Secret is made
+	// once). Keys must not start with "node-" (the node pods' own keys).
+	Files map[string][]byte
+	// Nodes are the names of the member's node pods (NodePodName), which
+	// are also their node names in the member. For each, the machinery
+	// issues from the member's client CA a kubelet client certificate
+	// (system:node:<name> in system:nodes), a kubelet serving certificate
+	// and a kube-proxy client certificate (system:kube-proxy), with
+	// kubeconfigs for https://<ClusterIP>:<APIPort>; a node pod mounts
+	// only its own (NodeFiles) and the client CA.
+	Nodes []string
+	// NodeConfigs[i] is a file given to node pod i as NodeConfigFile.
+	NodeConfigs [][]byte
 }
 
 // PKINeeds selects the optional parts of a member's PKI. The server CA,
@@ -48,6 +66,10 @@ type PKINeeds struct {
 	// ControllerManager: a kubeconfig for kube-controller-manager
 	// (system:kube-controller-manager) pointing at https://127.0.0.1:<port>.
 	ControllerManager bool
+	// KubeletClient: the API server's client certificate for kubelets
+	// (KeyKubeletClientCert, in system:masters), for logs, exec and
+	// port-forward on node pods.
+	KubeletClient bool
 }
 
 // RenderInput is what a Template renders pods from.
@@ -64,7 +86,37 @@ type RenderInput struct {
 	PKIDir string
 }
 
-// PodName names the member's i-th pod.
+// PodName names the member's i-th control-plane pod.
 func (in RenderInput) PodName(i int) string {
 	return podName(in.Member, i)
+}
+
+// NodePodName names the member's i-th node pod, which is also the node's
+// name in the member.
+func NodePodName(m backend.Member, i int) string {
+	return baseName(m) + "-node-" + strconv.Itoa(i)
+}
+
+// ComponentNode is the LabelComponent value a template sets on node pods:
+// the machinery then keeps the pod's own security settings (a node pod is
+// privileged), mounts at NodeDir only the node's files (NodeFiles), and
+// knows the pod by its name (NodePodName).
+const ComponentNode = "node"
+
+// NodeDir is where a node pod sees its files.
+const NodeDir = "/etc/kobe/node"
+
+// Files of a node pod in NodeDir.
+const (
+	NodeConfigFile          = "node.json"
+	NodeKubeletKubeconfig   = "kubelet.kubeconfig"
+	NodeKubeProxyKubeconfig = "kube-proxy.kubeconfig"
+	NodeKubeletCert         = "kubelet.crt"
+	NodeKubeletKey          = "kubelet.key"
+	NodeClientCACert        = "client-ca.crt"
+)
+
+// nodeKey is the PKI Secret key of node i's file.
+func nodeKey(i int, file string) string {
+	return "node-" + strconv.Itoa(i) + "-" + file
 }

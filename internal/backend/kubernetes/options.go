@@ -23,4 +23,12 @@ type Options struct {
 	UnschedulableTimeout time.Duration
 	// Log receives what Sweep removes.
 	Log logr.Logger
+	// NodeImage replaces DefaultNodeImage for pools that name no
+	// images.node.
+	NodeImage string
+	// NodePreload are image archives, paths inside the node image, that
+	// each node imports into its containerd at start besides the pause
+	// image: a node image built with the images a member's workload needs
+	// runs them without a registry (imagePullPolicy Never or IfNotPresent).
+	NodePreload []string
 }

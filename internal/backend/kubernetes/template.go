@@ -31,6 +31,10 @@ const (
 	// BinDir is where every image must have its binary.
 	BinDir = "/usr/local/bin"
 
+	// NodeRegistry holds the default node image, kobe-node, tagged with
+	// the operator's version (the operator image's registry).
+	NodeRegistry = "ghcr.io/kunobi-ninja"
+
 	etcdClientURL = "https://127.0.0.1:2379"
 	etcdPeerURL   = "http://127.0.0.1:2380"
 	saIssuer      = "https://kubernetes.default.svc.cluster.local"
@@ -42,11 +46,14 @@ var versionRE = regexp.MustCompile(`^v?(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9
 // DefaultResources are each component's requests and limits where the pool
 // sets none (incluster.Resources fills in what a pool's partial setting lacks).
 var DefaultResources = struct {
-	Etcd, APIServer, ControllerManager corev1.ResourceRequirements
+	Etcd, APIServer, ControllerManager, Node corev1.ResourceRequirements
 }{
 	Etcd:              requirements("50m", "64Mi", "1", "512Mi"),
 	APIServer:         requirements("100m", "256Mi", "2", "1Gi"),
 	ControllerManager: requirements("50m", "64Mi", "1", "512Mi"),
+	// Node is a whole node pod: kubelet, containerd, kube-proxy and every
+	// container of the member's workload scheduled on it.
+	Node: requirements("100m", "256Mi", "2", "2Gi"),
 }
 
 func requirements(cpuReq, memReq, cpuLim, memLim string) corev1.ResourceRequirements {
@@ -57,8 +64,16 @@ func requirements(cpuReq, memReq, cpuLim, memLim string) corev1.ResourceRequirem
 }
 
 // Template renders one pod per member: etcd, kube-apiserver and
-// kube-controller-manager, talking over the pod's loopback.
-type Template struct{}
+// kube-controller-manager, talking over the pod's loopback; and, when the
+// pool asks for nodes, one privileged node pod per node (nodes.go).
+type Template struct {
+	// NodeImage is the node image of pools that name none
+	// (DefaultNodeImage when empty).
+	NodeImage string
+	// NodePreload are image archives inside the node image that every
+	// node imports at start, besides the pause image (NodePauseArchive).
+	NodePreload []string
+}
 
 var _ incluster.Template = Template{}
 
@@ -78,13 +93,17 @@ func Version(m backend.Member) (string, error) {
 
 // Images are the images and pull policy a member's pod uses.
 type Images struct {
-	Etcd, APIServer, ControllerManager string
-	PullPolicy                         corev1.PullPolicy
+	Etcd, APIServer, ControllerManager, Node string
+	PullPolicy                               corev1.PullPolicy
 }
 
 // ImagesFor resolves a member's images: the pool's, else the upstream ones
-// of its version.
+// of its version (and DefaultNodeImage for nodes).
 func ImagesFor(m backend.Member) (Images, error) {
+	return Template{}.imagesFor(m)
+}
+
+func (t Template) imagesFor(m backend.Member) (Images, error) {
 	v, err := Version(m)
 	if err != nil {
 		return Images{}, err
@@ -93,6 +112,7 @@ func ImagesFor(m backend.Member) (Images, error) {
 		Etcd:              DefaultEtcdImage,
 		APIServer:         DefaultRegistry + "/kube-apiserver:v" + v,
 		ControllerManager: DefaultRegistry + "/kube-controller-manager:v" + v,
+		Node:              or(t.NodeImage, DefaultNodeImage()),
 		PullPolicy:        corev1.PullIfNotPresent,
 	}
 	if k := spec(m); k != nil && k.Images != nil {
@@ -100,6 +120,7 @@ func ImagesFor(m backend.Member) (Images, error) {
 		img.Etcd = or(i.Etcd, img.Etcd)
 		img.APIServer = or(i.APIServer, img.APIServer)
 		img.ControllerManager = or(i.ControllerManager, img.ControllerManager)
+		img.Node = or(i.Node, img.Node)
 		if i.PullPolicy != "" {
 			img.PullPolicy = i.PullPolicy
 		}
@@ -118,23 +139,37 @@ func or(a, b string) string {
 
 // Settings implements incluster.Template. One server per member: etcd lives
 // in the pod, so a second server would need an etcd cluster across pods.
-func (Template) Settings(m backend.Member) (incluster.Settings, error) {
+// The API server's admission configuration (Pod Security) is a file of the
+// PKI Secret; with nodes, so are each node's kobe-node configuration and
+// credentials.
+func (t Template) Settings(m backend.Member) (incluster.Settings, error) {
 	if _, err := Version(m); err != nil {
 		return incluster.Settings{}, err
 	}
 	if s := m.Spec.Cluster.Servers; s != nil && *s > 1 {
 		return incluster.Settings{}, fmt.Errorf("spec.cluster.servers %d: the kubernetes backend runs one server per member", *s)
 	}
-	set := incluster.Settings{APIPort: APIPort, PKI: incluster.PKINeeds{Etcd: true, ControllerManager: true}}
+	admission, err := admissionConfig(m.Spec.Cluster.EffectivePodSecurity())
+	if err != nil {
+		return incluster.Settings{}, err
+	}
+	set := incluster.Settings{
+		APIPort: APIPort,
+		PKI:     incluster.PKINeeds{Etcd: true, ControllerManager: true, KubeletClient: true},
+		Files:   map[string][]byte{admissionFile: admission},
+	}
 	if k := spec(m); k != nil {
 		set.Placement = k.Placement
+	}
+	if err := t.nodeSettings(m, &set); err != nil {
+		return incluster.Settings{}, err
 	}
 	return set, nil
 }
 
 // Pods implements incluster.Template.
-func (Template) Pods(in incluster.RenderInput) ([]corev1.Pod, error) {
-	img, err := ImagesFor(in.Member)
+func (t Template) Pods(in incluster.RenderInput) ([]corev1.Pod, error) {
+	img, err := t.imagesFor(in.Member)
 	if err != nil {
 		return nil, err
 	}
@@ -187,7 +222,16 @@ func (Template) Pods(in incluster.RenderInput) ([]corev1.Pod, error) {
 			"--service-account-issuer=" + saIssuer,
 			"--service-account-key-file=" + pki(incluster.KeySAPub),
 			"--service-account-signing-key-file=" + pki(incluster.KeySAKey),
-			"--authorization-mode=RBAC",
+			// Node: kubelets reach only their own node's objects, and
+			// NodeRestriction holds them to their own Node and pods.
+			"--authorization-mode=Node,RBAC",
+			"--enable-admission-plugins=NodeRestriction",
+			// Pod Security's defaults: spec.cluster.podSecurity.
+			"--admission-control-config-file=" + pki(admissionFile),
+			"--kubelet-client-certificate=" + pki(incluster.KeyKubeletClientCert),
+			"--kubelet-client-key=" + pki(incluster.KeyKubeletClientKey),
+			// Node pods' names resolve nowhere; their InternalIP is their pod IP.
+			"--kubelet-preferred-address-types=InternalIP",
 			"--service-cluster-ip-range=" + incluster.MemberServiceCIDR,
 			"--allow-privileged=true",
 			"--profiling=false",
@@ -231,7 +275,11 @@ func (Template) Pods(in incluster.RenderInput) ([]corev1.Pod, error) {
 		},
 	}}
 	pod.Name = in.PodName(0)
-	return []corev1.Pod{pod}, nil
+	nodes, err := t.nodePods(in, img)
+	if err != nil {
+		return nil, err
+	}
+	return append([]corev1.Pod{pod}, nodes...), nil
 }
 
 // New wires the kubernetes backend: the in-cluster machinery with this
@@ -239,7 +287,7 @@ func (Template) Pods(in incluster.RenderInput) ([]corev1.Pod, error) {
 func New(o Options) (*incluster.Backend, error) {
 	return incluster.New(incluster.Options{
 		Type:     kobev1.BackendKubernetes,
-		Template: Template{},
+		Template: Template{NodeImage: o.NodeImage, NodePreload: o.NodePreload},
 		// Any x.y.z whose images exist; one server per member.
 		Capabilities:         backend.Capabilities{MaxServers: 1},
 		Client:               o.Client,

@@ -1,6 +1,8 @@
 package kubernetes
 
 import (
+	"encoding/json"
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
@@ -8,10 +10,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/backend"
 	"github.com/kunobi-ninja/kobe/internal/backend/incluster"
+	"github.com/kunobi-ninja/kobe/internal/node"
 )
 
 func member(version string, k *kobev1.KubernetesBackendSpec) backend.Member {
@@ -58,17 +62,18 @@ func TestImages(t *testing.T) {
 	}
 	want := Images{
 		Etcd: "registry.k8s.io/etcd:3.6.16-0", APIServer: "registry.k8s.io/kube-apiserver:v1.37.2",
-		ControllerManager: "registry.k8s.io/kube-controller-manager:v1.37.2", PullPolicy: corev1.PullIfNotPresent,
+		ControllerManager: "registry.k8s.io/kube-controller-manager:v1.37.2", Node: "ghcr.io/kunobi-ninja/kobe-node:dev",
+		PullPolicy: corev1.PullIfNotPresent,
 	}
 	if img != want {
 		t.Errorf("defaults %+v", img)
 	}
 	img, _ = ImagesFor(member("1.36.1", &kobev1.KubernetesBackendSpec{Images: &kobev1.KubernetesImages{
-		APIServer: "mirror.example/apiserver:custom", PullPolicy: corev1.PullNever,
+		APIServer: "mirror.example/apiserver:custom", Node: "mirror.example/node:1", PullPolicy: corev1.PullNever,
 	}}))
 	want = Images{
 		Etcd: DefaultEtcdImage, APIServer: "mirror.example/apiserver:custom",
-		ControllerManager: "registry.k8s.io/kube-controller-manager:v1.36.1", PullPolicy: corev1.PullNever,
+		ControllerManager: "registry.k8s.io/kube-controller-manager:v1.36.1", Node: "mirror.example/node:1", PullPolicy: corev1.PullNever,
 	}
 	if img != want {
 		t.Errorf("overrides %+v", img)
@@ -106,7 +111,10 @@ func TestPods(t *testing.T) {
 		}
 	}
 	api := cs["kube-apiserver"]
-	for _, a := range []string{"--advertise-address=198.19.0.9", "--secure-port=6443", "--client-ca-file=/pki/client-ca.crt", "--etcd-servers=https://127.0.0.1:2379"} {
+	for _, a := range []string{"--advertise-address=198.19.0.9", "--secure-port=6443", "--client-ca-file=/pki/client-ca.crt", "--etcd-servers=https://127.0.0.1:2379",
+		"--authorization-mode=Node,RBAC", "--enable-admission-plugins=NodeRestriction", "--admission-control-config-file=/pki/admission.yaml",
+		"--kubelet-client-certificate=/pki/apiserver-kubelet-client.crt", "--kubelet-preferred-address-types=InternalIP",
+		"--service-cluster-ip-range=198.19.240.0/24"} {
 		if !slices.Contains(api.Args, a) {
 			t.Errorf("kube-apiserver lacks %s: %v", a, api.Args)
 		}
@@ -126,5 +134,117 @@ func TestPods(t *testing.T) {
 	}
 	if _, err := (Template{}).Pods(incluster.RenderInput{Member: member("1.37", nil)}); err == nil {
 		t.Error("pods rendered for an invalid version")
+	}
+}
+
+func TestNodes(t *testing.T) {
+	m := member("", &kobev1.KubernetesBackendSpec{Nodes: 2, Resources: &kobev1.KubernetesResources{
+		Node: &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("3Gi")}},
+	}})
+	tpl := Template{NodeImage: "kobe.local/kobe-node:v1", NodePreload: []string{"/images/app.tar"}}
+	set, err := tpl.Settings(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"kobe-pool-ci-0-node-0", "kobe-pool-ci-0-node-1"}; !slices.Equal(set.Nodes, want) || len(set.NodeConfigs) != 2 || !set.PKI.KubeletClient {
+		t.Fatalf("settings %+v", set)
+	}
+	var c node.Config
+	if err := json.Unmarshal(set.NodeConfigs[1], &c); err != nil {
+		t.Fatal(err)
+	}
+	if c.Name != "kobe-pool-ci-0-node-1" || c.PodCIDR != "198.19.245.0/24" || c.ClusterCIDR != "198.19.244.0/22" || c.Interface != "" || c.CgroupParent != "" ||
+		len(c.HideDirs) != 0 || !slices.Equal(c.Images, []string{NodePauseArchive, "/images/app.tar"}) || c.KubeletKubeconfig != "/etc/kobe/node/kubelet.kubeconfig" {
+		t.Errorf("node config %+v", c)
+	}
+	inside := netip.MustParsePrefix(incluster.MemberNetwork)
+	for _, r := range []string{c.PodCIDR, c.ClusterCIDR, incluster.MemberServiceCIDR} {
+		if p := netip.MustParsePrefix(r); !inside.Contains(p.Addr()) || p.Bits() < inside.Bits() {
+			t.Errorf("%s is not inside %s", r, inside)
+		}
+	}
+
+	pods, err := tpl.Pods(incluster.RenderInput{Member: m, ClusterIP: "198.19.0.9", APIPort: APIPort, PKIDir: "/pki"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pods) != 3 || pods[1].Name != "kobe-pool-ci-0-node-0" || pods[1].Labels[incluster.LabelComponent] != incluster.ComponentNode {
+		t.Fatalf("pods %v", pods)
+	}
+	nc := pods[2].Spec.Containers[0]
+	if nc.Image != "kobe.local/kobe-node:v1" || !*nc.SecurityContext.Privileged || nc.Command[0] != "/usr/local/bin/kobe-node" {
+		t.Errorf("node container %+v", nc)
+	}
+	if got := nc.Resources.Limits[corev1.ResourceMemory]; got.String() != "3Gi" {
+		t.Errorf("node memory limit %s", got.String())
+	}
+	if got := nc.Resources.Requests[corev1.ResourceCPU]; !got.Equal(DefaultResources.Node.Requests[corev1.ResourceCPU]) {
+		t.Errorf("node cpu request %s", got.String())
+	}
+	mounts := map[string]string{}
+	for _, vm := range nc.VolumeMounts {
+		mounts[vm.MountPath] = vm.Name
+	}
+	vols := map[string]corev1.Volume{}
+	for _, v := range pods[2].Spec.Volumes {
+		vols[v.Name] = v
+	}
+	for _, p := range []string{"/var/lib/kobe-node", "/var/lib/kubelet", "/var/lib/containerd", "/run"} {
+		if v, ok := vols[mounts[p]]; !ok || v.EmptyDir == nil {
+			t.Errorf("%s is not on an emptyDir: %+v", p, v)
+		}
+	}
+	if vols[mounts["/run"]].EmptyDir.Medium != corev1.StorageMediumMemory {
+		t.Error("/run is not a tmpfs")
+	}
+
+	if _, err := tpl.Pods(incluster.RenderInput{Member: m, ClusterIP: "198.19.244.7", APIPort: APIPort, PKIDir: "/pki"}); err == nil ||
+		!strings.Contains(err.Error(), incluster.MemberNetwork) {
+		t.Errorf("a ClusterIP inside the member network: %v", err)
+	}
+	if pods, err := tpl.Pods(incluster.RenderInput{Member: member("", nil), ClusterIP: "198.19.244.7", APIPort: APIPort, PKIDir: "/pki"}); err != nil || len(pods) != 1 {
+		t.Errorf("no nodes: %d pods, %v", len(pods), err)
+	}
+}
+
+func TestPodSecurity(t *testing.T) {
+	for _, level := range []kobev1.PodSecurityLevel{"", kobev1.PodSecurityPrivileged, kobev1.PodSecurityRestricted} {
+		m := member("", nil)
+		m.Spec.Cluster.PodSecurity = level
+		set, err := Template{}.Settings(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := string(m.Spec.Cluster.EffectivePodSecurity())
+		var cfg struct {
+			Kind    string
+			Plugins []struct {
+				Name          string
+				Configuration struct {
+					Defaults   map[string]string
+					Exemptions map[string][]string
+				}
+			}
+		}
+		if err := yaml.Unmarshal(set.Files[admissionFile], &cfg); err != nil {
+			t.Fatal(err)
+		}
+		if cfg.Kind != "AdmissionConfiguration" || len(cfg.Plugins) != 1 || cfg.Plugins[0].Name != "PodSecurity" {
+			t.Fatalf("%q: %s", level, set.Files[admissionFile])
+		}
+		d := cfg.Plugins[0].Configuration.Defaults
+		if d["enforce"] != want || d["audit"] != want || d["warn"] != want || d["enforce-version"] != "latest" {
+			t.Errorf("%q: defaults %v", level, d)
+		}
+		for k, v := range cfg.Plugins[0].Configuration.Exemptions {
+			if len(v) != 0 {
+				t.Errorf("%q: exemption %s %v", level, k, v)
+			}
+		}
+	}
+	m := member("", nil)
+	m.Spec.Cluster.PodSecurity = "lax"
+	if _, err := (Template{}).Settings(m); err == nil || !strings.Contains(err.Error(), "spec.cluster.podSecurity") {
+		t.Errorf("unknown level: %v", err)
 	}
 }

@@ -1,0 +1,206 @@
+package kubernetes
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/netip"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+	"github.com/kunobi-ninja/kobe/internal/backend"
+	"github.com/kunobi-ninja/kobe/internal/backend/incluster"
+	"github.com/kunobi-ninja/kobe/internal/node"
+	"github.com/kunobi-ninja/kobe/internal/version"
+)
+
+// A node pod is a privileged pod of the host cluster running kobe-node
+// (cmd/kobe-node) in "pod mode": containerd, kubelet and kube-proxy in the
+// pod's own network, mount and PID namespaces and cgroup, registered to the
+// member's API server as the node named after the pod. The member's pods
+// run as containers nested in it. Everything it needs is in the node image
+// (make image-node) and in its files of the PKI Secret (incluster.NodeDir).
+const (
+	// admissionFile is the API server's admission configuration in the
+	// PKI Secret (Pod Security's defaults).
+	admissionFile = "admission.yaml"
+
+	// Paths inside the node image (make image-node).
+	nodeBinDir = "/usr/local/bin"
+	nodeCNIDir = "/opt/cni/bin"
+	// NodePauseArchive is the pause image's archive in the node image;
+	// NodePauseImage is its name once imported.
+	NodePauseArchive = "/usr/local/share/kobe-node/images/pause.tar"
+	NodePauseImage   = "kobe.local/pause:v1"
+	// nodeDataDir is kobe-node's Dir: containerd's root and state and
+	// kubelet's root, on an emptyDir (containerd's overlay snapshots cannot
+	// live on the container's own overlay root).
+	nodeDataDir = "/var/lib/kobe-node"
+	// nodePath is the node container's PATH (the image sets none):
+	// containerd finds the shim and runc on it, kube-proxy and the CNI
+	// plugins iptables, kubelet mount.
+	nodePath = "/usr/local/bin:/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin"
+)
+
+// nodePodCIDR is node i's pod range: 198.19.(244+i).0/24, in
+// nodeClusterCIDR, in incluster.MemberNetwork (198.19.240.0/20) with the
+// member's Service range. Every member uses the same ranges: they exist
+// only inside each node pod's network namespace (pods reach anything else
+// masqueraded to the node pod's IP).
+func nodePodCIDR(i int) string { return fmt.Sprintf("198.19.%d.0/24", 244+i) }
+
+// nodeClusterCIDR holds the pod ranges of a member's (up to 4) nodes.
+const nodeClusterCIDR = "198.19.244.0/22"
+
+// DefaultNodeImage is the node image of pools that name none:
+// ghcr.io/kunobi-ninja/kobe-node tagged with the operator's version.
+func DefaultNodeImage() string {
+	return NodeRegistry + "/kobe-node:" + version.Version
+}
+
+// nodeCount is the member's number of node pods.
+func nodeCount(m backend.Member) int {
+	if k := spec(m); k != nil {
+		return int(k.Nodes)
+	}
+	return 0
+}
+
+// nodeSettings adds the member's node pods to set: their names and each
+// one's kobe-node configuration.
+func (t Template) nodeSettings(m backend.Member, set *incluster.Settings) error {
+	n := nodeCount(m)
+	if n > 4 {
+		return fmt.Errorf("spec.backend.kubernetes.nodes %d: at most 4", n)
+	}
+	for i := range n {
+		name := incluster.NodePodName(m, i)
+		c := t.nodeConfig(name, i)
+		if err := c.Validate(); err != nil {
+			return fmt.Errorf("node %s: %w", name, err)
+		}
+		b, err := json.MarshalIndent(c, "", "  ")
+		if err != nil {
+			return err
+		}
+		set.Nodes = append(set.Nodes, name)
+		set.NodeConfigs = append(set.NodeConfigs, b)
+	}
+	return nil
+}
+
+// nodeConfig is node i's kobe-node configuration in pod mode: no
+// interface (the pod's network as it is), no cgroup parent (kubelet's cgroup
+// root under kobe-node's own cgroup), nothing to hide.
+func (t Template) nodeConfig(name string, i int) *node.Config {
+	f := func(file string) string { return incluster.NodeDir + "/" + file }
+	return &node.Config{
+		Name:                name,
+		Dir:                 nodeDataDir,
+		PodCIDR:             nodePodCIDR(i),
+		ClusterCIDR:         nodeClusterCIDR,
+		Containerd:          nodeBinDir + "/containerd",
+		Ctr:                 nodeBinDir + "/ctr",
+		KubeletBin:          nodeBinDir + "/kubelet",
+		KubeProxyBin:        nodeBinDir + "/kube-proxy",
+		CNIBinDir:           nodeCNIDir,
+		KubeletKubeconfig:   f(incluster.NodeKubeletKubeconfig),
+		KubeProxyKubeconfig: f(incluster.NodeKubeProxyKubeconfig),
+		KubeletCert:         f(incluster.NodeKubeletCert),
+		KubeletKey:          f(incluster.NodeKubeletKey),
+		ClientCAFile:        f(incluster.NodeClientCACert),
+		PauseImage:          NodePauseImage,
+		Images:              append([]string{NodePauseArchive}, t.NodePreload...),
+	}
+}
+
+// nodePods renders the member's node pods.
+func (t Template) nodePods(in incluster.RenderInput, img Images) ([]corev1.Pod, error) {
+	n := nodeCount(in.Member)
+	if n == 0 {
+		return nil, nil
+	}
+	// Inside a node pod, the member's network shadows these addresses: a
+	// Service address of the host cluster among them would be unreachable
+	// from the node (kubelet could not reach its API server).
+	member := netip.MustParsePrefix(incluster.MemberNetwork)
+	if ip, err := netip.ParseAddr(in.ClusterIP); err != nil || member.Contains(ip) {
+		return nil, fmt.Errorf("spec.backend.kubernetes.nodes: the member's Service address %s lies in %s, which node pods keep for the member's own pods and Services", in.ClusterIP, incluster.MemberNetwork)
+	}
+	var res *corev1.ResourceRequirements
+	if k := spec(in.Member); k != nil && k.Resources != nil {
+		res = k.Resources.Node
+	}
+	emptyDir := func(name string, medium corev1.StorageMedium) corev1.Volume {
+		return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: medium}}}
+	}
+	var pods []corev1.Pod
+	for i := range n {
+		p := corev1.Pod{Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{
+				Name:            "node",
+				Image:           img.Node,
+				ImagePullPolicy: img.PullPolicy,
+				Command:         []string{nodeBinDir + "/kobe-node", "--config", incluster.NodeDir + "/" + incluster.NodeConfigFile},
+				Env:             []corev1.EnvVar{{Name: "PATH", Value: nodePath}},
+				Resources:       incluster.Resources(res, DefaultResources.Node),
+				// Privileged: containerd and runc make namespaces, mounts
+				// and cgroups for the member's containers. Root on the host
+				// node: see docs/backends.md, "Node pods".
+				SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true), RunAsUser: ptr.To[int64](0)},
+				VolumeMounts: []corev1.VolumeMount{
+					{Name: incluster.PKIVolume, MountPath: incluster.NodeDir, ReadOnly: true},
+					{Name: "data", MountPath: nodeDataDir},
+					{Name: "kubelet", MountPath: "/var/lib/kubelet"},
+					{Name: "containerd", MountPath: "/var/lib/containerd"},
+					{Name: "log", MountPath: "/var/log"},
+					{Name: "run", MountPath: "/run"},
+				},
+			}},
+			Volumes: []corev1.Volume{
+				emptyDir("data", ""), emptyDir("kubelet", ""), emptyDir("containerd", ""), emptyDir("log", ""),
+				{Name: "run", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
+					Medium: corev1.StorageMediumMemory, SizeLimit: ptr.To(resource.MustParse("64Mi")),
+				}}},
+			},
+		}}
+		p.Name = incluster.NodePodName(in.Member, i)
+		p.Labels = map[string]string{incluster.LabelComponent: incluster.ComponentNode}
+		pods = append(pods, p)
+	}
+	return pods, nil
+}
+
+// admissionConfig is the API server's admission configuration: Pod
+// Security enforces, audits and warns at level for every namespace, with no
+// exemption. A member with nodes runs its pods on a privileged node pod, so
+// a privileged pod in the member is root on the host's node: baseline (the
+// default) refuses it.
+func admissionConfig(level kobev1.PodSecurityLevel) ([]byte, error) {
+	switch level {
+	case kobev1.PodSecurityPrivileged, kobev1.PodSecurityBaseline, kobev1.PodSecurityRestricted:
+	default:
+		return nil, fmt.Errorf("spec.cluster.podSecurity %q: want privileged, baseline or restricted", level)
+	}
+	l := string(level)
+	return yaml.Marshal(map[string]any{
+		"apiVersion": "apiserver.config.k8s.io/v1",
+		"kind":       "AdmissionConfiguration",
+		"plugins": []any{map[string]any{
+			"name": "PodSecurity",
+			"configuration": map[string]any{
+				"apiVersion": "pod-security.admission.config.k8s.io/v1",
+				"kind":       "PodSecurityConfiguration",
+				"defaults": map[string]string{
+					"enforce": l, "enforce-version": "latest",
+					"audit": l, "audit-version": "latest",
+					"warn": l, "warn-version": "latest",
+				},
+				"exemptions": map[string][]string{"usernames": {}, "runtimeClasses": {}, "namespaces": {}},
+			},
+		}},
+	})
+}
