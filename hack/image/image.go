@@ -39,11 +39,13 @@ type Spec struct {
 	Created    time.Time // config time and every file's mtime
 }
 
-// LayerFile is a file of the layer: Source on this machine, Path in the image.
+// LayerFile is a file of the layer: Source on this machine, Path in the
+// image; or, when Link is set, a symbolic link at Path to Link (no Source).
 type LayerFile struct {
 	Source string
 	Path   string
 	Mode   int64
+	Link   string
 }
 
 // Build assembles the image. Nothing in it depends on when, where or by whom
@@ -92,15 +94,19 @@ func buildLayer(files []LayerFile, mtime time.Time) (v1.Layer, error) {
 	}
 	entries := map[string]entry{}
 	for _, f := range files {
-		data, err := os.ReadFile(f.Source)
-		if err != nil {
-			return nil, err
-		}
 		p := strings.TrimPrefix(path.Clean(f.Path), "/")
 		if _, dup := entries[p]; dup || p == "" || p == "." {
 			return nil, fmt.Errorf("layer path %q given twice or empty", f.Path)
 		}
-		entries[p] = entry{hdr: &tar.Header{Typeflag: tar.TypeReg, Name: p, Size: int64(len(data)), Mode: f.Mode}, data: data}
+		if f.Link != "" {
+			entries[p] = entry{hdr: &tar.Header{Typeflag: tar.TypeSymlink, Name: p, Linkname: f.Link, Mode: 0o777}}
+		} else {
+			data, err := os.ReadFile(f.Source)
+			if err != nil {
+				return nil, err
+			}
+			entries[p] = entry{hdr: &tar.Header{Typeflag: tar.TypeReg, Name: p, Size: int64(len(data)), Mode: f.Mode}, data: data}
+		}
 		for d := path.Dir(p); d != "."; d = path.Dir(d) {
 			if _, ok := entries[d+"/"]; !ok {
 				entries[d+"/"] = entry{hdr: &tar.Header{Typeflag: tar.TypeDir, Name: d + "/", Mode: 0o755}}

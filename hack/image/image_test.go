@@ -182,8 +182,9 @@ func testSpec(t *testing.T) Spec {
 		}
 	}
 	return Spec{
-		Name:       "kobe.local/test:v1",
-		Files:      []LayerFile{{Source: filepath.Join(dir, "b"), Path: "/etc/kobe/b", Mode: 0o644}, {Source: filepath.Join(dir, "a"), Path: "/a", Mode: 0o755}},
+		Name: "kobe.local/test:v1",
+		Files: []LayerFile{{Source: filepath.Join(dir, "b"), Path: "/etc/kobe/b", Mode: 0o644}, {Path: "/bin/a", Link: "../a"},
+			{Source: filepath.Join(dir, "a"), Path: "/a", Mode: 0o755}},
 		Entrypoint: []string{"/a"},
 		User:       "65532:65532",
 		Labels:     map[string]string{"x": "y"},
@@ -221,7 +222,7 @@ func TestBuild(t *testing.T) {
 	for _, f := range info.Files {
 		paths = append(paths, f.Path+" "+f.Type+" "+f.Mode+" "+f.Owner)
 	}
-	want := []string{"/a 0 0755 0:0", "/etc 5 0755 0:0", "/etc/kobe 5 0755 0:0", "/etc/kobe/b 0 0644 0:0"}
+	want := []string{"/a 0 0755 0:0", "/bin 5 0755 0:0", "/bin/a 2 0777 0:0", "/etc 5 0755 0:0", "/etc/kobe 5 0755 0:0", "/etc/kobe/b 0 0644 0:0"}
 	if !slices.Equal(paths, want) {
 		t.Errorf("files %q, want %q", paths, want)
 	}

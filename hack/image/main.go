@@ -64,6 +64,7 @@ func runBuild(args []string) error {
 	var (
 		spec           Spec
 		files, labels  listFlag
+		links          listFlag
 		entrypoint     listFlag
 		created, plat  string
 		format, output string
@@ -72,6 +73,7 @@ func runBuild(args []string) error {
 	fs.StringVar(&format, "format", "oci", "oci (an OCI image layout in a tar) or docker (a docker-archive, as docker save writes)")
 	fs.StringVar(&spec.Name, "name", "", "the image's full reference, recorded in the tarball so that ctr images import and docker load name it (required)")
 	fs.Var(&files, "file", "SRC:DEST[:MODE]: a file of the layer, MODE in octal (default 0755); repeatable")
+	fs.Var(&links, "symlink", "/DEST:TARGET: a symbolic link at DEST to TARGET (e.g. /bin/sh:busybox); repeatable")
 	fs.Var(&entrypoint, "entrypoint", "one word of the entrypoint; repeatable")
 	fs.StringVar(&spec.User, "user", "65532:65532", "the user the container runs as (uid:gid)")
 	fs.Var(&labels, "label", "KEY=VALUE: a config label (e.g. org.opencontainers.image.revision); repeatable")
@@ -89,6 +91,13 @@ func runBuild(args []string) error {
 			return err
 		}
 		spec.Files = append(spec.Files, lf)
+	}
+	for _, l := range links {
+		dest, target, ok := strings.Cut(l, ":")
+		if !ok || !strings.HasPrefix(dest, "/") || target == "" {
+			return fmt.Errorf("--symlink %q: want /DEST:TARGET", l)
+		}
+		spec.Files = append(spec.Files, LayerFile{Path: dest, Link: target})
 	}
 	spec.Entrypoint = entrypoint
 	spec.Labels = map[string]string{}
