@@ -38,11 +38,37 @@ func AllPassed(rs []Result) bool {
 	return true
 }
 
-// Evaluate runs the gates in order with the member's admin kubeconfig.
-// External gates are read from conds, the ClusterInstance's conditions. When
-// the API server is unreachable, the other built-in gates are reported
-// pending without being tried. timeout bounds every request.
+// Options tune EvaluateMember.
+type Options struct {
+	// Timeout bounds every request to the member.
+	Timeout time.Duration
+	// Nodes is how many real nodes the member asks for. When positive,
+	// NodesReady means that many nodes are Ready and a probe pod started on
+	// each Ready node and is gone again (probe.go); otherwise it means one
+	// node is Ready (a kwok node, whose pods only pretend to run).
+	Nodes int32
+	// ProbeImage is the probe pods' image; DefaultProbeImage when empty.
+	ProbeImage string
+	// Now is the time of the evaluation (messages say how long a probe pod
+	// has waited); time.Now() when zero.
+	Now time.Time
+}
+
+// Evaluate runs the gates in order with the member's admin kubeconfig, for
+// a member without real nodes; see EvaluateMember.
 func Evaluate(ctx context.Context, kubeconfig []byte, types []string, conds []metav1.Condition, timeout time.Duration) []Result {
+	return EvaluateMember(ctx, kubeconfig, types, conds, Options{Timeout: timeout})
+}
+
+// EvaluateMember runs the gates in order with the member's admin
+// kubeconfig. External gates are read from conds, the ClusterInstance's
+// conditions. When the API server is unreachable, the other built-in gates
+// are reported pending without being tried.
+func EvaluateMember(ctx context.Context, kubeconfig []byte, types []string, conds []metav1.Condition, opts Options) []Result {
+	timeout := opts.Timeout
+	if opts.Now.IsZero() {
+		opts.Now = time.Now()
+	}
 	var cs *kubernetes.Clientset
 	var connectErr error
 	needAPI := slices.ContainsFunc(types, kobev1.IsBuiltinGate)
@@ -72,6 +98,8 @@ func Evaluate(ctx context.Context, kubeconfig []byte, types []string, conds []me
 			err = inClusterToken(ctx, cs)
 		case t == kobev1.GateDefaultServiceAccount:
 			err = defaultServiceAccount(ctx, cs)
+		case t == kobev1.GateNodesReady && opts.Nodes > 0:
+			err = probeNodes(ctx, cs, opts.Nodes, opts.ProbeImage, opts.Now)
 		case t == kobev1.GateNodesReady:
 			err = nodesReady(ctx, cs)
 		}

@@ -50,6 +50,11 @@ type Reconciler struct {
 	// ProbeTimeout bounds each readiness-gate request and health probe; 5s
 	// when zero (and never longer than the pool's health interval).
 	ProbeTimeout time.Duration
+	// NodeProbeImage is the image of the probe pods the NodesReady gate
+	// starts on the real nodes of a member: the pause image those nodes
+	// preload (the local backend's --local-pause-image).
+	// gates.DefaultProbeImage when empty.
+	NodeProbeImage string
 	// MaxConcurrentReconciles; 4 when zero. Gates and probes wait on the
 	// network, so one slow member must not hold up the others.
 	MaxConcurrentReconciles int
@@ -140,7 +145,7 @@ func (r *Reconciler) newScope(ctx context.Context, inst *kobev1.ClusterInstance)
 	case err != nil && !apierrors.IsNotFound(err):
 		return nil, fmt.Errorf("getting pool %s: %w", inst.Spec.PoolRef.Name, err)
 	}
-	s.settings = settingsFor(s.pool)
+	s.settings = settingsFor(s.pool, inst)
 	if b, ok := r.Backends.For(inst.Spec.Backend.Type); ok {
 		s.backend = b
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+	"github.com/kunobi-ninja/kobe/internal/pool"
 )
 
 // Defaults for pools that leave these unset. Health checks run even when a
@@ -17,20 +18,26 @@ const (
 )
 
 // settings are what an instance takes from its pool; a member whose pool is
-// gone (it was leased and its pool deleted) uses the defaults.
+// gone (it was leased and its pool deleted) uses the defaults. Its gates
+// also depend on the member's own backend spec (copied from the pool when
+// it was created): a member with real nodes always waits for NodesReady.
 type settings struct {
 	creatingTimeout time.Duration
 	interval        time.Duration
 	threshold       int32
 	gates           []string
+	// nodes is how many real nodes the member asks for; NodesReady then
+	// probes each of them with a pod.
+	nodes int32
 }
 
-func settingsFor(p *kobev1.ClusterPool) settings {
+func settingsFor(p *kobev1.ClusterPool, inst *kobev1.ClusterInstance) settings {
 	s := settings{
 		creatingTimeout: DefaultCreatingTimeout,
 		interval:        DefaultHealthInterval,
 		threshold:       DefaultFailureThreshold,
-		gates:           kobev1.EffectiveGates(nil),
+		gates:           pool.MemberGates(inst.Spec.Backend, nil),
+		nodes:           pool.RealNodes(inst.Spec.Backend),
 	}
 	if p == nil {
 		return s
@@ -46,7 +53,7 @@ func settingsFor(p *kobev1.ClusterPool) settings {
 			s.threshold = hc.FailureThreshold
 		}
 	}
-	s.gates = kobev1.EffectiveGates(p.Spec.ReadinessGates)
+	s.gates = pool.MemberGates(inst.Spec.Backend, p.Spec.ReadinessGates)
 	return s
 }
 

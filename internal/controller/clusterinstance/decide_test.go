@@ -2,6 +2,7 @@ package clusterinstance
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,18 +15,29 @@ import (
 var t0 = time.Date(2026, 7, 1, 12, 0, 0, 0, time.UTC)
 
 func TestSettingsFor(t *testing.T) {
-	s := settingsFor(nil)
-	if s.creatingTimeout != 10*time.Minute || s.interval != 30*time.Second || s.threshold != 3 || len(s.gates) != 2 {
+	inst := &kobev1.ClusterInstance{}
+	s := settingsFor(nil, inst)
+	if s.creatingTimeout != 10*time.Minute || s.interval != 30*time.Second || s.threshold != 3 || len(s.gates) != 2 || s.nodes != 0 {
 		t.Errorf("defaults = %+v", s)
+	}
+	withNodes := &kobev1.ClusterInstance{Spec: kobev1.ClusterInstanceSpec{Backend: kobev1.BackendSpec{
+		Type: kobev1.BackendLocal, Local: &kobev1.LocalBackendSpec{Nodes: 2}}}}
+	if s := settingsFor(nil, withNodes); s.nodes != 2 || len(s.gates) != 3 || s.gates[2] != "NodesReady" {
+		t.Errorf("a member with nodes whose pool is gone = %+v", s)
 	}
 	p := &kobev1.ClusterPool{Spec: kobev1.ClusterPoolSpec{
 		CreatingTimeout: &metav1.Duration{Duration: time.Minute},
 		HealthCheck:     &kobev1.HealthCheckSpec{IntervalSeconds: 2, FailureThreshold: 5},
 		ReadinessGates:  []kobev1.ReadinessGate{{Type: "NodesReady"}},
 	}}
-	s = settingsFor(p)
+	s = settingsFor(p, inst)
 	if s.creatingTimeout != time.Minute || s.interval != 2*time.Second || s.threshold != 5 || len(s.gates) != 3 || s.gates[2] != "NodesReady" {
 		t.Errorf("from pool = %+v", s)
+	}
+	// The member's own backend spec decides, not the pool's current one.
+	p.Spec.ReadinessGates = []kobev1.ReadinessGate{{Type: "X"}}
+	if s := settingsFor(p, withNodes); strings.Join(s.gates, ",") != "APIServerReachable,InClusterToken,X,NodesReady" {
+		t.Errorf("gates of a member with nodes = %v", s.gates)
 	}
 }
 

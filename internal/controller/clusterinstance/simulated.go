@@ -26,7 +26,9 @@ func (r *Reconciler) evaluateGates(ctx context.Context, s *scope) ([]gates.Resul
 		if err != nil {
 			return nil, err
 		}
-		return gates.Evaluate(ctx, kubeconfig, s.settings.gates, s.inst.Status.Conditions, r.probeTimeout(s)), nil
+		return gates.EvaluateMember(ctx, kubeconfig, s.settings.gates, s.inst.Status.Conditions, gates.Options{
+			Timeout: r.probeTimeout(s), Nodes: s.settings.nodes, ProbeImage: r.NodeProbeImage, Now: s.now,
+		}), nil
 	}
 	out := make([]gates.Result, 0, len(s.settings.gates))
 	for _, t := range s.settings.gates {
