@@ -21,6 +21,10 @@ const (
 	LogDir = "logs"
 )
 
+// kubeletRoot is kubelet's root directory in the node's mount namespace,
+// bound from <Dir>/kubelet.
+const kubeletRoot = "/var/lib/kubelet"
+
 // daemonEnv is the environment of the node's daemons: nothing of the
 // caller's (it may hold credentials), a PATH with runc, iptables and mount.
 var daemonEnv = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root"}
@@ -184,6 +188,17 @@ func (a *Agent) mounts(context.Context) error {
 			return fmt.Errorf("binding %s back: %w", a.cfg.Dir, err)
 		}
 	}
+	// kubelet's root at its usual, short path (its unix sockets under
+	// Dir could exceed 104 bytes), kept on Dir's disk.
+	if err := os.MkdirAll(a.path("kubelet"), 0o700); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(kubeletRoot, 0o700); err != nil {
+		return err
+	}
+	if err := syscall.Mount(a.path("kubelet"), kubeletRoot, "", syscall.MS_BIND, ""); err != nil {
+		return fmt.Errorf("binding kubelet's root: %w", err)
+	}
 	for what, p := range map[string]string{"containerd": a.cfg.Containerd, "ctr": a.cfg.Ctr, "kubelet": a.cfg.KubeletBin, "kube-proxy": a.cfg.KubeProxyBin, "CNI bridge plugin": filepath.Join(a.cfg.CNIBinDir, "bridge")} {
 		if _, err := os.Stat(p); err != nil {
 			return fmt.Errorf("%s %s is not visible in the node (hidden by a mount?): %w", what, p, err)
@@ -220,7 +235,9 @@ func (a *Agent) network(ctx context.Context) error {
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		if _, err := os.Stat("/sys/class/net/" + a.cfg.Interface); err == nil {
+		// Asked over netlink: /sys/class/net shows the network namespace
+		// of whoever mounted /sys, not this one.
+		if exec.CommandContext(ctx, "ip", "link", "show", "dev", a.cfg.Interface).Run() == nil {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -344,7 +361,9 @@ func (a *Agent) waitFor(ctx context.Context, what string, timeout time.Duration,
 	return nil
 }
 
-func (a *Agent) socket() string { return a.path("containerd", "containerd.sock") }
+// socket is containerd's socket, in the node's own /run (a path under Dir
+// can exceed the 104 bytes a unix socket path may have).
+func (a *Agent) socket() string { return "/run/kobe-node/containerd.sock" }
 
 func (a *Agent) containerd(ctx context.Context) error {
 	for _, d := range []string{a.path("containerd"), a.path("cni", "net.d")} {
@@ -408,7 +427,7 @@ func (a *Agent) kubelet(ctx context.Context) error {
 	}
 	if _, err := a.start("kubelet", a.cfg.KubeletBin,
 		"--config="+a.path("kubelet.yaml"), "--kubeconfig="+a.cfg.KubeletKubeconfig,
-		"--root-dir="+a.path("kubelet"), "--hostname-override="+a.cfg.Name,
+		"--root-dir="+kubeletRoot, "--hostname-override="+a.cfg.Name,
 		"--node-ip="+a.nodeIP, "--v=1"); err != nil {
 		return err
 	}

@@ -41,7 +41,9 @@ const (
 // API server's serving certificate, a client CA (whose key the operator signs
 // lease certificates with) and an admin certificate, and the ServiceAccount
 // signing key. The server CA's key is not kept: nothing signs with it again.
-func writeAssets(p paths, advertiseHost string) error {
+// extraIPs (a member's gateway and its "kubernetes" Service IP, with
+// nodes) are added to the serving certificate.
+func writeAssets(p paths, advertiseHost string, extraIPs ...net.IP) error {
 	if err := os.MkdirAll(filepath.Dir(p.pki("x")), 0o700); err != nil {
 		return err
 	}
@@ -51,6 +53,7 @@ func writeAssets(p paths, advertiseHost string) error {
 	}
 	dnsNames := []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"}
 	ips := []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback, net.ParseIP(serviceIP)}
+	ips = append(ips, extraIPs...)
 	if ip := net.ParseIP(advertiseHost); ip != nil {
 		ips = append(ips, ip)
 	} else {
@@ -118,7 +121,7 @@ var componentUsers = map[string]struct {
 
 // writeComponentKubeconfig writes the kubeconfig component c uses to reach
 // the member's API server on its local port.
-func writeComponentKubeconfig(p paths, c string, apiPort int) error {
+func writeComponentKubeconfig(p paths, c, host string, apiPort int) error {
 	u, ok := componentUsers[c]
 	if !ok {
 		return fmt.Errorf("no identity for component %s", c)
@@ -138,7 +141,7 @@ func writeComponentKubeconfig(p paths, c string, apiPort int) error {
 	}
 	kc, err := pki.Kubeconfig(pki.KubeconfigInput{
 		ClusterName:   "member",
-		Server:        localURL(apiPort),
+		Server:        localURL(host, apiPort),
 		CAData:        serverCA,
 		UserName:      u.user,
 		ClientCertPEM: certPEM,
@@ -200,9 +203,13 @@ type accessFiles struct {
 	serverCA, clientCACert, clientCAKey, adminCert, adminKey, adminKubeconfig []byte
 }
 
-// localURL is the API server URL the member's own components use.
-func localURL(port int) string {
-	return (&url.URL{Scheme: "https", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}).String()
+// localURL is the API server URL the member's own components use: host
+// is state.LocalHost (empty means 127.0.0.1).
+func localURL(host string, port int) string {
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	return (&url.URL{Scheme: "https", Host: net.JoinHostPort(host, strconv.Itoa(port))}).String()
 }
 
 // endpointURL is the API server URL handed to lease holders.

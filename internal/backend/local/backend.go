@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,6 +19,7 @@ import (
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/backend"
+	"github.com/kunobi-ninja/kobe/internal/node"
 	"github.com/kunobi-ninja/kobe/internal/version"
 )
 
@@ -50,6 +52,22 @@ type Options struct {
 	// Host identifies this host and boot (see Backend.Host). Default
 	// "<hostname>/<boot id>"; tests set it to pose as another host.
 	Host string
+
+	// NodeBinDir holds kubelet and kube-proxy for members with nodes.
+	// Default DefaultNodeBinDir (relative to the working directory).
+	NodeBinDir string
+	// NodeAgent is the kobe-node program (its file name must be
+	// kobe-node). Default: kobe-node next to the running executable.
+	NodeAgent string
+	// ImageDir holds the pause image archive (PauseArchive) and the
+	// archives pools preload. Default DefaultImageDir.
+	ImageDir string
+	// PauseImage is the image name in the pause archive. Default
+	// DefaultPauseImage.
+	PauseImage string
+	// NodeEgress lets members' pods open connections beyond the host
+	// (masqueraded); without it they reach only their own member.
+	NodeEgress bool
 }
 
 // Backend runs members as local processes. It is safe for concurrent use.
@@ -67,6 +85,9 @@ type Backend struct {
 
 	mu      sync.Mutex
 	members map[types.UID]*memberRT
+
+	// slotMu serialises network slot choices of this instance.
+	slotMu sync.Mutex
 }
 
 // memberRT is what one Backend instance holds in memory about a member. It
@@ -115,7 +136,28 @@ func New(opts Options) (*Backend, error) {
 	if opts.Logger.GetSink() == nil {
 		opts.Logger = logr.Discard()
 	}
+	if opts.NodeBinDir == "" {
+		opts.NodeBinDir = DefaultNodeBinDir
+	}
+	if opts.ImageDir == "" {
+		opts.ImageDir = DefaultImageDir
+	}
+	if opts.PauseImage == "" {
+		opts.PauseImage = DefaultPauseImage
+	}
 	var err error
+	if opts.NodeAgent == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("local backend: finding kobe-node: %w", err)
+		}
+		opts.NodeAgent = filepath.Join(filepath.Dir(exe), compNode)
+	}
+	for _, d := range []*string{&opts.NodeBinDir, &opts.ImageDir, &opts.NodeAgent} {
+		if *d, err = filepath.Abs(*d); err != nil {
+			return nil, fmt.Errorf("local backend: %w", err)
+		}
+	}
 	if opts.Host == "" {
 		if opts.Host, err = hostIdentity(); err != nil {
 			return nil, fmt.Errorf("local backend: %w", err)
@@ -179,18 +221,31 @@ func (b *Backend) member(uid types.UID) *memberRT {
 	return rt
 }
 
-// components of a member, in start order.
+// components of a member, in start order (without its nodes).
 func components(scheduling bool) []string {
-	if scheduling {
+	return memberComponents(scheduling, 0)
+}
+
+// memberComponents: with nodes, kube-scheduler belongs to the member too.
+func memberComponents(scheduling bool, nodes int) []string {
+	switch {
+	case scheduling:
 		return []string{compEtcd, compAPIServer, compKCM, compScheduler, compKwok}
+	case nodes > 0:
+		return []string{compEtcd, compAPIServer, compKCM, compScheduler}
 	}
 	return []string{compEtcd, compAPIServer, compKCM}
 }
 
 // checkBinaries returns an error wrapping backend.ErrUnavailable naming the
 // first binary that is missing.
-func (b *Backend) checkBinaries(scheduling bool) error {
-	for _, c := range components(scheduling) {
+func (b *Backend) checkBinaries(scheduling bool, nodes int) error {
+	if nodes > 0 {
+		if err := b.checkNodePrereqs(); err != nil {
+			return err
+		}
+	}
+	for _, c := range memberComponents(scheduling, nodes) {
 		bin := filepath.Join(b.opts.BinDir, c)
 		fi, err := os.Stat(bin)
 		if err != nil {
@@ -254,8 +309,17 @@ func (b *Backend) Create(ctx context.Context, m backend.Member) error {
 		// is destroyed; Create must not paper over it.
 		return nil
 	}
-	if err := b.checkBinaries(scheduling(m)); err != nil {
+	nodes := nodeCount(m)
+	if nodes > node.MaxNodes {
+		return fmt.Errorf("%w: spec.backend.local.nodes is %d, at most %d", backend.ErrInvalidSpec, nodes, node.MaxNodes)
+	}
+	if err := b.checkBinaries(scheduling(m), nodes); err != nil {
 		return err
+	}
+	if nodes > 0 {
+		if _, err := nodeImages(b.opts.ImageDir, m); err != nil {
+			return err
+		}
 	}
 
 	// No state file: nothing was created, or a Create was interrupted
@@ -269,16 +333,39 @@ func (b *Backend) Create(ctx context.Context, m backend.Member) error {
 	if err := os.MkdirAll(p.dir, 0o700); err != nil {
 		return fmt.Errorf("creating data directory: %w", err)
 	}
-	if err := writeAssets(p, b.opts.AdvertiseHost); err != nil {
-		return fmt.Errorf("creating certificates for %s: %w", p.dir, err)
-	}
 	st = &state{
 		Version:    stateVersion,
 		Namespace:  m.Namespace,
 		Name:       m.Name,
 		UID:        m.UID,
 		Scheduling: scheduling(m),
+		Nodes:      nodes,
 		StartedAt:  time.Now().UTC(),
+	}
+	var extraIPs []net.IP
+	if nodes > 0 {
+		slot, err := b.allocateSlot(ctx, p)
+		if err != nil {
+			return err
+		}
+		st.Slot = &slot
+		mn, err := memberNet(st)
+		if err != nil {
+			return err
+		}
+		st.LocalHost = mn.Gateway.String()
+		extraIPs = []net.IP{net.IP(mn.Gateway.AsSlice()), net.IP(mn.KubernetesServiceIP().AsSlice())}
+	}
+	if err := writeAssets(p, b.opts.AdvertiseHost, extraIPs...); err != nil {
+		return fmt.Errorf("creating certificates for %s: %w", p.dir, err)
+	}
+	if err := writeAdmissionConfig(p, m.Spec.Cluster.EffectivePodSecurity()); err != nil {
+		return fmt.Errorf("writing the admission configuration: %w", err)
+	}
+	if nodes > 0 {
+		if err := writeKubeletClient(p); err != nil {
+			return fmt.Errorf("creating the API server's kubelet client certificate: %w", err)
+		}
 	}
 	if err := b.launchCore(rt, p, st); err != nil {
 		b.killChildren(rt)
@@ -293,7 +380,10 @@ func (b *Backend) Create(ctx context.Context, m backend.Member) error {
 // state file. Called with rt.mu held.
 func (b *Backend) launchCore(rt *memberRT, p paths, st *state) error {
 	bindHost := "127.0.0.1"
-	if !isLoopbackHost(b.opts.AdvertiseHost) {
+	if !isLoopbackHost(b.opts.AdvertiseHost) || st.Nodes > 0 {
+		// With nodes the API server binds the member's gateway, which
+		// exists only once the network is set up for a port: a port free
+		// on every address is free there too.
 		bindHost = "0.0.0.0"
 	}
 	port, err := b.pickPort(bindHost)
@@ -303,6 +393,21 @@ func (b *Backend) launchCore(rt *memberRT, p paths, st *state) error {
 	st.Attempt++
 	st.APIServerPort = port
 	st.Endpoint = endpointURL(b.opts.AdvertiseHost, port)
+	if st.Nodes > 0 {
+		mn, err := memberNet(st)
+		if err != nil {
+			return err
+		}
+		if isLoopbackHost(b.opts.AdvertiseHost) {
+			st.Endpoint = endpointURL(mn.Gateway.String(), port)
+		}
+		ctx, cancel := context.WithTimeout(b.ctx, time.Minute)
+		err = node.SetUpMemberNetwork(ctx, mn, port, b.opts.NodeEgress)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("setting up the member's network: %w", err)
+		}
+	}
 	st.Processes = nil
 	for _, c := range []string{compEtcd, compAPIServer} {
 		pr, err := b.startComponent(rt, p, st, c)
@@ -343,7 +448,7 @@ func (b *Backend) Observe(ctx context.Context, m backend.Member) (backend.Observ
 	if err != nil {
 		return failed("reading member credentials: %v", err), nil
 	}
-	probeErr := probeReady(ctx, acc.adminKubeconfig, st.ReadyAt == nil, st.Scheduling)
+	probeErr := probeReady(ctx, acc.adminKubeconfig, st.ReadyAt == nil, readyNodes(st))
 	if probeErr != nil {
 		if ctx.Err() != nil {
 			return backend.Observation{}, ctx.Err()
@@ -384,20 +489,27 @@ func (b *Backend) observeLocked(rt *memberRT, p paths, m backend.Member) (obs ba
 	if st.Failure != "" {
 		return failed("%s", st.Failure), nil, true
 	}
-	for _, c := range components(st.Scheduling) {
-		if !st.Started && (c != compEtcd && c != compAPIServer) {
+	var want []process
+	for _, c := range memberComponents(st.Scheduling, st.Nodes) {
+		want = append(want, process{Component: c})
+	}
+	for i := range st.Nodes {
+		want = append(want, process{Component: compNode, Node: i})
+	}
+	for _, w := range want {
+		if !st.Started && (w.Component != compEtcd && w.Component != compAPIServer) {
 			continue
 		}
-		i := slices.IndexFunc(st.Processes, func(pr process) bool { return pr.Component == c })
+		i := slices.IndexFunc(st.Processes, func(pr process) bool { return pr.Component == w.Component && pr.Node == w.Node })
 		if i < 0 {
-			return failed("state file lists no %s process", c), nil, true
+			return failed("state file lists no %s process", w.logName()), nil, true
 		}
 		if alive, why := b.alive(rt, p, st.Processes[i]); !alive {
 			if rt.sup != nil {
 				// The supervisor decides: a port clash is retried.
 				return provisioning(rt.sup.status), nil, true
 			}
-			return failed("%s (pid %d) %s; its log is %s: %s", c, st.Processes[i].PID, why, p.log(c), lastLogLine(p, c)), nil, true
+			return failed("%s (pid %d) %s; its log is %s: %s", w.logName(), st.Processes[i].PID, why, p.log(w.logName()), lastLogLine(p, w.logName())), nil, true
 		}
 	}
 	if !st.Started {
@@ -516,6 +628,9 @@ func (b *Backend) destroy(ctx context.Context, rt *memberRT, p paths) error {
 	}
 	if _, err := os.Stat(p.dir); errors.Is(err, fs.ErrNotExist) {
 		return nil
+	}
+	if err := b.destroyNodeHost(ctx, p); err != nil {
+		return fmt.Errorf("removing the nodes of %s: %w", p.dir, err)
 	}
 	if err := os.RemoveAll(p.dir); err != nil {
 		return fmt.Errorf("removing %s: %w", p.dir, err)

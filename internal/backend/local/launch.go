@@ -39,8 +39,11 @@ func (b *Backend) componentArgs(p paths, st *state, c string) ([]string, error) 
 		}, b.tuning.args[c]...), nil
 	case compAPIServer:
 		bind := "127.0.0.1"
-		if !isLoopbackHost(b.opts.AdvertiseHost) {
+		switch {
+		case !isLoopbackHost(b.opts.AdvertiseHost):
 			bind = "0.0.0.0"
+		case st.Nodes > 0:
+			bind = st.LocalHost
 		}
 		args := []string{
 			"--etcd-servers=" + etcdClientURL,
@@ -53,13 +56,37 @@ func (b *Backend) componentArgs(p paths, st *state, c string) ([]string, error) 
 			"--service-account-issuer=" + saIssuer,
 			"--service-account-key-file=" + p.pki(serviceAccountPub),
 			"--service-account-signing-key-file=" + p.pki(serviceAccountKey),
-			"--authorization-mode=RBAC",
-			"--service-cluster-ip-range=" + serviceCIDR,
+			// Pod Security (the admission configuration's level in every
+			// namespace) decides which pods may be privileged.
 			"--allow-privileged=true",
+			"--admission-control-config-file=" + p.admissionConfig(),
 		}
-		if ip := net.ParseIP(b.opts.AdvertiseHost); ip != nil && !ip.IsLoopback() {
-			args = append(args, "--advertise-address="+ip.String())
+		if st.Nodes == 0 {
+			args = append(args, "--authorization-mode=RBAC", "--service-cluster-ip-range="+serviceCIDR, "--enable-admission-plugins=PodSecurity")
+			if ip := net.ParseIP(b.opts.AdvertiseHost); ip != nil && !ip.IsLoopback() {
+				args = append(args, "--advertise-address="+ip.String())
+			}
+			return append(args, b.tuning.args[c]...), nil
 		}
+		mn, err := memberNet(st)
+		if err != nil {
+			return nil, err
+		}
+		// Pods reach the API server through the "kubernetes" Service,
+		// whose endpoint is the advertised address: the member's gateway.
+		// Kubelets are reached by their InternalIP (no DNS for node
+		// names), with a certificate they trust, and their serving
+		// certificates are checked against the client CA that signed them.
+		args = append(args,
+			"--advertise-address="+mn.Gateway.String(),
+			"--service-cluster-ip-range="+mn.ServiceCIDR.String(),
+			"--authorization-mode=Node,RBAC",
+			"--enable-admission-plugins=NodeRestriction,PodSecurity",
+			"--kubelet-client-certificate="+p.pki(kubeletClientCert),
+			"--kubelet-client-key="+p.pki(kubeletClientKey),
+			"--kubelet-certificate-authority="+p.pki(clientCACert),
+			"--kubelet-preferred-address-types=InternalIP,Hostname",
+		)
 		return append(args, b.tuning.args[c]...), nil
 	case compKCM:
 		return append([]string{

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -67,6 +68,11 @@ func (p paths) pki(name string) string     { return filepath.Join(p.dir, "pki", 
 func (p paths) etcdData() string           { return filepath.Join(p.dir, "etcd") }
 func (p paths) kubeconfig(c string) string { return filepath.Join(p.dir, c+".kubeconfig") }
 func (p paths) log(c string) string        { return filepath.Join(p.dir, "logs", c+".log") }
+func (p paths) slotFile() string           { return filepath.Join(p.dir, "slot") }
+func (p paths) admissionConfig() string    { return filepath.Join(p.dir, "admission.yaml") }
+func (p paths) node(i int, elem ...string) string {
+	return filepath.Join(append([]string{p.dir, "nodes", strconv.Itoa(i)}, elem...)...)
+}
 
 // Names of the files under pki/.
 const (
@@ -88,11 +94,14 @@ const (
 	compKCM       = "kube-controller-manager"
 	compScheduler = "kube-scheduler"
 	compKwok      = "kwok"
+	// compNode is kobe-node, one process per real node; its file name must
+	// be kobe-node.
+	compNode = "kobe-node"
 )
 
 // knownComponents are the binaries a member may run; a process is only ever
 // taken for a member's when its argv[0] is one of them.
-var knownComponents = []string{compEtcd, compAPIServer, compKCM, compScheduler, compKwok}
+var knownComponents = []string{compEtcd, compAPIServer, compKCM, compScheduler, compKwok, compNode}
 
 // state is what the backend writes to a member's state file. It is the
 // commit point of Create: a data directory without it is a creation that was
@@ -104,6 +113,15 @@ type state struct {
 	UID       types.UID `json:"uid"`
 	// Scheduling is whether kube-scheduler and kwok belong to the member.
 	Scheduling bool `json:"scheduling,omitempty"`
+	// Nodes is the number of real nodes (kobe-node processes); with nodes
+	// kube-scheduler belongs to the member too.
+	Nodes int `json:"nodes,omitempty"`
+	// Slot is the member's host network slot (internal/node), also in the
+	// slot file, which is written before the network is touched.
+	Slot *int `json:"slot,omitempty"`
+	// LocalHost is the address the member's own components reach its API
+	// server on: 127.0.0.1, or the member's gateway with nodes.
+	LocalHost string `json:"localHost,omitempty"`
 	// Endpoint is the API server URL handed out in Access.
 	Endpoint string `json:"endpoint"`
 	// APIServerPort is the API server's port, chosen at (the last) start.
@@ -126,9 +144,19 @@ type state struct {
 }
 
 type process struct {
-	Component string    `json:"component"`
+	Component string `json:"component"`
+	// Node is the node's index for kobe-node processes.
+	Node      int       `json:"node,omitempty"`
 	PID       int       `json:"pid"`
 	StartedAt time.Time `json:"startedAt"`
+}
+
+// logName is the name of the process's log under logs/.
+func (pr process) logName() string {
+	if pr.Component == compNode {
+		return nodeLogName(pr.Node)
+	}
+	return pr.Component
 }
 
 var errNoState = errors.New("no state file")

@@ -72,7 +72,7 @@ func (b *Backend) checkKwokStages() error {
 
 // createFakeNode creates the member's simulated node; kwok makes it Ready.
 func (b *Backend) createFakeNode(ctx context.Context, p paths, st *state) error {
-	acc, err := access(p, localURL(st.APIServerPort))
+	acc, err := access(p, localURL(st.LocalHost, st.APIServerPort))
 	if err != nil {
 		return err
 	}

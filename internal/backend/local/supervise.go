@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -65,12 +64,12 @@ func (b *Backend) stopSupervisor(rt *memberRT) {
 func (b *Backend) supervise(ctx context.Context, m backend.Member, rt *memberRT, p paths, sup *supervisor) {
 	log := b.log.WithValues("dir", p.dir)
 	for {
-		port, stop := b.superviseStep(ctx, m, rt, p, sup)
+		port, host, stop := b.superviseStep(ctx, m, rt, p, sup)
 		if stop {
 			return
 		}
 		if port > 0 {
-			err := b.probeLocal(ctx, p, port)
+			err := b.probeLocal(ctx, p, host, port)
 			if err == nil {
 				err = b.startRest(ctx, rt, p, m)
 				if err == nil {
@@ -93,19 +92,19 @@ func (b *Backend) supervise(ctx context.Context, m backend.Member, rt *memberRT,
 // superviseStep checks etcd and kube-apiserver once, restarting them after a
 // port clash. It returns the API server's port when both run, and stop when
 // start-up is over (finished, failed or cancelled).
-func (b *Backend) superviseStep(ctx context.Context, m backend.Member, rt *memberRT, p paths, sup *supervisor) (port int, stop bool) {
+func (b *Backend) superviseStep(ctx context.Context, m backend.Member, rt *memberRT, p paths, sup *supervisor) (port int, host string, stop bool) {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	if ctx.Err() != nil {
-		return 0, true
+		return 0, "", true
 	}
 	st, err := readState(p)
 	if err != nil || st.validate(m) != nil || st.Failure != "" || st.Started {
-		return 0, true
+		return 0, "", true
 	}
 	if time.Since(st.StartedAt) > b.opts.ProvisionTimeout {
 		b.recordFailure(p, st, fmt.Sprintf("kube-apiserver did not answer within %s of start", b.opts.ProvisionTimeout))
-		return 0, true
+		return 0, "", true
 	}
 	for _, pr := range st.Processes {
 		alive, why := b.alive(rt, p, pr)
@@ -117,14 +116,14 @@ func (b *Backend) superviseStep(ctx context.Context, m backend.Member, rt *membe
 			sup.status = "restarting after a port clash"
 			if err := b.restartCore(ctx, rt, p, st); err != nil {
 				b.recordFailure(p, st, fmt.Sprintf("restarting after a port clash: %v", err))
-				return 0, true
+				return 0, "", true
 			}
-			return 0, false
+			return 0, "", false
 		}
-		b.recordFailure(p, st, fmt.Sprintf("%s (pid %d) %s during start-up; its log is %s: %s", pr.Component, pr.PID, why, p.log(pr.Component), lastLogLine(p, pr.Component)))
-		return 0, true
+		b.recordFailure(p, st, fmt.Sprintf("%s (pid %d) %s during start-up; its log is %s: %s", pr.logName(), pr.PID, why, p.log(pr.logName()), lastLogLine(p, pr.logName())))
+		return 0, "", true
 	}
-	return st.APIServerPort, false
+	return st.APIServerPort, st.LocalHost, false
 }
 
 // restartCore kills the member's processes and starts etcd and
@@ -163,7 +162,7 @@ func (b *Backend) startRest(ctx context.Context, rt *memberRT, p paths, m backen
 	if err := st.validate(m); err != nil || st.Started || st.Failure != "" {
 		return err
 	}
-	for _, c := range components(st.Scheduling) {
+	for _, c := range memberComponents(st.Scheduling, st.Nodes) {
 		if slices.ContainsFunc(st.Processes, func(pr process) bool { return pr.Component == c }) {
 			continue
 		}
@@ -181,6 +180,12 @@ func (b *Backend) startRest(ctx context.Context, rt *memberRT, p paths, m backen
 			return err
 		}
 	}
+	if st.Nodes > 0 {
+		if err := b.startNodes(ctx, rt, p, st, m); err != nil {
+			b.recordFailure(p, st, fmt.Sprintf("starting nodes: %v", err))
+			return err
+		}
+	}
 	if st.Scheduling {
 		// Not a permanent failure: the supervisor calls startRest again.
 		if err := b.createFakeNode(ctx, p, st); err != nil {
@@ -195,27 +200,27 @@ func (b *Backend) startRest(ctx context.Context, rt *memberRT, p paths, m backen
 func (b *Backend) prepareComponent(p paths, st *state, c string) error {
 	switch c {
 	case compKCM, compScheduler, compKwok:
-		return writeComponentKubeconfig(p, c, st.APIServerPort)
+		return writeComponentKubeconfig(p, c, st.LocalHost, st.APIServerPort)
 	}
 	return nil
 }
 
 // probeLocal asks the member's API server on its local address whether it
 // is ready, with the admin credentials.
-func (b *Backend) probeLocal(ctx context.Context, p paths, port int) error {
-	acc, err := access(p, localURL(port))
+func (b *Backend) probeLocal(ctx context.Context, p paths, host string, port int) error {
+	acc, err := access(p, localURL(host, port))
 	if err != nil {
 		return err
 	}
-	return probeReady(ctx, acc.adminKubeconfig, false, false)
+	return probeReady(ctx, acc.adminKubeconfig, false, nil)
 }
 
 // probeReady checks that the API server's /readyz answers "ok". With
 // usable, it also checks that the member can take work at once:
 // kube-controller-manager has given the "default" namespace its "default"
-// ServiceAccount (pods cannot be created before that) and, with scheduling,
-// the simulated node is Ready.
-func probeReady(ctx context.Context, kubeconfig []byte, usable, scheduling bool) error {
+// ServiceAccount (pods cannot be created before that) and every node in
+// nodes (the simulated node with scheduling, the real ones) is Ready.
+func probeReady(ctx context.Context, kubeconfig []byte, usable bool, nodes []string) error {
 	cfg, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
 	if err != nil {
 		return err
@@ -246,22 +251,7 @@ func probeReady(ctx context.Context, kubeconfig []byte, usable, scheduling bool)
 	case err != nil:
 		return fmt.Errorf("reading the default ServiceAccount: %w", err)
 	}
-	if !scheduling {
-		return nil
-	}
-	node, err := cs.CoreV1().Nodes().Get(ctx, FakeNodeName, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		return fmt.Errorf("node %s not created yet", FakeNodeName)
-	case err != nil:
-		return fmt.Errorf("reading node %s: %w", FakeNodeName, err)
-	}
-	for _, c := range node.Status.Conditions {
-		if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
-			return nil
-		}
-	}
-	return fmt.Errorf("node %s is not Ready yet", FakeNodeName)
+	return nodesReady(ctx, cs, nodes)
 }
 
 func truncate(s string, n int) string {

@@ -1,0 +1,291 @@
+package nodetest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+	"github.com/kunobi-ninja/kobe/internal/backend"
+	"github.com/kunobi-ninja/kobe/internal/backend/local"
+	"github.com/kunobi-ninja/kobe/internal/testenv"
+	"github.com/kunobi-ninja/kobe/internal/testenv/hostcluster"
+)
+
+const readyDeadline = 3 * time.Minute
+
+// agent is the kobe-node binary built once for the package.
+var agent string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "kobe-nodetest-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	agent = filepath.Join(dir, "kobe-node")
+	cmd := exec.Command("go", "build", "-o", agent, "./cmd/kobe-node")
+	cmd.Dir = testenv.RepoRoot()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building kobe-node: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// newBackend returns a local backend for members with nodes, failing the
+// test when this machine cannot run them (not root, binaries missing),
+// and saves the sysctls kubelet may change, restoring them at the end.
+func newBackend(t *testing.T) *local.Backend {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Fatal("members with nodes need root: run this test as root")
+	}
+	for _, f := range []string{
+		filepath.Join(testenv.BinDir(), "kube-apiserver"), filepath.Join(testenv.BinDir(), "kube-scheduler"),
+		filepath.Join(hostcluster.NodeBinDir(), "kubelet"), filepath.Join(hostcluster.NodeBinDir(), "kube-proxy"),
+		filepath.Join(testenv.RepoRoot(), "bin", "images", local.PauseArchive), "/usr/bin/containerd",
+	} {
+		if _, err := os.Stat(f); err != nil {
+			t.Fatalf("%s is missing: run `make controlplane node image-pause node-deps` first", f)
+		}
+	}
+	restore, err := SaveSysctls()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := restore(); err != nil {
+			t.Errorf("restoring sysctls: %v", err)
+		}
+	})
+	b, err := local.New(local.Options{
+		BinDir:     testenv.BinDir(),
+		DataRoot:   t.TempDir(),
+		Logger:     testr.NewWithInterface(t, testr.Options{}),
+		NodeBinDir: hostcluster.NodeBinDir(),
+		NodeAgent:  agent,
+		ImageDir:   filepath.Join(testenv.RepoRoot(), "bin", "images"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		b.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if _, err := b.Sweep(ctx, func(string, types.UID) bool { return false }); err != nil {
+			t.Errorf("sweeping: %v", err)
+		}
+	})
+	return b
+}
+
+func nodeMember(name string, nodes int32) backend.Member {
+	return backend.Member{
+		Namespace: "pool-ns", Name: name, UID: uuid.NewUUID(), Pool: "p",
+		Spec: kobev1.ClusterInstanceSpec{Backend: kobev1.BackendSpec{Type: kobev1.BackendLocal, Local: &kobev1.LocalBackendSpec{Nodes: nodes}}},
+	}
+}
+
+// waitReady observes m until Ready and returns the observation.
+func waitReady(t *testing.T, b *local.Backend, m backend.Member) backend.Observation {
+	t.Helper()
+	deadline := time.Now().Add(readyDeadline)
+	var obs backend.Observation
+	for time.Now().Before(deadline) {
+		var err error
+		obs, err = b.Observe(t.Context(), m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch obs.State {
+		case backend.StateReady:
+			return obs
+		case backend.StateFailed:
+			t.Fatalf("member failed: %s%s", obs.Message, nodeLogs(b, m))
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	t.Fatalf("member not Ready within %s: %s%s", readyDeadline, obs.Message, nodeLogs(b, m))
+	return obs
+}
+
+// nodeLogs is the tail of the node logs, for failure messages.
+func nodeLogs(b *local.Backend, m backend.Member) string {
+	files, _ := filepath.Glob(filepath.Join(b.MemberDir(m), "logs", "kobe-node-*.log"))
+	more, _ := filepath.Glob(filepath.Join(b.MemberDir(m), "nodes", "*", "logs", "*.log"))
+	var sb strings.Builder
+	for _, f := range append(files, more...) {
+		data, _ := os.ReadFile(f)
+		if len(data) > 3000 {
+			data = data[len(data)-3000:]
+		}
+		fmt.Fprintf(&sb, "\n--- %s:\n%s", f, data)
+	}
+	return sb.String()
+}
+
+func clientFor(t *testing.T, obs backend.Observation) *kubernetes.Clientset {
+	t.Helper()
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(obs.Access.AdminKubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
+func pausePod(name string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{Name: "pause", Image: local.DefaultPauseImage, ImagePullPolicy: corev1.PullNever}},
+		},
+	}
+}
+
+// TestMemberWithOneNode creates a member with one real node, runs a pod on
+// it, sees Pod Security refuse privileged and hostPath pods, deletes the
+// member and checks nothing of it is left on the host.
+func TestMemberWithOneNode(t *testing.T) {
+	b := newBackend(t)
+	m := nodeMember("one", 1)
+	ctx := t.Context()
+	start := time.Now()
+	if err := b.Create(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	slot, ok, err := b.NodeSlot(m)
+	if err != nil || !ok {
+		t.Fatalf("no slot recorded: %v", err)
+	}
+	obs := waitReady(t, b, m)
+	t.Logf("member with 1 node: Create -> Ready in %s (slot %d, endpoint %s)", time.Since(start).Round(time.Millisecond), slot, obs.Access.Endpoint)
+	cs := clientFor(t, obs)
+
+	podStart := time.Now()
+	if _, err := cs.CoreV1().Pods("default").Create(ctx, pausePod("p"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var pod *corev1.Pod
+	if err := testenv.Poll(ctx, 2*time.Minute, func() error {
+		pod, err = cs.CoreV1().Pods("default").Get(ctx, "p", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if pod.Status.Phase != corev1.PodRunning {
+			return fmt.Errorf("pod phase %s", pod.Status.Phase)
+		}
+		return nil
+	}); err != nil {
+		t.Fatalf("pod not Running: %v%s", err, nodeLogs(b, m))
+	}
+	if pod.Spec.NodeName != local.NodeName(0) {
+		t.Errorf("pod runs on %q, want %s", pod.Spec.NodeName, local.NodeName(0))
+	}
+	t.Logf("pod Running in %s on %s with IP %s", time.Since(podStart).Round(time.Millisecond), pod.Spec.NodeName, pod.Status.PodIP)
+	logRSS(t, local.NodeCgroup(string(m.UID)))
+
+	// Pod Security baseline (the default) refuses what would own the host.
+	yes := true
+	privileged := pausePod("privileged")
+	privileged.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: &yes}
+	hostPath := pausePod("hostpath")
+	hostPath.Spec.Volumes = []corev1.Volume{{Name: "root", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}}}
+	hostPath.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "root", MountPath: "/host"}}
+	hostNet := pausePod("hostnet")
+	hostNet.Spec.HostNetwork = true
+	for _, p := range []*corev1.Pod{privileged, hostPath, hostNet} {
+		_, err := cs.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{})
+		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "PodSecurity") {
+			t.Errorf("pod %s: want a Forbidden error from PodSecurity, got %v", p.Name, err)
+		}
+	}
+
+	deleteAndCheck(t, b, m, slot)
+}
+
+// deleteAndCheck deletes m and checks nothing of it is left.
+func deleteAndCheck(t *testing.T, b *local.Backend, m backend.Member, slot int) {
+	t.Helper()
+	dir := b.MemberDir(m)
+	start := time.Now()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		done, err := b.Delete(t.Context(), m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if done {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("Delete did not finish within 2 minutes")
+		}
+	}
+	t.Logf("Delete took %s", time.Since(start).Round(time.Millisecond))
+	if leaks := MemberLeaks(dir, string(m.UID), slot); len(leaks) > 0 {
+		t.Errorf("left after Delete:\n%s", strings.Join(leaks, "\n"))
+	}
+	if mounts := MountsUnder(filepath.Dir(dir)); len(mounts) > 0 {
+		t.Errorf("mounts under the data root: %v", mounts)
+	}
+	obs, err := b.Observe(t.Context(), m)
+	if err != nil || obs.State != backend.StateAbsent {
+		t.Errorf("Observe after Delete = %v, %v; want Absent", obs.State, err)
+	}
+}
+
+// logRSS logs the resident memory of the node's processes by program.
+func logRSS(t *testing.T, cgroup string) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("/sys/fs/cgroup/pids", cgroup, "n0", "cgroup.procs"))
+	if err != nil {
+		t.Logf("reading the node's processes: %v", err)
+		return
+	}
+	rss := map[string]int{}
+	for f := range strings.FieldsSeq(string(data)) {
+		status, err := os.ReadFile("/proc/" + f + "/status")
+		if err != nil {
+			continue
+		}
+		var name string
+		var kb int
+		for line := range strings.SplitSeq(string(status), "\n") {
+			if v, ok := strings.CutPrefix(line, "Name:"); ok {
+				name = strings.TrimSpace(v)
+			}
+			if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+				kb, _ = strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
+			}
+		}
+		rss[name] += kb
+	}
+	var parts []string
+	for name, kb := range rss {
+		parts = append(parts, fmt.Sprintf("%s %.1f MiB", name, float64(kb)/1024))
+	}
+	t.Logf("RSS of the node's processes (directly in its cgroup): %s", strings.Join(parts, ", "))
+}
