@@ -55,6 +55,11 @@ type options struct {
 	localBinDir       string
 	localDataRoot     string
 	localAdvertise    string
+	localNodeBinDir   string
+	localNodeAgent    string
+	localImageDir     string
+	localPauseImage   string
+	localNodeEgress   bool
 	leaseRetention    time.Duration
 	auditRetention    time.Duration
 	defaultMaxTTL     time.Duration
@@ -98,6 +103,11 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.localDataRoot, "local-data-dir", filepath.Join(os.TempDir(), "kobe-local"), "Directory holding the local backend's member data, this operator's alone; anything in it that no ClusterInstance of --namespace owns is removed at start.")
 	fs.StringVar(&o.localAdvertise, "local-advertise-host", "127.0.0.1", "Host name or IP in local members' endpoints, reachable by lease holders.")
 	fs.DurationVar(&o.localProvisionMax, "local-provision-timeout", 3*time.Minute, "How long a local member may take to start before it is reported failed.")
+	fs.StringVar(&o.localNodeBinDir, "local-node-bin-dir", local.DefaultNodeBinDir, "Directory with kubelet and kube-proxy for local members with nodes (`make node`).")
+	fs.StringVar(&o.localNodeAgent, "local-node-agent", "", "Path of the kobe-node program for local members with nodes (default: kobe-node next to this executable).")
+	fs.StringVar(&o.localImageDir, "local-image-dir", local.DefaultImageDir, "Directory with the pause image archive (pause.tar, `make image-pause`) and the image archives pools preload (backend.local.preloadImages).")
+	fs.StringVar(&o.localPauseImage, "local-pause-image", local.DefaultPauseImage, "Image name in the pause archive, the sandbox image of local members' nodes.")
+	fs.BoolVar(&o.localNodeEgress, "local-node-egress", true, "Let pods of local members with nodes open connections beyond the host (masqueraded); false keeps them to their own member.")
 	fs.BoolVar(&o.disableLocal, "disable-local-backend", false, "Do not wire the local backend.")
 	fs.BoolVar(&o.disableKubernetes, "disable-kubernetes-backend", false, "Do not wire the kubernetes backend (members as etcd, kube-apiserver and kube-controller-manager pods in --namespace of the host cluster).")
 	fs.StringVar(&o.memberOperatorSel, "member-network-policy-operator-selector", "app.kubernetes.io/name=kobe", "Labels (k=v,...) of the operator's pods: each kubernetes-backend member's NetworkPolicy lets only them (and, for Direct access, anyone) reach its API port. The default matches the chart's pods.")
@@ -187,6 +197,8 @@ func run(ctx context.Context, o options) error {
 		lb, err := local.New(local.Options{
 			BinDir: o.localBinDir, DataRoot: o.localDataRoot, AdvertiseHost: o.localAdvertise,
 			Logger: log.WithName("local-backend"), ProvisionTimeout: o.localProvisionMax,
+			NodeBinDir: o.localNodeBinDir, NodeAgent: o.localNodeAgent, ImageDir: o.localImageDir,
+			PauseImage: o.localPauseImage, NodeEgress: o.localNodeEgress,
 		})
 		if err != nil {
 			return fmt.Errorf("wiring local backend: %w", err)
