@@ -32,7 +32,7 @@ import (
 func memberCA(t *testing.T, member string) *pki.CA {
 	t.Helper()
 	sec := &corev1.Secret{}
-	if err := s.env.Client.Get(t.Context(), types.NamespacedName{Namespace: namespace, Name: memberaccess.SecretName(member)}, sec); err != nil {
+	if err := s.Env.Client.Get(t.Context(), types.NamespacedName{Namespace: namespace, Name: memberaccess.SecretName(member)}, sec); err != nil {
 		t.Fatal(err)
 	}
 	ca, err := pki.LoadCA(sec.Data[memberaccess.KeyClientCACert], sec.Data[memberaccess.KeyClientCAKey])
@@ -190,7 +190,7 @@ func TestHostileCallers(t *testing.T) {
 	t.Run("forged later expiry", func(t *testing.T) {
 		l := getLease(t, a.ID)
 		inst := &kobev1.ClusterInstance{}
-		if err := s.env.Client.Get(t.Context(), types.NamespacedName{Namespace: namespace, Name: a.ClusterName}, inst); err != nil {
+		if err := s.Env.Client.Get(t.Context(), types.NamespacedName{Namespace: namespace, Name: a.ClusterName}, inst); err != nil {
 			t.Fatal(err)
 		}
 		end := leasecreds.NotAfter(l, inst, nil)
@@ -200,7 +200,7 @@ func TestHostileCallers(t *testing.T) {
 		forged := metav1.NewTime(time.Now().Add(10 * time.Hour))
 		l.Status.ExpiresAt = &forged
 		l.Status.Extensions = 5
-		if err := s.env.Client.Status().Update(t.Context(), l); err != nil {
+		if err := s.Env.Client.Status().Update(t.Context(), l); err != nil {
 			t.Fatalf("forging lease %s's expiry: %v", a.ID, err)
 		}
 		lines, exited := kubectlWatch(t, testenv.KubeconfigFile(t, []byte(a.Kubeconfig)))
@@ -236,10 +236,10 @@ func TestHostileCallers(t *testing.T) {
 		lines, exited := kubectlWatch(t, testenv.KubeconfigFile(t, []byte(b.Kubeconfig)))
 		waitLine(t, lines, "NAME")
 		inst := &kobev1.ClusterInstance{}
-		if err := s.env.Client.Get(t.Context(), types.NamespacedName{Namespace: namespace, Name: b.ClusterName}, inst); err != nil {
+		if err := s.Env.Client.Get(t.Context(), types.NamespacedName{Namespace: namespace, Name: b.ClusterName}, inst); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.env.Client.Delete(t.Context(), inst); err != nil {
+		if err := s.Env.Client.Delete(t.Context(), inst); err != nil {
 			t.Fatal(err)
 		}
 		deleted := time.Now()

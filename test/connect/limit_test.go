@@ -66,7 +66,7 @@ func TestConnectLimit(t *testing.T) {
 	l, _ := lease(t, "10m")
 	defer release(t, l.ID)
 	cert := leaseCert(t, l)
-	w := &watches{t: t, client: s.client(&cert), url: s.apiURL + "/connect/" + l.ID + "/api/v1/namespaces/default/configmaps?watch=1"}
+	w := &watches{t: t, client: s.client(&cert), url: s.APIURL + "/connect/" + l.ID + "/api/v1/namespaces/default/configmaps?watch=1"}
 	defer func() { w.closeN(len(w.open)) }()
 
 	var wg sync.WaitGroup

@@ -5,33 +5,25 @@
 package connect
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
-	"github.com/kunobi-ninja/kobe/internal/credentials/pki"
 	"github.com/kunobi-ninja/kobe/internal/testenv"
+	"github.com/kunobi-ninja/kobe/internal/testenv/kobesuite"
 	"github.com/kunobi-ninja/kobe/internal/testenv/memberproc"
 	"github.com/kunobi-ninja/kobe/internal/wire"
 )
@@ -47,17 +39,9 @@ const (
 	connectLimit = 205
 )
 
+// suite is kobesuite's operator with the Proxy pool.
 type suite struct {
-	env      *testenv.Env
-	work     string
-	dataRoot string
-	bin      string
-	apiURL   string
-	token    string
-	caFile   string
-	roots    *x509.CertPool
-	operator *exec.Cmd
-	opLog    *os.File
+	*kobesuite.Suite
 }
 
 var s *suite
@@ -79,147 +63,42 @@ func runSuite(m *testing.M) (int, error) {
 		return 1, err
 	}
 	defer os.RemoveAll(work)
-	s = &suite{work: work, dataRoot: filepath.Join(work, "members"), bin: filepath.Join(work, "bin")}
-	if err := s.build(); err != nil {
-		return 1, err
-	}
-	env, stop, err := testenv.New(work)
+	ks, err := kobesuite.New(work)
 	if err != nil {
 		return 1, err
 	}
-	defer func() { _ = stop() }()
-	s.env = env
-	if err := s.install(); err != nil {
-		return 1, err
-	}
-	if err := s.startOperator(); err != nil {
-		return 1, err
-	}
-	code := m.Run()
+	s = &suite{ks}
+	code, err := s.run(m)
 	if code != 0 {
-		fmt.Fprintf(os.Stderr, "operator log tail:\n%s\n", s.tail())
+		fmt.Fprintf(os.Stderr, "operator log tail:\n%s\n", s.Tail())
 	}
-	if err := s.teardown(); err != nil {
-		return code, err
-	}
-	return code, nil
+	return code, errors.Join(err, s.teardown())
 }
 
-func (s *suite) build() error {
-	for _, cmd := range []string{"kobe-operator", "kobe"} {
-		c := exec.Command("go", "build", "-o", filepath.Join(s.bin, cmd), "./cmd/"+cmd)
-		c.Dir = testenv.RepoRoot()
-		if out, err := c.CombinedOutput(); err != nil {
-			return fmt.Errorf("building %s: %w\n%s", cmd, err, out)
-		}
-	}
-	return nil
-}
-
-// install writes the API's CA and serving certificate (for 127.0.0.1 and
-// localhost) and creates the token, its AccessPolicy and the Proxy pool.
-func (s *suite) install() error {
-	ca, err := pki.NewCA("kobe-api-test-ca", 24*time.Hour)
-	if err != nil {
-		return err
-	}
-	cert, key, err := ca.IssueServing("kobe-api", []string{"localhost"}, []net.IP{net.ParseIP("127.0.0.1")}, 12*time.Hour)
-	if err != nil {
-		return err
-	}
-	s.caFile = filepath.Join(s.work, "ca.crt")
-	for name, b := range map[string][]byte{"ca.crt": ca.CertPEM, "tls.crt": cert, "tls.key": key} {
-		if err := os.WriteFile(filepath.Join(s.work, name), b, 0o600); err != nil {
-			return err
-		}
-	}
-	s.roots = x509.NewCertPool()
-	s.roots.AppendCertsFromPEM(ca.CertPEM)
-
+// run creates the token, its AccessPolicy and the Proxy pool, starts the
+// operator and runs the tests.
+func (s *suite) run(m *testing.M) (int, error) {
 	ctx := context.Background()
-	s.token = "connect-" + fmt.Sprint(time.Now().UnixNano())
-	objs := []client.Object{
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "connect-token", Namespace: namespace}, StringData: map[string]string{"token": s.token}},
-		&kobev1.AccessPolicy{
-			ObjectMeta: metav1.ObjectMeta{Name: "connect", Namespace: namespace},
-			Spec: kobev1.AccessPolicySpec{
-				Auth:     kobev1.AuthSpec{Token: &kobev1.TokenAuth{SecretRef: kobev1.SecretKeyRef{Name: "connect-token"}}},
-				Identity: "connect-ci",
-				Rules:    []kobev1.AccessRule{{Pools: []string{"*"}, MaxExtensions: ptr.To[int32](0)}},
-			},
-		},
-		&kobev1.ClusterPool{
-			ObjectMeta: metav1.ObjectMeta{Name: pool, Namespace: namespace},
-			Spec: kobev1.ClusterPoolSpec{
-				Size:        ptr.To[int32](2),
-				TTL:         &metav1.Duration{Duration: 30 * time.Minute},
-				Backend:     kobev1.BackendSpec{Type: kobev1.BackendLocal},
-				Access:      &kobev1.AccessSpec{Mode: kobev1.AccessProxy},
-				HealthCheck: &kobev1.HealthCheckSpec{IntervalSeconds: 5, FailureThreshold: 3},
-			},
+	if err := s.CreatePolicy(ctx, "connect-ci", kobev1.AccessRule{Pools: []string{"*"}, MaxExtensions: ptr.To[int32](0)}); err != nil {
+		return 1, err
+	}
+	p := &kobev1.ClusterPool{
+		ObjectMeta: metav1.ObjectMeta{Name: pool, Namespace: namespace},
+		Spec: kobev1.ClusterPoolSpec{
+			Size:        ptr.To[int32](2),
+			TTL:         &metav1.Duration{Duration: 30 * time.Minute},
+			Backend:     kobev1.BackendSpec{Type: kobev1.BackendLocal},
+			Access:      &kobev1.AccessSpec{Mode: kobev1.AccessProxy},
+			HealthCheck: &kobev1.HealthCheckSpec{IntervalSeconds: 5, FailureThreshold: 3},
 		},
 	}
-	for _, o := range objs {
-		if err := s.env.Client.Create(ctx, o); err != nil {
-			return fmt.Errorf("creating %T %s: %w", o, o.GetName(), err)
-		}
+	if err := s.Env.Client.Create(ctx, p); err != nil {
+		return 1, fmt.Errorf("creating pool %s: %w", pool, err)
 	}
-	return nil
-}
-
-func (s *suite) startOperator() error {
-	port, err := testenv.FreePort()
-	if err != nil {
-		return err
+	if err := s.StartOperator("--connect-max-in-flight", fmt.Sprint(connectLimit), "--disable-kubernetes-backend"); err != nil {
+		return 1, err
 	}
-	s.apiURL = fmt.Sprintf("https://127.0.0.1:%d", port)
-	logFile, err := os.OpenFile(filepath.Join(s.work, "operator.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
-	cmd := exec.Command(filepath.Join(s.bin, "kobe-operator"),
-		"--kubeconfig", s.env.Kubeconfig,
-		"--namespace", namespace,
-		"--api-bind-address", fmt.Sprintf("127.0.0.1:%d", port),
-		"--api-tls-cert-file", filepath.Join(s.work, "tls.crt"),
-		"--api-tls-key-file", filepath.Join(s.work, "tls.key"),
-		"--api-tls-ca-file", s.caFile,
-		"--connect-max-in-flight", fmt.Sprint(connectLimit),
-		"--metrics-bind-address", "0",
-		"--health-probe-bind-address", "127.0.0.1:0",
-		"--disable-kubernetes-backend",
-		"--local-bin-dir", testenv.BinDir(),
-		"--local-data-dir", s.dataRoot,
-	)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("starting operator: %w", err)
-	}
-	s.operator, s.opLog = cmd, logFile
-	c := s.client(nil)
-	err = testenv.Poll(context.Background(), 60*time.Second, func() error {
-		resp, err := c.Get(s.apiURL + "/readyz")
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("/readyz answers %d", resp.StatusCode)
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("operator API did not become ready: %w; log: %s", err, s.tail())
-	}
-	return nil
-}
-
-func (s *suite) tail() string {
-	b, _ := os.ReadFile(filepath.Join(s.work, "operator.log"))
-	if len(b) > 8000 {
-		b = b[len(b)-8000:]
-	}
-	return string(b)
+	return m.Run(), nil
 }
 
 // teardown deletes every lease, pool and member through the operator, then
@@ -227,34 +106,14 @@ func (s *suite) tail() string {
 func (s *suite) teardown() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	c := s.env.Client
-	_ = c.DeleteAllOf(ctx, &kobev1.ClusterLease{}, client.InNamespace(namespace))
-	_ = c.DeleteAllOf(ctx, &kobev1.ClusterPool{}, client.InNamespace(namespace))
-	_ = c.DeleteAllOf(ctx, &kobev1.ClusterInstance{}, client.InNamespace(namespace))
 	var errs []error
-	if err := testenv.Poll(ctx, 3*time.Minute, func() error {
-		var l kobev1.ClusterInstanceList
-		if err := c.List(ctx, &l, client.InNamespace(namespace)); err != nil {
-			return err
-		}
-		if len(l.Items) > 0 {
-			return fmt.Errorf("%d members left", len(l.Items))
-		}
-		return nil
-	}); err != nil {
+	if err := s.DeleteAll(ctx, 3*time.Minute); err != nil {
 		errs = append(errs, fmt.Errorf("deleting every member: %w", err))
 	}
-	_ = s.operator.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { _ = s.operator.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(20 * time.Second):
-		_ = s.operator.Process.Kill()
-		<-done
+	if err := s.Stop(); err != nil {
+		errs = append(errs, err)
 	}
-	_ = s.opLog.Close()
-	procs, err := memberproc.Running(s.dataRoot)
+	procs, err := memberproc.Running(s.DataRoot)
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -274,7 +133,7 @@ func (s *suite) teardown() error {
 // client is an HTTPS client that trusts the API's CA and presents cert
 // (none when nil).
 func (s *suite) client(cert *tls.Certificate) *http.Client {
-	cfg := &tls.Config{RootCAs: s.roots, MinVersion: tls.VersionTLS12}
+	cfg := &tls.Config{RootCAs: s.Roots, MinVersion: tls.VersionTLS12}
 	if cert != nil {
 		cfg.Certificates = []tls.Certificate{*cert}
 	}
@@ -284,24 +143,17 @@ func (s *suite) client(cert *tls.Certificate) *http.Client {
 // kobe runs the CLI against the suite's API, trusting its CA.
 func kobe(t *testing.T, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), memberDeadline)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(s.bin, "kobe"), append(args, "--ca-file", s.caFile)...)
-	cmd.Env = append(os.Environ(), "KOBE_ENDPOINT="+s.apiURL, "KOBE_TOKEN="+s.token, "KOBE_CONFIG="+filepath.Join(t.TempDir(), "config.yaml"))
-	var o, e bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &o, &e
-	err = cmd.Run()
-	return o.String(), e.String(), err
+	return s.Kobe(t, memberDeadline, args...)
 }
 
 // api calls the lease API with the suite's token.
 func api(t *testing.T, method, path string, body io.Reader) (int, []byte) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), method, s.apiURL+path, body)
+	req, err := http.NewRequestWithContext(t.Context(), method, s.APIURL+path, body)
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Authorization", "Bearer "+s.token)
+	req.Header.Set("Authorization", "Bearer "+s.Token)
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
@@ -345,7 +197,7 @@ func waitPoolReady(t *testing.T, n int32) {
 	t.Helper()
 	testenv.Eventually(t, memberDeadline, fmt.Sprintf("pool %s to have %d ready members", pool, n), func() error {
 		p := &kobev1.ClusterPool{}
-		if err := s.env.Client.Get(t.Context(), types.NamespacedName{Namespace: namespace, Name: pool}, p); err != nil {
+		if err := s.Env.Client.Get(t.Context(), types.NamespacedName{Namespace: namespace, Name: pool}, p); err != nil {
 			return err
 		}
 		if p.Status.Ready < n {
@@ -358,7 +210,7 @@ func waitPoolReady(t *testing.T, n int32) {
 func getLease(t *testing.T, id string) *kobev1.ClusterLease {
 	t.Helper()
 	l := &kobev1.ClusterLease{}
-	if err := s.env.Client.Get(t.Context(), types.NamespacedName{Namespace: namespace, Name: id}, l); err != nil {
+	if err := s.Env.Client.Get(t.Context(), types.NamespacedName{Namespace: namespace, Name: id}, l); err != nil {
 		t.Fatalf("reading lease %s: %v", id, err)
 	}
 	return l

@@ -31,10 +31,10 @@ func leaseCert(t *testing.T, l wire.Lease) tls.Certificate {
 		t.Fatal(err)
 	}
 	for _, c := range cfg.Clusters {
-		if want := s.apiURL + "/connect/" + l.ID; c.Server != want {
+		if want := s.APIURL + "/connect/" + l.ID; c.Server != want {
 			t.Fatalf("kubeconfig server %q, want the connect proxy %q", c.Server, want)
 		}
-		ca, _ := os.ReadFile(s.caFile)
+		ca, _ := os.ReadFile(s.CAFile)
 		if string(c.CertificateAuthorityData) != string(ca) {
 			t.Fatalf("kubeconfig CA is not the API's CA")
 		}
@@ -53,7 +53,7 @@ func leaseCert(t *testing.T, l wire.Lease) tls.Certificate {
 // call sends one request through the proxy presenting cert (nil: none).
 func call(t *testing.T, cert *tls.Certificate, method, path string, header http.Header, body io.Reader) (int, []byte) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), method, s.apiURL+path, body)
+	req, err := http.NewRequestWithContext(t.Context(), method, s.APIURL+path, body)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func waitLine(t *testing.T, lines chan string, substr string) {
 
 // memberRuns reports whether a process of member name still runs.
 func memberRuns(t *testing.T, name string) bool {
-	procs, err := memberproc.Running(s.dataRoot)
+	procs, err := memberproc.Running(s.DataRoot)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +161,7 @@ func TestKubectlThroughProxy(t *testing.T) {
 	kc := filepath.Join(t.TempDir(), "kubeconfig")
 	out, errOut, err := kobe(t, "lease", pool, "--ttl", "10m", "--kubeconfig", kc, "-o", "json")
 	if err != nil {
-		t.Fatalf("kobe lease: %v\n%s%s\n%s", err, out, errOut, s.tail())
+		t.Fatalf("kobe lease: %v\n%s%s\n%s", err, out, errOut, s.Tail())
 	}
 	var l wire.Lease
 	if err := json.Unmarshal([]byte(out), &l); err != nil {

@@ -22,9 +22,9 @@ func TestWatchOutlivesServerTimeouts(t *testing.T) {
 
 	cert := leaseCert(t, l)
 	h1 := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{
-		RootCAs: s.roots, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"},
+		RootCAs: s.Roots, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"},
 	}}}
-	resp, err := h1.Get(s.apiURL + "/connect/" + l.ID + "/api/v1/namespaces/default/configmaps?watch=1")
+	resp, err := h1.Get(s.APIURL + "/connect/" + l.ID + "/api/v1/namespaces/default/configmaps?watch=1")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -101,8 +101,8 @@ func TestUpgradeClosedWithLease(t *testing.T) {
 		return nil
 	})
 
-	host := strings.TrimPrefix(s.apiURL, "https://")
-	conn, err := tls.Dial("tcp", host, &tls.Config{RootCAs: s.roots, Certificates: []tls.Certificate{cert}, NextProtos: []string{"http/1.1"}, MinVersion: tls.VersionTLS12})
+	host := strings.TrimPrefix(s.APIURL, "https://")
+	conn, err := tls.Dial("tcp", host, &tls.Config{RootCAs: s.Roots, Certificates: []tls.Certificate{cert}, NextProtos: []string{"http/1.1"}, MinVersion: tls.VersionTLS12})
 	if err != nil {
 		t.Fatal(err)
 	}

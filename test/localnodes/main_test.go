@@ -131,7 +131,8 @@ func runSuite(m *testing.M) (int, error) {
 
 func runWithOperator(m *testing.M) (int, error) {
 	ctx := context.Background()
-	if err := s.CreatePolicy(ctx, "nodes-e2e", 4); err != nil {
+	rule := kobev1.AccessRule{Pools: []string{"*"}, MaxTTL: &metav1.Duration{Duration: time.Hour}, MaxConcurrentLeases: ptr.To[int32](4)}
+	if err := s.CreatePolicy(ctx, "nodes-e2e", rule); err != nil {
 		return 1, err
 	}
 	for name, mode := range map[string]kobev1.AccessMode{directPool: kobev1.AccessDirect, proxyPool: kobev1.AccessProxy} {

@@ -24,7 +24,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
@@ -89,9 +88,9 @@ func New(work string, extraCommands ...string) (*Suite, error) {
 	return s, nil
 }
 
-// CreatePolicy creates a token Secret and an AccessPolicy that lets its
-// bearer lease from every pool (up to maxLeases at once, TTL up to an hour).
-func (s *Suite) CreatePolicy(ctx context.Context, identity string, maxLeases int32) error {
+// CreatePolicy creates a token Secret and an AccessPolicy with rule for its
+// bearer, who is identity.
+func (s *Suite) CreatePolicy(ctx context.Context, identity string, rule kobev1.AccessRule) error {
 	s.Identity = identity
 	s.Token = fmt.Sprintf("%s-%d", identity, time.Now().UnixNano())
 	for _, o := range []client.Object{
@@ -101,8 +100,7 @@ func (s *Suite) CreatePolicy(ctx context.Context, identity string, maxLeases int
 			Spec: kobev1.AccessPolicySpec{
 				Auth:     kobev1.AuthSpec{Token: &kobev1.TokenAuth{SecretRef: kobev1.SecretKeyRef{Name: identity + "-token"}}},
 				Identity: identity,
-				Rules: []kobev1.AccessRule{{Pools: []string{"*"}, MaxTTL: &metav1.Duration{Duration: time.Hour},
-					MaxConcurrentLeases: ptr.To(maxLeases)}},
+				Rules:    []kobev1.AccessRule{rule},
 			},
 		},
 	} {
