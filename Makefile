@@ -34,8 +34,8 @@ all: build
 ##@ Build
 
 .PHONY: build
-build: ## Build kobe-operator, kobe and crdgen into bin/.
-	go build -ldflags '$(LDFLAGS)' -o bin/ ./cmd/kobe-operator ./cmd/kobe ./cmd/crdgen
+build: ## Build kobe-operator, kobe, crdgen and kobe-node (local members' node agent) into bin/.
+	go build -ldflags '$(LDFLAGS)' -o bin/ ./cmd/kobe-operator ./cmd/kobe ./cmd/crdgen ./cmd/kobe-node
 
 .PHONY: controlplane
 controlplane: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok from the modules in hack/controlplane (skipped when their go.mod/go.sum are unchanged).
