@@ -91,6 +91,20 @@ image-testapp: $(IMAGE_TOOL) ## Build the node tests' workload image as $(IMAGE_
 		--file $(IMAGE_DIR)/rootfs/testapp:/testapp --entrypoint /testapp --user 65532:65532 \
 		--platform linux/$(IMAGE_ARCH) --created $(or $(shell git log -1 --format=%ct -- images/testapp hack/image 2>/dev/null),0)
 
+# The node image of the kubernetes backend's node pods (docs/backends.md,
+# "Node pods"): kobe-node, Debian's containerd, runc and iptables with their
+# shared libraries, kubelet and kube-proxy of make node, the CNI plugins,
+# busybox and the pause image, packed by hack/image-node.sh. NODE_PRELOAD
+# adds image archives that every node imports at start.
+NODE_IMAGE ?= kobe.local/kobe-node:v1
+
+.PHONY: image-node
+image-node: node image-pause $(IMAGE_TOOL) ## Build the node pods' image as $(IMAGE_DIR)/kobe-node.tar, named $(NODE_IMAGE) (needs hack/node-deps.sh and busybox-static).
+	$(STATIC_BUILD) -ldflags '$(LDFLAGS) -s -w' -o $(IMAGE_DIR)/rootfs/kobe-node ./cmd/kobe-node
+	OUT='$(IMAGE_DIR)/kobe-node.tar' NAME='$(NODE_IMAGE)' KOBE_NODE='$(IMAGE_DIR)/rootfs/kobe-node' NODE_DIR='$(NODE_DIR)' \
+	PAUSE_TAR='$(IMAGE_DIR)/pause.tar' IMAGE_TOOL='$(IMAGE_TOOL)' PLATFORM=linux/$(IMAGE_ARCH) CREATED=$(IMAGE_CREATED) \
+	NODE_PRELOAD='$(NODE_PRELOAD)' hack/image-node.sh
+
 # The control-plane images of the kubernetes backend's tests (docs/backends.md):
 # the binaries of make controlplane under the upstream names and paths
 # (/usr/local/bin/<name>), so member pods run them with imagePullPolicy Never

@@ -6,7 +6,6 @@ import (
 	"net/netip"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
@@ -54,6 +53,15 @@ func nodePodCIDR(i int) string { return fmt.Sprintf("198.19.%d.0/24", 244+i) }
 
 // nodeClusterCIDR holds the pod ranges of a member's (up to 4) nodes.
 const nodeClusterCIDR = "198.19.244.0/22"
+
+// nodeEntrypoint starts kobe-node after one rule in the node pod's own
+// network namespace: the member's pods' packets for anything outside the
+// member's pod ranges (the member's API server, through the host's Service)
+// leave masqueraded to the node pod's IP, since nothing outside the node
+// pod routes the pod ranges back to it. kobe-node's pod network does not
+// masquerade (local members' hosts route those ranges).
+var nodeEntrypoint = "iptables -w -t nat -A POSTROUTING -s " + nodeClusterCIDR + " ! -d " + nodeClusterCIDR + " -j MASQUERADE && " +
+	"exec " + nodeBinDir + "/kobe-node --config " + incluster.NodeDir + "/" + incluster.NodeConfigFile
 
 // DefaultNodeImage is the node image of pools that name none:
 // ghcr.io/kunobi-ninja/kobe-node tagged with the operator's version.
@@ -134,9 +142,6 @@ func (t Template) nodePods(in incluster.RenderInput, img Images) ([]corev1.Pod, 
 	if k := spec(in.Member); k != nil && k.Resources != nil {
 		res = k.Resources.Node
 	}
-	emptyDir := func(name string, medium corev1.StorageMedium) corev1.Volume {
-		return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: medium}}}
-	}
 	var pods []corev1.Pod
 	for i := range n {
 		p := corev1.Pod{Spec: corev1.PodSpec{
@@ -144,28 +149,21 @@ func (t Template) nodePods(in incluster.RenderInput, img Images) ([]corev1.Pod, 
 				Name:            "node",
 				Image:           img.Node,
 				ImagePullPolicy: img.PullPolicy,
-				Command:         []string{nodeBinDir + "/kobe-node", "--config", incluster.NodeDir + "/" + incluster.NodeConfigFile},
+				Command:         []string{"/bin/sh", "-c", nodeEntrypoint},
 				Env:             []corev1.EnvVar{{Name: "PATH", Value: nodePath}},
 				Resources:       incluster.Resources(res, DefaultResources.Node),
 				// Privileged: containerd and runc make namespaces, mounts
 				// and cgroups for the member's containers. Root on the host
 				// node: see docs/backends.md, "Node pods".
 				SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true), RunAsUser: ptr.To[int64](0)},
+				// kobe-node covers /run, /var/lib and /var/log with tmpfs
+				// mounts of its own and binds its Dir back.
 				VolumeMounts: []corev1.VolumeMount{
 					{Name: incluster.PKIVolume, MountPath: incluster.NodeDir, ReadOnly: true},
 					{Name: "data", MountPath: nodeDataDir},
-					{Name: "kubelet", MountPath: "/var/lib/kubelet"},
-					{Name: "containerd", MountPath: "/var/lib/containerd"},
-					{Name: "log", MountPath: "/var/log"},
-					{Name: "run", MountPath: "/run"},
 				},
 			}},
-			Volumes: []corev1.Volume{
-				emptyDir("data", ""), emptyDir("kubelet", ""), emptyDir("containerd", ""), emptyDir("log", ""),
-				{Name: "run", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
-					Medium: corev1.StorageMediumMemory, SizeLimit: ptr.To(resource.MustParse("64Mi")),
-				}}},
-			},
+			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
 		}}
 		p.Name = incluster.NodePodName(in.Member, i)
 		p.Labels = map[string]string{incluster.LabelComponent: incluster.ComponentNode}
