@@ -1,0 +1,145 @@
+package local
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+	"github.com/kunobi-ninja/kobe/internal/backend"
+	"github.com/kunobi-ninja/kobe/internal/node"
+	"github.com/kunobi-ninja/kobe/internal/testenv"
+)
+
+func TestNodeImages(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{PauseArchive, "app.tar"} {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	outside := filepath.Join(filepath.Dir(dir), "outside.tar")
+	if err := os.WriteFile(outside, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(dir, "link.tar")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "d.tar"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	member := func(images ...string) backend.Member {
+		return backend.Member{Spec: kobev1.ClusterInstanceSpec{Backend: kobev1.BackendSpec{Local: &kobev1.LocalBackendSpec{Nodes: 1, PreloadImages: images}}}}
+	}
+	got, err := nodeImages(dir, member("app.tar", "app.tar"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{filepath.Join(dir, PauseArchive), filepath.Join(dir, "app.tar")}; strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("nodeImages = %v, want %v (pause first, no duplicates)", got, want)
+	}
+	for _, bad := range []string{"../outside.tar", "missing.tar", "/etc/passwd", "sub/app.tar", "..", "", "link.tar", "d.tar", "app.tar\x00", `..\outside.tar`, "app"} {
+		_, err := nodeImages(dir, member(bad))
+		if !errors.Is(err, backend.ErrInvalidSpec) || !strings.Contains(err.Error(), "spec.backend.local.preloadImages") {
+			t.Errorf("nodeImages(%q) = %v, want ErrInvalidSpec naming the field", bad, err)
+		}
+	}
+}
+
+func TestFreeSlot(t *testing.T) {
+	for _, tc := range []struct {
+		used []int
+		want int
+	}{
+		{nil, 0},
+		{[]int{0, 1, 3}, 2},
+		{[]int{1, 0, 1}, 2},
+		{[]int{40, -1}, 0},
+	} {
+		if got := freeSlot(tc.used); got != tc.want {
+			t.Errorf("freeSlot(%v) = %d, want %d", tc.used, got, tc.want)
+		}
+	}
+	all := make([]int, node.MaxSlots)
+	for i := range all {
+		all[i] = i
+	}
+	if got := freeSlot(all); got != -1 {
+		t.Errorf("freeSlot(all) = %d, want -1", got)
+	}
+}
+
+func TestReadSlot(t *testing.T) {
+	p := paths{dir: t.TempDir()}
+	if _, ok, err := readSlot(p); ok || err != nil {
+		t.Fatalf("no slot file: ok %v, err %v", ok, err)
+	}
+	for _, bad := range []string{"x", "-1", "32", ""} {
+		if err := os.WriteFile(p.slotFile(), []byte(bad), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := readSlot(p); err == nil {
+			t.Errorf("slot file %q accepted", bad)
+		}
+	}
+	if err := os.WriteFile(p.slotFile(), []byte("7\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if s, ok, err := readSlot(p); s != 7 || !ok || err != nil {
+		t.Errorf("readSlot = %d, %v, %v", s, ok, err)
+	}
+}
+
+func TestAdmissionConfig(t *testing.T) {
+	p := paths{dir: t.TempDir()}
+	for _, level := range []kobev1.PodSecurityLevel{kobev1.PodSecurityBaseline, kobev1.PodSecurityRestricted, kobev1.PodSecurityPrivileged} {
+		if err := writeAdmissionConfig(p, level); err != nil {
+			t.Fatal(err)
+		}
+		data, err := os.ReadFile(p.admissionConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mode := range []string{"enforce", "audit", "warn"} {
+			if !strings.Contains(string(data), mode+`: "`+string(level)+`"`) {
+				t.Errorf("%s: no %s level:\n%s", level, mode, data)
+			}
+		}
+		if !strings.Contains(string(data), "namespaces: []") || !strings.Contains(string(data), "usernames: []") {
+			t.Errorf("exemptions are not empty:\n%s", data)
+		}
+	}
+	if got := (kobev1.ClusterTemplate{}).EffectivePodSecurity(); got != kobev1.PodSecurityBaseline {
+		t.Errorf("default Pod Security %s, want baseline", got)
+	}
+}
+
+func TestNodeMemberRefusedWithoutPrereqs(t *testing.T) {
+	// Real node binaries, but no kobe-node and no pause archive.
+	b, err := New(Options{DataRoot: t.TempDir(), NodeBinDir: filepath.Join(testenv.RepoRoot(), DefaultNodeBinDir), NodeAgent: filepath.Join(t.TempDir(), "kobe-node"), ImageDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	m := newMember("n")
+	m.Spec.Backend.Local = &kobev1.LocalBackendSpec{Nodes: 1}
+	err = b.Create(t.Context(), m)
+	if !errors.Is(err, backend.ErrUnavailable) {
+		t.Fatalf("Create = %v, want ErrUnavailable", err)
+	}
+	if os.Geteuid() == 0 && !strings.Contains(err.Error(), "kobe-node") {
+		t.Errorf("error does not name the missing agent: %v", err)
+	}
+	if os.Geteuid() != 0 && !strings.Contains(err.Error(), "root") {
+		t.Errorf("error does not say nodes need root: %v", err)
+	}
+	if _, statErr := os.Stat(b.MemberDir(m)); statErr == nil {
+		t.Error("Create left a member directory behind")
+	}
+	m.Spec.Backend.Local.Nodes = node.MaxNodes + 1
+	if err := b.Create(t.Context(), m); !errors.Is(err, backend.ErrInvalidSpec) {
+		t.Errorf("Create with %d nodes = %v, want ErrInvalidSpec", node.MaxNodes+1, err)
+	}
+}

@@ -1,0 +1,126 @@
+package node
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func testConfig() *Config {
+	return &Config{
+		Name: "node-0", Dir: "/data/m/nodes/0", HideDirs: []string{"/data"},
+		Interface: "eth0", Address: "198.19.192.10/24", Gateway: "198.19.192.1",
+		PeerRoutes: []Route{{Dst: "198.18.129.0/24", Via: "198.19.192.11"}},
+		PodCIDR:    "198.18.128.0/24", ClusterCIDR: "198.18.128.0/22", CgroupParent: "kobe/u/n0",
+		Containerd: "/usr/bin/containerd", Ctr: "/usr/bin/ctr", KubeletBin: "/b/kubelet", KubeProxyBin: "/b/kube-proxy",
+		CNIBinDir: "/usr/lib/cni", KubeletKubeconfig: "/data/m/nodes/0/kubelet.kubeconfig",
+		KubeProxyKubeconfig: "/data/m/nodes/0/kube-proxy.kubeconfig", KubeletCert: "/data/m/nodes/0/c.crt",
+		KubeletKey: "/data/m/nodes/0/c.key", ClientCAFile: "/data/m/nodes/0/ca.crt",
+		PauseImage: "kobe.local/pause:v1", Images: []string{"/img/pause.tar"},
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	if err := testConfig().Validate(); err != nil {
+		t.Fatalf("valid config refused: %v", err)
+	}
+	for name, mutate := range map[string]func(*Config){
+		"relative dir":        func(c *Config) { c.Dir = "nodes/0" },
+		"escaping cgroup":     func(c *Config) { c.CgroupParent = "../kobe" },
+		"absolute cgroup":     func(c *Config) { c.CgroupParent = "/kobe" },
+		"unclean cgroup":      func(c *Config) { c.CgroupParent = "kobe//u" },
+		"bad address":         func(c *Config) { c.Address = "198.19.192.10" },
+		"no pause image":      func(c *Config) { c.Images = nil },
+		"address, no link":    func(c *Config) { c.Interface = "" },
+		"relative hidden dir": func(c *Config) { c.HideDirs = []string{"data"} },
+		"bad peer route":      func(c *Config) { c.PeerRoutes = []Route{{Dst: "x", Via: "198.19.192.11"}} },
+	} {
+		c := testConfig()
+		mutate(c)
+		if err := c.Validate(); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+func TestDaemonConfigs(t *testing.T) {
+	c := testConfig()
+	ctrd := containerdConfig(c, "/run/kobe-node/containerd.sock")
+	for _, want := range []string{
+		`root = "/data/m/nodes/0/containerd/root"`, `sandbox_image = "kobe.local/pause:v1"`,
+		"restrict_oom_score_adj = true", `address = "/run/kobe-node/containerd.sock"`,
+		`conf_dir = "/data/m/nodes/0/cni/net.d"`, `bin_dir = "/usr/lib/cni"`, `Root = "/data/m/nodes/0/runc"`,
+	} {
+		if !strings.Contains(ctrd, want) {
+			t.Errorf("containerd config lacks %s:\n%s", want, ctrd)
+		}
+	}
+
+	var cni struct {
+		Plugins []map[string]any `json:"plugins"`
+	}
+	b, err := cniConfig(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &cni); err != nil {
+		t.Fatal(err)
+	}
+	br := cni.Plugins[0]
+	if br["bridge"] != "cni0" || br["hairpinMode"] != true || br["ipMasq"] != false || br["isGateway"] != true {
+		t.Errorf("bridge plugin: %v", br)
+	}
+	if !strings.Contains(string(b), `"subnet": "198.18.128.0/24"`) || !strings.Contains(string(b), `"dataDir": "/data/m/nodes/0/cni/ipam"`) {
+		t.Errorf("CNI ipam: %s", b)
+	}
+
+	var kl map[string]any
+	b, err = kubeletConfig(c, "198.19.192.10", "/kobe/u/n0", "/run/kobe-node/containerd.sock", "/data/m/nodes/0/pod-logs", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &kl); err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[string]any{
+		"cgroupRoot": "/kobe/u/n0", "cgroupDriver": "cgroupfs", "failCgroupV1": false, "address": "198.19.192.10",
+		"podCIDR": "198.18.128.0/24", "resolvConf": "", "protectKernelDefaults": false, "readOnlyPort": float64(0),
+		"tlsCertFile": c.KubeletCert, "containerRuntimeEndpoint": "unix:///run/kobe-node/containerd.sock",
+	} {
+		if kl[k] != want {
+			t.Errorf("kubelet %s = %v, want %v", k, kl[k], want)
+		}
+	}
+	if authn := kl["authentication"].(map[string]any); authn["anonymous"].(map[string]any)["enabled"] != false ||
+		authn["x509"].(map[string]any)["clientCAFile"] != c.ClientCAFile {
+		t.Errorf("kubelet authentication: %v", authn)
+	}
+
+	var kp map[string]any
+	b, err = kubeProxyConfig(c, "198.19.192.10")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &kp); err != nil {
+		t.Fatal(err)
+	}
+	if kp["mode"] != "iptables" || kp["clusterCIDR"] != c.ClusterCIDR || kp["hostnameOverride"] != "node-0" {
+		t.Errorf("kube-proxy config: %v", kp)
+	}
+	for k, v := range kp["conntrack"].(map[string]any) {
+		if v != float64(0) && v != "0s" {
+			t.Errorf("kube-proxy conntrack %s = %v: it would change a machine-wide sysctl", k, v)
+		}
+	}
+}
+
+func TestValidRel(t *testing.T) {
+	for _, bad := range []string{"", "/kobe", "..", "../x", "kobe/../..", "kobe/"} {
+		if validRel(bad) == nil {
+			t.Errorf("validRel(%q) accepted", bad)
+		}
+	}
+	if err := validRel("kobe/u/n0"); err != nil {
+		t.Error(err)
+	}
+}
