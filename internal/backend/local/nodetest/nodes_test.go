@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -288,4 +289,143 @@ func logRSS(t *testing.T, cgroup string) {
 		parts = append(parts, fmt.Sprintf("%s %.1f MiB", name, float64(kb)/1024))
 	}
 	t.Logf("RSS of the node's processes (directly in its cgroup): %s", strings.Join(parts, ", "))
+}
+
+// testappImage is images/testapp (make image-testapp), preloaded through
+// spec.backend.local.preloadImages.
+const testappImage = "kobe.local/testapp:v1"
+
+// TestMemberWithTwoNodes creates a member with two nodes and the testapp
+// image preloaded, and checks the member's network from a pod on node 0:
+// a pod on node 1 by its IP, a Service whose endpoint is on the same node,
+// one whose endpoint is on the other node, and the API server through the
+// "kubernetes" Service. Then it deletes the member and checks nothing is
+// left.
+func TestMemberWithTwoNodes(t *testing.T) {
+	if _, err := os.Stat(filepath.Join(testenv.RepoRoot(), "bin", "images", "testapp.tar")); err != nil {
+		t.Fatal("bin/images/testapp.tar is missing: run `make image-testapp` first")
+	}
+	b := newBackend(t)
+	m := nodeMember("two", 2)
+	m.Spec.Backend.Local.PreloadImages = []string{"testapp.tar"}
+	ctx := t.Context()
+	start := time.Now()
+	if err := b.Create(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	slot, ok, err := b.NodeSlot(m)
+	if err != nil || !ok {
+		t.Fatalf("no slot recorded: %v", err)
+	}
+	obs := waitReady(t, b, m)
+	t.Logf("member with 2 nodes: Create -> Ready in %s (slot %d)", time.Since(start).Round(time.Millisecond), slot)
+	cs := clientFor(t, obs)
+
+	servers := make([]*corev1.Pod, 2)
+	services := make([]*corev1.Service, 2)
+	for i := range 2 {
+		name := "srv-" + strconv.Itoa(i)
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": name}},
+			Spec: corev1.PodSpec{
+				NodeName:   local.NodeName(i),
+				Containers: []corev1.Container{{Name: "app", Image: testappImage, ImagePullPolicy: corev1.PullNever}},
+			},
+		}
+		if _, err := cs.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		svc := &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: corev1.ServiceSpec{
+				Selector: map[string]string{"app": name},
+				Ports:    []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}},
+			},
+		}
+		if services[i], err = cs.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 2 {
+		if err := testenv.Poll(ctx, 2*time.Minute, func() error {
+			p, err := cs.CoreV1().Pods("default").Get(ctx, "srv-"+strconv.Itoa(i), metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			for _, c := range p.Status.Conditions {
+				if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+					servers[i] = p
+					return nil
+				}
+			}
+			return fmt.Errorf("pod %s not Ready (phase %s)", p.Name, p.Status.Phase)
+		}); err != nil {
+			t.Fatalf("%v%s", err, nodeLogs(b, m))
+		}
+	}
+	kube, err := cs.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"pod-ip-other-node", []string{"get", "http://" + servers[1].Status.PodIP + ":8080/"}, "srv-1"},
+		{"service-same-node", []string{"get", "http://" + services[0].Spec.ClusterIP + "/"}, "srv-0"},
+		{"service-other-node", []string{"get", "http://" + services[1].Spec.ClusterIP + "/"}, "srv-1"},
+		{"api-server", []string{"dial", kube.Spec.ClusterIP + ":443"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := runOnce(t, cs, "client-"+tc.name, local.NodeName(0), tc.args)
+			if err != nil {
+				t.Fatalf("testapp %s from node-0: %v: %s", strings.Join(tc.args, " "), err, out)
+			}
+			if !strings.Contains(out, tc.want) {
+				t.Errorf("testapp %s answered %q, want %q", strings.Join(tc.args, " "), out, tc.want)
+			}
+		})
+	}
+	deleteAndCheck(t, b, m, slot)
+}
+
+// runOnce runs testapp with args in a pod on nodeName until it ends, and
+// returns its log; err is set when it failed.
+func runOnce(t *testing.T, cs *kubernetes.Clientset, name, nodeName string, args []string) (string, error) {
+	t.Helper()
+	ctx := t.Context()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.PodSpec{
+			NodeName:      nodeName,
+			RestartPolicy: corev1.RestartPolicyNever,
+			Containers:    []corev1.Container{{Name: "app", Image: testappImage, ImagePullPolicy: corev1.PullNever, Args: args}},
+		},
+	}
+	if _, err := cs.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var phase corev1.PodPhase
+	if err := testenv.Poll(ctx, time.Minute, func() error {
+		p, err := cs.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		phase = p.Status.Phase
+		if phase != corev1.PodSucceeded && phase != corev1.PodFailed {
+			return fmt.Errorf("pod %s is %s", name, phase)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	logs, err := cs.CoreV1().Pods("default").GetLogs(name, &corev1.PodLogOptions{}).DoRaw(ctx)
+	if err != nil {
+		t.Fatalf("logs of %s: %v", name, err)
+	}
+	if phase == corev1.PodFailed {
+		return string(logs), fmt.Errorf("pod %s failed", name)
+	}
+	return string(logs), nil
 }
