@@ -61,10 +61,18 @@ type Reconciler struct {
 	// pool that fills waits on the API server for each member it creates:
 	// one worker would make a thousand pools fill one after another.
 	MaxConcurrentReconciles int
+	// HostCaps caps, per backend type, the members this host holds across
+	// every pool and namespace the operator sees (the local backend's:
+	// --local-max-members). A pool that wants more creates nothing beyond
+	// the cap and reports Capacity False, HostCapacityReached. Types not
+	// listed, or with Max 0, have no cap.
+	HostCaps map[kobev1.BackendType]HostCap
 
 	// expected holds this process's creates and deletes of members until
 	// the cache shows them.
 	expected expectations
+	// host serialises the count-and-create of members of capped types.
+	host hostLedger
 }
 
 // scope is one reconcile's view of a pool.
@@ -79,6 +87,8 @@ type scope struct {
 	// plan and queue are what internal/pool decided from the live members.
 	plan  pool.Plan
 	queue int32
+	// host is the per-host budget of the pool's backend type.
+	host pool.HostBudget
 }
 
 // Reconcile converges one pool: get, scope, one deferred fenced status
@@ -102,6 +112,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	if err := s.patch.AddFinalizer(ctx, kobev1.FinalizerPool); err != nil || s.patch.Done() {
 		return ctrl.Result{}, err
 	}
+	defer r.lockHost(p)()
 	for _, step := range []func(context.Context, *scope) error{r.decide, r.reserveOrdinals, r.setStatus, r.createMembers} {
 		if err := step(ctx, s); err != nil || s.patch.Done() {
 			return ctrl.Result{}, err
@@ -126,15 +137,18 @@ func (r *Reconciler) decide(ctx context.Context, s *scope) error {
 	if err != nil {
 		return err
 	}
+	if s.host, err = r.hostBudget(ctx, s.pool, s.conds.Now); err != nil {
+		return err
+	}
 	s.queue = queue
-	s.plan = r.plan(s.pool, members, queue, s.conds.Now)
+	s.plan = r.plan(s, members)
 	if !acts(s.plan) || r.expected.seen(s.pool.UID, members, s.conds.Now) {
 		return nil
 	}
 	if members, err = r.members(ctx, s.pool, r.APIReader); err != nil {
 		return err
 	}
-	s.plan = r.plan(s.pool, members, queue, s.conds.Now)
+	s.plan = r.plan(s, members)
 	return nil
 }
 
@@ -144,15 +158,16 @@ func acts(plan pool.Plan) bool {
 }
 
 // plan asks internal/pool.
-func (r *Reconciler) plan(p *kobev1.ClusterPool, members []kobev1.ClusterInstance, queue int32, now time.Time) pool.Plan {
+func (r *Reconciler) plan(s *scope, members []kobev1.ClusterInstance) pool.Plan {
+	p := s.pool
 	wired := make([]kobev1.BackendType, 0, len(r.Backends))
 	for t := range r.Backends {
 		wired = append(wired, t)
 	}
 	slices.Sort(wired)
 	return pool.Decide(pool.Input{
-		Pool: p, Members: members, QueueDepth: queue, Wired: wired,
-		Backend: r.capabilities(p.Spec.Backend.Type), Now: now, SignalGrace: r.SignalGrace,
+		Pool: p, Members: members, QueueDepth: s.queue, Wired: wired,
+		Backend: r.capabilities(p.Spec.Backend.Type), Now: s.conds.Now, SignalGrace: r.SignalGrace, Host: s.host,
 	})
 }
 
@@ -219,6 +234,13 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&kobev1.ClusterPool{}).
 		Watches(&kobev1.ClusterInstance{}, handler.EnqueueRequestsFromMapFunc(poolOfMember),
 			builder.WithPredicates(predicate.Funcs{UpdateFunc: memberChanged})).
+		// A member of a capped type that goes away frees a place on the
+		// host for the pools of any namespace that the cap holds back.
+		Watches(&kobev1.ClusterInstance{}, handler.EnqueueRequestsFromMapFunc(r.poolsHeldBack),
+			builder.WithPredicates(predicate.Funcs{
+				CreateFunc: func(event.CreateEvent) bool { return false }, UpdateFunc: func(event.UpdateEvent) bool { return false },
+				GenericFunc: func(event.GenericEvent) bool { return false },
+			})).
 		Watches(&kobev1.ClusterLease{}, handler.EnqueueRequestsFromMapFunc(poolOfLease),
 			builder.WithPredicates(predicate.Funcs{UpdateFunc: queueChanged})).
 		Complete(r)

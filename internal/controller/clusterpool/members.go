@@ -41,6 +41,9 @@ func (r *Reconciler) createMembers(ctx context.Context, s *scope) error {
 			return fmt.Errorf("creating member %s: %w", m.Name, err)
 		}
 		r.expected.expect(p.UID, []string{m.Name}, nil, s.conds.Now)
+		if s.host.Max > 0 {
+			r.host.record(m.UID, p.Spec.Backend.Type, s.conds.Now)
+		}
 		ctrl.LoggerFrom(ctx).Info("Member created", "member", m.Name)
 		r.event(p, m, corev1.EventTypeNormal, kobev1.EventMemberCreated, "Create",
 			"created member %s to keep %d members Ready or Creating", m.Name, plan.Target)
