@@ -44,6 +44,11 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/version"
 )
 
+// defaultLocalMaxMembers is --local-max-members' default: 16 members idle at
+// about 0.7 of a core of this machine's 2 and, with a real node each, hold
+// about 8 GiB; half the 32 network slots of members with nodes.
+const defaultLocalMaxMembers = 16
+
 // options are the operator's flags.
 type options struct {
 	namespace         string
@@ -60,6 +65,7 @@ type options struct {
 	localImageDir     string
 	localPauseImage   string
 	localNodeEgress   bool
+	localMaxMembers   int
 	leaseRetention    time.Duration
 	auditRetention    time.Duration
 	defaultMaxTTL     time.Duration
@@ -108,6 +114,7 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.localImageDir, "local-image-dir", local.DefaultImageDir, "Directory with the pause image archive (pause.tar, `make image-pause`) and the image archives pools preload (backend.local.preloadImages).")
 	fs.StringVar(&o.localPauseImage, "local-pause-image", local.DefaultPauseImage, "Image name in the pause archive, the sandbox image of local members' nodes.")
 	fs.BoolVar(&o.localNodeEgress, "local-node-egress", true, "Let pods of local members with nodes open connections beyond the host (masqueraded); false keeps them to their own member.")
+	fs.IntVar(&o.localMaxMembers, "local-max-members", defaultLocalMaxMembers, "Most ClusterInstances of backend local that this operator keeps at once across all its pools (any phase, being deleted included); a pool that wants more creates nothing and reports Capacity HostCapacityReached until members go away. 0 removes the cap. The default fits a 2-core host: each member idles at about 5% of a core (docs/benchmarks.md) and one with a real node holds about 0.5 GiB.")
 	fs.BoolVar(&o.disableLocal, "disable-local-backend", false, "Do not wire the local backend.")
 	fs.BoolVar(&o.disableKubernetes, "disable-kubernetes-backend", false, "Do not wire the kubernetes backend (members as etcd, kube-apiserver and kube-controller-manager pods in --namespace of the host cluster).")
 	fs.StringVar(&o.memberOperatorSel, "member-network-policy-operator-selector", "app.kubernetes.io/name=kobe", "Labels (k=v,...) of the operator's pods: each kubernetes-backend member's NetworkPolicy lets only them (and, for Direct access, anyone) reach its API port. The default matches the chart's pods.")
@@ -128,6 +135,10 @@ func main() {
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	if o.defaultMaxTTL <= 0 {
 		fmt.Fprintln(os.Stderr, "kobe-operator: refusing to start: --default-max-ttl must be greater than zero")
+		os.Exit(2)
+	}
+	if o.localMaxMembers < 0 || o.localMaxMembers > math.MaxInt32 {
+		fmt.Fprintln(os.Stderr, "kobe-operator: refusing to start: --local-max-members must be 0 (no cap) or a positive number")
 		os.Exit(2)
 	}
 	if o.maxQueuedPerOwner <= 0 || o.maxQueuedPerOwner > math.MaxInt32 {
@@ -294,6 +305,9 @@ func setupControllers(mgr ctrl.Manager, backends backend.Registry, binder *bindi
 	pools := &clusterpool.Reconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
 		Recorder: mgr.GetEventRecorder("kobe-pool"), Backends: backends, Clock: clk,
+		HostCaps: map[kobev1.BackendType]clusterpool.HostCap{
+			kobev1.BackendLocal: {Max: int32(o.localMaxMembers), Setting: "--local-max-members"},
+		},
 	}
 	if err := pools.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up pool controller: %w", err)
@@ -301,6 +315,8 @@ func setupControllers(mgr ctrl.Manager, backends backend.Registry, binder *bindi
 	instances := &clusterinstance.Reconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
 		Recorder: mgr.GetEventRecorder("kobe-instance"), Backends: backends, Clock: clk,
+		// The probe pods of NodesReady run the pause image the nodes preload.
+		NodeProbeImage: o.localPauseImage,
 	}
 	if err := instances.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up instance controller: %w", err)
