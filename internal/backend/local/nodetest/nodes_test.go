@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -77,9 +78,16 @@ func newBackend(t *testing.T) *local.Backend {
 			t.Errorf("restoring sysctls: %v", err)
 		}
 	})
+	return reopen(t, t.TempDir())
+}
+
+// reopen returns a backend for members with nodes over dataRoot (a second
+// one poses as the operator after a restart), swept when the test ends.
+func reopen(t *testing.T, dataRoot string) *local.Backend {
+	t.Helper()
 	b, err := local.New(local.Options{
 		BinDir:     testenv.BinDir(),
-		DataRoot:   t.TempDir(),
+		DataRoot:   dataRoot,
 		Logger:     testr.NewWithInterface(t, testr.Options{}),
 		NodeBinDir: hostcluster.NodeBinDir(),
 		NodeAgent:  agent,
@@ -207,6 +215,7 @@ func TestMemberWithOneNode(t *testing.T) {
 	}
 	t.Logf("pod Running in %s on %s with IP %s", time.Since(podStart).Round(time.Millisecond), pod.Spec.NodeName, pod.Status.PodIP)
 	logRSS(t, local.NodeCgroup(string(m.UID)))
+	checkHidden(t, b, m)
 
 	// Pod Security baseline (the default) refuses what would own the host.
 	yes := true
@@ -224,7 +233,127 @@ func TestMemberWithOneNode(t *testing.T) {
 		}
 	}
 
+	// An operator restart adopts the node: a new backend over the same
+	// data root sees the member Ready and destroys it whole.
+	b.Close()
+	b = reopen(t, filepath.Dir(b.MemberDir(m)))
+	if obs, err := b.Observe(ctx, m); err != nil || obs.State != backend.StateReady {
+		t.Fatalf("after a restart: Observe = %v (%s), %v; want Ready", obs.State, obs.Message, err)
+	}
 	deleteAndCheck(t, b, m, slot)
+}
+
+// TestFailedNodeIsSweptWhole kills a node's kubelet: kobe-node stops the
+// node and exits, the member is Failed and names the cause, and a sweep
+// (the operator's start-up clean-up of members nobody owns) leaves nothing.
+func TestFailedNodeIsSweptWhole(t *testing.T) {
+	b := newBackend(t)
+	m := nodeMember("failing", 1)
+	ctx := t.Context()
+	if err := b.Create(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	slot, _, err := b.NodeSlot(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, b, m)
+	kubelet := -1
+	for _, pid := range cgroupPids(t, local.NodeCgroup(string(m.UID))+"/n0") {
+		if comm, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm"); strings.TrimSpace(string(comm)) == "kubelet" {
+			kubelet = pid
+		}
+	}
+	if kubelet < 0 {
+		t.Fatal("no kubelet in the node's cgroup")
+	}
+	if err := syscall.Kill(kubelet, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	var obs backend.Observation
+	if err := testenv.Poll(ctx, time.Minute, func() error {
+		obs, err = b.Observe(ctx, m)
+		if err != nil {
+			return err
+		}
+		if obs.State != backend.StateFailed {
+			return fmt.Errorf("member is %s: %s", obs.State, obs.Message)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(obs.Message, "kobe-node-0") || !strings.Contains(lastLog(b, m), "kubelet exited") {
+		t.Errorf("failure does not name the node and its cause: %q; node log: %s", obs.Message, lastLog(b, m))
+	}
+	dir := b.MemberDir(m)
+	removed, err := b.Sweep(ctx, func(string, types.UID) bool { return false })
+	if err != nil || len(removed) != 1 {
+		t.Fatalf("Sweep = %v, %v; want the member removed", removed, err)
+	}
+	if leaks := MemberLeaks(dir, string(m.UID), slot); len(leaks) > 0 {
+		t.Errorf("left after Sweep:\n%s", strings.Join(leaks, "\n"))
+	}
+}
+
+// checkHidden checks, through kubelet's view of the file system, that the
+// node sees its own directory and nothing else of the data root: not the
+// member's keys, not another member's directory.
+func checkHidden(t *testing.T, b *local.Backend, m backend.Member) {
+	t.Helper()
+	kubelet := -1
+	for _, pid := range cgroupPids(t, local.NodeCgroup(string(m.UID))+"/n0") {
+		if comm, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm"); strings.TrimSpace(string(comm)) == "kubelet" {
+			kubelet = pid
+		}
+	}
+	if kubelet < 0 {
+		t.Fatal("no kubelet in the node's cgroup")
+	}
+	root := "/proc/" + strconv.Itoa(kubelet) + "/root"
+	dir := b.MemberDir(m)
+	// A neighbour's directory, made after the node started: the node's
+	// tmpfs must not show it.
+	other := filepath.Join(filepath.Dir(dir), "neighbour_x_0000")
+	if err := os.MkdirAll(other, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = os.RemoveAll(other) }()
+	for _, hidden := range []string{filepath.Join(dir, "pki", "client-ca.key"), filepath.Join(dir, "state.json"), other} {
+		if _, err := os.Stat(root + hidden); err == nil {
+			t.Errorf("the node sees %s", hidden)
+		}
+	}
+	if _, err := os.Stat(root + filepath.Join(dir, "nodes", "0", "node.json")); err != nil {
+		t.Errorf("the node does not see its own directory: %v", err)
+	}
+	entries, err := os.ReadDir(root + filepath.Dir(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 1 || entries[0].Name() != filepath.Base(dir) {
+		t.Errorf("the node sees %v in the data root, want only its member's directory", entries)
+	}
+}
+
+func lastLog(b *local.Backend, m backend.Member) string {
+	data, _ := os.ReadFile(filepath.Join(b.MemberDir(m), "logs", "kobe-node-0.log"))
+	return string(data)
+}
+
+func cgroupPids(t *testing.T, cgroup string) []int {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("/sys/fs/cgroup/pids", cgroup, "cgroup.procs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for f := range strings.FieldsSeq(string(data)) {
+		if pid, err := strconv.Atoi(f); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
 
 // deleteAndCheck deletes m and checks nothing of it is left.
