@@ -125,7 +125,8 @@ func runWorkload(t *testing.T, pool string) *workload {
 	})
 	t.Logf("pool %s Ready after %v", pool, time.Since(began).Round(time.Millisecond))
 
-	w.kubeconfig = filepath.Join(t.TempDir(), "kubeconfig")
+	// The kubeconfig outlives this subtest: the next ones use it.
+	w.kubeconfig = filepath.Join(s.Work, pool+".kubeconfig")
 	leased := time.Now()
 	out, errOut, err := s.Kobe(t, time.Minute, "lease", pool, "--ttl", "30m", "--kubeconfig", w.kubeconfig, "-o", "json")
 	if err != nil {
@@ -198,7 +199,7 @@ func portForward(t *testing.T, w *workload) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, testenv.KubectlPath(t), "--kubeconfig", w.kubeconfig, "port-forward", "pod/"+w.podName, "127.0.0.1::8080")
+	cmd := exec.CommandContext(ctx, testenv.KubectlPath(t), "--kubeconfig", w.kubeconfig, "port-forward", "--address", "127.0.0.1", "pod/"+w.podName, ":8080")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
