@@ -623,6 +623,12 @@ var errStillRunning = errors.New("processes still running")
 // file and any other whose command line refers to it) and removes the
 // directory. Called with rt.mu held.
 func (b *Backend) destroy(ctx context.Context, rt *memberRT, p paths) error {
+	// Nodes first, while their API server still answers: kobe-node stops
+	// in well under a second then, and the API server has no kubelet
+	// connections left to drain.
+	if err := b.killProcsOf(ctx, rt, p.dir, compNode); err != nil {
+		return err
+	}
 	if err := b.killProcs(ctx, rt, p.dir); err != nil {
 		return err
 	}
@@ -642,9 +648,18 @@ func (b *Backend) destroy(ctx context.Context, rt *memberRT, p paths) error {
 // killProcs stops every process referring to dir and waits until they are
 // gone; errStillRunning when they outlive the wait.
 func (b *Backend) killProcs(ctx context.Context, rt *memberRT, dir string) error {
+	return b.killProcsOf(ctx, rt, dir, "")
+}
+
+// killProcsOf is killProcs for the processes of one component ("" for
+// all).
+func (b *Backend) killProcsOf(ctx context.Context, rt *memberRT, dir, component string) error {
 	procs, err := scanProcs(dir)
 	if err != nil {
 		return err
+	}
+	if component != "" {
+		procs = slices.DeleteFunc(procs, func(pr procInfo) bool { return pr.component() != component })
 	}
 	if len(procs) == 0 {
 		return nil
