@@ -134,8 +134,8 @@ func TableName(slot int) string { return "kobe-m" + strconv.Itoa(slot) }
 //   - on the host it reaches its own API server and nothing else (no
 //     operator API, no other member's API server, no host service).
 //
-// Refusals are ICMP admin-prohibited, so a connection attempt fails at once
-// instead of timing out.
+// Refusals answer (a TCP reset, else ICMP admin-prohibited), so a
+// connection attempt fails at once instead of timing out.
 func nftScript(m MemberNet, apiPort int, egress bool) string {
 	t, br := TableName(m.Slot), m.Bridge
 	var b strings.Builder
@@ -143,18 +143,18 @@ func nftScript(m MemberNet, apiPort int, egress bool) string {
 	b.WriteString("  chain forward {\n    type filter hook forward priority filter - 10; policy accept;\n")
 	fmt.Fprintf(&b, "    iifname %q oifname %q accept\n", br, br)
 	fmt.Fprintf(&b, "    oifname %q ct state established,related accept\n", br)
-	fmt.Fprintf(&b, "    oifname %q reject with icmpx admin-prohibited\n", br)
-	fmt.Fprintf(&b, "    iifname %q oifname \"kbm*\" reject with icmpx admin-prohibited\n", br)
+	refuse(&b, fmt.Sprintf("oifname %q", br))
+	refuse(&b, fmt.Sprintf("iifname %q oifname \"kbm*\"", br))
 	if egress {
 		fmt.Fprintf(&b, "    iifname %q accept\n", br)
 	} else {
-		fmt.Fprintf(&b, "    iifname %q reject with icmpx admin-prohibited\n", br)
+		refuse(&b, fmt.Sprintf("iifname %q", br))
 	}
 	b.WriteString("  }\n")
 	b.WriteString("  chain input {\n    type filter hook input priority filter - 10; policy accept;\n")
 	fmt.Fprintf(&b, "    iifname %q ct state established,related accept\n", br)
 	fmt.Fprintf(&b, "    iifname %q ip daddr %s tcp dport %d accept\n", br, m.Gateway, apiPort)
-	fmt.Fprintf(&b, "    iifname %q reject with icmpx admin-prohibited\n", br)
+	refuse(&b, fmt.Sprintf("iifname %q", br))
 	b.WriteString("  }\n")
 	if egress {
 		b.WriteString("  chain postrouting {\n    type nat hook postrouting priority srcnat; policy accept;\n")
@@ -163,6 +163,14 @@ func nftScript(m MemberNet, apiPort int, egress bool) string {
 	}
 	b.WriteString("}\n")
 	return b.String()
+}
+
+// refuse writes the rules that refuse what match selects: a TCP reset for
+// TCP (Linux takes an ICMP error to a connection attempt as a soft error
+// and keeps retrying until its timeout), ICMP admin-prohibited otherwise.
+func refuse(b *strings.Builder, match string) {
+	fmt.Fprintf(b, "    %s meta l4proto tcp reject with tcp reset\n", match)
+	fmt.Fprintf(b, "    %s reject with icmpx admin-prohibited\n", match)
 }
 
 // SetUpMemberNetwork makes the member's host network: the region routes,

@@ -97,6 +97,7 @@ func TestNftScript(t *testing.T) {
 		"delete table inet kobe-m5",
 		`iifname "kbm5" oifname "kbm5" accept`,
 		`oifname "kbm5" reject with icmpx admin-prohibited`,
+		`oifname "kbm5" meta l4proto tcp reject with tcp reset`,
 		`iifname "kbm5" oifname "kbm*" reject`,
 		`iifname "kbm5" reject with icmpx admin-prohibited`,
 		`iifname "kbm5" ip daddr 198.19.197.1 tcp dport 6443 accept`,
