@@ -218,7 +218,7 @@ func TestNodeProbe(t *testing.T) {
 		}
 		testenv.Eventually(t, 10*time.Second, "n2 gone", func() error {
 			if err := c.Get(ctx, client.ObjectKey{Name: "n2"}, &corev1.Node{}); !apierrors.IsNotFound(err) {
-				return fmt.Errorf("n2: %v", err)
+				return fmt.Errorf("n2: %w", err)
 			}
 			return nil
 		})
