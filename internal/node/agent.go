@@ -54,6 +54,14 @@ type daemon struct {
 	err  error
 }
 
+// exitErr is why the daemon exited (read after done is closed).
+func (d *daemon) exitErr() error {
+	if d.err == nil {
+		return errors.New("exit status 0")
+	}
+	return d.err
+}
+
 // NewAgent returns an agent for cfg, logging to w.
 func NewAgent(cfg *Config, w io.Writer) *Agent {
 	return &Agent{cfg: cfg, log: log.New(w, "kobe-node: ", log.LstdFlags|log.Lmicroseconds|log.LUTC), exited: make(chan *daemon, 3)}
@@ -69,7 +77,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			a.log.Printf("stopping node %s", a.cfg.Name)
 		case d := <-a.exited:
-			err = fmt.Errorf("%s exited: %v; its log is %s", d.name, d.err, a.logPath(d.name))
+			err = fmt.Errorf("%s exited: %w; its log is %s", d.name, d.exitErr(), a.logPath(d.name))
 		}
 	}
 	a.stop()
@@ -234,12 +242,9 @@ func (a *Agent) network(ctx context.Context) error {
 		return err
 	}
 	deadline := time.Now().Add(30 * time.Second)
-	for {
-		// Asked over netlink: /sys/class/net shows the network namespace
-		// of whoever mounted /sys, not this one.
-		if exec.CommandContext(ctx, "ip", "link", "show", "dev", a.cfg.Interface).Run() == nil {
-			break
-		}
+	// Asked over netlink: /sys/class/net shows the network namespace of
+	// whoever mounted /sys, not this one.
+	for exec.CommandContext(ctx, "ip", "link", "show", "dev", a.cfg.Interface).Run() != nil {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("interface %s did not appear within 30s", a.cfg.Interface)
 		}
@@ -345,7 +350,7 @@ func (a *Agent) waitFor(ctx context.Context, what string, timeout time.Duration,
 		for _, d := range a.daemons {
 			select {
 			case <-d.done:
-				return fmt.Errorf("%s exited while waiting for %s: %v; its log is %s", d.name, what, d.err, a.logPath(d.name))
+				return fmt.Errorf("%s exited while waiting for %s: %w; its log is %s", d.name, what, d.exitErr(), a.logPath(d.name))
 			default:
 			}
 		}
