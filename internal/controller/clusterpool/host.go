@@ -84,7 +84,8 @@ func (r *Reconciler) hostCap(t kobev1.BackendType) HostCap {
 func (r *Reconciler) hostBudget(ctx context.Context, p *kobev1.ClusterPool, now time.Time) (pool.HostBudget, error) {
 	t := p.Spec.Backend.Type
 	hc := r.hostCap(t)
-	if hc.Max == 0 {
+	if hc.Max == 0 || !p.DeletionTimestamp.IsZero() {
+		// A pool being deleted creates nothing, and holds no lock (lockHost).
 		return pool.HostBudget{}, nil
 	}
 	var list kobev1.ClusterInstanceList
