@@ -88,6 +88,8 @@ type Backend struct {
 
 	// slotMu serialises network slot choices of this instance.
 	slotMu sync.Mutex
+	// slotClaimDir is DefaultSlotClaimDir (tests replace it).
+	slotClaimDir string
 }
 
 // memberRT is what one Backend instance holds in memory about a member. It
@@ -175,13 +177,14 @@ func New(opts Options) (*Backend, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Backend{
-		opts:     opts,
-		log:      opts.Logger.WithName("local-backend"),
-		tuning:   defaultTuning(),
-		pickPort: freePort,
-		ctx:      ctx,
-		cancel:   cancel,
-		members:  map[types.UID]*memberRT{},
+		opts:         opts,
+		log:          opts.Logger.WithName("local-backend"),
+		tuning:       defaultTuning(),
+		pickPort:     freePort,
+		slotClaimDir: DefaultSlotClaimDir,
+		ctx:          ctx,
+		cancel:       cancel,
+		members:      map[types.UID]*memberRT{},
 	}, nil
 }
 

@@ -51,8 +51,11 @@ const (
 
 	// nodeMaxPods caps the pods of one node (a node pod's shim is ~14 MB).
 	nodeMaxPods = 110
-	// slotLockFile serialises slot choices of every operator on the host.
-	slotLockFile = "/run/kobe-local-slots.lock"
+	// DefaultSlotClaimDir holds one file per network slot taken on the
+	// host, naming the member directory that took it, shared by every
+	// operator on the host (their data roots differ), and a lock file that
+	// serialises their choices.
+	DefaultSlotClaimDir = "/run/kobe-local-slots"
 )
 
 // Names of the files of a node (under nodes/<i>/) and of the API server's
@@ -161,13 +164,18 @@ func (b *Backend) allocateSlot(ctx context.Context, p paths) (int, error) {
 	}
 	b.slotMu.Lock()
 	defer b.slotMu.Unlock()
-	lock, err := os.OpenFile(slotLockFile, os.O_CREATE|os.O_RDWR, 0o600)
+	claims := b.slotClaimDir
+	if err := os.MkdirAll(claims, 0o700); err != nil {
+		return 0, err
+	}
+	lockPath := filepath.Join(claims, "lock")
+	lock, err := os.OpenFile(lockPath, os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
-		return 0, fmt.Errorf("opening %s: %w", slotLockFile, err)
+		return 0, fmt.Errorf("opening %s: %w", lockPath, err)
 	}
 	defer func() { _ = lock.Close() }()
 	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		return 0, fmt.Errorf("locking %s: %w", slotLockFile, err)
+		return 0, fmt.Errorf("locking %s: %w", lockPath, err)
 	}
 	used, err := node.UsedSlots(ctx)
 	if err != nil {
@@ -182,6 +190,17 @@ func (b *Backend) allocateSlot(ctx context.Context, p paths) (int, error) {
 			used = append(used, s)
 		}
 	}
+	// Other operators' claims count while the member directory they name
+	// still records that slot (a claim outlives a crashed destroy).
+	for s := range node.MaxSlots {
+		owner, err := os.ReadFile(filepath.Join(claims, strconv.Itoa(s)))
+		if err != nil {
+			continue
+		}
+		if rec, ok, _ := readSlot(paths{dir: strings.TrimSpace(string(owner))}); ok && rec == s {
+			used = append(used, s)
+		}
+	}
 	slot := freeSlot(used)
 	if slot < 0 {
 		return 0, fmt.Errorf("%w: all %d network slots for members with nodes are in use on this host", backend.ErrUnavailable, node.MaxSlots)
@@ -189,7 +208,26 @@ func (b *Backend) allocateSlot(ctx context.Context, p paths) (int, error) {
 	if err := writeFileAtomic(p.slotFile(), []byte(strconv.Itoa(slot)+"\n"), 0o600); err != nil {
 		return 0, err
 	}
+	if err := writeFileAtomic(filepath.Join(claims, strconv.Itoa(slot)), []byte(p.dir+"\n"), 0o600); err != nil {
+		return 0, err
+	}
 	return slot, nil
+}
+
+// releaseSlot removes the host-wide claim of slot if p's member made it.
+func (b *Backend) releaseSlot(p paths, slot int) error {
+	claim := filepath.Join(b.slotClaimDir, strconv.Itoa(slot))
+	owner, err := os.ReadFile(claim)
+	if errors.Is(err, fs.ErrNotExist) || (err == nil && strings.TrimSpace(string(owner)) != p.dir) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := os.Remove(claim); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
 }
 
 // freeSlot is the lowest slot in [0, node.MaxSlots) not in used, or -1.
@@ -491,6 +529,9 @@ func (b *Backend) destroyNodeHost(ctx context.Context, p paths) error {
 	}
 	if hasSlot {
 		if err := node.TearDownMemberNetwork(ctx, slot); err != nil {
+			return err
+		}
+		if err := b.releaseSlot(p, slot); err != nil {
 			return err
 		}
 	}

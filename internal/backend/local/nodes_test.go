@@ -4,7 +4,10 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
@@ -141,5 +144,78 @@ func TestNodeMemberRefusedWithoutPrereqs(t *testing.T) {
 	m.Spec.Backend.Local.Nodes = node.MaxNodes + 1
 	if err := b.Create(t.Context(), m); !errors.Is(err, backend.ErrInvalidSpec) {
 		t.Errorf("Create with %d nodes = %v, want ErrInvalidSpec", node.MaxNodes+1, err)
+	}
+}
+
+// TestAllocateSlot: concurrent Creates never share a slot, another
+// operator's live claim is respected, a stale one is not, and a member
+// keeps the slot it recorded.
+func TestAllocateSlot(t *testing.T) {
+	b, err := New(Options{DataRoot: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	b.slotClaimDir = t.TempDir()
+	used, err := node.UsedSlots(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Another operator's member holds the lowest free slot; a crashed one
+	// left a claim whose directory is gone.
+	other := paths{dir: t.TempDir()}
+	taken := freeSlot(used)
+	if err := os.WriteFile(other.slotFile(), []byte(strconv.Itoa(taken)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(b.slotClaimDir, strconv.Itoa(taken)), []byte(other.dir), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	stale := freeSlot(append(used, taken))
+	if err := os.WriteFile(filepath.Join(b.slotClaimDir, strconv.Itoa(stale)), []byte("/nonexistent/member"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	const n = 6
+	slots := make([]int, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		p := paths{dir: filepath.Join(b.opts.DataRoot, "ns_m"+strconv.Itoa(i)+"_uid"+strconv.Itoa(i))}
+		if err := os.MkdirAll(p.dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() { slots[i], errs[i] = b.allocateSlot(t.Context(), p) })
+	}
+	wg.Wait()
+	seen := map[int]bool{}
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatal(errs[i])
+		}
+		if seen[slots[i]] || slots[i] == taken || slices.Contains(used, slots[i]) {
+			t.Errorf("slot %d given twice or already taken (slots %v, taken %d, used %v)", slots[i], slots, taken, used)
+		}
+		seen[slots[i]] = true
+	}
+	if !seen[stale] {
+		t.Errorf("the stale claim's slot %d was not reused: %v", stale, slots)
+	}
+	p0 := paths{dir: filepath.Join(b.opts.DataRoot, "ns_m0_uid0")}
+	if again, err := b.allocateSlot(t.Context(), p0); err != nil || again != slots[0] {
+		t.Errorf("allocateSlot again = %d, %v; want the recorded %d", again, err, slots[0])
+	}
+	if err := b.releaseSlot(p0, slots[0]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(b.slotClaimDir, strconv.Itoa(slots[0]))); err == nil {
+		t.Error("releaseSlot left the claim")
+	}
+	if err := b.releaseSlot(p0, taken); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(b.slotClaimDir, strconv.Itoa(taken))); err != nil {
+		t.Error("releaseSlot removed another member's claim")
 	}
 }
