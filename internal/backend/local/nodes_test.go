@@ -219,3 +219,48 @@ func TestAllocateSlot(t *testing.T) {
 		t.Error("releaseSlot removed another member's claim")
 	}
 }
+
+// TestAPIServerArgs: every member's API server enforces Pod Security from
+// its admission configuration; one with nodes listens on its gateway,
+// authorizes nodes and reaches kubelets with a certificate.
+func TestAPIServerArgs(t *testing.T) {
+	b, err := New(Options{DataRoot: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	p := paths{dir: filepath.Join(b.opts.DataRoot, "ns_m_uid")}
+	has := func(args []string, want ...string) {
+		t.Helper()
+		for _, w := range want {
+			if !slices.Contains(args, w) {
+				t.Errorf("kube-apiserver args lack %s: %v", w, args)
+			}
+		}
+	}
+	plain, err := b.componentArgs(p, &state{APIServerPort: 6443}, compAPIServer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	has(plain, "--admission-control-config-file="+p.admissionConfig(), "--enable-admission-plugins=PodSecurity", "--bind-address=127.0.0.1", "--authorization-mode=RBAC")
+
+	slot := 3
+	mn, err := node.PlanMember(slot, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	withNodes, err := b.componentArgs(p, &state{APIServerPort: 6443, Nodes: 2, Slot: &slot, LocalHost: mn.Gateway.String()}, compAPIServer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	has(withNodes,
+		"--admission-control-config-file="+p.admissionConfig(),
+		"--bind-address="+mn.Gateway.String(), "--advertise-address="+mn.Gateway.String(),
+		"--service-cluster-ip-range="+mn.ServiceCIDR.String(), "--authorization-mode=Node,RBAC",
+		"--enable-admission-plugins=NodeRestriction,PodSecurity",
+		"--kubelet-client-certificate="+p.pki(kubeletClientCert), "--kubelet-preferred-address-types=InternalIP,Hostname",
+	)
+	if slices.ContainsFunc(withNodes, func(a string) bool { return strings.HasPrefix(a, "--service-cluster-ip-range=10.") }) {
+		t.Errorf("a member with nodes uses the 10/8 Service range: %v", withNodes)
+	}
+}
