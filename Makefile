@@ -111,11 +111,11 @@ image-node: node image-pause $(IMAGE_TOOL) ## Build the node pods' image as $(IM
 # or IfNotPresent and nothing is pulled. Each tarball is rebuilt only when its
 # binary or the builder is newer.
 ETCD_IMAGE          ?= registry.k8s.io/etcd:$(shell hack/versions.sh etcd)-0
-CONTROLPLANE_IMAGES := $(IMAGE_DIR)/etcd.tar $(IMAGE_DIR)/kube-apiserver.tar $(IMAGE_DIR)/kube-controller-manager.tar
+CONTROLPLANE_IMAGES := $(IMAGE_DIR)/etcd.tar $(IMAGE_DIR)/kube-apiserver.tar $(IMAGE_DIR)/kube-controller-manager.tar $(IMAGE_DIR)/kube-scheduler.tar
 CP_IMAGE_CREATED     = $(or $(shell git log -1 --format=%ct -- hack/controlplane hack/image 2>/dev/null),0)
 
 .PHONY: image-controlplane
-image-controlplane: controlplane $(IMAGE_TOOL) ## Build $(CONTROLPLANE_IMAGES): $(ETCD_IMAGE), registry.k8s.io/kube-apiserver:v$(K8S_VERSION) and kube-controller-manager:v$(K8S_VERSION) from $(CONTROLPLANE_DIR) (skipped when up to date).
+image-controlplane: controlplane $(IMAGE_TOOL) ## Build $(CONTROLPLANE_IMAGES): $(ETCD_IMAGE), registry.k8s.io/kube-apiserver:v$(K8S_VERSION), kube-controller-manager and kube-scheduler (members with nodes) from $(CONTROLPLANE_DIR) (skipped when up to date).
 	@$(MAKE) --no-print-directory $(CONTROLPLANE_IMAGES)
 
 $(IMAGE_DIR)/etcd.tar: $(CONTROLPLANE_DIR)/etcd $(IMAGE_TOOL)
