@@ -85,7 +85,10 @@ func ProbePod(node, image string) *corev1.Pod {
 			AutomountServiceAccountToken:  ptr.To(false),
 			TerminationGracePeriodSeconds: ptr.To[int64](0),
 			RestartPolicy:                 corev1.RestartPolicyNever,
-			Tolerations:                   []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+			// The pause container resolves nothing, and a member may have
+			// no cluster DNS: ClusterFirst would only add a warning.
+			DNSPolicy:   corev1.DNSDefault,
+			Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
 			SecurityContext: &corev1.PodSecurityContext{
 				RunAsNonRoot:   ptr.To(true),
 				RunAsUser:      ptr.To[int64](65535),
@@ -272,13 +275,22 @@ func probeNode(ctx context.Context, cs kubernetes.Interface, node *corev1.Node, 
 			return "", fmt.Errorf("deleting probe pod %s: %w", name, err)
 		}
 	case probeWait:
-		if pod != nil && !started(pod) && pod.DeletionTimestamp == nil {
+		if pod != nil && !started(pod) && pod.DeletionTimestamp == nil && !kubeletSaysWhy(pod) {
 			if w := lastWarning(ctx, cs, pod); w != "" {
 				msg += "; last warning: " + w
 			}
 		}
 	}
 	return msg, nil
+}
+
+// kubeletSaysWhy reports whether a container of pod has a reason of its
+// own for not running (ErrImageNeverPull, CreateContainerError...), beyond
+// the ContainerCreating every container starts with.
+func kubeletSaysWhy(pod *corev1.Pod) bool {
+	return slices.ContainsFunc(pod.Status.ContainerStatuses, func(c corev1.ContainerStatus) bool {
+		return c.State.Terminated != nil || c.State.Waiting != nil && c.State.Waiting.Reason != "" && c.State.Waiting.Reason != "ContainerCreating"
+	})
 }
 
 // lastWarning is the newest Warning event about pod (sandbox and mount
