@@ -31,10 +31,18 @@ xtables=$(readlink -f "$(need xtables-nft-multi)")
 xtdir=$(dirname "$(readlink -f /usr/lib/*/xtables/libxt_MASQUERADE.so 2>/dev/null || true)")
 [ -d "$xtdir" ] || { echo "image-node: iptables' extensions (libxt_*.so) are missing" >&2; exit 1; }
 
+etc=$(mktemp -d)
+trap 'rm -rf "$etc"' EXIT
+# kubelet reads /etc/passwd (its user namespace mappings) and fails without one.
+printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n' >"$etc/passwd"
+printf 'root:x:0:\nnogroup:x:65534:\n' >"$etc/group"
+
 args=()
 file() { args+=(--file "$1:$2${3:+:$3}"); }
 link() { args+=(--symlink "$1:$2"); }
 
+file "$etc/passwd" /etc/passwd 0644
+file "$etc/group" /etc/group 0644
 file "$KOBE_NODE" /usr/local/bin/kobe-node
 file "$containerd" /usr/local/bin/containerd
 file "$shim" /usr/local/bin/containerd-shim-runc-v2
@@ -47,7 +55,7 @@ for p in bridge host-local loopback portmap; do
 	file "/usr/lib/cni/$p" "/opt/cni/bin/$p"
 done
 file "$busybox" /bin/busybox
-for a in sh mount umount ip cat ls ps; do
+for a in sh mount umount ip cat ls ps grep mkdir tail; do
 	link "/bin/$a" busybox
 done
 file "$xtables" /usr/sbin/xtables-nft-multi

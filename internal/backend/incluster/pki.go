@@ -38,6 +38,8 @@ const (
 	KeyEtcdServerKey  = "etcd-server.key"
 	KeyEtcdClientCert = "etcd-client.crt"
 	KeyEtcdClientKey  = "etcd-client.key"
+	// KeySchedulerKubeconfig exists with PKINeeds.Scheduler.
+	KeySchedulerKubeconfig = "scheduler.kubeconfig"
 	// The kubelet client keys exist with PKINeeds.KubeletClient.
 	KeyKubeletClientCert = "apiserver-kubelet-client.crt"
 	KeyKubeletClientKey  = "apiserver-kubelet-client.key"
@@ -127,19 +129,29 @@ func newPKI(m backend.Member, clusterIP string, port int32, set Settings) (map[s
 		KeyClientCACert: clientCA.CertPEM, KeyClientCAKey: clientCA.KeyPEM,
 		KeySAKey: saKey, KeySAPub: saPub, KeyAdminKubeconfig: adminKubeconfig,
 	}
-	if needs.ControllerManager {
-		cert, key, err := clientCA.IssueClient("system:kube-controller-manager", nil, notBefore, notAfter)
+	for _, c := range []struct {
+		need bool
+		user string
+		key  string
+	}{
+		{needs.ControllerManager, "system:kube-controller-manager", KeyControllerManagerKubeconfig},
+		{needs.Scheduler, "system:kube-scheduler", KeySchedulerKubeconfig},
+	} {
+		if !c.need {
+			continue
+		}
+		cert, key, err := clientCA.IssueClient(c.user, nil, notBefore, notAfter)
 		if err != nil {
 			return nil, err
 		}
 		kc, err := pki.Kubeconfig(pki.KubeconfigInput{
 			ClusterName: m.Name, Server: endpoint("127.0.0.1", port), CAData: serverCA.CertPEM,
-			UserName: "system:kube-controller-manager", ClientCertPEM: cert, ClientKeyPEM: key,
+			UserName: c.user, ClientCertPEM: cert, ClientKeyPEM: key,
 		})
 		if err != nil {
 			return nil, err
 		}
-		data[KeyControllerManagerKubeconfig] = kc
+		data[c.key] = kc
 	}
 	if needs.Etcd {
 		etcdCA, err := pki.NewCA("kobe-member-etcd-ca", caValidity)

@@ -66,6 +66,9 @@ type PKINeeds struct {
 	// ControllerManager: a kubeconfig for kube-controller-manager
 	// (system:kube-controller-manager) pointing at https://127.0.0.1:<port>.
 	ControllerManager bool
+	// Scheduler: a kubeconfig for kube-scheduler (system:kube-scheduler)
+	// pointing at https://127.0.0.1:<port>.
+	Scheduler bool
 	// KubeletClient: the API server's client certificate for kubelets
 	// (KeyKubeletClientCert, in system:masters), for logs, exec and
 	// port-forward on node pods.

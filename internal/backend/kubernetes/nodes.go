@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
@@ -54,14 +55,35 @@ func nodePodCIDR(i int) string { return fmt.Sprintf("198.19.%d.0/24", 244+i) }
 // nodeClusterCIDR holds the pod ranges of a member's (up to 4) nodes.
 const nodeClusterCIDR = "198.19.244.0/22"
 
-// nodeEntrypoint starts kobe-node after one rule in the node pod's own
-// network namespace: the member's pods' packets for anything outside the
-// member's pod ranges (the member's API server, through the host's Service)
-// leave masqueraded to the node pod's IP, since nothing outside the node
-// pod routes the pod ranges back to it. kobe-node's pod network does not
-// masquerade (local members' hosts route those ranges).
-var nodeEntrypoint = "iptables -w -t nat -A POSTROUTING -s " + nodeClusterCIDR + " ! -d " + nodeClusterCIDR + " -j MASQUERADE && " +
-	"exec " + nodeBinDir + "/kobe-node --config " + incluster.NodeDir + "/" + incluster.NodeConfigFile
+// nodeEntrypoint prepares the node pod's namespaces, then runs kobe-node:
+//
+//   - the cgroup hierarchies are mounted again whole (after unmounting the
+//     runtime's: the kernel refuses a superblock on its own root): the container runtime
+//     mounts only the container's own cgroup at each hierarchy's place
+//     (cgroup v1, no cgroup namespace), where kobe-node finds no hierarchy
+//     root and kubelet could not follow the paths of /proc/self/cgroup.
+//     kubelet's cgroup root is still a child of the node pod's own cgroup;
+//   - one rule in the node pod's network namespace: the member's pods'
+//     packets for anything outside the member's pod ranges (the member's
+//     API server, through the host's Service) leave masqueraded to the node
+//     pod's IP, since nothing outside the node pod routes the pod ranges
+//     back to it (kobe-node's pod network does not masquerade: local
+//     members' hosts route those ranges).
+var nodeEntrypoint = strings.Join([]string{
+	"set -e",
+	`mounts=$(cat /proc/self/mounts)`,
+	`echo "$mounts" | while read -r _ dir fs opts _; do case "$fs" in cgroup|cgroup2) umount "$dir"; mount -t "$fs" -o "$opts" "$fs" "$dir";; esac; done`,
+	"iptables -w -t nat -A POSTROUTING -s " + nodeClusterCIDR + " ! -d " + nodeClusterCIDR + " -j MASQUERADE",
+	// kobe-node runs as a child, so that a node that fails leaves the tails
+	// of its daemons' logs in the pod's log (the pod ends Failed, and its
+	// emptyDir goes with it); SIGTERM is passed on.
+	"set +e",
+	nodeBinDir + "/kobe-node --config " + incluster.NodeDir + "/" + incluster.NodeConfigFile + " & pid=$!",
+	`trap 'kill -TERM $pid; wait $pid; exit' TERM INT`,
+	`wait $pid; rc=$?`,
+	`for f in ` + nodeDataDir + `/logs/*.log; do echo "== $f (tail)"; tail -n 20 "$f"; done`,
+	`exit $rc`,
+}, "\n")
 
 // DefaultNodeImage is the node image of pools that name none:
 // ghcr.io/kunobi-ninja/kobe-node tagged with the operator's version.
@@ -161,9 +183,14 @@ func (t Template) nodePods(in incluster.RenderInput, img Images) ([]corev1.Pod, 
 				VolumeMounts: []corev1.VolumeMount{
 					{Name: incluster.PKIVolume, MountPath: incluster.NodeDir, ReadOnly: true},
 					{Name: "data", MountPath: nodeDataDir},
+					// runc writes exec's process specs there.
+					{Name: "tmp", MountPath: "/tmp"},
 				},
 			}},
-			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+			Volumes: []corev1.Volume{
+				{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+				{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+			},
 		}}
 		p.Name = incluster.NodePodName(in.Member, i)
 		p.Labels = map[string]string{incluster.LabelComponent: incluster.ComponentNode}

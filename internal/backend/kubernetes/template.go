@@ -46,11 +46,13 @@ var versionRE = regexp.MustCompile(`^v?(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9
 // DefaultResources are each component's requests and limits where the pool
 // sets none (incluster.Resources fills in what a pool's partial setting lacks).
 var DefaultResources = struct {
-	Etcd, APIServer, ControllerManager, Node corev1.ResourceRequirements
+	Etcd, APIServer, ControllerManager, Scheduler, Node corev1.ResourceRequirements
 }{
 	Etcd:              requirements("50m", "64Mi", "1", "512Mi"),
 	APIServer:         requirements("100m", "256Mi", "2", "1Gi"),
 	ControllerManager: requirements("50m", "64Mi", "1", "512Mi"),
+	// Scheduler runs only in members with nodes.
+	Scheduler: requirements("50m", "64Mi", "1", "512Mi"),
 	// Node is a whole node pod: kubelet, containerd, kube-proxy and every
 	// container of the member's workload scheduled on it.
 	Node: requirements("100m", "256Mi", "2", "2Gi"),
@@ -93,8 +95,8 @@ func Version(m backend.Member) (string, error) {
 
 // Images are the images and pull policy a member's pod uses.
 type Images struct {
-	Etcd, APIServer, ControllerManager, Node string
-	PullPolicy                               corev1.PullPolicy
+	Etcd, APIServer, ControllerManager, Scheduler, Node string
+	PullPolicy                                          corev1.PullPolicy
 }
 
 // ImagesFor resolves a member's images: the pool's, else the upstream ones
@@ -112,6 +114,7 @@ func (t Template) imagesFor(m backend.Member) (Images, error) {
 		Etcd:              DefaultEtcdImage,
 		APIServer:         DefaultRegistry + "/kube-apiserver:v" + v,
 		ControllerManager: DefaultRegistry + "/kube-controller-manager:v" + v,
+		Scheduler:         DefaultRegistry + "/kube-scheduler:v" + v,
 		Node:              or(t.NodeImage, DefaultNodeImage()),
 		PullPolicy:        corev1.PullIfNotPresent,
 	}
@@ -121,6 +124,9 @@ func (t Template) imagesFor(m backend.Member) (Images, error) {
 		img.APIServer = or(i.APIServer, img.APIServer)
 		img.ControllerManager = or(i.ControllerManager, img.ControllerManager)
 		img.Node = or(i.Node, img.Node)
+		if i.APIServer != "" {
+			img.Scheduler = schedulerImage(i.APIServer, v)
+		}
 		if i.PullPolicy != "" {
 			img.PullPolicy = i.PullPolicy
 		}
@@ -129,6 +135,20 @@ func (t Template) imagesFor(m backend.Member) (Images, error) {
 }
 
 func spec(m backend.Member) *kobev1.KubernetesBackendSpec { return m.Spec.Backend.Kubernetes }
+
+// schedulerImage follows a pool's kube-apiserver image to its mirror: the
+// same repository path with kube-scheduler for kube-apiserver, else the
+// upstream image (there is no images.scheduler field).
+func schedulerImage(apiServer, version string) string {
+	repo, _, _ := strings.Cut(apiServer, "@")
+	if i := strings.LastIndex(repo, ":"); i > strings.LastIndex(repo, "/") {
+		repo = repo[:i]
+	}
+	if dir, name := path.Split(repo); name == "kube-apiserver" {
+		return dir + "kube-scheduler:v" + version
+	}
+	return DefaultRegistry + "/kube-scheduler:v" + version
+}
 
 func or(a, b string) string {
 	if a != "" {
@@ -155,7 +175,7 @@ func (t Template) Settings(m backend.Member) (incluster.Settings, error) {
 	}
 	set := incluster.Settings{
 		APIPort: APIPort,
-		PKI:     incluster.PKINeeds{Etcd: true, ControllerManager: true, KubeletClient: true},
+		PKI:     incluster.PKINeeds{Etcd: true, ControllerManager: true, KubeletClient: true, Scheduler: nodeCount(m) > 0},
 		Files:   map[string][]byte{admissionFile: admission},
 	}
 	if k := spec(m); k != nil {
@@ -274,6 +294,23 @@ func (t Template) Pods(in incluster.RenderInput) ([]corev1.Pod, error) {
 			{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: ptr.To(resource.MustParse("64Mi"))}}},
 		},
 	}}
+	if nodeCount(in.Member) > 0 {
+		// Pods of a member with nodes need a scheduler.
+		pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{
+			Name:            "kube-scheduler",
+			Image:           img.Scheduler,
+			ImagePullPolicy: img.PullPolicy,
+			Command:         []string{path.Join(BinDir, "kube-scheduler")},
+			Args: []string{
+				"--kubeconfig=" + pki(incluster.KeySchedulerKubeconfig),
+				"--leader-elect=false",
+				"--secure-port=0",
+				"--profiling=false",
+			},
+			Resources:    incluster.Resources(nil, DefaultResources.Scheduler),
+			VolumeMounts: append([]corev1.VolumeMount{{Name: "tmp", MountPath: "/tmp"}}, mounts...),
+		})
+	}
 	pod.Name = in.PodName(0)
 	nodes, err := t.nodePods(in, img)
 	if err != nil {

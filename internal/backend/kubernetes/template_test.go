@@ -62,7 +62,8 @@ func TestImages(t *testing.T) {
 	}
 	want := Images{
 		Etcd: "registry.k8s.io/etcd:3.6.16-0", APIServer: "registry.k8s.io/kube-apiserver:v1.37.2",
-		ControllerManager: "registry.k8s.io/kube-controller-manager:v1.37.2", Node: "ghcr.io/kunobi-ninja/kobe-node:dev",
+		ControllerManager: "registry.k8s.io/kube-controller-manager:v1.37.2", Scheduler: "registry.k8s.io/kube-scheduler:v1.37.2",
+		Node:       "ghcr.io/kunobi-ninja/kobe-node:dev",
 		PullPolicy: corev1.PullIfNotPresent,
 	}
 	if img != want {
@@ -73,10 +74,24 @@ func TestImages(t *testing.T) {
 	}}))
 	want = Images{
 		Etcd: DefaultEtcdImage, APIServer: "mirror.example/apiserver:custom",
-		ControllerManager: "registry.k8s.io/kube-controller-manager:v1.36.1", Node: "mirror.example/node:1", PullPolicy: corev1.PullNever,
+		ControllerManager: "registry.k8s.io/kube-controller-manager:v1.36.1", Scheduler: "registry.k8s.io/kube-scheduler:v1.36.1",
+		Node: "mirror.example/node:1", PullPolicy: corev1.PullNever,
 	}
 	if img != want {
 		t.Errorf("overrides %+v", img)
+	}
+}
+
+func TestSchedulerImage(t *testing.T) {
+	for in, want := range map[string]string{
+		"mirror.example:5000/k8s/kube-apiserver:v1.37.2": "mirror.example:5000/k8s/kube-scheduler:v1.37.2",
+		"mirror.example/kube-apiserver@sha256:abc":       "mirror.example/kube-scheduler:v1.37.2",
+		"mirror.example/apiserver:custom":                "registry.k8s.io/kube-scheduler:v1.37.2",
+		"registry.k8s.io/kube-apiserver:v1.37.2":         "registry.k8s.io/kube-scheduler:v1.37.2",
+	} {
+		if got := schedulerImage(in, "1.37.2"); got != want {
+			t.Errorf("schedulerImage(%q) = %q, want %q", in, got, want)
+		}
 	}
 }
 
@@ -171,8 +186,12 @@ func TestNodes(t *testing.T) {
 	if len(pods) != 3 || pods[1].Name != "kobe-pool-ci-0-node-0" || pods[1].Labels[incluster.LabelComponent] != incluster.ComponentNode {
 		t.Fatalf("pods %v", pods)
 	}
+	if cs := pods[0].Spec.Containers; len(cs) != 4 || cs[3].Name != "kube-scheduler" || cs[3].Image != "registry.k8s.io/kube-scheduler:v1.37.2" ||
+		!slices.Contains(cs[3].Args, "--kubeconfig=/pki/scheduler.kubeconfig") || !set.PKI.Scheduler {
+		t.Errorf("a member with nodes has no scheduler: %+v", cs)
+	}
 	nc := pods[2].Spec.Containers[0]
-	if nc.Image != "kobe.local/kobe-node:v1" || !*nc.SecurityContext.Privileged || !strings.HasSuffix(nc.Command[2], "exec /usr/local/bin/kobe-node --config /etc/kobe/node/node.json") ||
+	if nc.Image != "kobe.local/kobe-node:v1" || !*nc.SecurityContext.Privileged || !strings.Contains(nc.Command[2], "/usr/local/bin/kobe-node --config /etc/kobe/node/node.json & pid=$!") ||
 		!strings.Contains(nc.Command[2], "-s 198.19.244.0/22 ! -d 198.19.244.0/22 -j MASQUERADE") {
 		t.Errorf("node container %+v", nc)
 	}
@@ -201,8 +220,8 @@ func TestNodes(t *testing.T) {
 		!strings.Contains(err.Error(), incluster.MemberNetwork) {
 		t.Errorf("a ClusterIP inside the member network: %v", err)
 	}
-	if pods, err := tpl.Pods(incluster.RenderInput{Member: member("", nil), ClusterIP: "198.19.244.7", APIPort: APIPort, PKIDir: "/pki"}); err != nil || len(pods) != 1 {
-		t.Errorf("no nodes: %d pods, %v", len(pods), err)
+	if pods, err := tpl.Pods(incluster.RenderInput{Member: member("", nil), ClusterIP: "198.19.244.7", APIPort: APIPort, PKIDir: "/pki"}); err != nil || len(pods) != 1 || len(pods[0].Spec.Containers) != 3 {
+		t.Errorf("no nodes: %d pods (want one, without a scheduler), %v", len(pods), err)
 	}
 }
 

@@ -60,14 +60,15 @@ type env struct {
 // start brings up the host cluster with the control-plane images of make
 // image-controlplane, kobe's CRDs (members' objects are owned by real
 // ClusterInstances, else the host's garbage collector would remove them),
-// the namespaces and a PriorityClass.
-func start(t *testing.T) *env {
+// the namespaces and a PriorityClass; extra are more image archives for
+// the host's node.
+func start(t *testing.T, extra ...string) *env {
 	t.Helper()
 	root := testenv.RepoRoot()
 	dir := envOr("CONTROLPLANE_IMAGE_DIR", filepath.Join(root, "bin", "images"))
 	pause := envOr("HOSTCLUSTER_PAUSE_TAR", filepath.Join(dir, "pause.tar"))
 	tars := []string{pause}
-	for _, n := range []string{"etcd", "kube-apiserver", "kube-controller-manager"} {
+	for _, n := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
 		tars = append(tars, filepath.Join(dir, n+".tar"))
 	}
 	for _, f := range tars {
@@ -75,6 +76,7 @@ func start(t *testing.T) *env {
 			t.Fatalf("%s is missing: run `make image-pause image-controlplane` (make test-node does)", f)
 		}
 	}
+	tars = append(tars, extra...)
 	host := hostcluster.Start(t, hostcluster.Options{
 		PauseImage: envOr("HOSTCLUSTER_PAUSE_IMAGE", "kobe.local/pause:v1"),
 		Images:     tars,
