@@ -451,7 +451,8 @@ type HealthCheckSpec struct {
 
 // ReadinessGate names a signal a member must show before it is Ready.
 // Built-in gates are evaluated by the operator (APIServerReachable,
-// InClusterToken, DefaultServiceAccount, NodesReady); any other type is a
+// InClusterToken, DefaultServiceAccount, NodesReady: with real nodes,
+// every node Ready and a probe pod run on each); any other type is a
 // condition that something else must set to True on the ClusterInstance.
 type ReadinessGate struct {
 	// type of the gate, or the ClusterInstance condition type it waits for.

@@ -40,6 +40,9 @@ const (
 	ReasonCapacityAvailable = "CapacityAvailable"
 	// ReasonMaxClustersReached: wanted to create members, maxClusters forbade it.
 	ReasonMaxClustersReached = "MaxClustersReached"
+	// ReasonHostCapacityReached: the pool wanted to create members, and the
+	// host's cap on its backend's members (--local-max-members) forbade it.
+	ReasonHostCapacityReached = "HostCapacityReached"
 	// ReasonFieldNotImplemented: a spec field is accepted but not acted on.
 	ReasonFieldNotImplemented = "FieldNotImplemented"
 	// ReasonAllImplemented: every field set on the pool is acted on.

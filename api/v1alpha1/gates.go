@@ -16,7 +16,10 @@ const (
 	// GateDefaultServiceAccount: the "default" ServiceAccount of the
 	// "default" namespace exists (the member's controller manager runs).
 	GateDefaultServiceAccount = "DefaultServiceAccount"
-	// GateNodesReady: at least one node reports Ready.
+	// GateNodesReady: at least one node reports Ready. For a member with
+	// real nodes (backend.local.nodes, backend.kubernetes.nodes) it is
+	// always evaluated, and means: that many nodes Ready, and on each a
+	// probe pod started and was deleted again before hand-out.
 	GateNodesReady = "NodesReady"
 )
 

@@ -37,9 +37,6 @@ type Input struct {
 	Host HostBudget
 }
 
-// ReasonHostCapacityReached is the Capacity reason of a pool that wants
-// members the per-host cap on its backend's members does not allow.
-const ReasonHostCapacityReached = "HostCapacityReached"
 
 // HostBudget is a cap on the members of one backend type that this host
 // holds across every pool and namespace (the local backend's members are
@@ -196,7 +193,7 @@ func Decide(in Input) Plan {
 	case failing != "":
 		capCond.Reason, capCond.Message = kobev1.ReasonBackendFailing, failing
 	case hostCapped:
-		capCond.Reason = ReasonHostCapacityReached
+		capCond.Reason = kobev1.ReasonHostCapacityReached
 		capCond.Message = fmt.Sprintf("wanted %d members more; this host holds %d %s members of the %d that %s allows, so the pool creates %d; it resumes as members go away",
 			target-c.Ready-c.Creating, in.Host.Count, p.Spec.Backend.Type, in.Host.Max, cmp.Or(in.Host.Setting, "the host cap"), len(plan.Create))
 	case capped:

@@ -129,7 +129,7 @@ func (r *Reconciler) poolsHeldBack(ctx context.Context, o client.Object) []recon
 	for i := range pools.Items {
 		p := &pools.Items[i]
 		c := meta.FindStatusCondition(p.Status.Conditions, kobev1.ConditionCapacity)
-		if p.Spec.Backend.Type == m.Spec.Backend.Type && c != nil && c.Reason == pool.ReasonHostCapacityReached {
+		if p.Spec.Backend.Type == m.Spec.Backend.Type && c != nil && c.Reason == kobev1.ReasonHostCapacityReached {
 			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}})
 		}
 	}

@@ -18,7 +18,6 @@ import (
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/backend"
 	"github.com/kunobi-ninja/kobe/internal/index"
-	"github.com/kunobi-ninja/kobe/internal/pool"
 	"github.com/kunobi-ninja/kobe/internal/testenv"
 )
 
@@ -112,7 +111,7 @@ func TestHostCap(t *testing.T) {
 	heldBack := func() (int, string) {
 		n, msg := 0, ""
 		for _, p := range pools {
-			if cc := capacity(p); cc != nil && cc.Status == metav1.ConditionFalse && cc.Reason == pool.ReasonHostCapacityReached {
+			if cc := capacity(p); cc != nil && cc.Status == metav1.ConditionFalse && cc.Reason == kobev1.ReasonHostCapacityReached {
 				n++
 				msg = cc.Message
 			}
