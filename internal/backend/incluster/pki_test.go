@@ -3,6 +3,7 @@ package incluster
 import (
 	"crypto/x509"
 	"encoding/pem"
+	"fmt"
 	"net"
 	"slices"
 	"testing"
@@ -88,5 +89,79 @@ func TestPKI(t *testing.T) {
 	}
 	if _, err := newPKI(m, "", 6443, Settings{}); err == nil {
 		t.Error("a PKI without a ClusterIP was made")
+	}
+}
+
+// TestNodePKI: each node's kubeconfigs carry the identities the Node
+// authorizer and kube-proxy's default binding expect, signed by the
+// member's client CA, for the member's endpoint; the template's files land
+// under their keys, and a file clashing with the PKI is refused.
+func TestNodePKI(t *testing.T) {
+	m := member("pool-ci-0", "")
+	nodes := []string{NodePodName(m, 0), NodePodName(m, 1)}
+	set := Settings{
+		PKI:   PKINeeds{KubeletClient: true, Scheduler: true},
+		Files: map[string][]byte{"admission.yaml": []byte("a")},
+		Nodes: nodes, NodeConfigs: [][]byte{[]byte(`{"n":0}`), []byte(`{"n":1}`)},
+	}
+	data, err := newPKI(m, "198.19.0.42", 6443, set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clientRoots := x509.NewCertPool()
+	blk, _ := pem.Decode(data[KeyClientCACert])
+	ca, err := x509.ParseCertificate(blk.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clientRoots.AddCert(ca)
+	identity := func(kubeconfig []byte) (string, []string, string) {
+		t.Helper()
+		cfg, err := clientcmd.Load(kubeconfig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := cfg.Contexts[cfg.CurrentContext]
+		blk, _ := pem.Decode(cfg.AuthInfos[ctx.AuthInfo].ClientCertificateData)
+		c, err := x509.ParseCertificate(blk.Bytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Verify(x509.VerifyOptions{Roots: clientRoots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+			t.Errorf("%s: %v", c.Subject.CommonName, err)
+		}
+		return c.Subject.CommonName, c.Subject.Organization, cfg.Clusters[ctx.Cluster].Server
+	}
+	for i, n := range nodes {
+		cn, orgs, srv := identity(data[nodeKey(i, NodeKubeletKubeconfig)])
+		if cn != "system:node:"+n || !slices.Equal(orgs, []string{"system:nodes"}) || srv != "https://198.19.0.42:6443" {
+			t.Errorf("node %d kubelet: %s %v %s", i, cn, orgs, srv)
+		}
+		if cn, _, _ := identity(data[nodeKey(i, NodeKubeProxyKubeconfig)]); cn != "system:kube-proxy" {
+			t.Errorf("node %d kube-proxy: %s", i, cn)
+		}
+		if string(data[nodeKey(i, NodeConfigFile)]) != fmt.Sprintf(`{"n":%d}`, i) || len(data[nodeKey(i, NodeKubeletCert)]) == 0 ||
+			string(data[nodeKey(i, NodeClientCACert)]) != string(data[KeyClientCACert]) {
+			t.Errorf("node %d files", i)
+		}
+	}
+	if cn, _, srv := identity(data[KeySchedulerKubeconfig]); cn != "system:kube-scheduler" || srv != "https://127.0.0.1:6443" {
+		t.Errorf("scheduler: %s %s", cn, srv)
+	}
+	blk, _ = pem.Decode(data[KeyKubeletClientCert])
+	kc, err := x509.ParseCertificate(blk.Bytes)
+	if err != nil || !slices.Equal(kc.Subject.Organization, []string{"system:masters"}) {
+		t.Errorf("kubelet client certificate: %v %v", err, kc)
+	}
+	if string(data["admission.yaml"]) != "a" {
+		t.Error("the template's file is missing")
+	}
+	for _, bad := range []map[string][]byte{{KeySAKey: nil}, {"node-0-x": nil}} {
+		if _, err := newPKI(m, "198.19.0.42", 6443, Settings{Files: bad}); err == nil {
+			t.Errorf("file %v accepted", bad)
+		}
+	}
+	if _, err := newPKI(m, "198.19.0.42", 6443, Settings{Nodes: nodes}); err == nil {
+		t.Error("nodes without configs accepted")
 	}
 }
