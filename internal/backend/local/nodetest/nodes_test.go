@@ -215,6 +215,7 @@ func TestMemberWithOneNode(t *testing.T) {
 	}
 	t.Logf("pod Running in %s on %s with IP %s", time.Since(podStart).Round(time.Millisecond), pod.Spec.NodeName, pod.Status.PodIP)
 	logRSS(t, local.NodeCgroup(string(m.UID)))
+	logIdleCPU(t, local.NodeCgroup(string(m.UID)))
 	checkHidden(t, b, m)
 
 	// Pod Security baseline (the default) refuses what would own the host.
@@ -385,6 +386,28 @@ func deleteAndCheck(t *testing.T, b *local.Backend, m backend.Member, slot int) 
 	if err != nil || obs.State != backend.StateAbsent {
 		t.Errorf("Observe after Delete = %v, %v; want Absent", obs.State, err)
 	}
+}
+
+// logIdleCPU logs the CPU the node (with its one pod) uses over 10 idle
+// seconds, from its cgroup's cpuacct.usage.
+func logIdleCPU(t *testing.T, cgroup string) {
+	t.Helper()
+	usage := func() int64 {
+		data, err := os.ReadFile(filepath.Join("/sys/fs/cgroup/cpuacct", cgroup, "cpuacct.usage"))
+		if err != nil {
+			t.Fatalf("reading the node's CPU usage: %v", err)
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	const window = 10 * time.Second
+	before := usage()
+	time.Sleep(window)
+	used := time.Duration(usage() - before)
+	t.Logf("idle CPU of the node over %s: %s (%.1f%% of one core)", window, used.Round(time.Millisecond), 100*used.Seconds()/window.Seconds())
 }
 
 // logRSS logs the resident memory of the node's processes by program.
