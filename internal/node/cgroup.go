@@ -88,8 +88,19 @@ func (h hierarchy) isCpuset() bool {
 
 // createCgroup creates rel (a clean relative path) in every hierarchy. In
 // the cpuset hierarchy each new level gets its parent's cpus and mems, or
-// no task could join it.
+// no task could join it. A parent removed meanwhile (the host removes an
+// empty "kobe" when its last member goes) is created again.
 func createCgroup(rel string) error {
+	var err error
+	for range 5 {
+		if err = createCgroupOnce(rel); !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	return err
+}
+
+func createCgroupOnce(rel string) error {
 	hs, err := hierarchies()
 	if err != nil {
 		return err
@@ -292,6 +303,25 @@ func RemoveCgroup(rel string) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// RemoveEmptyCgroup removes the cgroup rel in every hierarchy where it has
+// no children and no processes left; elsewhere it is kept.
+func RemoveEmptyCgroup(rel string) error {
+	if err := validRel(rel); err != nil {
+		return err
+	}
+	hs, err := hierarchies()
+	if err != nil {
+		return err
+	}
+	for _, h := range hs {
+		err := syscall.Rmdir(filepath.Join(h.mount, rel))
+		if err != nil && !errors.Is(err, syscall.ENOENT) && !errors.Is(err, syscall.EBUSY) && !errors.Is(err, syscall.ENOTEMPTY) {
+			return fmt.Errorf("removing cgroup %s: %w", filepath.Join(h.mount, rel), err)
+		}
+	}
+	return nil
 }
 
 func rmdirRetry(dir string) error {

@@ -524,6 +524,10 @@ func (b *Backend) destroyNodeHost(ctx context.Context, p paths) error {
 	if err := node.RemoveCgroup(NodeCgroup(string(uid))); err != nil {
 		return err
 	}
+	// The shared parent goes with the last member that used it.
+	if err := node.RemoveEmptyCgroup(filepath.Dir(NodeCgroup(string(uid)))); err != nil {
+		return err
+	}
 	if slotErr != nil {
 		return slotErr
 	}
