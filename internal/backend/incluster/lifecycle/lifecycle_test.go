@@ -469,7 +469,12 @@ func checkObjects(t *testing.T, e *env, m backend.Member, port int32) *corev1.Po
 	}
 
 	svc := objs[base].(*corev1.Service)
-	if !equality.Semantic.DeepEqual(svc.Spec.Selector, sel) || len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != port {
+	// The Service selects the control plane only (not node pods).
+	svcSel := map[string]string{incluster.LabelComponent: "control-plane"}
+	for k, v := range sel {
+		svcSel[k] = v
+	}
+	if !equality.Semantic.DeepEqual(svc.Spec.Selector, svcSel) || len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != port {
 		t.Errorf("Service spec %+v", svc.Spec)
 	}
 	sec := objs[base+"-pki"].(*corev1.Secret)
