@@ -412,8 +412,20 @@ func (b *Backend) startNodes(ctx context.Context, rt *memberRT, p paths, st *sta
 	if err != nil {
 		return err
 	}
+	links, err := node.MemberLinks(ctx, mn.Slot)
+	if err != nil {
+		return err
+	}
 	for i := range st.Nodes {
-		if slices.ContainsFunc(st.Processes, func(pr process) bool { return pr.Component == compNode && pr.Node == i }) {
+		if j := slices.IndexFunc(st.Processes, func(pr process) bool { return pr.Component == compNode && pr.Node == i }); j >= 0 {
+			// Started by an operator that stopped before attaching it.
+			if pr := st.Processes[j]; !slices.Contains(links, mn.Nodes[i].HostInterface) {
+				if alive, _ := b.alive(rt, p, pr); alive {
+					if err := b.attachNode(ctx, mn, i, pr.PID); err != nil {
+						return err
+					}
+				}
+			}
 			continue
 		}
 		cfg, err := b.writeNodeFiles(p, st, mn, i, images)
@@ -428,12 +440,18 @@ func (b *Backend) startNodes(ctx context.Context, rt *memberRT, p paths, st *sta
 		if err := writeState(p, st); err != nil {
 			return err
 		}
-		actx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		err = node.AttachNode(actx, mn, i, pr.PID)
-		cancel()
-		if err != nil {
-			return fmt.Errorf("attaching node %d to %s: %w", i, mn.Bridge, err)
+		if err := b.attachNode(ctx, mn, i, pr.PID); err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+func (b *Backend) attachNode(ctx context.Context, mn node.MemberNet, i, pid int) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := node.AttachNode(ctx, mn, i, pid); err != nil {
+		return fmt.Errorf("attaching node %d to %s: %w", i, mn.Bridge, err)
 	}
 	return nil
 }
