@@ -8,7 +8,8 @@ set -euo pipefail
 # nftables gives the host cluster's teardown and snapshot `nft`: iptables
 # here is the nf_tables variant, whose tables only nft can list whole and
 # delete once kube-proxy's and the CNI plugins' rules are gone.
-pkgs=(containerd runc containernetworking-plugins iptables conntrack nftables)
+# busybox-static gives the node image (make image-node) its shell, mount and ip.
+pkgs=(containerd runc containernetworking-plugins iptables conntrack nftables busybox-static)
 
 missing=()
 for p in "${pkgs[@]}"; do
