@@ -59,13 +59,14 @@ func inputs(t *testing.T) (images []string, cli string) {
 	}
 	images = []string{or("HOSTCLUSTER_PAUSE_TAR", filepath.Join(root, "bin", "images", "pause.tar"))}
 	dir := or("CONTROLPLANE_IMAGE_DIR", filepath.Join(root, "bin", "images"))
-	for _, name := range []string{"etcd", "kube-apiserver", "kube-controller-manager"} {
+	// kube-scheduler and kobe-node: members with node pods.
+	for _, name := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kobe-node"} {
 		images = append(images, filepath.Join(dir, name+".tar"))
 	}
 	cli = or("KOBE_CLI", filepath.Join(root, "bin", "kobe"))
 	for _, f := range append([]string{cli}, images...) {
 		if _, err := os.Stat(f); err != nil {
-			t.Fatalf("%s is missing: run `make test-node` (it builds the images and the CLI)", f)
+			t.Fatalf("%s is missing: run `make test-node` (it builds the images, make image-node's too, and the CLI)", f)
 		}
 	}
 	return images, cli

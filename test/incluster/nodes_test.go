@@ -1,0 +1,146 @@
+package incluster
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+	"github.com/kunobi-ninja/kobe/internal/testenv"
+)
+
+const (
+	nodePoolName = "with-node"
+	// nodeImage is make image-node's default name.
+	nodeImage = "kobe.local/kobe-node:v1"
+)
+
+// TestLeasedMemberWithANode is issue 13's in-cluster item through the
+// operator: a pool of the kubernetes backend with nodes: 1 (the node image
+// of make image-node, imported, never pulled) reaches READY 1 with the
+// operator's readiness gates; `kobe lease` returns a kubeconfig through the
+// connect proxy with which kubectl sees the node Ready, runs a pod of the
+// pause image the node image carries (Ready, its log readable), and is
+// refused a privileged pod by Pod Security; deleting the pool leaves no
+// host object, and the machine is as before.
+func TestLeasedMemberWithANode(t *testing.T) {
+	f := start(t)
+	ctx := t.Context()
+	f.token = fmt.Sprintf("nodes-%d", time.Now().UnixNano())
+	for _, o := range []client.Object{
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "nodes-token", Namespace: namespace}, StringData: map[string]string{"token": f.token}},
+		&kobev1.AccessPolicy{
+			ObjectMeta: metav1.ObjectMeta{Name: "nodes", Namespace: namespace},
+			Spec: kobev1.AccessPolicySpec{
+				Auth:     kobev1.AuthSpec{Token: &kobev1.TokenAuth{SecretRef: kobev1.SecretKeyRef{Name: "nodes-token"}}},
+				Identity: "nodes-e2e",
+				Rules:    []kobev1.AccessRule{{Pools: []string{"*"}, MaxTTL: &metav1.Duration{Duration: time.Hour}, MaxConcurrentLeases: ptr.To[int32](2)}},
+			},
+		},
+		&kobev1.ClusterPool{
+			ObjectMeta: metav1.ObjectMeta{Name: nodePoolName, Namespace: namespace},
+			Spec: kobev1.ClusterPoolSpec{
+				Size: ptr.To[int32](1),
+				TTL:  &metav1.Duration{Duration: 30 * time.Minute},
+				Backend: kobev1.BackendSpec{Type: kobev1.BackendKubernetes, Kubernetes: &kobev1.KubernetesBackendSpec{
+					Nodes:  1,
+					Images: &kobev1.KubernetesImages{Node: nodeImage, PullPolicy: corev1.PullNever},
+				}},
+				Access: &kobev1.AccessSpec{Mode: kobev1.AccessProxy},
+			},
+		},
+	} {
+		if err := f.c.Create(ctx, o); err != nil {
+			t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
+		}
+	}
+	began := time.Now()
+	testenv.Eventually(t, memberDeadline, "pool "+nodePoolName+" READY 1", func() error {
+		var p kobev1.ClusterPool
+		if err := f.c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: nodePoolName}, &p); err != nil {
+			return err
+		}
+		if p.Status.Ready < 1 {
+			return fmt.Errorf("phase %s, %d Ready; conditions %v", p.Status.Phase, p.Status.Ready, conditionSummary(p.Status.Conditions))
+		}
+		return nil
+	})
+	t.Logf("pool with a node READY 1 in %v", time.Since(began).Round(time.Millisecond))
+
+	l, kc := f.lease(t, nodePoolName)
+	out, err := kubectl(t, kc, "get", "nodes", "-o", `jsonpath={range .items[*]}{.metadata.name} {.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lines := strings.Fields(out); len(lines) != 2 || !strings.HasSuffix(lines[0], "-node-0") || lines[1] != "True" {
+		t.Fatalf("the member's nodes through the proxy: %q, want one node-0, Ready", out)
+	}
+
+	pod := filepath.Join(f.work, "pause.yaml")
+	if err := os.WriteFile(pod, []byte(pausePod), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	began = time.Now()
+	if out, err := kubectl(t, kc, "apply", "-f", pod); err != nil {
+		t.Fatal(out, err)
+	}
+	if out, err := kubectl(t, kc, "wait", "--for=condition=Ready", "--timeout=20s", "pod/pause"); err != nil {
+		t.Fatal(out, err)
+	}
+	t.Logf("a pod applied through the proxy Ready in %v", time.Since(began).Round(time.Millisecond))
+	if out, err := kubectl(t, kc, "logs", "pause"); err != nil {
+		t.Errorf("kubectl logs through the proxy: %v: %s", err, out)
+	}
+	out, err = kubectl(t, kc, "run", "priv", "--image=kobe.local/pause:v1", "--image-pull-policy=Never", "--restart=Never",
+		`--overrides={"apiVersion":"v1","spec":{"containers":[{"name":"priv","image":"kobe.local/pause:v1","imagePullPolicy":"Never","securityContext":{"privileged":true}}]}}`)
+	if err == nil || !strings.Contains(out, `violates PodSecurity "baseline:latest": privileged`) {
+		t.Errorf("a privileged pod through the proxy: %v: %s", err, out)
+	}
+
+	if out, errOut, err := f.kobe(t, "release", l.ID); err != nil {
+		t.Fatalf("kobe release: %v\n%s%s", err, out, errOut)
+	}
+	if err := f.c.Delete(ctx, &kobev1.ClusterPool{ObjectMeta: metav1.ObjectMeta{Name: nodePoolName, Namespace: namespace}}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 2*time.Minute, "the pool and every host object with kobe's labels gone", func() error {
+		var p kobev1.ClusterPool
+		if err := f.c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: nodePoolName}, &p); err == nil {
+			return fmt.Errorf("pool still there: phase %s", p.Status.Phase)
+		} else if !apierrors.IsNotFound(err) {
+			return err
+		}
+		objs, err := f.hostObjects(ctx, kobev1.LabelMemberUID)
+		if err != nil {
+			return err
+		}
+		if len(objs) > 0 {
+			return fmt.Errorf("%w: %v", errStillThere, objs)
+		}
+		return nil
+	})
+}
+
+// pausePod runs the pause image every node image carries; baseline admits it.
+const pausePod = `apiVersion: v1
+kind: Pod
+metadata:
+  name: pause
+  namespace: default
+spec:
+  containers:
+  - name: pause
+    image: kobe.local/pause:v1
+    imagePullPolicy: Never
+    resources:
+      limits: {memory: 32Mi}
+`
