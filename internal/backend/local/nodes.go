@@ -265,10 +265,15 @@ func memberNet(st *state) (node.MemberNet, error) {
 
 // writeAdmissionConfig writes the API server's admission configuration:
 // Pod Security enforces level (and audits and warns at it) in every
-// namespace, with no exemptions.
+// namespace, with no exemptions. Below privileged, a static admission
+// policy (loaded from a file, so it can be neither seen nor removed through
+// the API, system:masters included) refuses namespace labels that would
+// lower the level: without it a lease holder could label a namespace
+// pod-security.kubernetes.io/enforce=privileged and run pods that own the
+// node.
 func writeAdmissionConfig(p paths, level kobev1.PodSecurityLevel) error {
 	l := string(level)
-	conf := strings.Join([]string{
+	lines := []string{
 		"apiVersion: apiserver.config.k8s.io/v1",
 		"kind: AdmissionConfiguration",
 		"plugins:",
@@ -287,9 +292,73 @@ func writeAdmissionConfig(p paths, level kobev1.PodSecurityLevel) error {
 		"      usernames: []",
 		"      runtimeClasses: []",
 		"      namespaces: []",
+	}
+	allowed := map[kobev1.PodSecurityLevel][]string{
+		kobev1.PodSecurityBaseline:   {"baseline", "restricted"},
+		kobev1.PodSecurityRestricted: {"restricted"},
+	}[level]
+	if err := os.RemoveAll(p.admissionPolicies()); err != nil {
+		return err
+	}
+	if allowed != nil {
+		if err := os.MkdirAll(p.admissionPolicies(), 0o700); err != nil {
+			return err
+		}
+		if err := writeFileAtomic(filepath.Join(p.admissionPolicies(), "pod-security.yaml"), []byte(podSecurityPolicy(l, allowed)), 0o600); err != nil {
+			return err
+		}
+		lines = append(lines,
+			"- name: ValidatingAdmissionPolicy",
+			"  configuration:",
+			"    apiVersion: apiserver.config.k8s.io/v1",
+			"    kind: ValidatingAdmissionPolicyConfiguration",
+			"    staticManifestsDir: "+strconv.Quote(p.admissionPolicies()),
+		)
+	}
+	return writeFileAtomic(p.admissionConfig(), []byte(strings.Join(append(lines, ""), "\n")), 0o600)
+}
+
+// podSecurityPolicyName is the static admission policy that keeps
+// namespaces at the member's Pod Security level (the suffix marks
+// policies loaded from files).
+const podSecurityPolicyName = "kobe-pod-security.static.k8s.io"
+
+// podSecurityPolicy refuses namespaces whose Pod Security enforce label is
+// not one of allowed, or whose enforce-version is not "latest".
+func podSecurityPolicy(level string, allowed []string) string {
+	quoted := make([]string, len(allowed))
+	for i, a := range allowed {
+		quoted[i] = "'" + a + "'"
+	}
+	labels := "(has(object.metadata.labels) ? object.metadata.labels : {})"
+	return strings.Join([]string{
+		"apiVersion: admissionregistration.k8s.io/v1",
+		"kind: ValidatingAdmissionPolicy",
+		"metadata:",
+		"  name: " + podSecurityPolicyName,
+		"spec:",
+		"  failurePolicy: Fail",
+		"  matchConstraints:",
+		"    resourceRules:",
+		`    - apiGroups: [""]`,
+		`      apiVersions: ["v1"]`,
+		`      operations: ["CREATE", "UPDATE"]`,
+		`      resources: ["namespaces"]`,
+		"  validations:",
+		"  - expression: " + strconv.Quote("!('pod-security.kubernetes.io/enforce' in "+labels+") || "+labels+"['pod-security.kubernetes.io/enforce'] in ["+strings.Join(quoted, ", ")+"]"),
+		"    message: " + strconv.Quote("this member enforces Pod Security "+level+": a namespace's pod-security.kubernetes.io/enforce label may only be "+strings.Join(allowed, " or ")),
+		"  - expression: " + strconv.Quote("!('pod-security.kubernetes.io/enforce-version' in "+labels+") || "+labels+"['pod-security.kubernetes.io/enforce-version'] == 'latest'"),
+		"    message: " + strconv.Quote("this member enforces Pod Security "+level+" at version latest: a namespace's pod-security.kubernetes.io/enforce-version label may only be latest"),
+		"---",
+		"apiVersion: admissionregistration.k8s.io/v1",
+		"kind: ValidatingAdmissionPolicyBinding",
+		"metadata:",
+		"  name: " + podSecurityPolicyName,
+		"spec:",
+		"  policyName: " + podSecurityPolicyName,
+		"  validationActions: [Deny]",
 		"",
 	}, "\n")
-	return writeFileAtomic(p.admissionConfig(), []byte(conf), 0o600)
 }
 
 // writeKubeletClient writes the API server's client certificate for

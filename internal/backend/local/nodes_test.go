@@ -113,6 +113,19 @@ func TestAdmissionConfig(t *testing.T) {
 		if !strings.Contains(string(data), "namespaces: []") || !strings.Contains(string(data), "usernames: []") {
 			t.Errorf("exemptions are not empty:\n%s", data)
 		}
+		policy, err := os.ReadFile(filepath.Join(p.admissionPolicies(), "pod-security.yaml"))
+		switch {
+		case level == kobev1.PodSecurityPrivileged:
+			if err == nil || strings.Contains(string(data), "staticManifestsDir") {
+				t.Errorf("privileged: a namespace policy is configured:\n%s", data)
+			}
+		case err != nil:
+			t.Errorf("%s: no namespace policy: %v", level, err)
+		case !strings.Contains(string(data), "staticManifestsDir: "+strconv.Quote(p.admissionPolicies())) || !strings.Contains(string(policy), podSecurityPolicyName):
+			t.Errorf("%s: namespace policy not wired:\n%s\n%s", level, data, policy)
+		case level == kobev1.PodSecurityRestricted && strings.Contains(string(policy), "'baseline'"):
+			t.Errorf("restricted allows baseline namespaces:\n%s", policy)
+		}
 	}
 	if got := (kobev1.ClusterTemplate{}).EffectivePodSecurity(); got != kobev1.PodSecurityBaseline {
 		t.Errorf("default Pod Security %s, want baseline", got)

@@ -214,6 +214,7 @@ func TestMemberWithOneNode(t *testing.T) {
 		t.Errorf("pod runs on %q, want %s", pod.Spec.NodeName, local.NodeName(0))
 	}
 	t.Logf("pod Running in %s on %s with IP %s", time.Since(podStart).Round(time.Millisecond), pod.Spec.NodeName, pod.Status.PodIP)
+	checkLevelHeld(t, cs)
 	logRSS(t, local.NodeCgroup(string(m.UID)))
 	logIdleCPU(t, local.NodeCgroup(string(m.UID)))
 	checkHidden(t, b, m)
@@ -294,6 +295,39 @@ func TestFailedNodeIsSweptWhole(t *testing.T) {
 	}
 	if leaks := MemberLeaks(dir, string(m.UID), slot); len(leaks) > 0 {
 		t.Errorf("left after Sweep:\n%s", strings.Join(leaks, "\n"))
+	}
+}
+
+// checkLevelHeld checks that the admin (system:masters, like a lease
+// holder) cannot lower Pod Security with namespace labels, and that no
+// admission policy of the API can be removed to allow it.
+func checkLevelHeld(t *testing.T, cs *kubernetes.Clientset) {
+	t.Helper()
+	ctx := t.Context()
+	const enforce = "pod-security.kubernetes.io/enforce"
+	for name, labels := range map[string]map[string]string{
+		"weaker": {enforce: "privileged"},
+		"old":    {enforce: "baseline", "pod-security.kubernetes.io/enforce-version": "v1.0"},
+	} {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns-" + name, Labels: labels}}
+		if _, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err == nil || !strings.Contains(err.Error(), "this member enforces Pod Security baseline") {
+			t.Errorf("namespace labelled %v: want the member's refusal, got %v", labels, err)
+		}
+	}
+	def, err := cs.CoreV1().Namespaces().Get(ctx, "default", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	def.Labels[enforce] = "privileged"
+	if _, err := cs.CoreV1().Namespaces().Update(ctx, def, metav1.UpdateOptions{}); err == nil {
+		t.Error("labelling namespace default enforce=privileged was allowed")
+	}
+	stricter := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns-stricter", Labels: map[string]string{enforce: "restricted"}}}
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, stricter, metav1.CreateOptions{}); err != nil {
+		t.Errorf("a stricter namespace was refused: %v", err)
+	}
+	if err := cs.AdmissionregistrationV1().ValidatingAdmissionPolicies().Delete(ctx, "kobe-pod-security.static.k8s.io", metav1.DeleteOptions{}); err == nil {
+		t.Error("the static Pod Security policy could be deleted through the API")
 	}
 }
 
