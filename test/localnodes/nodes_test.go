@@ -271,6 +271,11 @@ func podSecurity(t *testing.T, w, other *workload) {
 	if _, err := os.Stat(otherKeys); err != nil {
 		t.Fatalf("the other member's directory %s is not where the test looks: %v", otherKeys, err)
 	}
+	// A lease holder is admin of the member: lowering the namespace's
+	// level by label must be refused too, or the checks below mean nothing.
+	if out, err := testenv.Kubectl(t, w.kubeconfig, "label", "namespace", "default", "pod-security.kubernetes.io/enforce=privileged", "--overwrite"); err == nil {
+		t.Errorf("a lease holder lowered the default namespace's Pod Security level: %s", out)
+	}
 	for name, spec := range map[string]string{
 		"privileged": `{"containers":[{"name":"c","image":"` + testappImage + `","imagePullPolicy":"Never","securityContext":{"privileged":true}}]}`,
 		"hostpath": `{"containers":[{"name":"c","image":"` + testappImage + `","imagePullPolicy":"Never","volumeMounts":[{"name":"h","mountPath":"/host"}]}],` +
