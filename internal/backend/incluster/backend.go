@@ -161,7 +161,7 @@ func (b *Backend) renderPods(m backend.Member, set Settings, clusterIP string, s
 		return nil, fmt.Errorf("rendering the pods of member %s: the template made none", m.Name)
 	}
 	for i := range pods {
-		if err := finishPod(b.opts.Type, m, &pods[i], i, set.Placement, sec.Data, set.Nodes); err != nil {
+		if err := finishPod(b.opts.Type, m, &pods[i], i, set, sec.Data); err != nil {
 			return nil, fmt.Errorf("rendering pod %d of member %s: %w", i, m.Name, err)
 		}
 	}

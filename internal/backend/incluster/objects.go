@@ -129,7 +129,8 @@ func renderPDB(t kobev1.BackendType, m backend.Member, pods int) *policyv1.PodDi
 // refuses a container without CPU and memory requests and limits. A node
 // pod (LabelComponent ComponentNode) keeps its own security settings and
 // gets only its own files, at NodeDir.
-func finishPod(t kobev1.BackendType, m backend.Member, p *corev1.Pod, i int, place *kobev1.Placement, data map[string][]byte, nodes []string) error {
+func finishPod(t kobev1.BackendType, m backend.Member, p *corev1.Pod, i int, set Settings, data map[string][]byte) error {
+	place, nodes := set.Placement, set.Nodes
 	component := componentControlPlane
 	if p.Labels[LabelComponent] == ComponentNode {
 		component = ComponentNode
@@ -184,7 +185,7 @@ func finishPod(t kobev1.BackendType, m backend.Member, p *corev1.Pod, i int, pla
 		FSGroup: ptr.To[int64](podUser), SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 	}
 	s.Volumes = append(s.Volumes, corev1.Volume{Name: PKIVolume, VolumeSource: corev1.VolumeSource{
-		Secret: &corev1.SecretVolumeSource{SecretName: secretName(m), DefaultMode: ptr.To[int32](0o440), Items: pkiItems(data)},
+		Secret: &corev1.SecretVolumeSource{SecretName: secretName(m), DefaultMode: ptr.To[int32](0o440), Items: pkiItems(data, set.FilePaths)},
 	}})
 	for j := range s.Containers {
 		s.Containers[j].SecurityContext = &corev1.SecurityContext{
@@ -212,11 +213,15 @@ func nodeItems(data map[string][]byte, i int) ([]corev1.KeyToPath, error) {
 
 // pkiItems projects the PKI Secret's keys a control-plane pod may see: not
 // the operator's, nor the node pods' credentials.
-func pkiItems(data map[string][]byte) []corev1.KeyToPath {
+func pkiItems(data map[string][]byte, paths map[string]string) []corev1.KeyToPath {
 	var items []corev1.KeyToPath
 	for k := range data {
 		if !secretOnly[k] && !strings.HasPrefix(k, "node-") {
-			items = append(items, corev1.KeyToPath{Key: k, Path: k})
+			p := k
+			if paths[k] != "" {
+				p = paths[k]
+			}
+			items = append(items, corev1.KeyToPath{Key: k, Path: p})
 		}
 	}
 	sort.Slice(items, func(a, b int) bool { return items[a].Key < items[b].Key })

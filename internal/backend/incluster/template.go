@@ -44,6 +44,9 @@ type Settings struct {
 	// the PKI. They must be the same on every call (the Secret is made
 	// once). Keys must not start with "node-" (the node pods' own keys).
 	Files map[string][]byte
+	// FilePaths puts a file of Files at another path under PKIDir than its
+	// key (in a directory of its own, say); the default is the key.
+	FilePaths map[string]string
 	// Nodes are the names of the member's node pods (NodePodName), which
 	// are also their node names in the member. For each, the machinery
 	// issues from the member's client CA a kubelet client certificate

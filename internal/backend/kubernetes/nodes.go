@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
+	"path"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -25,8 +26,13 @@ import (
 // (make image-node) and in its files of the PKI Secret (incluster.NodeDir).
 const (
 	// admissionFile is the API server's admission configuration in the
-	// PKI Secret (Pod Security's defaults).
-	admissionFile = "admission.yaml"
+	// PKI Secret (Pod Security's defaults); admissionPolicyFile the static
+	// admission policy, which the pod sees at admissionPolicyPath under the
+	// PKI directory (a directory of its own: the API server loads every
+	// manifest of it).
+	admissionFile       = "admission.yaml"
+	admissionPolicyFile = "pod-security-policy.yaml"
+	admissionPolicyPath = "admission-policies/pod-security.yaml"
 
 	// Paths inside the node image (make image-node).
 	nodeBinDir = "/usr/local/bin"
@@ -203,29 +209,102 @@ func (t Template) nodePods(in incluster.RenderInput, img Images) ([]corev1.Pod, 
 // Security enforces, audits and warns at level for every namespace, with no
 // exemption. A member with nodes runs its pods on a privileged node pod, so
 // a privileged pod in the member is root on the host's node: baseline (the
-// default) refuses it.
-func admissionConfig(level kobev1.PodSecurityLevel) ([]byte, error) {
-	switch level {
-	case kobev1.PodSecurityPrivileged, kobev1.PodSecurityBaseline, kobev1.PodSecurityRestricted:
-	default:
-		return nil, fmt.Errorf("spec.cluster.podSecurity %q: want privileged, baseline or restricted", level)
+// default) refuses it. Below privileged, a static admission policy
+// (podSecurityPolicy, loaded from a file: neither visible nor removable
+// through the API, system:masters included) keeps namespaces from lowering
+// the level with pod-security.kubernetes.io labels.
+func admissionConfig(level kobev1.PodSecurityLevel) (config, policy []byte, err error) {
+	allowed := map[kobev1.PodSecurityLevel][]string{
+		kobev1.PodSecurityPrivileged: nil,
+		kobev1.PodSecurityBaseline:   {"baseline", "restricted"},
+		kobev1.PodSecurityRestricted: {"restricted"},
+	}
+	stricter, known := allowed[level]
+	if !known {
+		return nil, nil, fmt.Errorf("spec.cluster.podSecurity %q: want privileged, baseline or restricted", level)
 	}
 	l := string(level)
-	return yaml.Marshal(map[string]any{
+	plugins := []any{map[string]any{
+		"name": "PodSecurity",
+		"configuration": map[string]any{
+			"apiVersion": "pod-security.admission.config.k8s.io/v1",
+			"kind":       "PodSecurityConfiguration",
+			"defaults": map[string]string{
+				"enforce": l, "enforce-version": "latest",
+				"audit": l, "audit-version": "latest",
+				"warn": l, "warn-version": "latest",
+			},
+			"exemptions": map[string][]string{"usernames": {}, "runtimeClasses": {}, "namespaces": {}},
+		},
+	}}
+	if stricter != nil {
+		plugins = append(plugins, map[string]any{
+			"name": "ValidatingAdmissionPolicy",
+			"configuration": map[string]any{
+				"apiVersion":         "apiserver.config.k8s.io/v1",
+				"kind":               "ValidatingAdmissionPolicyConfiguration",
+				"staticManifestsDir": path.Join(incluster.PKIDir, path.Dir(admissionPolicyPath)),
+			},
+		})
+		if policy, err = podSecurityPolicy(l, stricter); err != nil {
+			return nil, nil, err
+		}
+	}
+	config, err = yaml.Marshal(map[string]any{
 		"apiVersion": "apiserver.config.k8s.io/v1",
 		"kind":       "AdmissionConfiguration",
-		"plugins": []any{map[string]any{
-			"name": "PodSecurity",
-			"configuration": map[string]any{
-				"apiVersion": "pod-security.admission.config.k8s.io/v1",
-				"kind":       "PodSecurityConfiguration",
-				"defaults": map[string]string{
-					"enforce": l, "enforce-version": "latest",
-					"audit": l, "audit-version": "latest",
-					"warn": l, "warn-version": "latest",
-				},
-				"exemptions": map[string][]string{"usernames": {}, "runtimeClasses": {}, "namespaces": {}},
-			},
-		}},
+		"plugins":    plugins,
 	})
+	return config, policy, err
+}
+
+// PodSecurityPolicyName is the static admission policy that keeps a
+// member's namespaces at its Pod Security level (the suffix marks policies
+// loaded from files).
+const PodSecurityPolicyName = "kobe-pod-security.static.k8s.io"
+
+// podSecurityPolicy refuses namespaces whose Pod Security enforce label is
+// not one of allowed, or whose enforce-version is not "latest".
+func podSecurityPolicy(level string, allowed []string) ([]byte, error) {
+	labels := "(has(object.metadata.labels) ? object.metadata.labels : {})"
+	quoted := make([]string, len(allowed))
+	for i, a := range allowed {
+		quoted[i] = "'" + a + "'"
+	}
+	const enforce, version = "pod-security.kubernetes.io/enforce", "pod-security.kubernetes.io/enforce-version"
+	vap, err := yaml.Marshal(map[string]any{
+		"apiVersion": "admissionregistration.k8s.io/v1",
+		"kind":       "ValidatingAdmissionPolicy",
+		"metadata":   map[string]string{"name": PodSecurityPolicyName},
+		"spec": map[string]any{
+			"failurePolicy": "Fail",
+			"matchConstraints": map[string]any{"resourceRules": []any{map[string]any{
+				"apiGroups": []string{""}, "apiVersions": []string{"v1"},
+				"operations": []string{"CREATE", "UPDATE"}, "resources": []string{"namespaces"},
+			}}},
+			"validations": []any{
+				map[string]string{
+					"expression": fmt.Sprintf("!('%s' in %s) || %s['%s'] in [%s]", enforce, labels, labels, enforce, strings.Join(quoted, ", ")),
+					"message":    fmt.Sprintf("this member enforces Pod Security %s: a namespace's %s label may only be %s", level, enforce, strings.Join(allowed, " or ")),
+				},
+				map[string]string{
+					"expression": fmt.Sprintf("!('%s' in %s) || %s['%s'] == 'latest'", version, labels, labels, version),
+					"message":    fmt.Sprintf("this member enforces Pod Security %s at version latest: a namespace's %s label may only be latest", level, version),
+				},
+			},
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	binding, err := yaml.Marshal(map[string]any{
+		"apiVersion": "admissionregistration.k8s.io/v1",
+		"kind":       "ValidatingAdmissionPolicyBinding",
+		"metadata":   map[string]string{"name": PodSecurityPolicyName},
+		"spec":       map[string]any{"policyName": PodSecurityPolicyName, "validationActions": []string{"Deny"}},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return append(append(vap, []byte("---\n")...), binding...), nil
 }

@@ -169,7 +169,7 @@ func (t Template) Settings(m backend.Member) (incluster.Settings, error) {
 	if s := m.Spec.Cluster.Servers; s != nil && *s > 1 {
 		return incluster.Settings{}, fmt.Errorf("spec.cluster.servers %d: the kubernetes backend runs one server per member", *s)
 	}
-	admission, err := admissionConfig(m.Spec.Cluster.EffectivePodSecurity())
+	admission, policy, err := admissionConfig(m.Spec.Cluster.EffectivePodSecurity())
 	if err != nil {
 		return incluster.Settings{}, err
 	}
@@ -177,6 +177,10 @@ func (t Template) Settings(m backend.Member) (incluster.Settings, error) {
 		APIPort: APIPort,
 		PKI:     incluster.PKINeeds{Etcd: true, ControllerManager: true, KubeletClient: true, Scheduler: nodeCount(m) > 0},
 		Files:   map[string][]byte{admissionFile: admission},
+	}
+	if policy != nil {
+		set.Files[admissionPolicyFile] = policy
+		set.FilePaths = map[string]string{admissionPolicyFile: admissionPolicyPath}
 	}
 	if k := spec(m); k != nil {
 		set.Placement = k.Placement

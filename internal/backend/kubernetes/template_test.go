@@ -247,8 +247,24 @@ func TestPodSecurity(t *testing.T) {
 		if err := yaml.Unmarshal(set.Files[admissionFile], &cfg); err != nil {
 			t.Fatal(err)
 		}
-		if cfg.Kind != "AdmissionConfiguration" || len(cfg.Plugins) != 1 || cfg.Plugins[0].Name != "PodSecurity" {
+		if cfg.Kind != "AdmissionConfiguration" || len(cfg.Plugins) == 0 || cfg.Plugins[0].Name != "PodSecurity" {
 			t.Fatalf("%q: %s", level, set.Files[admissionFile])
+		}
+		policy := string(set.Files[admissionPolicyFile])
+		if want == "privileged" {
+			if len(cfg.Plugins) != 1 || policy != "" || set.FilePaths != nil {
+				t.Errorf("privileged: a namespace policy is configured: %s %s", set.Files[admissionFile], policy)
+			}
+		} else {
+			if len(cfg.Plugins) != 2 || cfg.Plugins[1].Name != "ValidatingAdmissionPolicy" ||
+				!strings.Contains(string(set.Files[admissionFile]), "staticManifestsDir: /etc/kobe/pki/admission-policies") ||
+				set.FilePaths[admissionPolicyFile] != "admission-policies/pod-security.yaml" ||
+				!strings.Contains(policy, "name: "+PodSecurityPolicyName) || !strings.Contains(policy, "kind: ValidatingAdmissionPolicyBinding") {
+				t.Errorf("%s: the namespace policy is not wired: %s %v\n%s", want, set.Files[admissionFile], set.FilePaths, policy)
+			}
+			if want == "restricted" && strings.Contains(policy, "'baseline'") {
+				t.Errorf("restricted allows baseline namespaces:\n%s", policy)
+			}
 		}
 		d := cfg.Plugins[0].Configuration.Defaults
 		if d["enforce"] != want || d["audit"] != want || d["warn"] != want || d["enforce-version"] != "latest" {

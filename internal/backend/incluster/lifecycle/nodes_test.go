@@ -204,6 +204,24 @@ func TestNodePods(t *testing.T) {
 		if out, err := kubectl("get", "pods", "priv"); err == nil {
 			t.Errorf("the privileged pod exists: %s", out)
 		}
+		// The admin (system:masters, as a lease holder is) cannot lower the
+		// level with namespace labels, nor see or remove the policy that
+		// keeps it.
+		const refusal = "this member enforces Pod Security baseline"
+		out, err = kubectl("label", "namespace", "default", "pod-security.kubernetes.io/enforce=privileged")
+		if err == nil || !strings.Contains(out, refusal) {
+			t.Errorf("labelling default privileged: %v: %s", err, out)
+		}
+		ns := filepath.Join(t.TempDir(), "ns.yaml")
+		if err := os.WriteFile(ns, []byte("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: old\n  labels:\n    pod-security.kubernetes.io/enforce: baseline\n    pod-security.kubernetes.io/enforce-version: v1.0\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := kubectl("apply", "-f", ns); err == nil || !strings.Contains(out, "at version latest") {
+			t.Errorf("a namespace pinned to an old version: %v: %s", err, out)
+		}
+		if out, err := kubectl("get", "validatingadmissionpolicies", "-o", "name"); err != nil || strings.Contains(out, kubebackend.PodSecurityPolicyName) {
+			t.Errorf("the static policy is listed: %v: %s", err, out)
+		}
 	})
 
 	t.Run("the node pod lost fails the member", func(t *testing.T) {
