@@ -209,7 +209,7 @@ func run(ctx context.Context, o options) error {
 			BinDir: o.localBinDir, DataRoot: o.localDataRoot, AdvertiseHost: o.localAdvertise,
 			Logger: log.WithName("local-backend"), ProvisionTimeout: o.localProvisionMax,
 			NodeBinDir: o.localNodeBinDir, NodeAgent: o.localNodeAgent, ImageDir: o.localImageDir,
-			PauseImage: o.localPauseImage, NodeEgress: o.localNodeEgress,
+			PauseImage: o.localPauseImage, NodeEgress: o.localNodeEgress, MaxMembers: o.localMaxMembers,
 		})
 		if err != nil {
 			return fmt.Errorf("wiring local backend: %w", err)

@@ -68,6 +68,11 @@ type Options struct {
 	// NodeEgress lets members' pods open connections beyond the host
 	// (masqueraded); without it they reach only their own member.
 	NodeEgress bool
+	// MaxMembers caps the members in DataRoot (0: no cap). The pool
+	// controller holds pools back at the same cap (--local-max-members)
+	// before it creates ClusterInstances; this is the last line, for
+	// members it could not see (another operator on the same data root).
+	MaxMembers int
 }
 
 // Backend runs members as local processes. It is safe for concurrent use.
@@ -315,6 +320,9 @@ func (b *Backend) Create(ctx context.Context, m backend.Member) error {
 	nodes := nodeCount(m)
 	if nodes > node.MaxNodes {
 		return fmt.Errorf("%w: spec.backend.local.nodes is %d, at most %d", backend.ErrInvalidSpec, nodes, node.MaxNodes)
+	}
+	if err := b.checkHostCap(memberDirName(m)); err != nil {
+		return err
 	}
 	if err := b.checkBinaries(scheduling(m), nodes); err != nil {
 		return err
@@ -727,4 +735,27 @@ func (b *Backend) killChildren(rt *memberRT) {
 			<-ch.done
 		}
 	}
+}
+
+// checkHostCap refuses a new member when DataRoot holds MaxMembers others
+// already (own is the new member's directory: an interrupted Create may
+// have left it).
+func (b *Backend) checkHostCap(own string) error {
+	if b.opts.MaxMembers <= 0 {
+		return nil
+	}
+	entries, err := os.ReadDir(b.opts.DataRoot)
+	if err != nil {
+		return fmt.Errorf("counting members in %s: %w", b.opts.DataRoot, err)
+	}
+	n := 0
+	for _, e := range entries {
+		if _, ok := uidFromDirName(e.Name()); ok && e.IsDir() && e.Name() != own {
+			n++
+		}
+	}
+	if n >= b.opts.MaxMembers {
+		return fmt.Errorf("%w: this host runs %d local members, its cap (--local-max-members %d)", backend.ErrUnavailable, n, b.opts.MaxMembers)
+	}
+	return nil
 }

@@ -277,3 +277,25 @@ func TestAPIServerArgs(t *testing.T) {
 		t.Errorf("a member with nodes uses the 10/8 Service range: %v", withNodes)
 	}
 }
+
+// The backend's own cap is the last line behind the pool controller's: a
+// data root holding MaxMembers members (another operator's, or ones the
+// cache did not show) refuses one more, and a member's own leftover
+// directory from an interrupted Create does not count against it.
+func TestHostCapRefusesCreate(t *testing.T) {
+	b := newBackend(t, func(o *Options) { o.MaxMembers = 1 })
+	other, m := newMember("other"), newMember("new")
+	if err := os.MkdirAll(filepath.Join(b.opts.DataRoot, memberDirName(other)), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	err := b.Create(t.Context(), m)
+	if !errors.Is(err, backend.ErrUnavailable) || !strings.Contains(err.Error(), "--local-max-members 1") {
+		t.Fatalf("Create at the cap = %v, want ErrUnavailable naming the cap", err)
+	}
+	if _, err := os.Stat(filepath.Join(b.opts.DataRoot, memberDirName(m))); !os.IsNotExist(err) {
+		t.Fatalf("a refused member left a directory: %v", err)
+	}
+	if err := b.checkHostCap(memberDirName(other)); err != nil {
+		t.Fatalf("a member's own directory counted against the cap: %v", err)
+	}
+}
