@@ -422,6 +422,12 @@ func (a *Agent) importImages(ctx context.Context) error {
 
 func (a *Agent) kubelet(ctx context.Context) error {
 	protect, note := kernelDefaultsSet()
+	if a.cfg.CgroupParent == "" && !protect {
+		// A node pod is a guest on someone else's node: its kubelet must
+		// not change that node's kernel settings. It refuses to start
+		// instead, and the member fails saying why.
+		protect, note = true, note+"; a node pod never changes its host's kernel settings: protectKernelDefaults on, kubelet refuses to start without them"
+	}
 	a.log.Print(note)
 	cfg, err := kubeletConfig(a.cfg, a.nodeIP, a.cgroupRoot, a.socket(), a.path("pod-logs"), protect)
 	if err != nil {
