@@ -318,9 +318,9 @@ node-deps: ## Install the node's Debian packages (containerd, runc, CNI plugins,
 	hack/node-deps.sh
 
 .PHONY: test-node
-test-node: node-deps controlplane node image-pause image-controlplane image-node build $(IMAGE_TOOL) ## Start the real-node host cluster, run a pod and a Service on it, tear it down, compare the machine before and after (root).
+test-node: node-deps controlplane node image-pause image-testapp image-controlplane image-node build $(IMAGE_TOOL) ## The real-node layer (root): the host cluster, local members with real nodes (kobe-node; test/localnodes leases them and runs a Deployment), in-cluster members with node pods, the NodesReady probe; the machine as before after each.
 	pkgs=$$(hack/test-packages.sh node); \
-	NODE_DIR='$(NODE_DIR)' HOSTCLUSTER_PAUSE_TAR='$(IMAGE_DIR)/pause.tar' HOSTCLUSTER_PAUSE_IMAGE='$(PAUSE_IMAGE)' \
+	IMAGE_DIR='$(IMAGE_DIR)' NODE_DIR='$(NODE_DIR)' HOSTCLUSTER_PAUSE_TAR='$(IMAGE_DIR)/pause.tar' HOSTCLUSTER_PAUSE_IMAGE='$(PAUSE_IMAGE)' \
 	HOSTCLUSTER_IMAGE_TOOL='$(IMAGE_TOOL)' CONTROLPLANE_IMAGE_DIR='$(IMAGE_DIR)' KOBE_CLI='$(CURDIR)/bin/kobe' go test $(GO_TEST_FLAGS) -p 1 -v -timeout 15m $$pkgs
 
 # charts/kobe installed on the real-node host cluster (test/chart/install,

@@ -23,7 +23,7 @@ heavy=("$module/internal/backend/local" "$module/internal/controller/clusterpool
 e2e=("$module/test/e2e" "$module/test/ha" "$module/test/connect")
 compgen -G "test/run/*_test.go" >/dev/null && e2e+=("$module/test/run")
 bench=("$module/test/bench")
-node=("$module/internal/testenv/hostcluster" "$module/internal/backend/local/nodetest" "$module/internal/backend/incluster/lifecycle" "$module/test/incluster" "$module/internal/gates/realnode")
+node=("$module/internal/testenv/hostcluster" "$module/internal/backend/local/nodetest" "$module/test/localnodes" "$module/internal/backend/incluster/lifecycle" "$module/test/incluster" "$module/internal/gates/realnode")
 
 # "<pkg> <1 if its test binary links testenv>" for every package with tests.
 classify() {
