@@ -1,8 +1,12 @@
 package local
 
 import (
+	"context"
 	"fmt"
+	"io/fs"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -11,6 +15,7 @@ import (
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/backend"
+	"github.com/kunobi-ninja/kobe/internal/testenv"
 )
 
 // BenchmarkMeasureMember measures a member's time from Create to Ready and
@@ -22,8 +27,10 @@ import (
 //
 // KOBE_MEASURE_VARIANTS=baseline,default (default "default") compares an
 // empty tuning with defaultTuning (a "+scheduling" suffix measures members
-// with kube-scheduler and kwok); KOBE_MEASURE_REPEAT sets the repetitions
-// (default 3).
+// with kube-scheduler and kwok, "+nodes" members with one real node: root,
+// make node image-pause node-deps; every process of the node's cgroup is
+// counted, containerd, kubelet, kube-proxy and the pause pods' shims
+// included); KOBE_MEASURE_REPEAT sets the repetitions (default 3).
 func BenchmarkMeasureMember(bench *testing.B) {
 	var t testing.TB = bench
 	variants := map[string]tuning{"baseline": {}, "default": defaultTuning()}
@@ -43,16 +50,25 @@ func BenchmarkMeasureMember(bench *testing.B) {
 	fmt.Fprintf(&report, "| variant | run | Create->Ready | VmRSS / RssAnon at Ready (MiB) | VmRSS / RssAnon after %s idle (MiB) | CPU while idle (one core = 100%%) | per process after idle, VmRSS/RssAnon (MiB) |\n|---|---|---|---|---|---|---|\n", settle)
 	for _, name := range names {
 		base, withScheduling := strings.CutSuffix(name, "+scheduling")
+		base, withNodes := strings.CutSuffix(base, "+nodes")
 		tn, ok := variants[base]
 		if !ok {
 			t.Fatalf("unknown variant %q", name)
 		}
 		for run := 1; run <= repeat; run++ {
-			b := newBackend(t)
+			var b *Backend
+			if withNodes {
+				b = newBackend(t, nodeOptions(t))
+			} else {
+				b = newBackend(t)
+			}
 			b.tuning = tn
 			m := newMember(fmt.Sprintf("measure-%s-%d", base, run))
 			if withScheduling {
 				m.Spec.Backend.Local = &kobev1.LocalBackendSpec{Scheduling: true}
+			}
+			if withNodes {
+				m.Spec.Backend.Local = &kobev1.LocalBackendSpec{Nodes: 1}
 			}
 			start := time.Now()
 			if err := b.Create(t.Context(), m); err != nil {
@@ -123,39 +139,87 @@ func measureVariants() map[string]tuning {
 // the rest is mostly the binaries' code, shared by every member.
 func memberRSS(t testing.TB, b *Backend, m backend.Member) (rss, anon float64, per string) {
 	t.Helper()
-	st, err := readState(b.paths(m))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var parts []string
-	for _, pr := range st.Processes {
-		r, err := procStatusKiB(pr.PID, "VmRSS")
+	for _, pr := range memberProcs(t, b, m) {
+		r, err := procStatusKiB(pr.pid, "VmRSS")
 		if err != nil {
-			t.Fatalf("RSS of %s: %v", pr.Component, err)
+			t.Fatalf("RSS of %s: %v", pr.name, err)
 		}
-		a, err := procStatusKiB(pr.PID, "RssAnon")
+		a, err := procStatusKiB(pr.pid, "RssAnon")
 		if err != nil {
-			t.Fatalf("RSS of %s: %v", pr.Component, err)
+			t.Fatalf("RSS of %s: %v", pr.name, err)
 		}
 		rss += float64(r) / 1024
 		anon += float64(a) / 1024
-		parts = append(parts, fmt.Sprintf("%s %.0f/%.0f", pr.Component, float64(r)/1024, float64(a)/1024))
+		parts = append(parts, fmt.Sprintf("%s %.0f/%.0f", pr.name, float64(r)/1024, float64(a)/1024))
 	}
 	return rss, anon, strings.Join(parts, ", ")
 }
 
-// memberCPU sums the user and system CPU seconds of the member's processes.
-func memberCPU(t testing.TB, b *Backend, m backend.Member) float64 {
+type measuredProc struct {
+	pid  int
+	name string
+}
+
+// memberProcs are the member's recorded processes, and every process in
+// its nodes' cgroup (containerd, kubelet, kube-proxy, shims, pods).
+func memberProcs(t testing.TB, b *Backend, m backend.Member) []measuredProc {
 	t.Helper()
 	st, err := readState(b.paths(m))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var total float64
+	seen := map[int]bool{}
+	var out []measuredProc
 	for _, pr := range st.Processes {
-		data, err := os.ReadFile("/proc/" + strconv.Itoa(pr.PID) + "/stat")
+		seen[pr.PID] = true
+		out = append(out, measuredProc{pr.PID, pr.Component})
+	}
+	_ = filepath.WalkDir(filepath.Join("/sys/fs/cgroup/pids", NodeCgroup(string(m.UID))), func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || d.Name() != "cgroup.procs" {
+			return nil //nolint:nilerr // a cgroup that went away has no process to count
+		}
+		data, _ := os.ReadFile(path)
+		for _, f := range strings.Fields(string(data)) {
+			pid, err := strconv.Atoi(f)
+			if err != nil || seen[pid] {
+				continue
+			}
+			seen[pid] = true
+			comm, _ := os.ReadFile("/proc/" + f + "/comm")
+			out = append(out, measuredProc{pid, strings.TrimSpace(string(comm))})
+		}
+		return nil
+	})
+	return out
+}
+
+// nodeOptions give a backend what members with nodes need: the node
+// binaries, a kobe-node built for the benchmark, the pause image.
+func nodeOptions(t testing.TB) func(*Options) {
+	t.Helper()
+	root := testenv.RepoRoot()
+	agent := filepath.Join(t.TempDir(), "kobe-node")
+	build := exec.CommandContext(context.Background(), "go", "build", "-o", agent, "./cmd/kobe-node")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building kobe-node: %v\n%s", err, out)
+	}
+	return func(o *Options) {
+		o.NodeBinDir = filepath.Join(root, DefaultNodeBinDir)
+		o.NodeAgent = agent
+		o.ImageDir = filepath.Join(root, DefaultImageDir)
+	}
+}
+
+// memberCPU sums the user and system CPU seconds of the member's processes.
+func memberCPU(t testing.TB, b *Backend, m backend.Member) float64 {
+	t.Helper()
+	var total float64
+	for _, pr := range memberProcs(t, b, m) {
+		data, err := os.ReadFile("/proc/" + strconv.Itoa(pr.pid) + "/stat")
 		if err != nil {
-			t.Fatal(err)
+			continue // a process that ended (a probe's shim) has no CPU left to count
 		}
 		f := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+1:]))
 		// After the command: state is field 3 of stat, utime 14 and stime 15.
