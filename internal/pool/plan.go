@@ -37,7 +37,6 @@ type Input struct {
 	Host HostBudget
 }
 
-
 // HostBudget is a cap on the members of one backend type that this host
 // holds across every pool and namespace (the local backend's members are
 // processes on the operator's machine, --local-max-members).
