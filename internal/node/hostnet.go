@@ -292,18 +292,12 @@ var bridgePattern = regexp.MustCompile(`^kbm([0-9]{1,2})$`)
 
 // UsedSlots are the slots whose bridge exists on the host.
 func UsedSlots(ctx context.Context) ([]int, error) {
-	out, err := run(ctx, nil, "ip", "-o", "link", "show", "type", "bridge")
+	names, err := linkNames(ctx, "type", "bridge")
 	if err != nil {
 		return nil, fmt.Errorf("listing bridges: %w", err)
 	}
 	var slots []int
-	for _, l := range strings.Split(out, "\n") {
-		// "12: kbm3: <BROADCAST,...> ..."
-		f := strings.Fields(l)
-		if len(f) < 2 {
-			continue
-		}
-		name, _, _ := strings.Cut(strings.TrimSuffix(f[1], ":"), "@")
+	for _, name := range names {
 		if mm := bridgePattern.FindStringSubmatch(name); mm != nil {
 			if s, err := strconv.Atoi(mm[1]); err == nil && s < MaxSlots {
 				slots = append(slots, s)
@@ -316,23 +310,35 @@ func UsedSlots(ctx context.Context) ([]int, error) {
 
 // MemberLinks are the links of slot present on the host (for leak checks).
 func MemberLinks(ctx context.Context, slot int) ([]string, error) {
-	out, err := run(ctx, nil, "ip", "-o", "link", "show")
+	names, err := linkNames(ctx)
 	if err != nil {
 		return nil, err
 	}
 	br := BridgeName(slot)
 	var links []string
-	for _, l := range strings.Split(out, "\n") {
-		f := strings.Fields(l)
-		if len(f) < 2 {
-			continue
-		}
-		name, _, _ := strings.Cut(strings.TrimSuffix(f[1], ":"), "@")
+	for _, name := range names {
 		if name == br || strings.HasPrefix(name, br+"n") {
 			links = append(links, name)
 		}
 	}
 	return links, nil
+}
+
+// linkNames are the names of the host's links (`ip -o link show [filter]`,
+// whose lines read "12: kbm3n0@if2: <BROADCAST,...> ...").
+func linkNames(ctx context.Context, filter ...string) ([]string, error) {
+	out, err := run(ctx, nil, "ip", append([]string{"-o", "link", "show"}, filter...)...)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, l := range strings.Split(out, "\n") {
+		if f := strings.Fields(l); len(f) >= 2 {
+			name, _, _ := strings.Cut(strings.TrimSuffix(f[1], ":"), "@")
+			names = append(names, name)
+		}
+	}
+	return names, nil
 }
 
 func linkExists(ctx context.Context, name string) bool {
