@@ -12,28 +12,48 @@ import (
 	"time"
 )
 
-// containerdConfig is containerd 1.6's configuration (version 2), with
-// everything under the node's Dir. restrict_oom_score_adj: root on this
-// kind of machine may lack CAP_SYS_RESOURCE, and without it every sandbox
-// fails ("can't get final child's PID from pipe"). The plugins that would
-// write outside Dir or are unused are off; the CRI's streaming server
-// listens on the node's loopback (its own network namespace).
+// containerdConfig is the node's containerd configuration.
 func containerdConfig(c *Config, sock string) string {
+	return ContainerdConfig(ContainerdSettings{
+		Dir: c.Dir, Socket: sock, PauseImage: c.PauseImage,
+		CNIBinDir: c.CNIBinDir, CNIConfDir: filepath.Join(c.Dir, "cni", "net.d"),
+	})
+}
+
+// ContainerdSettings are what differs between the containerd instances
+// kobe runs: a member's node, and the test host cluster's node.
+type ContainerdSettings struct {
+	// Dir holds containerd's root and state (Dir/containerd/{root,state})
+	// and runc's root (Dir/runc).
+	Dir        string
+	Socket     string
+	PauseImage string
+	CNIBinDir  string
+	CNIConfDir string
+}
+
+// ContainerdConfig is containerd 1.6's configuration (version 2), with
+// everything under Dir. restrict_oom_score_adj: root on this kind of
+// machine may lack CAP_SYS_RESOURCE, and without it every sandbox fails
+// ("can't get final child's PID from pipe"). The plugins that would write
+// outside Dir or are unused are off; the CRI's streaming server listens on
+// loopback, on a free port.
+func ContainerdConfig(s ContainerdSettings) string {
 	q := strconv.Quote
-	p := func(elem ...string) string { return filepath.Join(append([]string{c.Dir}, elem...)...) }
+	p := func(elem ...string) string { return filepath.Join(append([]string{s.Dir}, elem...)...) }
 	return strings.Join([]string{
 		"version = 2",
 		"root = " + q(p("containerd", "root")),
 		"state = " + q(p("containerd", "state")),
 		`disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.tracing.processor.v1.otlp"]`,
 		"[grpc]",
-		"  address = " + q(sock),
+		"  address = " + q(s.Socket),
 		"[ttrpc]",
-		"  address = " + q(sock+".ttrpc"),
+		"  address = " + q(s.Socket+".ttrpc"),
 		"[metrics]",
 		`  address = ""`,
 		`[plugins."io.containerd.grpc.v1.cri"]`,
-		"  sandbox_image = " + q(c.PauseImage),
+		"  sandbox_image = " + q(s.PauseImage),
 		"  restrict_oom_score_adj = true",
 		`  stream_server_address = "127.0.0.1"`,
 		`  stream_server_port = "0"`,
@@ -46,28 +66,41 @@ func containerdConfig(c *Config, sock string) string {
 		`        SystemdCgroup = false`,
 		"        Root = " + q(p("runc")),
 		`  [plugins."io.containerd.grpc.v1.cri".cni]`,
-		"    bin_dir = " + q(c.CNIBinDir),
-		"    conf_dir = " + q(p("cni", "net.d")),
+		"    bin_dir = " + q(s.CNIBinDir),
+		"    conf_dir = " + q(s.CNIConfDir),
 		"",
 	}, "\n")
 }
 
 // cniConfig is the node's pod network: a bridge cni0 (in the node's own
-// network namespace) on PodCIDR, host-local leases under Dir, hairpin on
-// (a pod reaching a Service whose endpoint is itself), no masquerading
-// (the member's host routes pod ranges to the nodes).
+// network namespace) on PodCIDR, host-local leases under Dir, no
+// masquerading (the member's host routes pod ranges to the nodes).
 func cniConfig(c *Config) ([]byte, error) {
+	return BridgeConflist(BridgeNetwork{Name: "kobe", Bridge: "cni0", Subnet: c.PodCIDR, IPAMDir: filepath.Join(c.Dir, "cni", "ipam")})
+}
+
+// BridgeNetwork is a CNI network of pods on one bridge.
+type BridgeNetwork struct {
+	Name, Bridge, Subnet string
+	// IPAMDir holds host-local's leases.
+	IPAMDir string
+}
+
+// BridgeConflist is the CNI conflist of n: the bridge plugin as the pods'
+// gateway, hairpin on (a pod reaching a Service whose endpoint is itself),
+// no masquerading, then portmap.
+func BridgeConflist(n BridgeNetwork) ([]byte, error) {
 	conf := map[string]any{
 		"cniVersion": "1.0.0",
-		"name":       "kobe",
+		"name":       n.Name,
 		"plugins": []any{
 			map[string]any{
-				"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": false, "hairpinMode": true,
+				"type": "bridge", "bridge": n.Bridge, "isGateway": true, "ipMasq": false, "hairpinMode": true,
 				"ipam": map[string]any{
 					"type":    "host-local",
-					"ranges":  [][]map[string]string{{{"subnet": c.PodCIDR}}},
+					"ranges":  [][]map[string]string{{{"subnet": n.Subnet}}},
 					"routes":  []map[string]string{{"dst": "0.0.0.0/0"}},
-					"dataDir": filepath.Join(c.Dir, "cni", "ipam"),
+					"dataDir": n.IPAMDir,
 				},
 			},
 			map[string]any{"type": "portmap", "capabilities": map[string]bool{"portMappings": true}},

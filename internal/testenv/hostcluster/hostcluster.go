@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kunobi-ninja/kobe/internal/credentials/pki"
+	"github.com/kunobi-ninja/kobe/internal/node"
 	"github.com/kunobi-ninja/kobe/internal/testenv"
 )
 
@@ -521,42 +522,14 @@ func (s *starter) containerd() error {
 	})
 }
 
-// containerdConfig is containerd 1.6's configuration (version 2).
-// restrict_oom_score_adj: root here lacks CAP_SYS_RESOURCE, and without it
-// every sandbox fails ("can't get final child's PID from pipe"). The
-// plugins that would write outside Dir (/opt/containerd) or are unused are
-// off; the CRI's streaming server listens on loopback, on a free port.
+// containerdConfig is containerd's configuration: the same settings as a
+// member node's (internal/node), with root, state, runc root and CNI
+// configuration under Dir.
 func (s *starter) containerdConfig(sock string) string {
-	q := strconv.Quote
-	return strings.Join([]string{
-		"version = 2",
-		"root = " + q(s.path("containerd", "root")),
-		"state = " + q(s.path("containerd", "state")),
-		`disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.tracing.processor.v1.otlp"]`,
-		"[grpc]",
-		"  address = " + q(sock),
-		"[ttrpc]",
-		"  address = " + q(sock+".ttrpc"),
-		"[metrics]",
-		`  address = ""`,
-		`[plugins."io.containerd.grpc.v1.cri"]`,
-		"  sandbox_image = " + q(s.opts.PauseImage),
-		"  restrict_oom_score_adj = true",
-		`  stream_server_address = "127.0.0.1"`,
-		`  stream_server_port = "0"`,
-		`  [plugins."io.containerd.grpc.v1.cri".containerd]`,
-		`    snapshotter = "overlayfs"`,
-		`    default_runtime_name = "runc"`,
-		`    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]`,
-		`      runtime_type = "io.containerd.runc.v2"`,
-		`      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]`,
-		`        SystemdCgroup = false`,
-		"        Root = " + q(s.path("runc")),
-		`  [plugins."io.containerd.grpc.v1.cri".cni]`,
-		`    bin_dir = "/usr/lib/cni"`,
-		"    conf_dir = " + q(s.path("cni", "net.d")),
-		"",
-	}, "\n")
+	return node.ContainerdConfig(node.ContainerdSettings{
+		Dir: s.path(), Socket: sock, PauseImage: s.opts.PauseImage,
+		CNIBinDir: "/usr/lib/cni", CNIConfDir: s.path("cni", "net.d"),
+	})
 }
 
 // writeCNIConfig writes the bridge network: pods on NodePodCIDR behind
@@ -564,23 +537,7 @@ func (s *starter) containerdConfig(sock string) string {
 // to the machine's own address and to each other, and nothing of theirs
 // is meant to leave the machine.
 func (s *starter) writeCNIConfig() error {
-	conf := map[string]any{
-		"cniVersion": "1.0.0",
-		"name":       CNINetwork,
-		"plugins": []any{
-			map[string]any{
-				"type": "bridge", "bridge": PodBridge, "isGateway": true, "ipMasq": false, "hairpinMode": true,
-				"ipam": map[string]any{
-					"type":    "host-local",
-					"ranges":  [][]map[string]string{{{"subnet": NodePodCIDR}}},
-					"routes":  []map[string]string{{"dst": "0.0.0.0/0"}},
-					"dataDir": s.path("cni", "ipam"),
-				},
-			},
-			map[string]any{"type": "portmap", "capabilities": map[string]bool{"portMappings": true}},
-		},
-	}
-	b, err := json.MarshalIndent(conf, "", "  ")
+	b, err := node.BridgeConflist(node.BridgeNetwork{Name: CNINetwork, Bridge: PodBridge, Subnet: NodePodCIDR, IPAMDir: s.path("cni", "ipam")})
 	if err != nil {
 		return err
 	}
