@@ -172,7 +172,7 @@ func runWorkload(t *testing.T, pool string) *workload {
 	w.clusterIP = kubectl(t, w, "get", "service", "testapp", "-o", "jsonpath={.spec.clusterIP}")
 	for what, ip := range map[string]string{"pod IP": w.podIP, "ClusterIP": w.clusterIP} {
 		a, err := netip.ParseAddr(ip)
-		if err != nil || !(node.PodRegion.Contains(a) || node.ServiceRegion.Contains(a)) {
+		if inRegions := err == nil && (node.PodRegion.Contains(a) || node.ServiceRegion.Contains(a)); !inRegions {
 			t.Errorf("%s %q is outside the local members' ranges (%s, %s)", what, ip, node.PodRegion, node.ServiceRegion)
 		}
 	}
@@ -380,16 +380,20 @@ func leftovers(ctx context.Context, dataRoot string) error {
 			errs = append(errs, fmt.Errorf("mount left: %s", l))
 		}
 	}
-	if slots, err := node.UsedSlots(ctx); err != nil || len(slots) > 0 {
-		errs = append(errs, fmt.Errorf("member bridges left: %v %v", slots, err))
+	if slots, err := node.UsedSlots(ctx); err != nil {
+		errs = append(errs, err)
+	} else if len(slots) > 0 {
+		errs = append(errs, fmt.Errorf("member bridges left: %v", slots))
 	}
 	for slot := range node.MaxSlots {
 		if links, _ := node.MemberLinks(ctx, slot); len(links) > 0 {
 			errs = append(errs, fmt.Errorf("links left: %v", links))
 		}
 	}
-	if out, err := exec.CommandContext(ctx, "nft", "list", "tables").CombinedOutput(); err != nil || strings.Contains(string(out), "kobe-m") {
-		errs = append(errs, fmt.Errorf("nftables tables left: %s %v", out, err))
+	if out, err := exec.CommandContext(ctx, "nft", "list", "tables").CombinedOutput(); err != nil {
+		errs = append(errs, fmt.Errorf("listing nftables tables: %w: %s", err, out))
+	} else if strings.Contains(string(out), "kobe-m") {
+		errs = append(errs, fmt.Errorf("nftables tables left: %s", out))
 	}
 	cgroups, _ := filepath.Glob("/sys/fs/cgroup/*/kobe")
 	if len(cgroups) > 0 {
