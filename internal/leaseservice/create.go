@@ -65,6 +65,16 @@ func (s *Service) Create(ctx context.Context, p *auth.Principal, req CreateReque
 		}
 		return nil, err
 	}
+	if pl.Status.ObservedGeneration < pl.Generation {
+		// The cache has not seen the operator's verdict on this version of
+		// the pool (created or changed a moment ago); the API server may
+		// have it. Read it there, so that a pool whose backend is
+		// unavailable refuses at once instead of queueing the lease.
+		fresh := &kobev1.ClusterPool{}
+		if err := s.opts.APIReader.Get(ctx, client.ObjectKeyFromObject(pl), fresh); err == nil {
+			pl = fresh
+		}
+	}
 	if u := pool.CheckServiceable(pl); u != nil {
 		s.audit(p, "create", "", pl.Name, "refused: "+string(u.Cause))
 		metrics.LeaseRequest(pl.Name, "refused")

@@ -1,6 +1,7 @@
 package leaseservice_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -8,8 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/auth"
@@ -143,6 +146,45 @@ func TestUnavailable(t *testing.T) {
 		t.Fatalf("Create in a pool being deleted: %v, want UnavailableError %s", err, pool.CauseDeleting)
 	}
 	if got := leasesOfPool(t, "doomed"); len(got) != 0 {
+		t.Fatalf("a refused request left %d leases", len(got))
+	}
+}
+
+// staleCache is a cache that has not seen any pool's status yet.
+type staleCache struct{ client.Reader }
+
+func (c staleCache) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if err := c.Reader.Get(ctx, key, obj, opts...); err != nil {
+		return err
+	}
+	if p, ok := obj.(*kobev1.ClusterPool); ok {
+		p.Status = kobev1.ClusterPoolStatus{}
+	}
+	return nil
+}
+
+// TestUnavailableBeforeTheCacheKnows: the operator has said the pool's
+// backend is unavailable, and the cache has not caught up: the request is
+// refused all the same, and leaves no lease.
+func TestUnavailableBeforeTheCacheKnows(t *testing.T) {
+	p := makePool(t, "nobackend", 0)
+	ctx := t.Context()
+	p.Status.ObservedGeneration = p.Generation
+	meta.SetStatusCondition(&p.Status.Conditions, metav1.Condition{
+		Type: kobev1.ConditionCapacity, Status: metav1.ConditionFalse, Reason: kobev1.ReasonBackendUnavailable,
+		Message: "no such backend here", ObservedGeneration: p.Generation,
+	})
+	if err := fx.env.Client.Status().Update(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	s := newService(func(o *leaseservice.Options) { o.Reader = staleCache{fx.mgr.GetClient()} })
+	who := caller("nobackend", kobev1.AccessRule{Pools: []string{"nobackend"}})
+	_, err := s.Create(ctx, who, leaseservice.CreateRequest{Pool: "nobackend"})
+	var u *leaseservice.UnavailableError
+	if !errors.As(err, &u) || u.Cause != pool.CauseBackendUnavailable {
+		t.Fatalf("Create in a pool whose backend is unavailable, cache behind: %v, want UnavailableError %s", err, pool.CauseBackendUnavailable)
+	}
+	if got := leasesOfPool(t, "nobackend"); len(got) != 0 {
 		t.Fatalf("a refused request left %d leases", len(got))
 	}
 }
