@@ -181,11 +181,11 @@ func runWorkload(t *testing.T, pool string) *workload {
 		t.Errorf("kubectl logs: %q", logs)
 	}
 	// exec, and the Service from another pod of the member.
-	if got := kubectl(t, w, "exec", "client", "--", "/testapp", "get", "http://"+w.clusterIP+"/"); got != w.podName {
-		t.Errorf("GET the ClusterIP from the client pod = %q, want the Deployment's pod %q", got, w.podName)
+	if got, err := execIn(t, w, "get", "http://"+w.clusterIP+"/"); err != nil || got != w.podName {
+		t.Errorf("GET the ClusterIP from the client pod = %q (%v), want the Deployment's pod %q", got, err, w.podName)
 	}
-	if got := kubectl(t, w, "exec", "client", "--", "/testapp", "get", "http://"+w.podIP+":8080/"); got != w.podName {
-		t.Errorf("GET the pod IP from the client pod = %q, want %q", got, w.podName)
+	if got, err := execIn(t, w, "get", "http://"+w.podIP+":8080/"); err != nil || got != w.podName {
+		t.Errorf("GET the pod IP from the client pod = %q (%v), want %q", got, err, w.podName)
 	}
 	if got := portForward(t, w); got != w.podName {
 		t.Errorf("GET through kubectl port-forward = %q, want %q", got, w.podName)
@@ -251,7 +251,7 @@ func isolated(t *testing.T, from, other *workload) {
 			t.Errorf("%s's pod reached %s's %s %s: %s", from.pool, other.pool, what, addr, out)
 			continue
 		}
-		t.Logf("%s -> %s's %s %s refused after %v: %s", from.pool, other.pool, what, addr, time.Since(began).Round(time.Millisecond), lastLine(out))
+		t.Logf("%s -> %s's %s %s refused after %v: %v", from.pool, other.pool, what, addr, time.Since(began).Round(time.Millisecond), err)
 	}
 	// The other member's API server, on its own gateway address.
 	if ep := other.member.Status.Endpoint; ep != "" {
@@ -437,16 +437,34 @@ func memberDir(t *testing.T, m *kobev1.ClusterInstance) string {
 
 func kubectl(t *testing.T, w *workload, args ...string) string {
 	t.Helper()
-	out, err := testenv.Kubectl(t, w.kubeconfig, args...)
+	out, err := kubectlStdout(t, w, args...)
 	if err != nil {
 		t.Fatalf("kubectl %s (%s): %v\n%s", strings.Join(args, " "), w.pool, err, out)
 	}
 	return out
 }
 
+// kubectlStdout runs kubectl with w's kubeconfig and returns its standard
+// output; kubectl's own warnings on standard error (for example websocket
+// "Unknown stream id" lines of exec) go into the error only, so that what
+// a command printed can be compared exactly.
+func kubectlStdout(t *testing.T, w *workload, args ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, testenv.KubectlPath(t), append([]string{"--kubeconfig", w.kubeconfig, "--request-timeout", "10s"}, args...)...)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return strings.TrimSpace(stdout.String()), fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	return strings.TrimSpace(stdout.String()), nil
+}
+
+// execIn runs /testapp args in w's client pod and returns what it printed.
 func execIn(t *testing.T, w *workload, args ...string) (string, error) {
 	t.Helper()
-	return testenv.Kubectl(t, w.kubeconfig, append([]string{"exec", "client", "--", "/testapp"}, args...)...)
+	return kubectlStdout(t, w, append([]string{"exec", "client", "--", "/testapp"}, args...)...)
 }
 
 func describe(t *testing.T, w *workload) string {
@@ -471,12 +489,4 @@ func serverLine(kubeconfig string) string {
 		}
 	}
 	return "(no server line)"
-}
-
-func lastLine(s string) string {
-	s = strings.TrimSpace(s)
-	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
-		return s[i+1:]
-	}
-	return s
 }
