@@ -119,6 +119,11 @@ type ClusterInstanceStatus struct {
 	// +optional
 	LastPhaseChange *metav1.Time `json:"lastPhaseChange,omitempty"`
 
+	// timeToReady is how long the member took from creation to Ready; the
+	// pool's demand measurement reads it.
+	// +optional
+	TimeToReady *metav1.Duration `json:"timeToReady,omitempty"`
+
 	// conditions: Provisioned, Ready, Healthy, one per readiness gate.
 	// +optional
 	// +listType=map

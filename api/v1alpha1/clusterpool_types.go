@@ -103,6 +103,54 @@ type ClusterPoolSpec struct {
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
 	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || duration(self) > duration('0s')",message="creatingTimeout must be greater than zero"
 	CreatingTimeout *metav1.Duration `json:"creatingTimeout,omitempty"`
+
+	// rollout says how Ready members built from an older template (or
+	// Ready for longer than maxIdle) are replaced: surge-style, new members
+	// first.
+	// +optional
+	Rollout *RolloutSpec `json:"rollout,omitempty"`
+
+	// maxIdle bounds how long a member may sit Ready, unleased, before it
+	// is rebuilt (replaced surge-style, as in a template rollout). Unset,
+	// a member waits as long as it stays healthy.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || duration(self) >= duration('1s')",message="maxIdle must be at least 1s"
+	MaxIdle *metav1.Duration `json:"maxIdle,omitempty"`
+}
+
+// TemplateChangePolicy says what happens to Ready members when what members
+// are built from changes.
+// +kubebuilder:validation:Enum=Recreate;Ignore
+type TemplateChangePolicy string
+
+const (
+	// TemplateChangeRecreate replaces Ready members built from an older
+	// template, surge-style (the default).
+	TemplateChangeRecreate TemplateChangePolicy = "Recreate"
+	// TemplateChangeIgnore keeps them until they are leased or scaled down;
+	// only new members use the new template.
+	TemplateChangeIgnore TemplateChangePolicy = "Ignore"
+)
+
+// RolloutSpec says how outdated members are replaced.
+type RolloutSpec struct {
+	// maxSurge is how many members the pool builds at a time beyond its
+	// warm target while it replaces outdated ones (1 when unset). A host
+	// protection knob: each extra member costs a full member's CPU and
+	// memory while it builds.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	MaxSurge *int32 `json:"maxSurge,omitempty"`
+
+	// onTemplateChange is Recreate (the default: Ready members built from
+	// an older template are replaced) or Ignore (they stay until leased or
+	// scaled down).
+	// +optional
+	OnTemplateChange TemplateChangePolicy `json:"onTemplateChange,omitempty"`
 }
 
 // BackendSpec selects the backend and carries its specific settings.
@@ -396,8 +444,31 @@ func (c ClusterTemplate) EffectivePodSecurity() PodSecurityLevel {
 	return c.PodSecurity
 }
 
+// ScalingMode says how a scaling pool picks its warm target.
+// +kubebuilder:validation:Enum=Fixed;Reactive;Predictive
+type ScalingMode string
+
+const (
+	// ScalingFixed keeps minReady members warm, whatever the demand;
+	// leases that find none queue (at most maxClusters members).
+	ScalingFixed ScalingMode = "Fixed"
+	// ScalingReactive (the default) keeps minReady warm, grows toward
+	// maxClusters while leases queue or Ready drops to scaleUpThreshold,
+	// and shrinks back scaleDownAfter after the last such pressure.
+	ScalingReactive ScalingMode = "Reactive"
+	// ScalingPredictive is Reactive aiming for the warm target the
+	// measured demand asks for (status.demand.warmTarget) instead of
+	// minReady, bounded by minReady and maxClusters.
+	ScalingPredictive ScalingMode = "Predictive"
+)
+
 // ScalingSpec makes a pool follow demand instead of holding a fixed size.
+// +kubebuilder:validation:XValidation:rule="!has(self.scaleUpThreshold) || !has(self.minReady) || self.minReady == 0 || self.scaleUpThreshold < self.minReady",message="scaling.scaleUpThreshold must be less than scaling.minReady: Ready drops to the threshold only from above"
 type ScalingSpec struct {
+	// mode is Fixed, Reactive (the default) or Predictive.
+	// +optional
+	Mode ScalingMode `json:"mode,omitempty"`
+
 	// minReady is the number of Ready members kept at rest.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
@@ -410,18 +481,32 @@ type ScalingSpec struct {
 	// +kubebuilder:validation:Maximum=1000
 	MaxClusters *int32 `json:"maxClusters,omitempty"`
 
-	// scaleUpThreshold: start creating more when the Ready count drops to this.
+	// scaleUpThreshold: start creating more when the Ready count drops to
+	// this while members are leased: the pool then builds as many members
+	// again as leases took from the warm target, on top of refilling it.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=500
 	ScaleUpThreshold *int32 `json:"scaleUpThreshold,omitempty"`
 
-	// scaleDownAfter is how long demand must stay low before the pool shrinks.
+	// scaleDownAfter is how long the pool must see no pressure (no queued
+	// lease, Ready above scaleUpThreshold) before it removes idle Ready
+	// members beyond its warm target (5m when unset; 0s: at once).
 	// +optional
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
 	ScaleDownAfter *metav1.Duration `json:"scaleDownAfter,omitempty"`
+
+	// predictiveWindow is how far back lease arrivals are measured for
+	// status.demand (1h when unset): the peak rate over it, in twelve
+	// buckets, sizes the warm target.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || (duration(self) >= duration('1m') && duration(self) <= duration('168h'))",message="predictiveWindow must be between 1m and 168h"
+	PredictiveWindow *metav1.Duration `json:"predictiveWindow,omitempty"`
 
 	// queueTimeout ends a lease that waited this long for a member.
 	// +optional
@@ -540,10 +625,45 @@ type ClusterPoolStatus struct {
 	// +kubebuilder:default=0
 	QueueDepth int32 `json:"queueDepth"`
 
-	// failures counts members that failed to become Ready.
+	// failures counts consecutive members that failed to become Ready; it
+	// goes back to 0 when a member becomes Ready (the total is the
+	// kobe_pool_member_failures_total metric). New members are created with
+	// an exponential backoff while it is above 0.
 	// +optional
 	// +kubebuilder:default=0
 	Failures int32 `json:"failures"`
+
+	// creatingTimeouts counts, of those consecutive failures, the members
+	// reaped by creatingTimeout: two or more are reported as churn.
+	// +optional
+	CreatingTimeouts int32 `json:"creatingTimeouts,omitempty"`
+
+	// lastFailure is the latest member that failed to become Ready.
+	// +optional
+	LastFailure *MemberFailure `json:"lastFailure,omitempty"`
+
+	// outdated counts unbound Ready or Creating members that the pool
+	// replaces: built from an older template (rollout.onTemplateChange
+	// Recreate) or Ready for longer than maxIdle.
+	// +optional
+	// +kubebuilder:default=0
+	Outdated int32 `json:"outdated"`
+
+	// templateRevision goes up by one each time templateHash changes: the
+	// revision of the template new members are built from.
+	// +optional
+	TemplateRevision int64 `json:"templateRevision,omitempty"`
+
+	// lastPressure is the last time the pool saw demand pressure (a queued
+	// lease, or Ready down to scaleUpThreshold); it shrinks only
+	// scaleDownAfter after it.
+	// +optional
+	LastPressure *metav1.Time `json:"lastPressure,omitempty"`
+
+	// demand is the measured lease arrival rate and member provisioning
+	// time, and the warm target that covers them (scaling pools only).
+	// +optional
+	Demand *DemandStatus `json:"demand,omitempty"`
 
 	// nextOrdinal is the ordinal the next member will be named with; ordinals
 	// are never reused.
@@ -563,6 +683,64 @@ type ClusterPoolStatus struct {
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
+// MemberFailure is a member that failed to become Ready.
+type MemberFailure struct {
+	// member is the ClusterInstance's name.
+	Member string `json:"member"`
+	// reason is why it failed (ProvisionFailed, CreatingTimeout, ...).
+	Reason string `json:"reason"`
+	// message says what the backend or the timeout reported.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message,omitempty"`
+	// time the failure was recorded.
+	Time metav1.Time `json:"time"`
+	// templateHash of the member: create backoff applies only while the
+	// pool's template is still the one that failed.
+	// +optional
+	TemplateHash string `json:"templateHash,omitempty"`
+}
+
+// DemandStatus is the pool's measured demand and the warm count that covers
+// it: peak arrivals per minute x minutes to provision one member.
+type DemandStatus struct {
+	// window is how far back arrivals are kept.
+	Window metav1.Duration `json:"window"`
+	// bucketSeconds is the width of each arrivals bucket (window / 12).
+	BucketSeconds int32 `json:"bucketSeconds"`
+	// arrivals are the non-empty buckets of lease arrivals within the
+	// window, oldest first.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	Arrivals []ArrivalBucket `json:"arrivals,omitempty"`
+	// countedThrough: every lease of the pool created at or before this
+	// instant is counted in arrivals.
+	// +optional
+	CountedThrough *metav1.Time `json:"countedThrough,omitempty"`
+	// peakArrivalsPerMinute is the highest bucket's rate, in leases per
+	// minute (a decimal, for humans).
+	// +optional
+	PeakArrivalsPerMinute string `json:"peakArrivalsPerMinute,omitempty"`
+	// provisionSeconds is the median time of recent members from creation
+	// to Ready.
+	// +optional
+	ProvisionSeconds int32 `json:"provisionSeconds,omitempty"`
+	// warmTarget is the warm count that covers the peak for one
+	// provisioning time: ceil(peak arrivals per minute x provisioning
+	// minutes). scaling.mode Predictive aims for it.
+	// +optional
+	WarmTarget int32 `json:"warmTarget"`
+}
+
+// ArrivalBucket counts the leases that arrived in one bucket.
+type ArrivalBucket struct {
+	// start of the bucket.
+	Start metav1.Time `json:"start"`
+	// count of leases created in it.
+	Count int32 `json:"count"`
+}
+
 // ClusterPool keeps a set of warm clusters standing by to be leased.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
@@ -572,6 +750,8 @@ type ClusterPoolStatus struct {
 // +kubebuilder:printcolumn:name="Leased",type=integer,JSONPath=`.status.leased`
 // +kubebuilder:printcolumn:name="Creating",type=integer,JSONPath=`.status.creating`
 // +kubebuilder:printcolumn:name="Failures",type=integer,JSONPath=`.status.failures`
+// +kubebuilder:printcolumn:name="Outdated",type=integer,JSONPath=`.status.outdated`,priority=1
+// +kubebuilder:printcolumn:name="Revision",type=integer,JSONPath=`.status.templateRevision`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type ClusterPool struct {
 	metav1.TypeMeta   `json:",inline"`

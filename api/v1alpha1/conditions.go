@@ -9,6 +9,13 @@ const (
 	ConditionWarm = "Warm"
 	// ConditionCapacity (pool): the pool may create the members it wants.
 	ConditionCapacity = "Capacity"
+	// ConditionProvisioning (pool): members the pool creates become Ready;
+	// False while members fail in a row (CreateFailures) or are reaped by
+	// creatingTimeout again and again (MembersChurn).
+	ConditionProvisioning = "Provisioning"
+	// ConditionDemandCovered (pool): the warm target covers the measured
+	// demand (status.demand.warmTarget); False: ShallowerThanDemand.
+	ConditionDemandCovered = "DemandCovered"
 	// ConditionNotImplemented (pool): a field is accepted but not acted on yet.
 	ConditionNotImplemented = "FieldNotImplemented"
 
@@ -43,6 +50,24 @@ const (
 	// ReasonHostCapacityReached: the pool wanted to create members, and the
 	// host's cap on its backend's members (--local-max-members) forbade it.
 	ReasonHostCapacityReached = "HostCapacityReached"
+	// ReasonCreateBackoff: members failed in a row, so the pool waits
+	// before it creates the next (exponential, capped).
+	ReasonCreateBackoff = "CreateBackoff"
+	// ReasonMembersSucceeding: no member has failed since the last one
+	// became Ready.
+	ReasonMembersSucceeding = "MembersSucceeding"
+	// ReasonCreateFailures: members failed to become Ready in a row.
+	ReasonCreateFailures = "CreateFailures"
+	// ReasonMembersChurn: members were reaped by creatingTimeout before
+	// becoming Ready, again and again: creatingTimeout is shorter than a
+	// member takes to build.
+	ReasonMembersChurn = "MembersChurn"
+	// ReasonDemandCovered: the warm target is at least what the measured
+	// demand asks for (or nothing was measured yet).
+	ReasonDemandCovered = "DemandCovered"
+	// ReasonShallowerThanDemand: the warm target is below the measured
+	// demand's; users will wait during a burst like the measured peak.
+	ReasonShallowerThanDemand = "ShallowerThanDemand"
 	// ReasonFieldNotImplemented: a spec field is accepted but not acted on.
 	ReasonFieldNotImplemented = "FieldNotImplemented"
 	// ReasonAllImplemented: every field set on the pool is acted on.
@@ -68,6 +93,12 @@ const (
 	ReasonLeaseEnded = "LeaseEnded"
 	// ReasonScaledDown: the pool no longer wants the member.
 	ReasonScaledDown = "ScaledDown"
+	// ReasonOutdated: the member was built from an older template and the
+	// pool replaced it (rollout.onTemplateChange Recreate).
+	ReasonOutdated = "Outdated"
+	// ReasonIdleExpired: the member sat Ready longer than maxIdle and the
+	// pool replaced it.
+	ReasonIdleExpired = "IdleExpired"
 	// ReasonPoolDeleted: the member's pool is gone.
 	ReasonPoolDeleted = "PoolDeleted"
 	// ReasonNotAdoptable: after a restart the member could not be verified.
