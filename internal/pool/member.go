@@ -17,14 +17,18 @@ func MemberName(pool string, ordinal int32) string {
 	return fmt.Sprintf("pool-%s-%d", pool, ordinal)
 }
 
-// TemplateHash identifies what a pool's members are built from (backend and
-// cluster template); a member whose hash differs was built from an older
-// template.
+// TemplateHash identifies what a pool's members are built from (backend,
+// cluster template, and the bootstraps and snapshot when set); a member
+// whose hash differs was built from an older template. The optional parts
+// are omitted when unset, so that adding them to the hash changed no
+// existing pool's hash (which would have rolled every member out).
 func TemplateHash(spec *kobev1.ClusterPoolSpec) string {
 	data, err := json.Marshal(struct {
-		Backend kobev1.BackendSpec     `json:"backend"`
-		Cluster kobev1.ClusterTemplate `json:"cluster"`
-	}{spec.Backend, spec.Cluster})
+		Backend    kobev1.BackendSpec     `json:"backend"`
+		Cluster    kobev1.ClusterTemplate `json:"cluster"`
+		Bootstraps []kobev1.LocalRef      `json:"bootstraps,omitempty"`
+		Snapshot   *kobev1.SnapshotSpec   `json:"snapshot,omitempty"`
+	}{spec.Backend, spec.Cluster, spec.Bootstraps, spec.Snapshot})
 	if err != nil {
 		panic(fmt.Sprintf("encoding a pool template: %v", err)) // plain structs always encode
 	}

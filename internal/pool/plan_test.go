@@ -394,3 +394,44 @@ func TestNewMember(t *testing.T) {
 		t.Fatalf("finalizers = %v", m.Finalizers)
 	}
 }
+
+// TestTemplateHash pins hashes computed before bootstraps and snapshot were
+// hashed: a pool without them must keep its hash, or upgrading the operator
+// would roll out every member of every pool.
+func TestTemplateHash(t *testing.T) {
+	pinned := []struct {
+		name string
+		spec kobev1.ClusterPoolSpec
+		hash string
+	}{
+		{"local, size 2", kobev1.ClusterPoolSpec{Size: ptr.To[int32](2), Backend: kobev1.BackendSpec{Type: kobev1.BackendLocal}}, "d4660e896b3bb864"},
+		{"local with nodes and a version", kobev1.ClusterPoolSpec{
+			Backend: kobev1.BackendSpec{Type: kobev1.BackendLocal, Local: &kobev1.LocalBackendSpec{Nodes: 1}},
+			Cluster: kobev1.ClusterTemplate{Version: "v1.37.2"}}, "f057d3ea4156bb55"},
+		{"kubernetes, empty bootstraps", kobev1.ClusterPoolSpec{Backend: kobev1.BackendSpec{Type: kobev1.BackendKubernetes}, Bootstraps: []kobev1.LocalRef{}}, "36fef408254d268b"},
+	}
+	for _, tc := range pinned {
+		if got := TemplateHash(&tc.spec); got != tc.hash {
+			t.Errorf("%s: TemplateHash = %s, want %s (the hash of a pool without bootstraps or snapshot changed)", tc.name, got, tc.hash)
+		}
+	}
+
+	base := testPool().Spec
+	withBootstraps := *base.DeepCopy()
+	withBootstraps.Bootstraps = []kobev1.LocalRef{{Name: "flux"}}
+	otherBootstraps := *base.DeepCopy()
+	otherBootstraps.Bootstraps = []kobev1.LocalRef{{Name: "argo"}}
+	withSnapshot := *base.DeepCopy()
+	withSnapshot.Snapshot = &kobev1.SnapshotSpec{Velero: kobev1.VeleroSnapshot{BackupName: "golden"}}
+	otherSnapshot := *base.DeepCopy()
+	otherSnapshot.Snapshot = &kobev1.SnapshotSpec{Velero: kobev1.VeleroSnapshot{BackupName: "golden-2"}}
+	seen := map[string]string{}
+	for name, spec := range map[string]*kobev1.ClusterPoolSpec{"base": &base, "bootstraps flux": &withBootstraps,
+		"bootstraps argo": &otherBootstraps, "snapshot golden": &withSnapshot, "snapshot golden-2": &otherSnapshot} {
+		h := TemplateHash(spec)
+		if other, ok := seen[h]; ok {
+			t.Errorf("%s and %s hash alike (%s): the hash ignores what differs", name, other, h)
+		}
+		seen[h] = name
+	}
+}
