@@ -20,7 +20,7 @@ cd "$(dirname "$0")/.."
 
 module=$(go list -m)
 heavy=("$module/internal/backend/local" "$module/internal/controller/clusterpool")
-e2e=("$module/test/e2e" "$module/test/ha" "$module/test/connect")
+e2e=("$module/test/e2e" "$module/test/ha" "$module/test/connect" "$module/test/scaling")
 compgen -G "test/run/*_test.go" >/dev/null && e2e+=("$module/test/run")
 bench=("$module/test/bench")
 node=("$module/internal/testenv/hostcluster" "$module/internal/backend/local/nodetest" "$module/test/localnodes" "$module/internal/backend/incluster/lifecycle" "$module/test/incluster" "$module/internal/gates/realnode")

@@ -1,0 +1,157 @@
+package scaling
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+	"github.com/kunobi-ninja/kobe/internal/testenv"
+)
+
+// TestCreateFailuresBackOffAndRecover: every member of a sim pool with
+// failurePercent 100 fails; the pool counts the failures in a row, says why
+// (Capacity CreateBackoff naming the last failure, Provisioning
+// CreateFailures, phase Degraded) and creates ever more slowly; once the
+// template no longer fails, members become Ready and the streak resets.
+func TestCreateFailuresBackOffAndRecover(t *testing.T) {
+	t.Parallel()
+	const name = "backoff"
+	start := time.Now()
+	members := watchMembers(t, namespace, name)
+	p := simPool(namespace, name, kobev1.SimBackendSpec{ReadyAfter: dur(time.Second), FailurePercent: 100})
+	p.Spec.Size = ptr.To[int32](2)
+	createPool(t, p)
+
+	failing := waitPool(t, namespace, name, time.Minute, "backing off after failures in a row", func(p *kobev1.ClusterPool) error {
+		if p.Status.Failures < 2 {
+			return errors.New("fewer than 2 failures")
+		}
+		if f := p.Status.LastFailure; f == nil || f.Reason != kobev1.ReasonProvisionFailed || f.Member == "" {
+			return fmt.Errorf("lastFailure %+v", f)
+		}
+		if p.Status.Phase != kobev1.PoolDegraded {
+			return fmt.Errorf("phase %s", p.Status.Phase)
+		}
+		if err := hasCondition(p, kobev1.ConditionProvisioning, metav1.ConditionFalse, kobev1.ReasonCreateFailures); err != nil {
+			return err
+		}
+		if err := hasCondition(p, kobev1.ConditionCapacity, metav1.ConditionFalse, kobev1.ReasonCreateBackoff); err != nil {
+			return err
+		}
+		c := findCondition(p, kobev1.ConditionCapacity)
+		if !strings.Contains(c.Message, kobev1.ReasonProvisionFailed) || !strings.Contains(c.Message, fmt.Sprint(p.Status.Failures)) {
+			return fmt.Errorf("Capacity message %q names neither the last failure's reason nor the count %d", c.Message, p.Status.Failures)
+		}
+		return nil
+	})
+	t.Logf("%s: backing off: %s; Capacity: %s", since(start), brief(failing), findCondition(failing, kobev1.ConditionCapacity).Message)
+
+	// Creates come in rounds (both members at once), each round after a
+	// longer wait than the one before: 5 s x 2^(failures-1).
+	var rounds []time.Time
+	testenv.Eventually(t, 2*time.Minute, "three rounds of creates", func() error {
+		_, at := created(members.snapshot(t))
+		rounds = roundsOf(at, 3*time.Second)
+		if len(rounds) < 3 {
+			return fmt.Errorf("%d rounds at %v", len(rounds), rounds)
+		}
+		return nil
+	})
+	first, second := rounds[1].Sub(rounds[0]), rounds[2].Sub(rounds[1])
+	t.Logf("%s: rounds of creates %s apart, then %s", since(start), first.Round(100*time.Millisecond), second.Round(100*time.Millisecond))
+	if first < 5*time.Second || second <= first {
+		t.Errorf("rounds of creates %s apart, then %s: want at least the first backoff (5s), then longer", first, second)
+	}
+	names, _ := created(members.snapshot(t))
+	if len(names) > 6 {
+		t.Errorf("%d members created by the third round; want 2 a round", len(names))
+	}
+	if p := mustPool(t, namespace, name); p.Status.Failures < 4 {
+		t.Errorf("failures %d after two failed rounds of 2", p.Status.Failures)
+	}
+
+	// The template is fixed: the backoff of the old one no longer applies.
+	cur := mustPool(t, namespace, name)
+	patch := client.MergeFrom(cur.DeepCopy())
+	cur.Spec.Backend.Sim.FailurePercent = 0
+	if err := s.Env.Client.Patch(t.Context(), cur, patch); err != nil {
+		t.Fatalf("patching failurePercent: %v", err)
+	}
+	fixed := time.Now()
+	waitPool(t, namespace, name, time.Minute, "recovered", func(p *kobev1.ClusterPool) error {
+		if p.Status.Ready != 2 || p.Status.Failures != 0 || p.Status.CreatingTimeouts != 0 {
+			return errors.New("not recovered")
+		}
+		if p.Status.Phase != kobev1.PoolHealthy {
+			return fmt.Errorf("phase %s", p.Status.Phase)
+		}
+		if err := hasCondition(p, kobev1.ConditionProvisioning, metav1.ConditionTrue, kobev1.ReasonMembersSucceeding); err != nil {
+			return err
+		}
+		return hasCondition(p, kobev1.ConditionCapacity, metav1.ConditionTrue, kobev1.ReasonCapacityAvailable)
+	})
+	t.Logf("%s: recovered %s after the fix", since(start), time.Since(fixed).Round(100*time.Millisecond))
+}
+
+// roundsOf groups instants (in order) into rounds: an instant within gap of
+// its round's first belongs to it. It returns each round's first instant.
+func roundsOf(at []time.Time, gap time.Duration) []time.Time {
+	var rounds []time.Time
+	for _, a := range at {
+		if len(rounds) == 0 || a.Sub(rounds[len(rounds)-1]) > gap {
+			rounds = append(rounds, a)
+		}
+	}
+	return rounds
+}
+
+// TestCreatingTimeoutChurnIsReported: members that take longer to build
+// than creatingTimeout are reaped again and again; the pool reports it as
+// churn (Provisioning MembersChurn, status.creatingTimeouts, a Warning
+// event), so that an administrator raises creatingTimeout.
+func TestCreatingTimeoutChurnIsReported(t *testing.T) {
+	t.Parallel()
+	const name = "churn"
+	start := time.Now()
+	p := simPool(namespace, name, kobev1.SimBackendSpec{ReadyAfter: dur(30 * time.Second)})
+	p.Spec.Size = ptr.To[int32](2)
+	p.Spec.CreatingTimeout = dur(2 * time.Second)
+	createPool(t, p)
+
+	churn := waitPool(t, namespace, name, time.Minute, "churn reported", func(p *kobev1.ClusterPool) error {
+		if p.Status.CreatingTimeouts < 2 || p.Status.Failures < p.Status.CreatingTimeouts {
+			return errors.New("fewer than 2 creatingTimeouts in a row")
+		}
+		if f := p.Status.LastFailure; f == nil || f.Reason != kobev1.ReasonCreatingTimeout {
+			return fmt.Errorf("lastFailure %+v", f)
+		}
+		if err := hasCondition(p, kobev1.ConditionProvisioning, metav1.ConditionFalse, kobev1.ReasonMembersChurn); err != nil {
+			return err
+		}
+		if c := findCondition(p, kobev1.ConditionProvisioning); !strings.Contains(c.Message, "creatingTimeout") {
+			return fmt.Errorf("Provisioning message %q does not name creatingTimeout", c.Message)
+		}
+		return nil
+	})
+	t.Logf("%s: churn: %s; Provisioning: %s", since(start), brief(churn), findCondition(churn, kobev1.ConditionProvisioning).Message)
+	testenv.Eventually(t, 30*time.Second, "a Warning event MembersChurn about the pool", func() error {
+		evs, err := poolEvents(t.Context(), namespace, name, kobev1.ReasonMembersChurn)
+		if err != nil {
+			return err
+		}
+		for _, e := range evs {
+			if e.Type == corev1.EventTypeWarning {
+				return nil
+			}
+		}
+		return fmt.Errorf("events %+v", evs)
+	})
+}
