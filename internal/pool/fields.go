@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 )
 
@@ -18,14 +20,6 @@ func NotImplemented(spec *kobev1.ClusterPoolSpec, wired bool, b Capabilities) []
 	}
 	if spec.Snapshot != nil {
 		out = append(out, "snapshot (members are not restored from Velero backups)")
-	}
-	if s := spec.Scaling; s != nil {
-		if s.ScaleUpThreshold != nil {
-			out = append(out, "scaling.scaleUpThreshold (the pool creates a member as soon as Ready plus Creating is below minReady plus the queue)")
-		}
-		if s.ScaleDownAfter != nil {
-			out = append(out, "scaling.scaleDownAfter (surplus Ready members are removed at once)")
-		}
 	}
 	if !wired {
 		return out
@@ -41,4 +35,15 @@ func NotImplemented(spec *kobev1.ClusterPoolSpec, wired bool, b Capabilities) []
 		out = append(out, "backend.local.scheduling (this local backend runs no kube-scheduler or nodes)")
 	}
 	return out
+}
+
+// notImplementedCondition names the fields NotImplemented finds, if any.
+func notImplementedCondition(spec *kobev1.ClusterPoolSpec, wired bool, b Capabilities) metav1.Condition {
+	c := metav1.Condition{Type: kobev1.ConditionNotImplemented, Status: metav1.ConditionFalse,
+		Reason: kobev1.ReasonAllImplemented, Message: "every field set on the pool is acted on"}
+	if fields := NotImplemented(spec, wired, b); len(fields) > 0 {
+		c.Status, c.Reason = metav1.ConditionTrue, kobev1.ReasonFieldNotImplemented
+		c.Message = "set but not acted on: " + strings.Join(fields, "; ")
+	}
+	return c
 }

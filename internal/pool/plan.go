@@ -84,15 +84,24 @@ type Plan struct {
 	Target int32
 	// Create lists the ordinals of the members to create, in order.
 	Create []int32
-	// Delete lists the Ready, unbound members to remove (scale-down). The
-	// caller deletes each with its UID and resourceVersion as preconditions.
-	Delete []kobev1.ClusterInstance
+	// Delete lists the unbound members to remove, each with why: Ready ones
+	// scaled down or replaced (outdated, idle too long), and Creating ones
+	// of an older template. The caller deletes each with its UID and
+	// resourceVersion as preconditions.
+	Delete []Removal
 	// NextOrdinal is the ordinal after every one used so far, including Create.
 	NextOrdinal int32
 	Counters    Counters
-	Phase       kobev1.PoolPhase
-	// Conditions are Warm, Capacity, FieldNotImplemented and Ready, without
-	// observedGeneration and transition times.
+	// Outdated counts the unbound Ready and Creating members the pool
+	// replaces (status.outdated).
+	Outdated int32
+	// Pressure is whether demand presses on the pool now; the caller then
+	// records status.lastPressure, which scale-down waits on.
+	Pressure bool
+	Phase    kobev1.PoolPhase
+	// Conditions are Warm, Capacity, Provisioning, DemandCovered (scaling
+	// pools with a demand measurement only), FieldNotImplemented and Ready,
+	// without observedGeneration and transition times.
 	Conditions []metav1.Condition
 	// RequeueAfter is when a decision changes with time alone; zero if never.
 	RequeueAfter time.Duration
@@ -131,126 +140,135 @@ func classify(m *kobev1.ClusterInstance) class {
 // whose backend is not wired.
 func Decide(in Input) Plan {
 	p := in.Pool
+	hash := TemplateHash(&p.Spec)
 	plan := Plan{Counters: count(in.Members), NextOrdinal: nextOrdinal(p, in.Members)}
 	c := plan.Counters
 	wired := slices.Contains(in.Wired, p.Spec.Backend.Type)
 	deleting := !p.DeletionTimestamp.IsZero()
 
-	warm, target, maxClusters := targets(&p.Spec, in.QueueDepth)
-	plan.Target = target
-	capped, hostCapped := false, false
+	sz := sizeFor(p, c, in.QueueDepth)
+	r := survey(p, in.Members, hash, in.Now)
+	plan.Target, plan.Pressure, plan.Outdated = sz.target, sz.pressure, r.outdated()
+	var ch changes
 	if !deleting && wired {
-		have := c.Ready + c.Creating
-		if want := target - have; want > 0 {
-			if maxClusters != nil {
-				headroom := max(0, *maxClusters-int32(len(in.Members)))
-				if want > headroom {
-					want, capped = headroom, true
-				}
-			}
-			if headroom, ok := in.Host.headroom(); ok && want > headroom {
-				want, hostCapped = headroom, true
-			}
-			for range want {
-				plan.Create = append(plan.Create, plan.NextOrdinal)
-				plan.NextOrdinal++
-			}
+		ch = decideChanges(&in, sz, &r, c, hash)
+		for range ch.create {
+			plan.Create = append(plan.Create, plan.NextOrdinal)
+			plan.NextOrdinal++
 		}
-		// Never delete Creating or bound members; delete Ready ones only
-		// beyond the target, so members still coming up are not relied on.
-		if surplus := min(have-target, c.Ready-target); surplus > 0 {
-			plan.Delete = surplusMembers(in.Members, p, int(surplus))
-		}
+		plan.Delete = ch.remove
 	}
 
-	absent, requeue := absentSignals(p, in.Members, in.Now, cmp.Or(in.SignalGrace, DefaultSignalGrace))
-	plan.RequeueAfter = requeue
+	grace := cmp.Or(in.SignalGrace, DefaultSignalGrace)
+	absent, requeue := absentSignals(p, in.Members, in.Now, grace)
 	failing := backendFailing(in.Members)
+	// A member that fails while the pool is short keeps it short.
+	failingShort := p.Status.Failures > 0 && c.Ready < sz.warm
 
-	warmCond := metav1.Condition{Type: kobev1.ConditionWarm}
-	switch {
-	case c.Ready >= warm:
-		warmCond.Status, warmCond.Reason = metav1.ConditionTrue, kobev1.ReasonWarm
-		warmCond.Message = fmt.Sprintf("%d of %d warm members are Ready", c.Ready, warm)
-	case len(absent) > 0:
-		warmCond.Status, warmCond.Reason = metav1.ConditionFalse, kobev1.ReasonReadinessSignalAbsent
-		warmCond.Message = absentMessage(absent, cmp.Or(in.SignalGrace, DefaultSignalGrace))
-	default:
-		warmCond.Status, warmCond.Reason = metav1.ConditionFalse, kobev1.ReasonFilling
-		warmCond.Message = fmt.Sprintf("%d of %d warm members are Ready, %d Creating", c.Ready, warm, c.Creating)
+	warmCond := warmCondition(c, sz.warm, absent, grace)
+	capCond := capacityCondition(&in, &plan, sz, ch, wired, failing)
+	provCond := provisioningCondition(p)
+	niCond := notImplementedCondition(&p.Spec, wired, in.Backend)
+	plan.Phase = phase(deleting, wired, failing != "" || failingShort, c, sz.warm, warmCond)
+	readyCond := readyCondition(plan.Phase, warmCond, capCond, provCond, failingShort)
+	plan.Conditions = []metav1.Condition{warmCond, capCond, provCond}
+	if dc := demandCoveredCondition(p, sz.warm); dc != nil {
+		plan.Conditions = append(plan.Conditions, *dc)
 	}
+	plan.Conditions = append(plan.Conditions, niCond, readyCond)
 
-	capCond := metav1.Condition{Type: kobev1.ConditionCapacity, Status: metav1.ConditionFalse}
-	switch {
-	case !wired:
-		capCond.Reason = kobev1.ReasonBackendUnavailable
-		capCond.Message = fmt.Sprintf("backend %q is not wired in this operator; wired backends: %s", p.Spec.Backend.Type, joinTypes(in.Wired))
-		if p.Spec.Backend.Type == kobev1.BackendSim {
-			// Never a default: simulated members' kubeconfigs point at nothing.
-			capCond.Message += "; start the operator with --enable-sim-backend to serve simulated members (benchmarks and demos only)"
-		}
-	case failing != "":
-		capCond.Reason, capCond.Message = kobev1.ReasonBackendFailing, failing
-	case hostCapped:
-		capCond.Reason = kobev1.ReasonHostCapacityReached
-		capCond.Message = fmt.Sprintf("wanted %d members more; this host holds %d %s members of the %d that %s allows, so the pool creates %d; it resumes as members go away",
-			target-c.Ready-c.Creating, in.Host.Count, p.Spec.Backend.Type, in.Host.Max, cmp.Or(in.Host.Setting, "the host cap"), len(plan.Create))
-	case capped:
-		capCond.Reason = kobev1.ReasonMaxClustersReached
-		capCond.Message = fmt.Sprintf("wanted %d members more, scaling.maxClusters %d allows %d", target-c.Ready-c.Creating, *maxClusters, len(plan.Create))
-	default:
-		capCond.Status, capCond.Reason = metav1.ConditionTrue, kobev1.ReasonCapacityAvailable
-		capCond.Message = "the pool may create the members it wants"
+	// Every change that time alone brings: a gate's grace running out, the
+	// create backoff ending, scale-down becoming allowed, a member reaching
+	// maxIdle.
+	for _, d := range []time.Duration{ch.backoff, ch.scaleDownIn, ch.idleIn} {
+		requeue = minPositive(requeue, d)
 	}
-
-	niCond := metav1.Condition{Type: kobev1.ConditionNotImplemented, Status: metav1.ConditionFalse,
-		Reason: kobev1.ReasonAllImplemented, Message: "every field set on the pool is acted on"}
-	if fields := NotImplemented(&p.Spec, wired, in.Backend); len(fields) > 0 {
-		niCond.Status, niCond.Reason = metav1.ConditionTrue, kobev1.ReasonFieldNotImplemented
-		niCond.Message = "set but not acted on: " + strings.Join(fields, "; ")
-	}
-
-	switch {
-	case deleting:
-		plan.Phase = kobev1.PoolTerminating
-	case c.Quarantined > 0:
-		plan.Phase = kobev1.PoolQuarantined
-	case !wired || failing != "" || warmCond.Reason == kobev1.ReasonReadinessSignalAbsent:
-		plan.Phase = kobev1.PoolDegraded
-	case c.Ready >= warm:
-		plan.Phase = kobev1.PoolHealthy
-	default:
-		plan.Phase = kobev1.PoolFilling
-	}
-
-	readyCond := metav1.Condition{Type: kobev1.ConditionReady, Status: metav1.ConditionFalse}
-	switch {
-	case plan.Phase == kobev1.PoolHealthy:
-		readyCond.Status, readyCond.Reason, readyCond.Message = metav1.ConditionTrue, warmCond.Reason, warmCond.Message
-	case capCond.Status == metav1.ConditionFalse && capCond.Reason != kobev1.ReasonMaxClustersReached:
-		readyCond.Reason, readyCond.Message = capCond.Reason, capCond.Message
-	default:
-		readyCond.Reason, readyCond.Message = warmCond.Reason, warmCond.Message
-	}
-	plan.Conditions = []metav1.Condition{warmCond, capCond, niCond, readyCond}
+	plan.RequeueAfter = requeue
 	return plan
 }
 
-// targets returns the warm target, the wanted number of Ready plus Creating
-// members, and the cap on members of any phase (nil: none). A fixed-size
-// pool ignores the queue; a scaling pool adds one member per queued lease.
-func targets(spec *kobev1.ClusterPoolSpec, queue int32) (warm, target int32, maxClusters *int32) {
-	if s := spec.Scaling; s != nil {
-		if s.MinReady != nil {
-			warm = *s.MinReady
+// phase summarises the pool: Terminating, Quarantined, Degraded (the
+// backend is not wired or fails, a readiness signal is absent, or members
+// fail while the pool is short), Healthy (warm) or Filling.
+func phase(deleting, wired, failing bool, c Counters, warm int32, warmCond metav1.Condition) kobev1.PoolPhase {
+	switch {
+	case deleting:
+		return kobev1.PoolTerminating
+	case c.Quarantined > 0:
+		return kobev1.PoolQuarantined
+	case !wired || failing || warmCond.Reason == kobev1.ReasonReadinessSignalAbsent:
+		return kobev1.PoolDegraded
+	case c.Ready >= warm:
+		return kobev1.PoolHealthy
+	}
+	return kobev1.PoolFilling
+}
+
+// readyCondition is the summary: what keeps the pool from Healthy, the
+// most specific cause first.
+func readyCondition(ph kobev1.PoolPhase, warmCond, capCond, provCond metav1.Condition, failingShort bool) metav1.Condition {
+	c := metav1.Condition{Type: kobev1.ConditionReady, Status: metav1.ConditionFalse}
+	switch {
+	case ph == kobev1.PoolHealthy:
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, warmCond.Reason, warmCond.Message
+	case capCond.Status == metav1.ConditionFalse && capCond.Reason != kobev1.ReasonMaxClustersReached:
+		c.Reason, c.Message = capCond.Reason, capCond.Message
+	case failingShort && warmCond.Reason != kobev1.ReasonReadinessSignalAbsent:
+		c.Reason, c.Message = provCond.Reason, provCond.Message
+	default:
+		c.Reason, c.Message = warmCond.Reason, warmCond.Message
+	}
+	return c
+}
+
+func warmCondition(c Counters, warm int32, absent []absentGate, grace time.Duration) metav1.Condition {
+	cond := metav1.Condition{Type: kobev1.ConditionWarm}
+	switch {
+	case c.Ready >= warm:
+		cond.Status, cond.Reason = metav1.ConditionTrue, kobev1.ReasonWarm
+		cond.Message = fmt.Sprintf("%d of %d warm members are Ready", c.Ready, warm)
+	case len(absent) > 0:
+		cond.Status, cond.Reason = metav1.ConditionFalse, kobev1.ReasonReadinessSignalAbsent
+		cond.Message = absentMessage(absent, grace)
+	default:
+		cond.Status, cond.Reason = metav1.ConditionFalse, kobev1.ReasonFilling
+		cond.Message = fmt.Sprintf("%d of %d warm members are Ready, %d Creating", c.Ready, warm, c.Creating)
+	}
+	return cond
+}
+
+// capacityCondition says whether the pool may create what it wants, and
+// what holds it back.
+func capacityCondition(in *Input, plan *Plan, sz sizing, ch changes, wired bool, failing string) metav1.Condition {
+	p := in.Pool
+	cond := metav1.Condition{Type: kobev1.ConditionCapacity, Status: metav1.ConditionFalse}
+	switch {
+	case !wired:
+		cond.Reason = kobev1.ReasonBackendUnavailable
+		cond.Message = fmt.Sprintf("backend %q is not wired in this operator; wired backends: %s", p.Spec.Backend.Type, joinTypes(in.Wired))
+		if p.Spec.Backend.Type == kobev1.BackendSim {
+			// Never a default: simulated members' kubeconfigs point at nothing.
+			cond.Message += "; start the operator with --enable-sim-backend to serve simulated members (benchmarks and demos only)"
 		}
-		return warm, warm + queue, s.MaxClusters
+	case failing != "":
+		cond.Reason, cond.Message = kobev1.ReasonBackendFailing, failing
+	case ch.backoff > 0:
+		cond.Reason, cond.Message = kobev1.ReasonCreateBackoff, backoffMessage(&p.Status, ch.backoff)
+	case ch.hostCapped:
+		cond.Reason = kobev1.ReasonHostCapacityReached
+		cond.Message = fmt.Sprintf("wanted %d members more; this host holds %d %s members of the %d that %s allows, so the pool creates %d; it resumes as members go away",
+			ch.wanted, in.Host.Count, p.Spec.Backend.Type, in.Host.Max, cmp.Or(in.Host.Setting, "the host cap"), len(plan.Create))
+	case ch.capped:
+		cond.Reason = kobev1.ReasonMaxClustersReached
+		cond.Message = fmt.Sprintf("wanted %d members more, scaling.maxClusters %d allows %d", ch.wanted, *sz.maxClusters, len(plan.Create))
+		if ch.oneAtATime {
+			cond.Message += "; outdated members are replaced one at a time"
+		}
+	default:
+		cond.Status, cond.Reason = metav1.ConditionTrue, kobev1.ReasonCapacityAvailable
+		cond.Message = "the pool may create the members it wants"
 	}
-	warm = 3 // the CRD default
-	if spec.Size != nil {
-		warm = *spec.Size
-	}
-	return warm, warm, nil
+	return cond
 }
 
 func count(members []kobev1.ClusterInstance) Counters {
@@ -284,26 +302,6 @@ func nextOrdinal(p *kobev1.ClusterPool, members []kobev1.ClusterInstance) int32 
 		next = max(next, members[i].Spec.Ordinal+1)
 	}
 	return next
-}
-
-// surplusMembers picks n Ready, unbound members to delete: those built from
-// an older template first, then those failing probes, then the oldest.
-func surplusMembers(members []kobev1.ClusterInstance, p *kobev1.ClusterPool, n int) []kobev1.ClusterInstance {
-	hash := TemplateHash(&p.Spec)
-	var ready []kobev1.ClusterInstance
-	for i := range members {
-		if classify(&members[i]) == classReady {
-			ready = append(ready, members[i])
-		}
-	}
-	slices.SortStableFunc(ready, func(a, b kobev1.ClusterInstance) int {
-		return cmp.Or(
-			cmpBool(a.Spec.TemplateHash != hash, b.Spec.TemplateHash != hash),
-			cmp.Compare(b.Status.HealthFailures, a.Status.HealthFailures),
-			cmp.Compare(a.Spec.Ordinal, b.Spec.Ordinal),
-		)
-	})
-	return ready[:min(n, len(ready))]
 }
 
 // cmpBool orders true before false.
@@ -395,8 +393,9 @@ func backendFailing(members []kobev1.ClusterInstance) string {
 	return ""
 }
 
+// minPositive is the shorter of two waits, where 0 (or less) means none.
 func minPositive(a, b time.Duration) time.Duration {
-	if a <= 0 || b < a {
+	if b > 0 && (a <= 0 || b < a) {
 		return b
 	}
 	return a

@@ -67,6 +67,11 @@ func condition(t string, s metav1.ConditionStatus, reason string) func(*kobev1.C
 			LastTransitionTime: metav1.NewTime(now)})
 	}
 }
+
+// builtFrom makes a member built from p's template.
+func builtFrom(p *kobev1.ClusterPool) func(*kobev1.ClusterInstance) {
+	return func(m *kobev1.ClusterInstance) { m.Spec.TemplateHash = TemplateHash(&p.Spec) }
+}
 func gate(t string) func(*kobev1.ClusterPool) {
 	return func(p *kobev1.ClusterPool) {
 		p.Spec.ReadinessGates = append(p.Spec.ReadinessGates, kobev1.ReadinessGate{Type: t})
@@ -150,7 +155,7 @@ func TestDecide(t *testing.T) {
 			member(4, kobev1.InstanceLeased, bound),
 			member(5, kobev1.InstanceCreating),
 		}},
-		want: want{next: 6, delete: []string{"pool-ci-2", "pool-ci-1", "pool-ci-0"},
+		want: want{next: 6, delete: []string{"pool-ci-2:Outdated", "pool-ci-1:ScaledDown", "pool-ci-0:ScaledDown"},
 			counters: Counters{Ready: 4, Unhealthy: 1, Leased: 1, Creating: 1}, phase: kobev1.PoolHealthy},
 	}, {
 		name: "scale down never deletes Creating members, and keeps Ready ones while Creating ones are pending",
@@ -161,7 +166,7 @@ func TestDecide(t *testing.T) {
 		name: "scale down to zero",
 		in: Input{Pool: testPool(size(0)), Members: []kobev1.ClusterInstance{
 			member(0, kobev1.InstanceReady), member(1, kobev1.InstanceLeased, bound)}},
-		want: want{next: 2, delete: []string{"pool-ci-0"}, counters: Counters{Ready: 1, Leased: 1}, phase: kobev1.PoolHealthy},
+		want: want{next: 2, delete: []string{"pool-ci-0:ScaledDown"}, counters: Counters{Ready: 1, Leased: 1}, phase: kobev1.PoolHealthy},
 	}, {
 		name: "backend not wired: nothing created, Degraded, message names the wired backends",
 		in:   Input{Pool: testPool(func(p *kobev1.ClusterPool) { p.Spec.Backend.Type = kobev1.BackendK3s }), Wired: local},
@@ -267,7 +272,7 @@ func TestDecide(t *testing.T) {
 	}, {
 		name: "a member with real nodes waits for NodesReady though the pool does not list it, and the pool says why",
 		in: Input{Pool: testPool(size(1), nodes(1)), Members: []kobev1.ClusterInstance{
-			member(0, kobev1.InstanceCreating, provisionedAgo(31*time.Second),
+			member(0, kobev1.InstanceCreating, builtFrom(testPool(size(1), nodes(1))), provisionedAgo(31*time.Second),
 				condition("APIServerReachable", metav1.ConditionTrue, "GatePassed"),
 				condition("InClusterToken", metav1.ConditionTrue, "GatePassed"),
 				condition("NodesReady", metav1.ConditionFalse, "GatePending"))}},
@@ -297,7 +302,7 @@ func TestDecide(t *testing.T) {
 		}), Backend: Capabilities{KubernetesVersions: []string{"1.37.2"}}},
 		want: want{next: 0, phase: kobev1.PoolHealthy,
 			conds:       map[string]string{"FieldNotImplemented": "True/FieldNotImplemented"},
-			msgContains: map[string]string{"FieldNotImplemented": `bootstraps (BootstrapConfigs are not applied to members); snapshot (members are not restored from Velero backups); scaling.scaleUpThreshold (the pool creates a member as soon as Ready plus Creating is below minReady plus the queue); scaling.scaleDownAfter (surplus Ready members are removed at once); cluster.version "v1.31.3" (the local backend runs Kubernetes 1.37.2 only); backend.local.scheduling`}},
+			msgContains: map[string]string{"FieldNotImplemented": `bootstraps (BootstrapConfigs are not applied to members); snapshot (members are not restored from Velero backups); cluster.version "v1.31.3" (the local backend runs Kubernetes 1.37.2 only); backend.local.scheduling`}},
 	}, {
 		name: "cluster.version matching the local backend is implemented",
 		in: Input{Pool: testPool(size(0), func(p *kobev1.ClusterPool) { p.Spec.Cluster.Version = "v1.37.2" }),
@@ -328,8 +333,8 @@ func TestDecide(t *testing.T) {
 				t.Errorf("Create = %v, want %v", got.Create, tc.want.create)
 			}
 			var del []string
-			for _, m := range got.Delete {
-				del = append(del, m.Name)
+			for _, rm := range got.Delete {
+				del = append(del, rm.Member.Name+":"+rm.Reason)
 			}
 			if strings.Join(del, ",") != strings.Join(tc.want.delete, ",") {
 				t.Errorf("Delete = %v, want %v", del, tc.want.delete)

@@ -64,6 +64,5 @@ func memberCap(spec *kobev1.ClusterPoolSpec) int32 {
 		}
 		return *s.MaxClusters
 	}
-	warm, _, _ := targets(spec, 0)
-	return warm
+	return fixedSize(spec)
 }

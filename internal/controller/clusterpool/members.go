@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -51,14 +52,18 @@ func (r *Reconciler) createMembers(ctx context.Context, s *scope) error {
 	return nil
 }
 
-// scaleDown deletes the Ready, unbound members the pool no longer wants. A
+// scaleDown deletes the unbound members the plan removes: Ready ones the
+// pool no longer wants or replaces, Creating ones of an older template. A
 // member that changed meanwhile (bound, probed) is left alone and the pool
 // decides again in a second.
 func (r *Reconciler) scaleDown(ctx context.Context, s *scope) (ctrl.Result, error) {
-	why := fmt.Sprintf("scaled down: the pool wants %d Ready or Creating members", s.plan.Target)
-	raced, err := r.deleteMembers(ctx, s.pool, s.plan.Delete, why)
-	if err != nil {
-		return ctrl.Result{}, err
+	raced := false
+	for _, rm := range s.plan.Delete {
+		lost, err := r.deleteMember(ctx, s.pool, &rm.Member, rm.Reason, rm.Why)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		raced = raced || lost
 	}
 	if raced {
 		ctrl.LoggerFrom(ctx).Info("A member changed before its deletion; deciding again", "after", time.Second)
@@ -67,24 +72,34 @@ func (r *Reconciler) scaleDown(ctx context.Context, s *scope) (ctrl.Result, erro
 	return ctrl.Result{RequeueAfter: s.plan.RequeueAfter}, nil
 }
 
-// deleteMembers deletes members fenced by their UID and resourceVersion, so
-// that a member bound to a lease since it was read is never deleted: its
-// bind changed its resourceVersion. raced reports a member that changed.
+// deleteMembers deletes members for one reason (the pool's deletion).
 func (r *Reconciler) deleteMembers(ctx context.Context, p *kobev1.ClusterPool, members []kobev1.ClusterInstance, why string) (raced bool, err error) {
 	for i := range members {
-		m := &members[i]
-		uid, rv := m.UID, m.ResourceVersion
-		err := r.Client.Delete(ctx, m, client.Preconditions{UID: &uid, ResourceVersion: &rv})
-		switch {
-		case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
-			raced = true
-			continue
-		case err != nil:
-			return raced, fmt.Errorf("deleting member %s: %w", m.Name, err)
+		lost, err := r.deleteMember(ctx, p, &members[i], kobev1.ReasonPoolDeleted, why)
+		if err != nil {
+			return raced, err
 		}
-		r.expected.expect(p.UID, nil, []string{m.Name}, r.Clock.Now())
-		ctrl.LoggerFrom(ctx).Info("Member deleted", "member", m.Name, "why", why)
-		r.event(p, m, corev1.EventTypeNormal, kobev1.EventMemberDeleted, "Delete", "deleted member %s (%s): %s", m.Name, m.Status.Phase, why)
+		raced = raced || lost
 	}
 	return raced, nil
+}
+
+// deleteMember deletes m fenced by its UID and resourceVersion, so that a
+// member bound to a lease since it was read is never deleted: its bind
+// changed its resourceVersion. raced reports a member that changed or is
+// gone. The event and the log say why (reason: ScaledDown, Outdated,
+// IdleExpired, PoolDeleted).
+func (r *Reconciler) deleteMember(ctx context.Context, p *kobev1.ClusterPool, m *kobev1.ClusterInstance, reason, why string) (raced bool, err error) {
+	uid, rv := m.UID, m.ResourceVersion
+	err = r.Client.Delete(ctx, m, client.Preconditions{UID: &uid, ResourceVersion: &rv})
+	switch {
+	case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
+		return true, nil
+	case err != nil:
+		return false, fmt.Errorf("deleting member %s (%s): %w", m.Name, reason, err)
+	}
+	r.expected.expect(p.UID, nil, []string{m.Name}, r.Clock.Now())
+	ctrl.LoggerFrom(ctx).Info("Member deleted", "member", klog.KObj(m), "phase", m.Status.Phase, "reason", reason, "why", why)
+	r.event(p, m, corev1.EventTypeNormal, kobev1.EventMemberDeleted, "Delete", "deleted member %s (%s), %s: %s", m.Name, m.Status.Phase, reason, why)
+	return false, nil
 }

@@ -2,9 +2,12 @@ package clusterpool
 
 import (
 	"context"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/metrics"
@@ -13,7 +16,8 @@ import (
 
 // setStatus writes the plan's counters, phase and conditions into the pool,
 // and tells condition reason changes as events (Ready, the summary, tells
-// none). status.failures is not touched: the instance controller owns it.
+// none). status.failures, creatingTimeouts and lastFailure are not touched:
+// the instance controller owns them.
 func (r *Reconciler) setStatus(_ context.Context, s *scope) error {
 	st, plan := &s.pool.Status, s.plan
 	st.Phase = plan.Phase
@@ -21,7 +25,13 @@ func (r *Reconciler) setStatus(_ context.Context, s *scope) error {
 	st.Ready, st.Leased, st.Creating, st.Recycling = c.Ready, c.Leased, c.Creating, c.Recycling
 	st.Unhealthy, st.Quarantined, st.QueueDepth = c.Unhealthy, c.Quarantined, s.queue
 	st.NextOrdinal = max(st.NextOrdinal, plan.NextOrdinal)
-	st.TemplateHash = pool.TemplateHash(&s.pool.Spec)
+	st.Outdated = plan.Outdated
+	setTemplate(st, pool.TemplateHash(&s.pool.Spec))
+	if plan.Pressure {
+		// In the API, not in memory: a restarted operator still waits
+		// scaleDownAfter from here before it shrinks the pool.
+		st.LastPressure = ptr.To(metav1.NewTime(s.conds.Now.Truncate(time.Second)))
+	}
 	for _, cond := range plan.Conditions {
 		if cond.Type == kobev1.ConditionReady {
 			s.conds.Set(s.pool, cond)
@@ -29,7 +39,24 @@ func (r *Reconciler) setStatus(_ context.Context, s *scope) error {
 		}
 		s.conds.Mark(s.pool, eventType(cond), cond)
 	}
+	if meta.FindStatusCondition(plan.Conditions, kobev1.ConditionDemandCovered) == nil {
+		// Only scaling pools with a demand measurement report it.
+		meta.RemoveStatusCondition(&st.Conditions, kobev1.ConditionDemandCovered)
+	}
 	return nil
+}
+
+// setTemplate records the template new members are built from; the
+// revision goes up by one each time it changes (1 the first time it is
+// recorded, also for a pool recorded before revisions were).
+func setTemplate(st *kobev1.ClusterPoolStatus, hash string) {
+	switch {
+	case st.TemplateRevision == 0:
+		st.TemplateRevision = 1
+	case st.TemplateHash != hash:
+		st.TemplateRevision++
+	}
+	st.TemplateHash = hash
 }
 
 // eventType is Warning for a condition that went False, except the ones
