@@ -87,12 +87,17 @@ type scope struct {
 	// plan and queue are what internal/pool decided from the live members.
 	plan  pool.Plan
 	queue int32
+	// demandRequeue is when status.demand must be measured again (a lease
+	// still inside the cache lag, or a bucket leaving the window); 0: none.
+	demandRequeue time.Duration
 	// host is the per-host budget of the pool's backend type.
 	host pool.HostBudget
 }
 
 // Reconcile converges one pool: get, scope, one deferred fenced status
 // patch, the finalizer, then plan, reserve ordinals, status, create, delete.
+// It runs again at the plan's time or when the demand must be measured
+// again, whichever is sooner.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, retErr error) {
 	p := &kobev1.ClusterPool{}
 	if err := r.Client.Get(ctx, req.NamespacedName, p); err != nil {
@@ -118,10 +123,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 			return ctrl.Result{}, err
 		}
 	}
-	return r.scaleDown(ctx, s)
+	if res, retErr = r.scaleDown(ctx, s); retErr == nil && s.demandRequeue > 0 &&
+		(res.RequeueAfter <= 0 || s.demandRequeue < res.RequeueAfter) {
+		res.RequeueAfter = s.demandRequeue
+	}
+	return res, retErr
 }
 
-// decide gathers the pool's members and queue and asks internal/pool. It
+// decide gathers the pool's members, leases and queue, measures its demand
+// and asks internal/pool. It
 // decides from the cache; only a plan that creates or deletes members is
 // made again from a live list, so that a pool at rest costs the API server
 // nothing and one that acts never acts on a lagging cache. Reserving
@@ -129,7 +139,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 // was reserved, so one missing from the cache is already below
 // status.nextOrdinal, which never goes down.
 func (r *Reconciler) decide(ctx context.Context, s *scope) error {
-	queue, err := r.queueDepth(ctx, s.pool)
+	leases, err := r.leases(ctx, s.pool)
 	if err != nil {
 		return err
 	}
@@ -140,7 +150,11 @@ func (r *Reconciler) decide(ctx context.Context, s *scope) error {
 	if s.host, err = r.hostBudget(ctx, s.pool, s.conds.Now); err != nil {
 		return err
 	}
-	s.queue = queue
+	s.queue = int32(len(lease.Queue(leases, s.pool.Name)))
+	// Before the plan, which reads it: Predictive aims for its warm target
+	// and DemandCovered compares with it. The history is kept in the status
+	// (the deferred patch writes it), so a restart or failover keeps it.
+	s.pool.Status.Demand, s.demandRequeue = pool.MeasureDemand(s.pool, leases, members, s.conds.Now)
 	s.plan = r.plan(s, members)
 	if !acts(s.plan) || r.expected.seen(s.pool.UID, members, s.conds.Now) {
 		return nil
@@ -203,13 +217,14 @@ func (r *Reconciler) members(ctx context.Context, p *kobev1.ClusterPool, from cl
 	}), nil
 }
 
-// queueDepth counts the pool's leases that wait for a member.
-func (r *Reconciler) queueDepth(ctx context.Context, p *kobev1.ClusterPool) (int32, error) {
+// leases lists the leases naming the pool, from the cache: its queue and
+// its demand are read from them.
+func (r *Reconciler) leases(ctx context.Context, p *kobev1.ClusterPool) ([]kobev1.ClusterLease, error) {
 	var list kobev1.ClusterLeaseList
 	if err := r.Client.List(ctx, &list, client.InNamespace(p.Namespace), client.MatchingFields{index.LeasePool: p.Name}); err != nil {
-		return 0, fmt.Errorf("listing leases of pool %s: %w", p.Name, err)
+		return nil, fmt.Errorf("listing leases of pool %s: %w", p.Name, err)
 	}
-	return int32(len(lease.Queue(list.Items, p.Name))), nil
+	return list.Items, nil
 }
 
 // SetupWithManager registers the controller: it watches pools, their
