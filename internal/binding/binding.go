@@ -20,6 +20,7 @@ import (
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/index"
+	"github.com/kunobi-ninja/kobe/internal/pool"
 )
 
 // ErrNoReadyMember means the pool has no Ready, unbound member right now.
@@ -50,8 +51,9 @@ const maxAttempts = 8
 type Binder struct {
 	// Client writes the member and re-reads it after a conflict.
 	Client client.Client
-	// Reader lists members and looks leases up by the index.LeaseInstanceUID
-	// index; normally the manager's cache.
+	// Reader lists members, reads their pool (for its current template) and
+	// looks leases up by the index.LeaseInstanceUID index; normally the
+	// manager's cache.
 	Reader client.Reader
 	Clock  clock.PassiveClock
 
@@ -81,6 +83,7 @@ type Result struct {
 // Bind claims a Ready member of l's pool for l with one Update of the member
 // fenced by its resourceVersion (the protocol in doc.go). It writes nothing
 // to l: the caller records the bind on the lease (RecordBound) afterwards.
+// Members built from the pool's current template are tried first.
 // A failure for which LostRace is false carries the API server's reason, or
 // wraps ErrUncertain when a write may have landed.
 func (b *Binder) Bind(ctx context.Context, l *kobev1.ClusterLease) (*Result, error) {
@@ -91,14 +94,7 @@ func (b *Binder) Bind(ctx context.Context, l *kobev1.ClusterLease) (*Result, err
 	if err := b.Reader.List(ctx, &members, client.InNamespace(l.Namespace), client.MatchingFields{index.InstancePool: l.Spec.Pool}); err != nil {
 		return nil, fmt.Errorf("listing members of pool %s: %w", l.Spec.Pool, err)
 	}
-	candidates := make([]*kobev1.ClusterInstance, 0, len(members.Items))
-	for i := range members.Items {
-		if Available(&members.Items[i]) {
-			candidates = append(candidates, &members.Items[i])
-		}
-	}
-	// Random order spreads concurrent binders over members.
-	rand.Shuffle(len(candidates), func(i, j int) { candidates[i], candidates[j] = candidates[j], candidates[i] })
+	candidates := b.candidates(ctx, l, members.Items)
 
 	attempts := 0
 	var failed error // the last member that failed for a reason other than being taken
@@ -148,6 +144,41 @@ func (b *Binder) Bind(ctx context.Context, l *kobev1.ClusterLease) (*Result, err
 		return nil, fmt.Errorf("%w: the %d members tried were taken meanwhile", ErrNoReadyMember, attempts)
 	}
 	return nil, ErrNoReadyMember
+}
+
+// candidates lists the available members in the order Bind tries them:
+// those built from the pool's current template first, so that a lease never
+// gets an outdated member while a current one is Ready (the pool replaces
+// the others), each group in random order to spread concurrent binders over
+// members. When the pool cannot be read, every member is one group.
+func (b *Binder) candidates(ctx context.Context, l *kobev1.ClusterLease, members []kobev1.ClusterInstance) []*kobev1.ClusterInstance {
+	current := make([]*kobev1.ClusterInstance, 0, len(members))
+	var outdated []*kobev1.ClusterInstance
+	hash := b.currentTemplate(ctx, l)
+	for i := range members {
+		m := &members[i]
+		switch {
+		case !Available(m):
+		case hash == "" || m.Spec.TemplateHash == hash:
+			current = append(current, m)
+		default:
+			outdated = append(outdated, m)
+		}
+	}
+	rand.Shuffle(len(current), func(i, j int) { current[i], current[j] = current[j], current[i] })
+	rand.Shuffle(len(outdated), func(i, j int) { outdated[i], outdated[j] = outdated[j], outdated[i] })
+	return append(current, outdated...)
+}
+
+// currentTemplate is the template hash l's pool builds members from now, or
+// "" when the pool cannot be read (gone, or not in the cache yet): then no
+// member is preferred, as before templates were compared.
+func (b *Binder) currentTemplate(ctx context.Context, l *kobev1.ClusterLease) string {
+	p := &kobev1.ClusterPool{}
+	if err := b.Reader.Get(ctx, types.NamespacedName{Namespace: l.Namespace, Name: l.Spec.Pool}, p); err != nil {
+		return ""
+	}
+	return pool.TemplateHash(&p.Spec)
 }
 
 // namedByLease reports whether some lease's status names inst. Only a
