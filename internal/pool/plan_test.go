@@ -89,17 +89,75 @@ func scaling(minReady, maxClusters int32) func(*kobev1.ClusterPool) {
 	}
 }
 
-func TestDecide(t *testing.T) {
-	type want struct {
-		create      []int32
-		delete      []string
-		next        int32
-		counters    Counters
-		phase       kobev1.PoolPhase
-		conds       map[string]string // type -> "Status/Reason"
-		msgContains map[string]string // type -> substring of the message
-		requeue     time.Duration
+// want is what a planner case expects; an empty conds or msgContains
+// checks nothing there, and delete lists "member:Reason".
+type want struct {
+	create      []int32
+	delete      []string
+	next        int32
+	counters    Counters
+	phase       kobev1.PoolPhase
+	conds       map[string]string // type -> "Status/Reason"
+	msgContains map[string]string // type -> substring of the message
+	requeue     time.Duration
+}
+
+// decide runs Decide at now, with the local backend wired unless the case
+// says otherwise.
+func decide(in Input) Plan {
+	if in.Wired == nil {
+		in.Wired = local
 	}
+	if in.Now.IsZero() {
+		in.Now = now
+	}
+	return Decide(in)
+}
+
+// deleted lists a plan's removals as "member:Reason".
+func deleted(p Plan) []string {
+	var out []string
+	for _, rm := range p.Delete {
+		out = append(out, rm.Member.Name+":"+rm.Reason)
+	}
+	return out
+}
+
+func checkPlan(t *testing.T, got Plan, w want) {
+	t.Helper()
+	if !equalInts(got.Create, w.create) {
+		t.Errorf("Create = %v, want %v", got.Create, w.create)
+	}
+	if del := deleted(got); strings.Join(del, ",") != strings.Join(w.delete, ",") {
+		t.Errorf("Delete = %v, want %v", del, w.delete)
+	}
+	if got.NextOrdinal != w.next {
+		t.Errorf("NextOrdinal = %d, want %d", got.NextOrdinal, w.next)
+	}
+	if got.Counters != w.counters {
+		t.Errorf("Counters = %+v, want %+v", got.Counters, w.counters)
+	}
+	if got.Phase != w.phase {
+		t.Errorf("Phase = %s, want %s", got.Phase, w.phase)
+	}
+	if got.RequeueAfter != w.requeue {
+		t.Errorf("RequeueAfter = %s, want %s", got.RequeueAfter, w.requeue)
+	}
+	for typ, sr := range w.conds {
+		c := meta.FindStatusCondition(got.Conditions, typ)
+		if c == nil || string(c.Status)+"/"+c.Reason != sr {
+			t.Errorf("condition %s = %+v, want %s", typ, c, sr)
+		}
+	}
+	for typ, sub := range w.msgContains {
+		c := meta.FindStatusCondition(got.Conditions, typ)
+		if c == nil || !strings.Contains(c.Message, sub) {
+			t.Errorf("condition %s = %+v, want its message to contain %q", typ, c, sub)
+		}
+	}
+}
+
+func TestDecide(t *testing.T) {
 	cases := []struct {
 		name string
 		in   Input
@@ -323,47 +381,7 @@ func TestDecide(t *testing.T) {
 		want: want{phase: kobev1.PoolHealthy, conds: map[string]string{"FieldNotImplemented": "False/AllImplemented"}},
 	}}
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			if tc.in.Wired == nil {
-				tc.in.Wired = local
-			}
-			tc.in.Now = now
-			got := Decide(tc.in)
-			if !equalInts(got.Create, tc.want.create) {
-				t.Errorf("Create = %v, want %v", got.Create, tc.want.create)
-			}
-			var del []string
-			for _, rm := range got.Delete {
-				del = append(del, rm.Member.Name+":"+rm.Reason)
-			}
-			if strings.Join(del, ",") != strings.Join(tc.want.delete, ",") {
-				t.Errorf("Delete = %v, want %v", del, tc.want.delete)
-			}
-			if got.NextOrdinal != tc.want.next {
-				t.Errorf("NextOrdinal = %d, want %d", got.NextOrdinal, tc.want.next)
-			}
-			if got.Counters != tc.want.counters {
-				t.Errorf("Counters = %+v, want %+v", got.Counters, tc.want.counters)
-			}
-			if got.Phase != tc.want.phase {
-				t.Errorf("Phase = %s, want %s", got.Phase, tc.want.phase)
-			}
-			if got.RequeueAfter != tc.want.requeue {
-				t.Errorf("RequeueAfter = %s, want %s", got.RequeueAfter, tc.want.requeue)
-			}
-			for typ, sr := range tc.want.conds {
-				c := meta.FindStatusCondition(got.Conditions, typ)
-				if c == nil || string(c.Status)+"/"+c.Reason != sr {
-					t.Errorf("condition %s = %+v, want %s", typ, c, sr)
-				}
-			}
-			for typ, sub := range tc.want.msgContains {
-				c := meta.FindStatusCondition(got.Conditions, typ)
-				if c == nil || !strings.Contains(c.Message, sub) {
-					t.Errorf("condition %s message = %q, want it to contain %q", typ, c.Message, sub)
-				}
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { checkPlan(t, decide(tc.in), tc.want) })
 	}
 }
 
