@@ -39,12 +39,17 @@ var (
 
 	poolFailures = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "kobe_pool_failures",
-		Help: "Members of a pool that failed to become Ready, as counted in the pool's status.",
+		Help: "Consecutive members of a pool that failed to become Ready (the pool's status.failures; 0 again once one is Ready).",
 	}, []string{"namespace", "pool"})
+
+	memberFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kobe_pool_member_failures_total",
+		Help: "Members that failed to become Ready, by pool and reason (ProvisionFailed, CreatingTimeout, ...); the total that status.failures, a streak, does not keep.",
+	}, []string{"namespace", "pool", "reason"})
 )
 
 func init() {
-	crmetrics.Registry.MustRegister(leaseRequests, leasesEnded, bindLatency, queueDepth, poolMembers, poolFailures)
+	crmetrics.Registry.MustRegister(leaseRequests, leasesEnded, bindLatency, queueDepth, poolMembers, poolFailures, memberFailures)
 }
 
 // LeaseRequest counts one lease API request outcome.
@@ -57,6 +62,11 @@ func LeaseBound(pool, path string, d time.Duration) {
 
 // LeaseEnded counts a lease that ended.
 func LeaseEnded(pool, reason string) { leasesEnded.WithLabelValues(pool, reason).Inc() }
+
+// MemberFailure counts a member of a pool that failed to become Ready.
+func MemberFailure(namespace, pool, reason string) {
+	memberFailures.WithLabelValues(namespace, pool, reason).Inc()
+}
 
 // PoolCounters publishes a pool's status counters.
 type PoolCounters struct {
@@ -82,4 +92,5 @@ func DeletePool(namespace, pool string) {
 	}
 	queueDepth.DeleteLabelValues(namespace, pool)
 	poolFailures.DeleteLabelValues(namespace, pool)
+	memberFailures.DeletePartialMatch(prometheus.Labels{"namespace": namespace, "pool": pool})
 }

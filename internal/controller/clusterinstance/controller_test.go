@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
@@ -25,6 +26,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/backend"
@@ -54,6 +56,7 @@ type memberPlan struct {
 	createErr   error
 	after       backend.State // state after Create; Ready when empty
 	slowDeletes int           // Delete reports "not gone yet" this many times
+	message     string        // what Observe says when not Ready; "fake says <state>" when empty
 }
 
 func newFake(kubeconfig []byte, endpoint string) *fakeBackend {
@@ -121,6 +124,9 @@ func (f *fakeBackend) Observe(_ context.Context, m backend.Member) (backend.Obse
 	case s == backend.StateReady:
 		return backend.Observation{State: s, Access: &backend.Access{Endpoint: f.endpoint, CACert: []byte("ca"),
 			ClientCACert: []byte("client-ca"), ClientCAKey: []byte("client-ca-key"), AdminKubeconfig: f.kubeconfig}}, nil
+	}
+	if p := f.plan(key(m)); p.message != "" {
+		return backend.Observation{State: s, Message: p.message}, nil
 	}
 	return backend.Observation{State: s, Message: "fake says " + string(s)}, nil
 }
@@ -301,11 +307,43 @@ func (h *harness) waitEvent(t *testing.T, ns, name, reason string) {
 }
 
 func (h *harness) failures(t *testing.T, p *kobev1.ClusterPool) int32 {
+	return h.pool(t, p).Status.Failures
+}
+
+func (h *harness) pool(t *testing.T, p *kobev1.ClusterPool) *kobev1.ClusterPool {
 	got := &kobev1.ClusterPool{}
 	if err := h.c.Get(t.Context(), client.ObjectKeyFromObject(p), got); err != nil {
 		t.Fatal(err)
 	}
-	return got.Status.Failures
+	return got
+}
+
+// memberFailures reads kobe_pool_member_failures_total for a pool and reason
+// from the registry the operator serves.
+func memberFailures(t *testing.T, ns, pool, reason string) float64 {
+	t.Helper()
+	families, err := crmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"namespace": ns, "pool": pool, "reason": reason}
+	for _, f := range families {
+		if f.GetName() != "kobe_pool_member_failures_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			match := 0
+			for _, l := range m.GetLabel() {
+				if want[l.GetName()] == l.GetValue() {
+					match++
+				}
+			}
+			if match == len(want) {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
 }
 
 func TestInstanceController(t *testing.T) {
@@ -313,7 +351,7 @@ func TestInstanceController(t *testing.T) {
 
 	t.Run("a member is built, gated, Ready, and destroyed with its access Secret", func(t *testing.T) {
 		ns := h.namespace(t)
-		_, m := h.poolAndMember(t, ns, nil)
+		p, m := h.poolAndMember(t, ns, nil)
 		got := h.waitPhase(t, m, kobev1.InstanceReady, 30*time.Second)
 		for _, c := range []string{kobev1.ConditionProvisioned, "APIServerReachable", "InClusterToken", kobev1.ConditionReady, kobev1.ConditionHealthy} {
 			if !meta.IsStatusConditionTrue(got.Status.Conditions, c) {
@@ -322,6 +360,13 @@ func TestInstanceController(t *testing.T) {
 		}
 		if got.Status.Endpoint != h.env.Config.Host || got.Status.AccessSecretRef == nil || got.Status.LastPhaseChange == nil {
 			t.Errorf("status = %+v", got.Status)
+		}
+		if ttr := got.Status.TimeToReady; ttr == nil || ttr.Duration < 0 || ttr.Duration > got.Status.LastPhaseChange.Sub(got.CreationTimestamp.Time)+time.Second {
+			t.Errorf("timeToReady = %v, want the time from creation (%s) to Ready (%s)", ttr, got.CreationTimestamp, got.Status.LastPhaseChange)
+		}
+		if got := h.pool(t, p); got.ResourceVersion != p.ResourceVersion {
+			t.Errorf("a member became Ready in a pool without failures and the pool was written (resourceVersion %s -> %s, status %+v)",
+				p.ResourceVersion, got.ResourceVersion, got.Status)
 		}
 		if len(got.Finalizers) != 1 || got.Finalizers[0] != kobev1.FinalizerInstance {
 			t.Errorf("finalizers = %v", got.Finalizers)
@@ -411,6 +456,58 @@ func TestInstanceController(t *testing.T) {
 		if f := h.failures(t, p); f != 1 {
 			t.Errorf("pool failures = %d, want 1", f)
 		}
+	})
+
+	t.Run("failures count in a row with the last one and the creatingTimeout reaps; a member becoming Ready ends the streak", func(t *testing.T) {
+		ns := h.namespace(t)
+		// Longer than lastFailure.message may be, cut inside a 2-byte rune.
+		h.fake.set(ns+"/pool-p-0", memberPlan{after: backend.StateFailed, message: strings.Repeat("é", 700)})
+		h.fake.set(ns+"/pool-p-1", memberPlan{after: backend.StateProvisioning})
+		p, m0 := h.poolAndMember(t, ns, func(p *kobev1.ClusterPool) { p.Spec.CreatingTimeout = &metav1.Duration{Duration: 3 * time.Second} })
+		h.waitGone(t, m0, 15*time.Second)
+		st := h.pool(t, p).Status
+		if st.Failures != 1 || st.CreatingTimeouts != 0 || st.LastFailure == nil {
+			t.Fatalf("after one failed member: failures %d, creatingTimeouts %d, lastFailure %+v", st.Failures, st.CreatingTimeouts, st.LastFailure)
+		}
+		lf := st.LastFailure
+		if lf.Member != m0.Name || lf.Reason != kobev1.ReasonProvisionFailed || lf.TemplateHash == "" || lf.TemplateHash != m0.Spec.TemplateHash || lf.Time.IsZero() {
+			t.Errorf("lastFailure = %+v, want %s ProvisionFailed with template %q", lf, m0.Name, m0.Spec.TemplateHash)
+		}
+		if !utf8.ValidString(lf.Message) || len(lf.Message) > 1024 || len(lf.Message) < 1020 || !strings.HasPrefix(lf.Message, "the backend reports the member failed: éé") {
+			t.Errorf("lastFailure.message (%d bytes, valid UTF-8 %v) = %q", len(lf.Message), utf8.ValidString(lf.Message), lf.Message)
+		}
+
+		m1 := h.member(t, p, 1)
+		h.waitGone(t, m1, 20*time.Second)
+		st = h.pool(t, p).Status
+		if st.Failures != 2 || st.CreatingTimeouts != 1 || st.LastFailure == nil || st.LastFailure.Member != m1.Name || st.LastFailure.Reason != kobev1.ReasonCreatingTimeout {
+			t.Fatalf("after a second, reaped member: failures %d, creatingTimeouts %d, lastFailure %+v", st.Failures, st.CreatingTimeouts, st.LastFailure)
+		}
+		for _, reason := range []string{kobev1.ReasonProvisionFailed, kobev1.ReasonCreatingTimeout} {
+			if n := memberFailures(t, ns, p.Name, reason); n != 1 {
+				t.Errorf("kobe_pool_member_failures_total{reason=%s} = %v, want 1", reason, n)
+			}
+		}
+
+		m2 := h.member(t, p, 2)
+		ready := h.waitPhase(t, m2, kobev1.InstanceReady, 30*time.Second)
+		if ready.Status.TimeToReady == nil {
+			t.Errorf("member %s is Ready without timeToReady", m2.Name)
+		}
+		testenv.Eventually(t, 10*time.Second, "the failure streak reset", func() error {
+			st = h.pool(t, p).Status
+			return holds(st.Failures == 0 && st.CreatingTimeouts == 0, fmt.Sprintf("failures %d, creatingTimeouts %d", st.Failures, st.CreatingTimeouts))
+		})
+		if st.LastFailure == nil || st.LastFailure.Member != m1.Name {
+			t.Errorf("lastFailure after the reset = %+v, want %s kept as history", st.LastFailure, m1.Name)
+		}
+		if n := memberFailures(t, ns, p.Name, kobev1.ReasonCreatingTimeout); n != 1 {
+			t.Errorf("kobe_pool_member_failures_total{reason=CreatingTimeout} = %v after the reset, want 1 (a total)", n)
+		}
+		if err := h.c.Delete(t.Context(), m2); err != nil {
+			t.Fatal(err)
+		}
+		h.waitGone(t, m2, 15*time.Second)
 	})
 
 	t.Run("an unavailable backend is reported and retried with backoff, not in a hot loop", func(t *testing.T) {

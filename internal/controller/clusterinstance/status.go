@@ -3,6 +3,8 @@ package clusterinstance
 import (
 	"context"
 	"fmt"
+	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -12,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+	"github.com/kunobi-ninja/kobe/internal/metrics"
 )
 
 // setPhase moves the instance to phase, records when, sets its Ready
@@ -56,12 +59,16 @@ func (r *Reconciler) event(s *scope, kind, reason, action, msg string) {
 	s.conds.Event(s.inst, kind, reason, action, msg)
 }
 
-// countFailure adds one to the pool's status.failures. The read-modify-write
-// is fenced by the pool's resourceVersion and retried on conflict, and only
-// ever follows the one status patch that moved the member from Creating to
-// Recycling, so a member is counted at most once.
-func (r *Reconciler) countFailure(ctx context.Context, s *scope) error {
+// countFailure adds one to the pool's failure streak (status.failures, and
+// status.creatingTimeouts when creatingTimeout reaped the member) and records
+// the member as status.lastFailure, which the pool's create backoff and
+// conditions read. The read-modify-write is fenced by the pool's
+// resourceVersion and retried on conflict, and only ever follows the one
+// status patch that moved the member from Creating to Recycling, so a member
+// is counted at most once.
+func (r *Reconciler) countFailure(ctx context.Context, s *scope, reason, msg string) error {
 	key := types.NamespacedName{Namespace: s.inst.Namespace, Name: s.inst.Spec.PoolRef.Name}
+	counted := false
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		pool := &kobev1.ClusterPool{}
 		if err := r.APIReader.Get(ctx, key, pool); err != nil {
@@ -71,11 +78,64 @@ func (r *Reconciler) countFailure(ctx context.Context, s *scope) error {
 			return nil
 		}
 		before := pool.DeepCopy()
-		pool.Status.Failures++
-		return r.Client.Status().Patch(ctx, pool, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+		recordFailure(&pool.Status, s.inst, reason, msg, s.now)
+		if err := r.Client.Status().Patch(ctx, pool, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+			return err
+		}
+		counted = true
+		return nil
 	})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("counting the failure of %s on pool %s: %w", s.inst.Name, key.Name, err)
+	}
+	if counted {
+		metrics.MemberFailure(key.Namespace, key.Name, reason)
+	}
+	return nil
+}
+
+// recordFailure adds member inst's failure to a pool's status.
+func recordFailure(st *kobev1.ClusterPoolStatus, inst *kobev1.ClusterInstance, reason, msg string, now time.Time) {
+	st.Failures++
+	if reason == kobev1.ReasonCreatingTimeout {
+		st.CreatingTimeouts++
+	}
+	st.LastFailure = &kobev1.MemberFailure{
+		Member: inst.Name, Reason: reason, Message: truncateUTF8(msg, maxFailureMessage),
+		Time: metav1.NewTime(now), TemplateHash: inst.Spec.TemplateHash,
+	}
+}
+
+// maxFailureMessage is status.lastFailure.message's bound in the CRD.
+const maxFailureMessage = 1024
+
+// truncateUTF8 cuts s to at most n bytes of valid UTF-8: a rune cut in two,
+// or any invalid byte, is dropped rather than sent to the API server.
+func truncateUTF8(s string, n int) string {
+	return strings.ToValidUTF8(s[:min(len(s), n)], "")
+}
+
+// resetFailures ends the pool's failure streak because a member became
+// Ready: failures and creatingTimeouts go back to 0 (lastFailure stays, as
+// history). Fenced and retried on conflict like countFailure; the caller
+// calls it only when the cached pool shows a streak.
+func (r *Reconciler) resetFailures(ctx context.Context, s *scope) error {
+	key := client.ObjectKeyFromObject(s.pool)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		pool := &kobev1.ClusterPool{}
+		if err := r.APIReader.Get(ctx, key, pool); err != nil {
+			return err
+		}
+		if pool.UID != s.pool.UID || (pool.Status.Failures == 0 && pool.Status.CreatingTimeouts == 0) {
+			return nil
+		}
+		before := pool.DeepCopy()
+		pool.Status.Failures = 0
+		pool.Status.CreatingTimeouts = 0
+		return r.Client.Status().Patch(ctx, pool, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+	})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("resetting the failures of pool %s after %s became Ready: %w", key.Name, s.inst.Name, err)
 	}
 	return nil
 }

@@ -133,9 +133,35 @@ func (r *Reconciler) runGates(ctx context.Context, s *scope, left time.Duration)
 	t := metav1.NewTime(s.now)
 	s.inst.Status.LastHealthCheck = &t
 	r.setCondition(s, kobev1.ConditionHealthy, metav1.ConditionTrue, kobev1.ReasonProbeSucceeded, "the readiness gates passed")
+	if s.inst.Status.TimeToReady == nil {
+		// The pool's demand measurement reads it; creationTimestamp has
+		// second precision, so milliseconds are plenty.
+		s.inst.Status.TimeToReady = &metav1.Duration{Duration: s.now.Sub(s.inst.CreationTimestamp.Time).Round(time.Millisecond)}
+	}
 	r.setPhase(s, kobev1.InstanceReady, kobev1.ReasonGatePassed,
 		fmt.Sprintf("all %d readiness gates passed: %s", len(results), strings.Join(s.settings.gates, ", ")))
+	if err := r.endFailureStreak(ctx, s); err != nil {
+		return ctrl.Result{}, err
+	}
 	return ctrl.Result{RequeueAfter: s.settings.interval}, nil
+}
+
+// endFailureStreak resets the pool's failure streak once this member's move
+// to Ready is written, so that a write that fails (stale member) resets
+// nothing. A pool without a streak (the cached view) costs nothing.
+func (r *Reconciler) endFailureStreak(ctx context.Context, s *scope) error {
+	if s.pool == nil || (s.pool.Status.Failures == 0 && s.pool.Status.CreatingTimeouts == 0) {
+		return nil
+	}
+	if err := s.patch.Status(ctx); err != nil || s.patch.Done() {
+		return err
+	}
+	if err := r.resetFailures(ctx, s); err != nil {
+		// The member is Ready now and does not pass here again: retrying
+		// the reconcile would not retry the reset.
+		s.log.Error(err, "Failure streak not reset")
+	}
+	return nil
 }
 
 // reconcileReady probes a warm member every health interval; failureThreshold
@@ -239,7 +265,7 @@ func (r *Reconciler) recycle(ctx context.Context, s *scope, reason, msg string, 
 		return ctrl.Result{}, err
 	}
 	if failure {
-		if err := r.countFailure(ctx, s); err != nil {
+		if err := r.countFailure(ctx, s, reason, msg); err != nil {
 			// At most once: the member is Recycling now and is not counted again.
 			s.log.Error(err, "Failure not counted")
 		}

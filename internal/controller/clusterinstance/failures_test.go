@@ -1,0 +1,31 @@
+package clusterinstance
+
+import (
+	"testing"
+	"unicode/utf8"
+)
+
+// TestTruncateUTF8: status.lastFailure.message stays within the CRD's bound
+// and valid UTF-8 whatever the backend said.
+func TestTruncateUTF8(t *testing.T) {
+	cases := []struct {
+		name, in string
+		n        int
+		want     string
+	}{
+		{"short stays", "boom", 8, "boom"},
+		{"exactly the bound", "abcd", 4, "abcd"},
+		{"cut between runes", "abcdef", 4, "abcd"},
+		{"a rune cut in two is dropped", "aéé", 4, "aé"},
+		{"an invalid byte is dropped", "a\xffb", 8, "ab"},
+		{"empty", "", 4, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := truncateUTF8(tc.in, tc.n)
+			if got != tc.want || len(got) > tc.n || !utf8.ValidString(got) {
+				t.Errorf("truncateUTF8(%q, %d) = %q, want %q", tc.in, tc.n, got, tc.want)
+			}
+		})
+	}
+}
