@@ -34,7 +34,7 @@ type Reconciler struct {
 	Client client.Client
 	// APIReader reads around the cache where a stale read would do harm:
 	// access Secrets (never cached), a lease that looks ended, the pool whose
-	// failure counter is incremented.
+	// failure streak is counted or reset.
 	// Default: mgr.GetAPIReader().
 	APIReader client.Reader
 	// Recorder is from mgr.GetEventRecorder(ControllerName). Required.
