@@ -123,3 +123,27 @@ func TestJudgeLease(t *testing.T) {
 		}
 	}
 }
+
+func TestTimeoutVerdict(t *testing.T) {
+	refused := func(reason string) *kobev1.ClusterInstance {
+		return &kobev1.ClusterInstance{Status: kobev1.ClusterInstanceStatus{Conditions: []metav1.Condition{{
+			Type: kobev1.ConditionProvisioned, Status: metav1.ConditionFalse, Reason: reason, Message: "bad spec"}}}}
+	}
+	for _, tc := range []struct {
+		name string
+		inst *kobev1.ClusterInstance
+		want string
+	}{
+		{"still building", &kobev1.ClusterInstance{}, kobev1.ReasonCreatingTimeout},
+		{"building, condition Creating", refused(kobev1.ReasonCreating), kobev1.ReasonCreatingTimeout},
+		{"refused by the backend", refused(kobev1.ReasonProvisionFailed), kobev1.ReasonProvisionFailed},
+		{"backend unavailable", refused(kobev1.ReasonBackendUnavailable), kobev1.ReasonBackendUnavailable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reason, msg := timeoutVerdict(tc.inst, time.Minute)
+			if reason != tc.want || !strings.Contains(msg, "creatingTimeout 1m0s") {
+				t.Fatalf("timeoutVerdict = %q, %q; want reason %q", reason, msg, tc.want)
+			}
+		})
+	}
+}

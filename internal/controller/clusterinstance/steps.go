@@ -29,8 +29,8 @@ import (
 func (r *Reconciler) reconcileCreating(ctx context.Context, s *scope) (ctrl.Result, error) {
 	left := creatingLeft(s.inst, s.settings.creatingTimeout, s.now)
 	if left <= 0 {
-		return r.recycle(ctx, s, kobev1.ReasonCreatingTimeout,
-			fmt.Sprintf("still Creating after creatingTimeout %s", s.settings.creatingTimeout), true)
+		reason, msg := timeoutVerdict(s.inst, s.settings.creatingTimeout)
+		return r.recycle(ctx, s, reason, msg, true)
 	}
 	if !meta.IsStatusConditionTrue(s.inst.Status.Conditions, kobev1.ConditionProvisioned) {
 		if err := s.backend.Create(ctx, s.member()); err != nil {
@@ -300,4 +300,18 @@ func (r *Reconciler) adminKubeconfig(ctx context.Context, s *scope) ([]byte, err
 		return nil, err
 	}
 	return a.AdminKubeconfig, nil
+}
+
+// timeoutVerdict names why a member still Creating at creatingTimeout
+// failed. A member the backend refused (its Provisioned condition says
+// ProvisionFailed or BackendUnavailable) failed for that reason: counting it
+// as a creatingTimeout reap would report churn and tell the administrator
+// to raise creatingTimeout, which would not help.
+func timeoutVerdict(inst *kobev1.ClusterInstance, timeout time.Duration) (reason, msg string) {
+	msg = fmt.Sprintf("still Creating after creatingTimeout %s", timeout)
+	if c := meta.FindStatusCondition(inst.Status.Conditions, kobev1.ConditionProvisioned); c != nil && c.Status == metav1.ConditionFalse &&
+		(c.Reason == kobev1.ReasonProvisionFailed || c.Reason == kobev1.ReasonBackendUnavailable) {
+		return c.Reason, msg + "; the backend refused it: " + c.Message
+	}
+	return kobev1.ReasonCreatingTimeout, msg
 }
