@@ -32,6 +32,7 @@ func TestBurstGrowsToMaxClustersAndShrinksAfterQuiet(t *testing.T) {
 	)
 	start := time.Now()
 	members := watchMembers(t, namespace, name)
+	pools := watchPool(t, namespace, name)
 	p := simPool(namespace, name, kobev1.SimBackendSpec{ReadyAfter: dur(readyAfter)})
 	p.Spec.Scaling = &kobev1.ScalingSpec{
 		MinReady:       ptr.To[int32](1),
@@ -140,6 +141,11 @@ func TestBurstGrowsToMaxClustersAndShrinksAfterQuiet(t *testing.T) {
 		}
 		if e.at.Before(final.Status.LastPressure.Add(scaleDownAfter)) {
 			t.Errorf("member %s was deleted at %s, before lastPressure %s + scaleDownAfter %s", m.Name, e.at.UTC(), final.Status.LastPressure.UTC(), scaleDownAfter)
+		}
+	}
+	if t.Failed() {
+		for _, e := range pools.snapshot(t) {
+			t.Logf("pool at %s: %s", e.at.UTC().Format(time.StampMilli), brief(e.obj))
 		}
 	}
 	if scaledDown == 0 {

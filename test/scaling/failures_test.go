@@ -26,6 +26,7 @@ func TestCreateFailuresBackOffAndRecover(t *testing.T) {
 	const name = "backoff"
 	start := time.Now()
 	members := watchMembers(t, namespace, name)
+	pools := watchPool(t, namespace, name)
 	p := simPool(namespace, name, kobev1.SimBackendSpec{ReadyAfter: dur(time.Second), FailurePercent: 100})
 	p.Spec.Size = ptr.To[int32](2)
 	createPool(t, p)
@@ -70,9 +71,29 @@ func TestCreateFailuresBackOffAndRecover(t *testing.T) {
 	if first < 5*time.Second || second <= first {
 		t.Errorf("rounds of creates %s apart, then %s: want at least the first backoff (5s), then longer", first, second)
 	}
-	names, _ := created(members.snapshot(t))
-	if len(names) > 6 {
-		t.Errorf("%d members created by the third round; want 2 a round", len(names))
+	// Each create waited out the backoff that the pool's status asked for
+	// a second before (the operator's cache has surely seen it by then;
+	// both failures and lastFailure only grow while every member fails).
+	names, at := created(members.snapshot(t))
+	statuses := pools.snapshot(t)
+	for i, c := range at {
+		var view *kobev1.ClusterPool
+		for _, e := range statuses {
+			if !e.at.Add(time.Second).Before(c) {
+				break
+			}
+			view = e.obj
+		}
+		t.Logf("created %s at %s", names[i], c.Sub(start).Round(100*time.Millisecond))
+		if view == nil || view.Status.Failures == 0 || view.Status.LastFailure == nil {
+			continue
+		}
+		f := view.Status.Failures
+		wait := min(5*time.Second<<min(f-1, 10), 5*time.Minute)
+		if allowed := view.Status.LastFailure.Time.Add(wait); c.Before(allowed) {
+			t.Errorf("%s was created at %s, before the backoff after %d failures (the last at %s) ended at %s",
+				names[i], c.UTC(), f, view.Status.LastFailure.Time.UTC(), allowed.UTC())
+		}
 	}
 	if p := mustPool(t, namespace, name); p.Status.Failures < 4 {
 		t.Errorf("failures %d after two failed rounds of 2", p.Status.Failures)

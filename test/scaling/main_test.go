@@ -13,17 +13,20 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/testenv"
@@ -54,6 +57,9 @@ func TestMain(m *testing.M) {
 }
 
 func runSuite(m *testing.M) (int, error) {
+	// The watch clients log through controller-runtime, which otherwise
+	// complains that no logger is set.
+	ctrllog.SetLogger(logr.Discard())
 	work, err := os.MkdirTemp("", "kobe-scaling-")
 	if err != nil {
 		return 1, err
@@ -137,6 +143,9 @@ func createPool(t *testing.T, p *kobev1.ClusterPool) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
+		if t.Failed() {
+			logEvents(ctx, t, p.Namespace, p.Name)
+		}
 		_ = c.DeleteAllOf(ctx, &kobev1.ClusterLease{}, client.InNamespace(p.Namespace), client.MatchingLabels{kobev1.LabelPool: p.Name})
 		_ = c.Delete(ctx, &kobev1.ClusterPool{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace}})
 		if err := testenv.Poll(ctx, 2*time.Minute, func() error {
@@ -242,6 +251,31 @@ func poolEvents(ctx context.Context, ns, pool, reason string) ([]corev1.Event, e
 		}
 	}
 	return out, nil
+}
+
+// logEvents logs the Events about the pool and its members, oldest first,
+// to show what the operator did when a check failed.
+func logEvents(ctx context.Context, t *testing.T, ns, pool string) {
+	var l corev1.EventList
+	if err := s.Env.Client.List(ctx, &l, client.InNamespace(ns)); err != nil {
+		t.Logf("listing events: %v", err)
+		return
+	}
+	slices.SortFunc(l.Items, func(a, b corev1.Event) int { return eventTime(a).Compare(eventTime(b)) })
+	for _, e := range l.Items {
+		o := e.InvolvedObject
+		if o.Name == pool || strings.HasPrefix(o.Name, "pool-"+pool+"-") || (e.Related != nil && strings.HasPrefix(e.Related.Name, "pool-"+pool+"-")) {
+			t.Logf("event %s %s %s/%s: %s", eventTime(e).UTC().Format(time.StampMilli), e.Type, o.Kind, o.Name, e.Reason+": "+e.Message)
+		}
+	}
+}
+
+// eventTime is when an Event happened, in either API's field.
+func eventTime(e corev1.Event) time.Time {
+	if !e.EventTime.IsZero() {
+		return e.EventTime.Time
+	}
+	return e.FirstTimestamp.Time
 }
 
 // seen is one watch event, with the time the test received it.
