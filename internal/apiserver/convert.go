@@ -6,6 +6,7 @@ import (
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/lease"
 	"github.com/kunobi-ninja/kobe/internal/leaseservice"
+	"github.com/kunobi-ninja/kobe/internal/pool"
 	"github.com/kunobi-ninja/kobe/internal/wire"
 )
 
@@ -82,20 +83,18 @@ func toWirePool(p *kobev1.ClusterPool) wire.Pool {
 		QueueDepth:  int(p.Status.QueueDepth),
 		Policy:      wire.PoolPolicy{Mode: "fixed", TTL: wire.FormatTTL(lease.PoolTTL(p))},
 	}
+	// warmTarget is what the pool keeps Ready at rest: size, minReady, or
+	// for scaling.mode Predictive the measured demand's target.
+	out.Policy.WarmTarget = int(pool.WarmTarget(p))
 	if sc := p.Spec.Scaling; sc != nil {
-		out.Policy.Mode = "autoscaled"
-		if sc.MinReady != nil {
-			out.Policy.WarmTarget = int(*sc.MinReady)
+		if pool.FollowsDemand(&p.Spec) {
+			out.Policy.Mode = "autoscaled"
+			out.Policy.ScaleDownAfter = wire.FormatTTL(pool.ScaleDownAfter(&p.Spec))
 		}
 		if sc.MaxClusters != nil {
 			out.Policy.MaxClusters = int(*sc.MaxClusters)
 		}
-		if sc.ScaleDownAfter != nil {
-			out.Policy.ScaleDownAfter = wire.FormatTTL(sc.ScaleDownAfter.Duration)
-		}
 		out.Policy.QueueTimeout = wire.FormatTTL(lease.QueueTimeout(p))
-	} else if p.Spec.Size != nil {
-		out.Policy.WarmTarget = int(*p.Spec.Size)
 	}
 	return out
 }

@@ -71,13 +71,33 @@ func warmFor(p *kobev1.ClusterPool) int32 {
 	return w
 }
 
+// WarmTarget is the number of Ready members the pool keeps at rest (its
+// warm target W), as the planner computes it; the HTTP API advertises it.
+func WarmTarget(p *kobev1.ClusterPool) int32 { return warmFor(p) }
+
+// FollowsDemand is whether the pool grows under pressure and shrinks only
+// ScaleDownAfter after it (scaling.mode Reactive or Predictive).
+func FollowsDemand(spec *kobev1.ClusterPoolSpec) bool {
+	m := scalingMode(spec)
+	return m == kobev1.ScalingReactive || m == kobev1.ScalingPredictive
+}
+
+// ScaleDownAfter is how long a pool that follows demand waits after the
+// last pressure before it shrinks: scaling.scaleDownAfter, else
+// DefaultScaleDownAfter.
+func ScaleDownAfter(spec *kobev1.ClusterPoolSpec) time.Duration {
+	if s := spec.Scaling; s != nil && s.ScaleDownAfter != nil {
+		return s.ScaleDownAfter.Duration
+	}
+	return DefaultScaleDownAfter
+}
+
 // sizeFor works out the pool's sizing from its Ready and Leased counts and
 // its queue. Under threshold pressure the pool builds as many members again
 // as leases took from the warm target (the "start creating more" of spec
 // 000): the leases that drained it are likely to come again while it refills.
 func sizeFor(p *kobev1.ClusterPool, c Counters, queue int32) sizing {
-	mode := scalingMode(&p.Spec)
-	sz := sizing{warm: warmFor(p), follows: mode == kobev1.ScalingReactive || mode == kobev1.ScalingPredictive}
+	sz := sizing{warm: warmFor(p), follows: FollowsDemand(&p.Spec)}
 	sz.target = sz.warm
 	if p.Spec.Scaling != nil {
 		sz.maxClusters = p.Spec.Scaling.MaxClusters
@@ -109,11 +129,7 @@ func scaleDownAt(p *kobev1.ClusterPool, sz sizing, now time.Time) time.Time {
 		}
 		last = p.Status.LastPressure.Time
 	}
-	after := DefaultScaleDownAfter
-	if d := p.Spec.Scaling.ScaleDownAfter; d != nil {
-		after = d.Duration
-	}
-	return last.Add(after)
+	return last.Add(ScaleDownAfter(&p.Spec))
 }
 
 // demandCoveredCondition says whether the warm target covers the measured demand;
