@@ -95,6 +95,19 @@ func TestCreateFailuresBackOffAndRecover(t *testing.T) {
 				names[i], c.UTC(), f, view.Status.LastFailure.Time.UTC(), allowed.UTC())
 		}
 	}
+	// Nor may a create follow a member's failure at once, whether or not
+	// the pool's count of it was written yet: the shortest backoff is 5 s
+	// after lastFailure.time, which is at most a second (truncation) plus
+	// the watch's delay before the test saw the member fail; 2 s is the
+	// margin.
+	failedAt := failures(members.snapshot(t))
+	for i, c := range at {
+		for _, f := range failedAt {
+			if f.at.Before(c) && c.Sub(f.at) < 2*time.Second {
+				t.Errorf("%s was created %s after %s failed: no backoff", names[i], c.Sub(f.at).Round(10*time.Millisecond), f.name)
+			}
+		}
+	}
 	if p := mustPool(t, namespace, name); p.Status.Failures < 4 {
 		t.Errorf("failures %d after two failed rounds of 2", p.Status.Failures)
 	}
@@ -120,6 +133,31 @@ func TestCreateFailuresBackOffAndRecover(t *testing.T) {
 		return hasCondition(p, kobev1.ConditionCapacity, metav1.ConditionTrue, kobev1.ReasonCapacityAvailable)
 	})
 	t.Logf("%s: recovered %s after the fix", since(start), time.Since(fixed).Round(100*time.Millisecond))
+}
+
+// failure is a member the test saw fail: leave Creating for Recycling (or
+// deletion) without ever being Ready.
+type failure struct {
+	name string
+	at   time.Time
+}
+
+// failures lists the members that failed, in the order the watch saw them.
+func failures(events []seen[*kobev1.ClusterInstance]) []failure {
+	var out []failure
+	done := map[string]bool{}
+	for _, e := range events {
+		m := e.obj
+		switch {
+		case done[m.Name]:
+		case m.Status.Phase == kobev1.InstanceReady || m.Status.Phase == kobev1.InstanceLeased:
+			done[m.Name] = true
+		case m.Status.Phase == kobev1.InstanceRecycling || m.DeletionTimestamp != nil:
+			done[m.Name] = true
+			out = append(out, failure{name: m.Name, at: e.at})
+		}
+	}
+	return out
 }
 
 // roundsOf groups instants (in order) into rounds: an instant within gap of
