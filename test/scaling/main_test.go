@@ -118,7 +118,7 @@ func teardown() error {
 	return errors.Join(errs...)
 }
 
-// simPool is a sim pool of the suite's namespace.
+// simPool is a sim pool named name in namespace ns.
 func simPool(ns, name string, sim kobev1.SimBackendSpec) *kobev1.ClusterPool {
 	return &kobev1.ClusterPool{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},

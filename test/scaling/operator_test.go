@@ -129,7 +129,9 @@ func (op *operator) stop(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Errorf("operator of %s did not stop within 20s of SIGTERM; killing it", op.ns)
 		_ = op.cmd.Process.Kill()
-		<-done
+		if err := <-done; err != nil {
+			t.Logf("operator of %s killed: %v", op.ns, err)
+		}
 	}
 }
 

@@ -247,8 +247,11 @@ func TestTemplateChangeReplacesMembersSurgeStyle(t *testing.T) {
 	// A pod baseline admits and restricted refuses.
 	testenv.Eventually(t, 30*time.Second, "the new member to refuse a pod that is not restricted", func() error {
 		out, err := testenv.Kubectl(t, kc, "run", "plain", "--image=registry.k8s.io/pause:3.10", "--restart=Never", "--dry-run=server")
-		if err == nil || !strings.Contains(out, `violates PodSecurity "restricted`) {
-			return fmt.Errorf("kubectl run: %v %s", err, out)
+		if err == nil {
+			return fmt.Errorf("kubectl run admitted the pod: %s", out)
+		}
+		if !strings.Contains(out, `violates PodSecurity "restricted`) {
+			return fmt.Errorf("kubectl run: %w: %s", err, out)
 		}
 		return nil
 	})
