@@ -55,26 +55,49 @@ func TestCreateFailuresBackOffAndRecover(t *testing.T) {
 	})
 	t.Logf("%s: backing off: %s; Capacity: %s", since(start), brief(failing), findCondition(failing, kobev1.ConditionCapacity).Message)
 
-	// Creates come in rounds (both members at once), each round after a
-	// longer wait than the one before: 5 s x 2^(failures-1).
+	// Creates come in rounds, each after a longer wait than the one
+	// before (5 s x 2^(failures-1), and every round adds at least 2
+	// failures, so the second wait is at least four times the first).
+	// Waiting for a third round could take up to the 5 min cap, so the
+	// test watches the second wait for the first one's length plus 5 s
+	// and sees nothing created.
 	var rounds []time.Time
-	testenv.Eventually(t, 2*time.Minute, "three rounds of creates", func() error {
+	testenv.Eventually(t, 2*time.Minute, "two rounds of creates", func() error {
 		_, at := created(members.snapshot(t))
-		rounds = roundsOf(at, 3*time.Second)
-		if len(rounds) < 3 {
+		if rounds = roundsOf(at, 3*time.Second); len(rounds) < 2 {
 			return fmt.Errorf("%d rounds at %v", len(rounds), rounds)
 		}
 		return nil
 	})
-	first, second := rounds[1].Sub(rounds[0]), rounds[2].Sub(rounds[1])
-	t.Logf("%s: rounds of creates %s apart, then %s", since(start), first.Round(100*time.Millisecond), second.Round(100*time.Millisecond))
-	if first < 5*time.Second || second <= first {
-		t.Errorf("rounds of creates %s apart, then %s: want at least the first backoff (5s), then longer", first, second)
+	first := rounds[1].Sub(rounds[0])
+	if first < 5*time.Second {
+		t.Errorf("rounds of creates %s apart: want at least the first backoff (5s)", first)
 	}
+	var settled time.Time
+	testenv.Eventually(t, time.Minute, "every member so far to fail", func() error {
+		ev := members.snapshot(t)
+		names, _ := created(ev)
+		fs := failures(ev)
+		if len(fs) < len(names) {
+			return fmt.Errorf("%d of %d members failed", len(fs), len(names))
+		}
+		if settled = fs[len(fs)-1].at; time.Since(settled) < 2*time.Second {
+			return errors.New("a member failed less than 2s ago")
+		}
+		return nil
+	})
+	time.Sleep(time.Until(settled.Add(first + 5*time.Second)))
+	names, at := created(members.snapshot(t))
+	for i, c := range at {
+		if c.After(settled) {
+			t.Errorf("%s was created %s after the second round failed, sooner than the first backoff (%s) plus 5s: the backoff did not grow",
+				names[i], c.Sub(settled).Round(100*time.Millisecond), first.Round(100*time.Millisecond))
+		}
+	}
+	t.Logf("%s: rounds of creates %s apart, then nothing for %s", since(start), first.Round(100*time.Millisecond), time.Since(settled).Round(100*time.Millisecond))
 	// Each create waited out the backoff that the pool's status asked for
 	// a second before (the operator's cache has surely seen it by then;
 	// both failures and lastFailure only grow while every member fails).
-	names, at := created(members.snapshot(t))
 	statuses := pools.snapshot(t)
 	for i, c := range at {
 		var view *kobev1.ClusterPool
@@ -108,8 +131,8 @@ func TestCreateFailuresBackOffAndRecover(t *testing.T) {
 			}
 		}
 	}
-	if p := mustPool(t, namespace, name); p.Status.Failures < 4 {
-		t.Errorf("failures %d after two failed rounds of 2", p.Status.Failures)
+	if p := mustPool(t, namespace, name); p.Status.Failures < 4 || int(p.Status.Failures) < len(names) {
+		t.Errorf("failures %d after %d members failed in two rounds", p.Status.Failures, len(names))
 	}
 
 	// The template is fixed: the backoff of the old one no longer applies.
