@@ -53,7 +53,9 @@ func TestSplitPath(t *testing.T) {
 	}
 }
 
-var now = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+// now is the wall clock (truncated): the test CAs are minted valid from
+// time.Now(), so a fixed date would turn the certificate cases into a time bomb.
+var now = time.Now().UTC().Truncate(time.Second)
 
 // bound is lease-a bound at now-10m for 30m to member m-a, reached through
 // the proxy.
