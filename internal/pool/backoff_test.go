@@ -33,6 +33,15 @@ func TestBackoffAfter(t *testing.T) {
 	}
 }
 
+// failedMember is member n moved from Creating to Recycling ago, for reason.
+func failedMember(n int32, reason string, ago time.Duration) kobev1.ClusterInstance {
+	return member(n, kobev1.InstanceRecycling, func(m *kobev1.ClusterInstance) {
+		at := metav1.NewTime(now.Add(-ago))
+		m.Status.LastPhaseChange = &at
+		m.Status.Conditions = []metav1.Condition{{Type: kobev1.ConditionReady, Status: metav1.ConditionFalse, Reason: reason}}
+	})
+}
+
 func TestDecideBackoff(t *testing.T) {
 	cases := []struct {
 		name string
@@ -101,6 +110,33 @@ func TestDecideBackoff(t *testing.T) {
 		in:   Input{Pool: testPool(failed(1, time.Minute, ""), func(p *kobev1.ClusterPool) { p.Status.CreatingTimeouts = 1 })},
 		want: want{create: []int32{0, 1}, next: 2, phase: kobev1.PoolDegraded,
 			conds: map[string]string{"Provisioning": "False/CreateFailures"}},
+	}, {
+		name: "a member failed after the pool's last counted failure: creates wait for its count instead of skipping the backoff",
+		in:   Input{Pool: testPool(failed(1, 30*time.Second, "")), Members: []kobev1.ClusterInstance{failedMember(0, kobev1.ReasonProvisionFailed, 0)}},
+		want: want{next: 1, counters: Counters{Recycling: 1}, phase: kobev1.PoolDegraded, requeue: time.Second,
+			conds:       map[string]string{"Capacity": "False/CreateBackoff"},
+			msgContains: map[string]string{"Capacity": "member pool-ci-0 failed to become Ready; creates wait for the pool's count of it"}},
+	}, {
+		name: "the first failure, before any count: creates wait too",
+		in:   Input{Pool: testPool(), Members: []kobev1.ClusterInstance{failedMember(0, kobev1.ReasonCreatingTimeout, 0)}},
+		want: want{next: 1, counters: Counters{Recycling: 1}, phase: kobev1.PoolFilling, requeue: time.Second,
+			conds: map[string]string{"Capacity": "False/CreateBackoff"}},
+	}, {
+		name: "a counted failure (moved in the second of the count) does not hold creates past the backoff",
+		in:   Input{Pool: testPool(failed(1, 30*time.Second, "")), Members: []kobev1.ClusterInstance{failedMember(0, kobev1.ReasonProvisionFailed, 30*time.Second)}},
+		want: want{create: []int32{1, 2}, next: 3, counters: Counters{Recycling: 1}, phase: kobev1.PoolDegraded,
+			conds: map[string]string{"Capacity": "True/CapacityAvailable"}},
+	}, {
+		name: "the last failure itself, its move retried after the count, does not hold creates",
+		in: Input{Pool: testPool(failed(1, 30*time.Second, ""), func(p *kobev1.ClusterPool) { p.Status.LastFailure.Member = "pool-ci-0" }),
+			Members: []kobev1.ClusterInstance{failedMember(0, kobev1.ReasonProvisionFailed, 0)}},
+		want: want{create: []int32{1, 2}, next: 3, counters: Counters{Recycling: 1}, phase: kobev1.PoolDegraded,
+			conds: map[string]string{"Capacity": "True/CapacityAvailable"}},
+	}, {
+		name: "a member recycled for a reason that is no failure does not hold creates",
+		in:   Input{Pool: testPool(), Members: []kobev1.ClusterInstance{failedMember(0, kobev1.ReasonUnhealthy, 0)}},
+		want: want{create: []int32{1, 2}, next: 3, counters: Counters{Recycling: 1}, phase: kobev1.PoolFilling,
+			conds: map[string]string{"Capacity": "True/CapacityAvailable"}},
 	}, {
 		name: "no failures: MembersSucceeding",
 		in:   Input{Pool: testPool()},

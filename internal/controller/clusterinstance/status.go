@@ -63,9 +63,9 @@ func (r *Reconciler) event(s *scope, kind, reason, action, msg string) {
 // status.creatingTimeouts when creatingTimeout reaped the member) and records
 // the member as status.lastFailure, which the pool's create backoff and
 // conditions read. The read-modify-write is fenced by the pool's
-// resourceVersion and retried on conflict, and only ever follows the one
-// status patch that moved the member from Creating to Recycling, so a member
-// is counted at most once.
+// resourceVersion and retried on conflict. It precedes the member's move to
+// Recycling; a member the pool already names as its last failure (its move
+// failed after the count, and this is the retry) is not counted again.
 func (r *Reconciler) countFailure(ctx context.Context, s *scope, reason, msg string) error {
 	key := types.NamespacedName{Namespace: s.inst.Namespace, Name: s.inst.Spec.PoolRef.Name}
 	counted := false
@@ -75,6 +75,9 @@ func (r *Reconciler) countFailure(ctx context.Context, s *scope, reason, msg str
 			return err
 		}
 		if s.inst.Spec.PoolRef.UID != "" && pool.UID != s.inst.Spec.PoolRef.UID {
+			return nil
+		}
+		if lf := pool.Status.LastFailure; lf != nil && lf.Member == s.inst.Name {
 			return nil
 		}
 		before := pool.DeepCopy()

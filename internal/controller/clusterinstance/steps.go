@@ -257,18 +257,20 @@ func (r *Reconciler) lookupLease(ctx context.Context, s *scope) (leaseState, str
 	return state, msg, nil
 }
 
-// recycle moves the member to Recycling, counts a pool failure if it never
-// became Ready, and deletes the object; the finalizer destroys the member.
+// recycle counts a pool failure if the member never became Ready, moves it
+// to Recycling and deletes the object; the finalizer destroys the member.
+// The count comes first: the pool controller, woken by the member's move,
+// must find the failure its create backoff reads, or it builds the
+// replacement at once.
 func (r *Reconciler) recycle(ctx context.Context, s *scope, reason, msg string, failure bool) (ctrl.Result, error) {
+	if failure {
+		if err := r.countFailure(ctx, s, reason, msg); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	r.setPhase(s, kobev1.InstanceRecycling, reason, msg)
 	if err := s.patch.Status(ctx); err != nil || s.patch.Done() {
 		return ctrl.Result{}, err
-	}
-	if failure {
-		if err := r.countFailure(ctx, s, reason, msg); err != nil {
-			// At most once: the member is Recycling now and is not counted again.
-			s.log.Error(err, "Failure not counted")
-		}
 	}
 	return r.deleteInstance(ctx, s)
 }
