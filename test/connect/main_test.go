@@ -24,7 +24,6 @@ import (
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/testenv"
 	"github.com/kunobi-ninja/kobe/internal/testenv/kobesuite"
-	"github.com/kunobi-ninja/kobe/internal/testenv/memberproc"
 	"github.com/kunobi-ninja/kobe/internal/wire"
 )
 
@@ -72,7 +71,7 @@ func runSuite(m *testing.M) (int, error) {
 	if code != 0 {
 		fmt.Fprintf(os.Stderr, "operator log tail:\n%s\n", s.Tail())
 	}
-	return code, errors.Join(err, s.teardown())
+	return code, errors.Join(err, s.Teardown())
 }
 
 // run creates the token, its AccessPolicy and the Proxy pool, starts the
@@ -99,35 +98,6 @@ func (s *suite) run(m *testing.M) (int, error) {
 		return 1, err
 	}
 	return m.Run(), nil
-}
-
-// teardown deletes every lease, pool and member through the operator, then
-// stops it and checks that no member process is left.
-func (s *suite) teardown() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	var errs []error
-	if err := s.DeleteAll(ctx, 3*time.Minute); err != nil {
-		errs = append(errs, fmt.Errorf("deleting every member: %w", err))
-	}
-	if err := s.Stop(); err != nil {
-		errs = append(errs, err)
-	}
-	procs, err := memberproc.Running(s.DataRoot)
-	if err != nil {
-		errs = append(errs, err)
-	}
-	var left []memberproc.Process
-	for _, p := range procs {
-		if !strings.Contains(p.Cmdline, "kobe-operator") {
-			left = append(left, p)
-		}
-	}
-	if len(left) > 0 {
-		errs = append(errs, fmt.Errorf("member processes left after teardown: %v", left))
-		memberproc.Kill(left)
-	}
-	return errors.Join(errs...)
 }
 
 // client is an HTTPS client that trusts the API's CA and presents cert

@@ -31,7 +31,6 @@ import (
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/testenv"
 	"github.com/kunobi-ninja/kobe/internal/testenv/kobesuite"
-	"github.com/kunobi-ninja/kobe/internal/testenv/memberproc"
 	"github.com/kunobi-ninja/kobe/internal/wire"
 )
 
@@ -74,7 +73,7 @@ func runSuite(m *testing.M) (int, error) {
 	if code != 0 {
 		fmt.Fprintf(os.Stderr, "operator log tail:\n%s\n", s.Tail())
 	}
-	return code, errors.Join(err, teardown())
+	return code, errors.Join(err, s.Teardown())
 }
 
 func run(m *testing.M) (int, error) {
@@ -87,35 +86,6 @@ func run(m *testing.M) (int, error) {
 		return 1, err
 	}
 	return m.Run(), nil
-}
-
-// teardown deletes every lease, pool and member through the operator, stops
-// it and checks that no local member process is left.
-func teardown() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	var errs []error
-	if err := s.DeleteAll(ctx, 3*time.Minute); err != nil {
-		errs = append(errs, fmt.Errorf("deleting every member: %w", err))
-	}
-	if err := s.Stop(); err != nil {
-		errs = append(errs, err)
-	}
-	procs, err := memberproc.Running(s.DataRoot)
-	if err != nil {
-		errs = append(errs, err)
-	}
-	var left []memberproc.Process
-	for _, p := range procs {
-		if !strings.Contains(p.Cmdline, "kobe-operator") {
-			left = append(left, p)
-		}
-	}
-	if len(left) > 0 {
-		errs = append(errs, fmt.Errorf("member processes left after teardown: %v", left))
-		memberproc.Kill(left)
-	}
-	return errors.Join(errs...)
 }
 
 // simPool is a sim pool named name in namespace ns.

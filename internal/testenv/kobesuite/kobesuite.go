@@ -29,6 +29,7 @@ import (
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/credentials/pki"
 	"github.com/kunobi-ninja/kobe/internal/testenv"
+	"github.com/kunobi-ninja/kobe/internal/testenv/memberproc"
 )
 
 // Namespace is where the suite's policy, pools and members live.
@@ -206,6 +207,36 @@ func (s *Suite) DeleteAll(ctx context.Context, within time.Duration) error {
 		}
 		return nil
 	})
+}
+
+// Teardown deletes every lease, pool and member through the operator, stops
+// it and the control plane, and checks that no member process is left (any
+// found is killed and reported).
+func (s *Suite) Teardown() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var errs []error
+	if err := s.DeleteAll(ctx, 3*time.Minute); err != nil {
+		errs = append(errs, fmt.Errorf("deleting every member: %w", err))
+	}
+	if err := s.Stop(); err != nil {
+		errs = append(errs, err)
+	}
+	procs, err := memberproc.Running(s.DataRoot)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	var left []memberproc.Process
+	for _, p := range procs {
+		if !strings.Contains(p.Cmdline, "kobe-operator") {
+			left = append(left, p)
+		}
+	}
+	if len(left) > 0 {
+		errs = append(errs, fmt.Errorf("member processes left after teardown: %v", left))
+		memberproc.Kill(left)
+	}
+	return errors.Join(errs...)
 }
 
 // Stop stops the operator (SIGTERM, SIGKILL after 20 s) and the control
