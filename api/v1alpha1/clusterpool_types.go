@@ -76,11 +76,13 @@ type ClusterPoolSpec struct {
 	// +optional
 	HealthCheck *HealthCheckSpec `json:"healthCheck,omitempty"`
 
-	// readinessGates must all pass before a member becomes Ready.
+	// readinessGates must all pass before a member becomes Ready. A gate is
+	// known by its name (its type when it has none), which must be unique:
+	// several gates of one type need names.
 	// +optional
-	// +listType=map
-	// +listMapKey=type
+	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:XValidation:rule="self.all(g, self.filter(h, (has(h.name) ? h.name : h.type) == (has(g.name) ? g.name : g.type)).size() == 1)",message="readinessGates must have unique names (a gate without a name is known by its type): give gates of one type different names"
 	ReadinessGates []ReadinessGate `json:"readinessGates,omitempty"`
 
 	// bootstraps are BootstrapConfigs applied to each member before it is Ready.
@@ -535,10 +537,16 @@ type HealthCheckSpec struct {
 }
 
 // ReadinessGate names a signal a member must show before it is Ready.
-// Built-in gates are evaluated by the operator (APIServerReachable,
-// InClusterToken, DefaultServiceAccount, NodesReady: with real nodes,
-// every node Ready and a probe pod run on each); any other type is a
-// condition that something else must set to True on the ClusterInstance.
+// Built-in gates are evaluated by the operator: APIServerReachable,
+// InClusterToken, DefaultServiceAccount, NodesReady (with real nodes, every
+// node Ready and a probe pod run on each), CRDExists (crd), DeploymentReady
+// (deployment) and URLHealthy (url). Any other type is a condition that
+// something else must set to True on the ClusterInstance. The gate's result
+// is the ClusterInstance condition named after the gate.
+// +kubebuilder:validation:XValidation:rule="self.type == 'CRDExists' ? has(self.crd) : !has(self.crd)",message="crd is required for a gate of type CRDExists, and only for it"
+// +kubebuilder:validation:XValidation:rule="self.type == 'DeploymentReady' ? has(self.deployment) : !has(self.deployment)",message="deployment is required for a gate of type DeploymentReady, and only for it"
+// +kubebuilder:validation:XValidation:rule="self.type == 'URLHealthy' ? has(self.url) : !has(self.url)",message="url is required for a gate of type URLHealthy, and only for it"
+// +kubebuilder:validation:XValidation:rule="!has(self.name) || self.name == self.type || !(self.name in ['APIServerReachable', 'InClusterToken', 'DefaultServiceAccount', 'NodesReady', 'CRDExists', 'DeploymentReady', 'URLHealthy', 'Ready', 'Provisioned', 'Healthy'])",message="name must not be a built-in gate type or a ClusterInstance condition kobe sets (Ready, Provisioned, Healthy)"
 type ReadinessGate struct {
 	// type of the gate, or the ClusterInstance condition type it waits for.
 	// +required
@@ -546,6 +554,65 @@ type ReadinessGate struct {
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^[A-Za-z][A-Za-z0-9]*$`
 	Type string `json:"type"`
+
+	// name of the gate among the pool's gates, and the type of the
+	// ClusterInstance condition that reports it; the type when unset.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[A-Za-z][A-Za-z0-9]*$`
+	Name string `json:"name,omitempty"`
+
+	// crd of a CRDExists gate: the CustomResourceDefinition that must exist
+	// in the member and be Established.
+	// +optional
+	CRD *CRDGate `json:"crd,omitempty"`
+
+	// deployment of a DeploymentReady gate: the Deployment in the member
+	// that must have rolled out (every replica updated and available).
+	// +optional
+	Deployment *DeploymentGate `json:"deployment,omitempty"`
+
+	// url of a URLHealthy gate: an http or https URL that must answer GET
+	// with a 2xx status. The operator sends the request from its own network,
+	// which for the local backend is the member's host.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getScheme() in ['http', 'https'] && url(self).getHostname() != ''",message="url must be an absolute http or https URL"
+	URL string `json:"url,omitempty"`
+}
+
+// Key is the gate's name, or its type when it has none: the ClusterInstance
+// condition that reports it.
+func (g ReadinessGate) Key() string {
+	if g.Name != "" {
+		return g.Name
+	}
+	return g.Type
+}
+
+// CRDGate names a CustomResourceDefinition.
+type CRDGate struct {
+	// name of the CustomResourceDefinition (<plural>.<group>).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+}
+
+// DeploymentGate names a Deployment.
+type DeploymentGate struct {
+	// namespace of the Deployment.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Namespace string `json:"namespace"`
+
+	// name of the Deployment.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
 }
 
 // SnapshotSpec restores members from a Velero backup of a golden cluster.

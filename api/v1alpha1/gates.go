@@ -21,6 +21,15 @@ const (
 	// always evaluated, and means: that many nodes Ready, and on each a
 	// probe pod started and was deleted again before hand-out.
 	GateNodesReady = "NodesReady"
+	// GateCRDExists: the CustomResourceDefinition of the gate's crd exists
+	// in the member and is Established.
+	GateCRDExists = "CRDExists"
+	// GateDeploymentReady: the Deployment of the gate's deployment exists
+	// in the member and has rolled out: its controller observed the latest
+	// spec, every replica is updated and available.
+	GateDeploymentReady = "DeploymentReady"
+	// GateURLHealthy: GET of the gate's url answers with a 2xx status.
+	GateURLHealthy = "URLHealthy"
 )
 
 // AlwaysGates returns the gates evaluated for every member whether or not the
@@ -32,22 +41,50 @@ func AlwaysGates() []string {
 
 // BuiltinGates returns every gate type the operator evaluates itself.
 func BuiltinGates() []string {
-	return []string{GateAPIServerReachable, GateInClusterToken, GateDefaultServiceAccount, GateNodesReady}
+	return []string{GateAPIServerReachable, GateInClusterToken, GateDefaultServiceAccount, GateNodesReady,
+		GateCRDExists, GateDeploymentReady, GateURLHealthy}
 }
 
 // IsBuiltinGate reports whether the operator evaluates gate type t itself;
 // any other type is read from the ClusterInstance's conditions.
 func IsBuiltinGate(t string) bool { return slices.Contains(BuiltinGates(), t) }
 
-// EffectiveGates returns the gate types a member of a pool with these
+// EffectiveGates returns the gates a member of a pool with these
 // spec.readinessGates must pass: AlwaysGates first, then the pool's gates in
-// their order, without duplicates.
-func EffectiveGates(spec []ReadinessGate) []string {
-	out := AlwaysGates()
+// their order, without duplicate keys.
+func EffectiveGates(spec []ReadinessGate) []ReadinessGate {
+	out := make([]ReadinessGate, 0, len(spec)+2)
+	for _, t := range AlwaysGates() {
+		out = append(out, ReadinessGate{Type: t})
+	}
 	for _, g := range spec {
-		if !slices.Contains(out, g.Type) {
-			out = append(out, g.Type)
+		if !HasGate(out, g.Key()) {
+			out = append(out, g)
 		}
+	}
+	return out
+}
+
+// HasGate reports whether gates hold one with this key.
+func HasGate(gates []ReadinessGate, key string) bool {
+	return slices.ContainsFunc(gates, func(g ReadinessGate) bool { return g.Key() == key })
+}
+
+// GateKeys returns the keys of gates, in order.
+func GateKeys(gates []ReadinessGate) []string {
+	out := make([]string, len(gates))
+	for i, g := range gates {
+		out[i] = g.Key()
+	}
+	return out
+}
+
+// GatesOfTypes returns an unnamed gate of each type, for the gates that take
+// no parameters.
+func GatesOfTypes(types ...string) []ReadinessGate {
+	out := make([]ReadinessGate, len(types))
+	for i, t := range types {
+		out[i] = ReadinessGate{Type: t}
 	}
 	return out
 }

@@ -15,10 +15,13 @@ func TestEffectiveGates(t *testing.T) {
 		{"pool gates follow, duplicates dropped, order kept",
 			[]ReadinessGate{{Type: "NodesReady"}, {Type: "APIServerReachable"}, {Type: "ExternalSignal"}, {Type: "NodesReady"}},
 			"APIServerReachable,InClusterToken,NodesReady,ExternalSignal"},
+		{"gates of one type are kept apart by their names",
+			[]ReadinessGate{{Type: "CRDExists", Name: "Widgets", CRD: &CRDGate{Name: "widgets.example.com"}}, {Type: "CRDExists", Name: "Gadgets", CRD: &CRDGate{Name: "gadgets.example.com"}}},
+			"APIServerReachable,InClusterToken,Widgets,Gadgets"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := strings.Join(EffectiveGates(tc.spec), ","); got != tc.want {
+			if got := strings.Join(GateKeys(EffectiveGates(tc.spec)), ","); got != tc.want {
 				t.Errorf("EffectiveGates(%v) = %s, want %s", tc.spec, got, tc.want)
 			}
 		})

@@ -22,8 +22,12 @@ import (
 
 // Result is the outcome of one gate.
 type Result struct {
-	Type   string
-	Passed bool
+	// Name is the gate's key: the ClusterInstance condition that reports it.
+	Name string
+	// Builtin is whether the operator evaluated it (else it is a condition
+	// something else sets).
+	Builtin bool
+	Passed  bool
 	// Message says what is missing; it never carries credentials.
 	Message string
 }
@@ -56,22 +60,22 @@ type Options struct {
 
 // Evaluate runs the gates in order with the member's admin kubeconfig, for
 // a member without real nodes; see EvaluateMember.
-func Evaluate(ctx context.Context, kubeconfig []byte, types []string, conds []metav1.Condition, timeout time.Duration) []Result {
-	return EvaluateMember(ctx, kubeconfig, types, conds, Options{Timeout: timeout})
+func Evaluate(ctx context.Context, kubeconfig []byte, gates []kobev1.ReadinessGate, conds []metav1.Condition, timeout time.Duration) []Result {
+	return EvaluateMember(ctx, kubeconfig, gates, conds, Options{Timeout: timeout})
 }
 
 // EvaluateMember runs the gates in order with the member's admin
 // kubeconfig. External gates are read from conds, the ClusterInstance's
 // conditions. When the API server is unreachable, the other built-in gates
 // are reported pending without being tried.
-func EvaluateMember(ctx context.Context, kubeconfig []byte, types []string, conds []metav1.Condition, opts Options) []Result {
+func EvaluateMember(ctx context.Context, kubeconfig []byte, gates []kobev1.ReadinessGate, conds []metav1.Condition, opts Options) []Result {
 	timeout := opts.Timeout
 	if opts.Now.IsZero() {
 		opts.Now = time.Now()
 	}
 	var cs *kubernetes.Clientset
 	var connectErr error
-	needAPI := slices.ContainsFunc(types, kobev1.IsBuiltinGate)
+	needAPI := slices.ContainsFunc(gates, func(g kobev1.ReadinessGate) bool { return kobev1.IsBuiltinGate(g.Type) })
 	if needAPI {
 		var closeIdle func()
 		cs, closeIdle, connectErr = newClient(kubeconfig, timeout)
@@ -80,28 +84,35 @@ func EvaluateMember(ctx context.Context, kubeconfig []byte, types []string, cond
 		}
 	}
 	reachable := connectErr == nil
-	out := make([]Result, 0, len(types))
-	for _, t := range types {
-		r := Result{Type: t}
+	out := make([]Result, 0, len(gates))
+	for _, g := range gates {
+		r := Result{Name: g.Key(), Builtin: kobev1.IsBuiltinGate(g.Type)}
 		var err error
 		switch {
-		case !kobev1.IsBuiltinGate(t):
-			err = external(conds, t)
+		case !r.Builtin:
+			err = external(conds, r.Name)
+		case g.Type == kobev1.GateURLHealthy:
+			// From the operator's network: it needs no member API.
+			err = urlHealthy(ctx, g.URL, timeout)
 		case connectErr != nil:
 			err = connectErr
-		case t == kobev1.GateAPIServerReachable:
+		case g.Type == kobev1.GateAPIServerReachable:
 			err = readyz(ctx, cs)
 			reachable = err == nil
 		case !reachable:
 			err = errors.New("waiting for " + kobev1.GateAPIServerReachable)
-		case t == kobev1.GateInClusterToken:
+		case g.Type == kobev1.GateInClusterToken:
 			err = inClusterToken(ctx, cs)
-		case t == kobev1.GateDefaultServiceAccount:
+		case g.Type == kobev1.GateDefaultServiceAccount:
 			err = defaultServiceAccount(ctx, cs)
-		case t == kobev1.GateNodesReady && opts.Nodes > 0:
+		case g.Type == kobev1.GateNodesReady && opts.Nodes > 0:
 			err = probeNodes(ctx, cs, opts.Nodes, opts.ProbeImage, opts.Now)
-		case t == kobev1.GateNodesReady:
+		case g.Type == kobev1.GateNodesReady:
 			err = nodesReady(ctx, cs)
+		case g.Type == kobev1.GateCRDExists:
+			err = crdEstablished(ctx, cs, g.CRD)
+		case g.Type == kobev1.GateDeploymentReady:
+			err = deploymentRolledOut(ctx, cs, g.Deployment)
 		}
 		r.Passed = err == nil
 		if err != nil {

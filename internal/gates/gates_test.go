@@ -24,8 +24,8 @@ func TestGates(t *testing.T) {
 	all := []string{kobev1.GateAPIServerReachable, kobev1.GateInClusterToken, kobev1.GateDefaultServiceAccount, kobev1.GateNodesReady, "ExternalSignal"}
 	eval := func(conds []metav1.Condition) map[string]Result {
 		out := map[string]Result{}
-		for _, r := range Evaluate(t.Context(), kubeconfig, all, conds, 5*time.Second) {
-			out[r.Type] = r
+		for _, r := range Evaluate(t.Context(), kubeconfig, kobev1.GatesOfTypes(all...), conds, 5*time.Second) {
+			out[r.Name] = r
 		}
 		return out
 	}
@@ -78,13 +78,13 @@ func TestGates(t *testing.T) {
 			t.Fatalf("host %s not found in the kubeconfig", env.Config.Host)
 		}
 		start := time.Now()
-		rs := Evaluate(t.Context(), []byte(dead), all, nil, 2*time.Second)
+		rs := Evaluate(t.Context(), []byte(dead), kobev1.GatesOfTypes(all...), nil, 2*time.Second)
 		if time.Since(start) > 5*time.Second {
 			t.Errorf("evaluation took %s", time.Since(start))
 		}
 		for _, r := range rs[:4] {
 			if r.Passed {
-				t.Errorf("%s passed against a dead API server", r.Type)
+				t.Errorf("%s passed against a dead API server", r.Name)
 			}
 		}
 		if !strings.Contains(rs[1].Message, "waiting for APIServerReachable") {
@@ -99,7 +99,7 @@ func TestGates(t *testing.T) {
 	})
 
 	t.Run("a kubeconfig that does not parse fails every built-in gate", func(t *testing.T) {
-		rs := Evaluate(t.Context(), []byte("{not yaml"), []string{kobev1.GateAPIServerReachable, "X"}, []metav1.Condition{{Type: "X", Status: metav1.ConditionTrue}}, time.Second)
+		rs := Evaluate(t.Context(), []byte("{not yaml"), kobev1.GatesOfTypes(kobev1.GateAPIServerReachable, "X"), []metav1.Condition{{Type: "X", Status: metav1.ConditionTrue}}, time.Second)
 		if rs[0].Passed || !rs[1].Passed {
 			t.Errorf("results = %+v", rs)
 		}

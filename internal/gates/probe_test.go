@@ -50,7 +50,7 @@ func TestNodeProbe(t *testing.T) {
 	now := time.Now()
 	eval := func(t *testing.T) Result {
 		t.Helper()
-		rs := EvaluateMember(ctx, kubeconfig, []string{kobev1.GateNodesReady}, nil, Options{Timeout: 5 * time.Second, Nodes: 2, ProbeImage: image, Now: now})
+		rs := EvaluateMember(ctx, kubeconfig, kobev1.GatesOfTypes(kobev1.GateNodesReady), nil, Options{Timeout: 5 * time.Second, Nodes: 2, ProbeImage: image, Now: now})
 		return rs[0]
 	}
 	expect := func(t *testing.T, pass bool, contains ...string) {
@@ -247,7 +247,7 @@ func TestNodeProbe(t *testing.T) {
 
 	t.Run("without real nodes NodesReady keeps its old meaning and starts no pod", func(t *testing.T) {
 		newNode(t, "kwok", true)
-		rs := Evaluate(ctx, kubeconfig, []string{kobev1.GateNodesReady}, nil, 5*time.Second)
+		rs := Evaluate(ctx, kubeconfig, kobev1.GatesOfTypes(kobev1.GateNodesReady), nil, 5*time.Second)
 		if !rs[0].Passed {
 			t.Fatalf("NodesReady without nodes requested: %+v", rs[0])
 		}

@@ -1,8 +1,6 @@
 package pool
 
 import (
-	"slices"
-
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 )
 
@@ -24,10 +22,10 @@ func RealNodes(b kobev1.BackendSpec) int32 {
 // plus NodesReady, after the pool's own, for a member that asks for real
 // nodes when the pool does not list it. A member with real nodes is never
 // handed out before a pod has started on each of them.
-func MemberGates(b kobev1.BackendSpec, spec []kobev1.ReadinessGate) []string {
+func MemberGates(b kobev1.BackendSpec, spec []kobev1.ReadinessGate) []kobev1.ReadinessGate {
 	out := kobev1.EffectiveGates(spec)
-	if RealNodes(b) > 0 && !slices.Contains(out, kobev1.GateNodesReady) {
-		out = append(out, kobev1.GateNodesReady)
+	if RealNodes(b) > 0 && !kobev1.HasGate(out, kobev1.GateNodesReady) {
+		out = append(out, kobev1.ReadinessGate{Type: kobev1.GateNodesReady})
 	}
 	return out
 }

@@ -27,12 +27,14 @@ func TestMemberGates(t *testing.T) {
 			[]kobev1.ReadinessGate{{Type: "NodesReady"}, {Type: "X"}}, "APIServerReachable,InClusterToken,NodesReady,X"},
 		{"kubernetes nodes add NodesReady", kobev1.BackendSpec{Type: kobev1.BackendKubernetes, Kubernetes: &kobev1.KubernetesBackendSpec{Nodes: 1}},
 			nil, "APIServerReachable,InClusterToken,NodesReady"},
+		{"a named gate of another type called like no built-in still gets NodesReady", local(kobev1.LocalBackendSpec{Nodes: 1}),
+			[]kobev1.ReadinessGate{{Type: "CRDExists", Name: "Widgets", CRD: &kobev1.CRDGate{Name: "widgets.example.com"}}}, "APIServerReachable,InClusterToken,Widgets,NodesReady"},
 		{"nodes of a backend block the type does not use count for nothing",
 			kobev1.BackendSpec{Type: kobev1.BackendSim, Local: &kobev1.LocalBackendSpec{Nodes: 1}}, nil, "APIServerReachable,InClusterToken"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := strings.Join(MemberGates(tc.backend, tc.spec), ","); got != tc.want {
+			if got := strings.Join(kobev1.GateKeys(MemberGates(tc.backend, tc.spec)), ","); got != tc.want {
 				t.Errorf("MemberGates = %s, want %s", got, tc.want)
 			}
 		})

@@ -319,7 +319,8 @@ func cmpBool(a, b bool) int {
 // while some member has been Provisioned for longer than grace, and how long
 // until another member's grace runs out.
 func absentSignals(p *kobev1.ClusterPool, members []kobev1.ClusterInstance, now time.Time, grace time.Duration) (absent []absentGate, requeue time.Duration) {
-	for _, g := range MemberGates(p.Spec.Backend, p.Spec.ReadinessGates) {
+	for _, gate := range MemberGates(p.Spec.Backend, p.Spec.ReadinessGates) {
+		g, builtin := gate.Key(), kobev1.IsBuiltinGate(gate.Type)
 		passed := false
 		var stuck []string
 		why := ""
@@ -338,13 +339,13 @@ func absentSignals(p *kobev1.ClusterPool, members []kobev1.ClusterInstance, now 
 				requeue = minPositive(requeue, wait)
 			} else {
 				stuck = append(stuck, m.Name)
-				if c := meta.FindStatusCondition(m.Status.Conditions, g); why == "" && c != nil && c.Message != "" && kobev1.IsBuiltinGate(g) {
+				if c := meta.FindStatusCondition(m.Status.Conditions, g); why == "" && c != nil && c.Message != "" && builtin {
 					why = m.Name + ": " + c.Message
 				}
 			}
 		}
 		if !passed && len(stuck) > 0 {
-			absent = append(absent, absentGate{gate: g, stuck: stuck, why: why})
+			absent = append(absent, absentGate{gate: g, builtin: builtin, stuck: stuck, why: why})
 		}
 	}
 	if len(absent) > 0 {
@@ -354,8 +355,11 @@ func absentSignals(p *kobev1.ClusterPool, members []kobev1.ClusterInstance, now 
 }
 
 type absentGate struct {
-	gate  string
-	stuck []string
+	// gate is the gate's key (its name, or its type), builtin whether the
+	// operator evaluates its type.
+	gate    string
+	builtin bool
+	stuck   []string
 	// why is the first stuck member's message for a built-in gate: what it
 	// waits for (a probe pod that cannot start says why).
 	why string
@@ -365,7 +369,7 @@ func absentMessage(absent []absentGate, grace time.Duration) string {
 	parts := make([]string, 0, len(absent))
 	for _, a := range absent {
 		what := fmt.Sprintf("no member has passed the readiness gate %q", a.gate)
-		if !kobev1.IsBuiltinGate(a.gate) {
+		if !a.builtin {
 			what = fmt.Sprintf("no member has published the %q condition", a.gate)
 		}
 		part := fmt.Sprintf("%s (%s Provisioned for more than %s)", what, strings.Join(a.stuck, ", "), grace)
@@ -374,7 +378,7 @@ func absentMessage(absent []absentGate, grace time.Duration) string {
 		}
 		parts = append(parts, part)
 	}
-	if !slices.ContainsFunc(absent, func(a absentGate) bool { return !kobev1.IsBuiltinGate(a.gate) }) {
+	if !slices.ContainsFunc(absent, func(a absentGate) bool { return !a.builtin }) {
 		// Built-in gates check the member itself: nothing outside is missing.
 		return strings.Join(parts, "; ") + "; the pool will not warm until its members pass them"
 	}

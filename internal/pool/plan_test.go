@@ -272,6 +272,24 @@ func TestDecide(t *testing.T) {
 			conds:       map[string]string{"Warm": "False/ReadinessSignalAbsent", "Ready": "False/ReadinessSignalAbsent"},
 			msgContains: map[string]string{"Warm": `no member has published the "ExternalSignal" condition (pool-ci-0 Provisioned for more than 30s)`}},
 	}, {
+		name: "readiness signal absent: of two gates of one type, the one no member passes is named, with why",
+		in: Input{Pool: testPool(func(p *kobev1.ClusterPool) {
+			p.Spec.ReadinessGates = []kobev1.ReadinessGate{
+				{Type: kobev1.GateCRDExists, Name: "WidgetsAPI", CRD: &kobev1.CRDGate{Name: "widgets.example.com"}},
+				{Type: kobev1.GateCRDExists, Name: "GadgetsAPI", CRD: &kobev1.CRDGate{Name: "gadgets.example.com"}},
+			}
+		}), Members: []kobev1.ClusterInstance{
+			member(0, kobev1.InstanceCreating, provisionedAgo(31*time.Second),
+				condition("APIServerReachable", metav1.ConditionTrue, "GatePassed"),
+				condition("InClusterToken", metav1.ConditionTrue, "GatePassed"),
+				condition("WidgetsAPI", metav1.ConditionTrue, "GatePassed"),
+				condition("GadgetsAPI", metav1.ConditionFalse, "GatePending")),
+		}},
+		want: want{next: 2, create: []int32{1}, counters: Counters{Creating: 1}, phase: kobev1.PoolDegraded,
+			conds: map[string]string{"Warm": "False/ReadinessSignalAbsent"},
+			msgContains: map[string]string{"Warm": `no member has passed the readiness gate "GadgetsAPI" (pool-ci-0 Provisioned for more than 30s) (pool-ci-0: boom); ` +
+				"the pool will not warm until its members pass them"}},
+	}, {
 		name: "readiness signal: within the grace the pool is Filling and requeues when it ends",
 		in: Input{Pool: testPool(gate("ExternalSignal")), Members: []kobev1.ClusterInstance{
 			member(0, kobev1.InstanceCreating, provisionedAgo(20*time.Second)),

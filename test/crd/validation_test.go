@@ -90,7 +90,32 @@ var invalidCases = []invalidCase{
 	{name: "pool readiness gate type malformed", kind: pool, spec: `readinessGates: [{type: "nodes ready"}]`,
 		want: []string{`spec.readinessGates[0].type: Invalid value: "nodes ready"`, "should match"}},
 	{name: "pool readiness gate listed twice", kind: pool, spec: `readinessGates: [{type: NodesReady}, {type: NodesReady}]`,
-		want: []string{"spec.readinessGates[1]: Duplicate value"}},
+		want: []string{"spec.readinessGates", "readinessGates must have unique names"}},
+	{name: "pool readiness gates of one type without names", kind: pool,
+		spec: `readinessGates: [{type: CRDExists, crd: {name: a.example.com}}, {type: CRDExists, crd: {name: b.example.com}}]`,
+		want: []string{"spec.readinessGates", "give gates of one type different names"}},
+	{name: "pool readiness gate name taken by another gate's type", kind: pool,
+		spec: `readinessGates: [{type: Signal}, {type: URLHealthy, name: Signal, url: "http://127.0.0.1/"}]`,
+		want: []string{"readinessGates must have unique names"}},
+	{name: "pool CRDExists gate without crd", kind: pool, spec: `readinessGates: [{type: CRDExists}]`,
+		want: []string{"crd is required for a gate of type CRDExists, and only for it"}},
+	{name: "pool crd on a gate of another type", kind: pool, spec: `readinessGates: [{type: NodesReady, crd: {name: a.example.com}}]`,
+		want: []string{"crd is required for a gate of type CRDExists, and only for it"}},
+	{name: "pool DeploymentReady gate without deployment", kind: pool, spec: `readinessGates: [{type: DeploymentReady}]`,
+		want: []string{"deployment is required for a gate of type DeploymentReady, and only for it"}},
+	{name: "pool DeploymentReady gate without a namespace", kind: pool, spec: `readinessGates: [{type: DeploymentReady, deployment: {name: ingress}}]`,
+		want: []string{"spec.readinessGates[0].deployment.namespace: Required value"}},
+	{name: "pool URLHealthy gate without url", kind: pool, spec: `readinessGates: [{type: URLHealthy}]`,
+		want: []string{"url is required for a gate of type URLHealthy, and only for it"}},
+	{name: "pool URLHealthy gate with a relative url", kind: pool, spec: `readinessGates: [{type: URLHealthy, url: "/healthz"}]`,
+		want: []string{"url must be an absolute http or https URL"}},
+	{name: "pool URLHealthy gate with a file url", kind: pool, spec: `readinessGates: [{type: URLHealthy, url: "file:///etc/passwd"}]`,
+		want: []string{"url must be an absolute http or https URL"}},
+	{name: "pool readiness gate named like a built-in gate", kind: pool,
+		spec: `readinessGates: [{type: CRDExists, name: APIServerReachable, crd: {name: a.example.com}}]`,
+		want: []string{"name must not be a built-in gate type or a ClusterInstance condition kobe sets"}},
+	{name: "pool readiness gate named Ready", kind: pool, spec: `readinessGates: [{type: Signal, name: Ready}]`,
+		want: []string{"name must not be a built-in gate type or a ClusterInstance condition kobe sets"}},
 
 	// AccessPolicy
 	{name: "policy without auth", kind: policy, spec: `rules: [{pools: ["*"]}]`,
@@ -211,6 +236,13 @@ var invalidCases = []invalidCase{
 }
 
 var validCases = []validCase{
+	{name: "pool with gates of one type told apart by name, and each parameterised type", kind: pool, spec: `readinessGates:
+- {type: NodesReady}
+- {type: CRDExists, name: WidgetsAPI, crd: {name: widgets.example.com}}
+- {type: CRDExists, name: GadgetsAPI, crd: {name: gadgets.example.com}}
+- {type: DeploymentReady, deployment: {namespace: ingress, name: controller}}
+- {type: URLHealthy, name: AppHealthy, url: "https://app.example.com:8443/healthz"}
+- {type: ExternalSignal}`},
 	{name: "minimal pool gets defaults", kind: pool, spec: `{}`,
 		want: map[string]string{"spec.size": "3", "spec.ttl": "1h", "spec.backend.type": "kubernetes", "spec.creatingTimeout": "10m"}},
 	{name: "pool cluster gets one server", kind: pool, spec: `cluster: {version: "v1.31.3+k3s1"}`,

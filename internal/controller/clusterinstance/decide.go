@@ -25,7 +25,7 @@ type settings struct {
 	creatingTimeout time.Duration
 	interval        time.Duration
 	threshold       int32
-	gates           []string
+	gates           []kobev1.ReadinessGate
 	// nodes is how many real nodes the member asks for; NodesReady then
 	// probes each of them with a pod.
 	nodes int32

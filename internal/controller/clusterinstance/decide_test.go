@@ -22,7 +22,7 @@ func TestSettingsFor(t *testing.T) {
 	}
 	withNodes := &kobev1.ClusterInstance{Spec: kobev1.ClusterInstanceSpec{Backend: kobev1.BackendSpec{
 		Type: kobev1.BackendLocal, Local: &kobev1.LocalBackendSpec{Nodes: 2}}}}
-	if s := settingsFor(nil, withNodes); s.nodes != 2 || len(s.gates) != 3 || s.gates[2] != "NodesReady" {
+	if s := settingsFor(nil, withNodes); s.nodes != 2 || len(s.gates) != 3 || s.gates[2].Key() != "NodesReady" {
 		t.Errorf("a member with nodes whose pool is gone = %+v", s)
 	}
 	p := &kobev1.ClusterPool{Spec: kobev1.ClusterPoolSpec{
@@ -31,12 +31,12 @@ func TestSettingsFor(t *testing.T) {
 		ReadinessGates:  []kobev1.ReadinessGate{{Type: "NodesReady"}},
 	}}
 	s = settingsFor(p, inst)
-	if s.creatingTimeout != time.Minute || s.interval != 2*time.Second || s.threshold != 5 || len(s.gates) != 3 || s.gates[2] != "NodesReady" {
+	if s.creatingTimeout != time.Minute || s.interval != 2*time.Second || s.threshold != 5 || len(s.gates) != 3 || s.gates[2].Key() != "NodesReady" {
 		t.Errorf("from pool = %+v", s)
 	}
 	// The member's own backend spec decides, not the pool's current one.
 	p.Spec.ReadinessGates = []kobev1.ReadinessGate{{Type: "X"}}
-	if s := settingsFor(p, withNodes); strings.Join(s.gates, ",") != "APIServerReachable,InClusterToken,X,NodesReady" {
+	if s := settingsFor(p, withNodes); strings.Join(kobev1.GateKeys(s.gates), ",") != "APIServerReachable,InClusterToken,X,NodesReady" {
 		t.Errorf("gates of a member with nodes = %v", s.gates)
 	}
 }

@@ -31,13 +31,13 @@ func (r *Reconciler) evaluateGates(ctx context.Context, s *scope) ([]gates.Resul
 		}), nil
 	}
 	out := make([]gates.Result, 0, len(s.settings.gates))
-	for _, t := range s.settings.gates {
-		if kobev1.IsBuiltinGate(t) {
-			out = append(out, gates.Result{Type: t, Passed: true, Message: "simulated member: passed without probing"})
+	for _, g := range s.settings.gates {
+		if kobev1.IsBuiltinGate(g.Type) {
+			out = append(out, gates.Result{Name: g.Key(), Builtin: true, Passed: true, Message: "simulated member: passed without probing"})
 			continue
 		}
 		// An external gate is only a condition: no kubeconfig is used.
-		out = append(out, gates.Evaluate(ctx, nil, []string{t}, s.inst.Status.Conditions, r.probeTimeout(s))...)
+		out = append(out, gates.Evaluate(ctx, nil, []kobev1.ReadinessGate{g}, s.inst.Status.Conditions, r.probeTimeout(s))...)
 	}
 	return out, nil
 }

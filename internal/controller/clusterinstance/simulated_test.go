@@ -81,7 +81,7 @@ func TestSimulatedMembers(t *testing.T) {
 		// creationTimestamp + readyAfter: d is never under readyAfter.
 		t.Errorf("provisioned %s after creation, want about readyAfter (2s)", d)
 	}
-	for _, g := range kobev1.EffectiveGates([]kobev1.ReadinessGate{{Type: kobev1.GateNodesReady}}) {
+	for _, g := range kobev1.GateKeys(kobev1.EffectiveGates(kobev1.GatesOfTypes(kobev1.GateNodesReady))) {
 		if !meta.IsStatusConditionTrue(got.Status.Conditions, g) {
 			t.Errorf("built-in gate %s not passed: %v", g, got.Status.Conditions)
 		}

@@ -110,18 +110,18 @@ func (r *Reconciler) runGates(ctx context.Context, s *scope, left time.Duration)
 	var pending []string
 	for _, g := range results {
 		if !g.Passed {
-			pending = append(pending, g.Type)
+			pending = append(pending, g.Name)
 		}
-		if !kobev1.IsBuiltinGate(g.Type) {
+		if !g.Builtin {
 			continue // the condition is the gate; someone else owns it
 		}
 		if g.Passed {
 			// No Event per gate: the move to Ready names every gate passed
 			// in one, and each Event is a write the API server pays for
 			// (three per member at benchmark rates, make bench).
-			r.setCondition(s, g.Type, metav1.ConditionTrue, kobev1.ReasonGatePassed, g.Message)
+			r.setCondition(s, g.Name, metav1.ConditionTrue, kobev1.ReasonGatePassed, g.Message)
 		} else {
-			r.setCondition(s, g.Type, metav1.ConditionFalse, kobev1.ReasonGatePending, g.Message)
+			r.setCondition(s, g.Name, metav1.ConditionFalse, kobev1.ReasonGatePending, g.Message)
 		}
 	}
 	if len(pending) > 0 {
@@ -139,7 +139,7 @@ func (r *Reconciler) runGates(ctx context.Context, s *scope, left time.Duration)
 		s.inst.Status.TimeToReady = &metav1.Duration{Duration: s.now.Sub(s.inst.CreationTimestamp.Time).Round(time.Millisecond)}
 	}
 	r.setPhase(s, kobev1.InstanceReady, kobev1.ReasonGatePassed,
-		fmt.Sprintf("all %d readiness gates passed: %s", len(results), strings.Join(s.settings.gates, ", ")))
+		fmt.Sprintf("all %d readiness gates passed: %s", len(results), strings.Join(kobev1.GateKeys(s.settings.gates), ", ")))
 	if err := r.endFailureStreak(ctx, s); err != nil {
 		return ctrl.Result{}, err
 	}

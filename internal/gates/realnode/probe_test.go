@@ -46,7 +46,7 @@ func TestProbeOnARealNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	eval := func(image string) gates.Result {
-		return gates.EvaluateMember(ctx, kubeconfig, []string{kobev1.GateNodesReady}, nil,
+		return gates.EvaluateMember(ctx, kubeconfig, kobev1.GatesOfTypes(kobev1.GateNodesReady), nil,
 			gates.Options{Timeout: 10 * time.Second, Nodes: 1, ProbeImage: image})[0]
 	}
 	// waitFor evaluates as the instance controller does, every 500 ms,

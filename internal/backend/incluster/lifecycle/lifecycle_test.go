@@ -336,7 +336,7 @@ func lifecycle(t *testing.T, e *env, b *incluster.Backend, m backend.Member, por
 		want := append(kobev1.AlwaysGates(), kobev1.GateDefaultServiceAccount)
 		gatesAt := time.Now()
 		testenv.Eventually(t, time.Minute, "readiness gates "+strings.Join(want, ", "), func() error {
-			res := gates.Evaluate(ctx, obs.Access.AdminKubeconfig, want, nil, 10*time.Second)
+			res := gates.Evaluate(ctx, obs.Access.AdminKubeconfig, kobev1.GatesOfTypes(want...), nil, 10*time.Second)
 			if !gates.AllPassed(res) {
 				return fmt.Errorf("%+v", res)
 			}
