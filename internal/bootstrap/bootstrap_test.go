@@ -1,0 +1,144 @@
+package bootstrap
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+	"github.com/kunobi-ninja/kobe/internal/testenv"
+)
+
+func bundle(name string, manifests ...kobev1.BootstrapManifest) *kobev1.BootstrapConfig {
+	return &kobev1.BootstrapConfig{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: kobev1.BootstrapConfigSpec{Manifests: manifests}}
+}
+
+const widgetCRD = `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: widgets.example.com}
+spec:
+  group: example.com
+  names: {plural: widgets, singular: widget, kind: Widget, listKind: WidgetList}
+  scope: Namespaced
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
+`
+
+const app = `apiVersion: v1
+kind: Namespace
+metadata: {name: app}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: app}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec: {containers: [{name: web, image: kobe.local/pause:v1}]}
+---
+apiVersion: example.com/v1
+kind: Widget
+metadata: {name: first, namespace: app}
+spec: {size: 3}
+`
+
+func TestDocuments(t *testing.T) {
+	objs, err := Documents(bundle("b", kobev1.BootstrapManifest{Name: "20-app.yaml", Content: app},
+		kobev1.BootstrapManifest{Name: "10-crd.yaml", Content: "---\n" + widgetCRD + "---\n"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, o := range objs {
+		got = append(got, o.Source+" "+o.GetKind()+"/"+o.GetName())
+	}
+	want := "b/10-crd.yaml#1 CustomResourceDefinition/widgets.example.com,b/20-app.yaml#1 Namespace/app,b/20-app.yaml#2 Deployment/web,b/20-app.yaml#3 Widget/first"
+	if strings.Join(got, ",") != want {
+		t.Errorf("documents:\n%s\nwant\n%s", strings.Join(got, ","), want)
+	}
+	if d := definedKinds(objs); !d[schema.GroupKind{Group: "example.com", Kind: "Widget"}] || len(d) != 1 {
+		t.Errorf("definedKinds = %v", d)
+	}
+
+	for _, tc := range []struct{ name, content, want string }{
+		{"not YAML", "kind: [", "b/m#1: not YAML or JSON"},
+		{"no kind", "apiVersion: v1\nmetadata: {name: x}", "b/m#1: apiVersion and kind are required"},
+		{"no name", "apiVersion: v1\nkind: ConfigMap\nmetadata: {generateName: x-}", "b/m#1: ConfigMap has no metadata.name"},
+		{"a list", "apiVersion: v1\nkind: ConfigMapList\nmetadata: {name: x}\nitems: []", "b/m#1: ConfigMapList: list the items as documents of their own"},
+		{"the second document", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n---\nkind: ConfigMap", "b/m#2: apiVersion and kind are required"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Documents(bundle("b", kobev1.BootstrapManifest{Name: "m", Content: tc.content}))
+			var inv *InvalidError
+			if !errors.As(err, &inv) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err = %v, want an InvalidError containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestApply applies bundles to a real API server standing in for a member.
+func TestApply(t *testing.T) {
+	env := testenv.Start(t)
+	objs, err := Documents(bundle("b", kobev1.BootstrapManifest{Name: "10-crd.yaml", Content: widgetCRD}, kobev1.BootstrapManifest{Name: "20-app.yaml", Content: app}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The Widget may have to wait for its CRD to be served; never longer.
+	testenv.Eventually(t, 30*time.Second, "the bundle to apply", func() error {
+		err := Apply(t.Context(), env.Config, objs)
+		if err != nil && !errors.Is(err, ErrWaiting) {
+			t.Fatalf("Apply: %v", err)
+		}
+		return err
+	})
+	d := &appsv1.Deployment{}
+	if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: "app", Name: "web"}, d); err != nil {
+		t.Fatalf("the bundle's Deployment: %v", err)
+	}
+	if owners := d.GetManagedFields(); len(owners) == 0 || owners[0].Manager != FieldManager {
+		t.Errorf("Deployment managed by %+v, want %s", owners, FieldManager)
+	}
+	w := &unstructured.Unstructured{}
+	w.SetGroupVersionKind(schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"})
+	if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: "app", Name: "first"}, w); err != nil {
+		t.Fatalf("the bundle's Widget: %v", err)
+	}
+	// Applying again changes nothing and fails nothing.
+	if err := Apply(t.Context(), env.Config, objs); err != nil {
+		t.Errorf("second Apply: %v", err)
+	}
+
+	for _, tc := range []struct{ name, content, want string }{
+		{"an object the member refuses", "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: broken, namespace: app}\nspec: {replicas: 1}",
+			"bad/m#1: the member refused Deployment broken"},
+		{"a kind nothing defines", "apiVersion: example.com/v1\nkind: Gadget\nmetadata: {name: g}",
+			"bad/m#1: the member serves no example.com/v1, Kind=Gadget, and no CustomResourceDefinition of the bundles defines it"},
+		{"a namespace nothing creates", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: nowhere}",
+			"bad/m#1: ConfigMap c: namespace nowhere does not exist"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			objs, err := Documents(bundle("bad", kobev1.BootstrapManifest{Name: "m", Content: tc.content}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = Apply(t.Context(), env.Config, objs)
+			var inv *InvalidError
+			if !errors.As(err, &inv) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err = %v, want an InvalidError containing %q", err, tc.want)
+			}
+		})
+	}
+}
