@@ -23,6 +23,9 @@ const (
 	ConditionProvisioned = "Provisioned"
 	// ConditionHealthy (instance): the latest health probe passed.
 	ConditionHealthy = "Healthy"
+	// ConditionBootstrapsComplete (instance): every BootstrapConfig the pool
+	// names is applied to the member (the BootstrapsComplete gate).
+	ConditionBootstrapsComplete = "BootstrapsComplete"
 
 	// ConditionBound (lease): the lease holds a member.
 	ConditionBound = "Bound"
@@ -79,6 +82,14 @@ const (
 	ReasonProvisioned = "Provisioned"
 	// ReasonProvisionFailed: the backend reports the member failed.
 	ReasonProvisionFailed = "ProvisionFailed"
+	// ReasonBootstrapFailed: a BootstrapConfig can never be applied to the
+	// member as it is; the member is destroyed and replaced.
+	ReasonBootstrapFailed = "BootstrapFailed"
+	// ReasonBootstrapsApplying: the pool's BootstrapConfigs are being
+	// applied (or one is missing, or a CRD of theirs is not served yet).
+	ReasonBootstrapsApplying = "BootstrapsApplying"
+	// ReasonBootstrapsApplied: every BootstrapConfig of the pool is applied.
+	ReasonBootstrapsApplied = "BootstrapsApplied"
 	// ReasonCreatingTimeout: the member stayed Creating past creatingTimeout.
 	ReasonCreatingTimeout = "CreatingTimeout"
 	// ReasonGatePassed / ReasonGatePending: a readiness gate's state.

@@ -30,6 +30,13 @@ const (
 	GateDeploymentReady = "DeploymentReady"
 	// GateURLHealthy: GET of the gate's url answers with a 2xx status.
 	GateURLHealthy = "URLHealthy"
+	// GateBootstrapsComplete: every BootstrapConfig the pool names is
+	// applied (the instance's BootstrapsComplete condition is True). A pool
+	// with bootstraps always waits for it; listing it is for the record.
+	GateBootstrapsComplete = "BootstrapsComplete"
+	// GateAddonsReady is GateBootstrapsComplete under the name the spec's
+	// documents use.
+	GateAddonsReady = "AddonsReady"
 )
 
 // AlwaysGates returns the gates evaluated for every member whether or not the
@@ -42,7 +49,7 @@ func AlwaysGates() []string {
 // BuiltinGates returns every gate type the operator evaluates itself.
 func BuiltinGates() []string {
 	return []string{GateAPIServerReachable, GateInClusterToken, GateDefaultServiceAccount, GateNodesReady,
-		GateCRDExists, GateDeploymentReady, GateURLHealthy}
+		GateCRDExists, GateDeploymentReady, GateURLHealthy, GateBootstrapsComplete, GateAddonsReady}
 }
 
 // IsBuiltinGate reports whether the operator evaluates gate type t itself;

@@ -95,12 +95,17 @@ func Documents(bc *kobev1.BootstrapConfig) ([]Object, error) {
 // wrapping ErrWaiting when a kind defined by one of objs is not served yet,
 // and any other error when the member could not be reached.
 func Apply(ctx context.Context, cfg *rest.Config, objs []Object) error {
-	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return fmt.Errorf("building an HTTP client for the member: %w", err)
+	}
+	defer hc.CloseIdleConnections()
+	dc, err := discovery.NewDiscoveryClientForConfigAndClient(cfg, hc)
 	if err != nil {
 		return fmt.Errorf("building a discovery client for the member: %w", err)
 	}
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
-	dyn, err := dynamic.NewForConfig(cfg)
+	dyn, err := dynamic.NewForConfigAndClient(cfg, hc)
 	if err != nil {
 		return fmt.Errorf("building a client for the member: %w", err)
 	}

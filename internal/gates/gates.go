@@ -91,6 +91,9 @@ func EvaluateMember(ctx context.Context, kubeconfig []byte, gates []kobev1.Readi
 		switch {
 		case !r.Builtin:
 			err = external(conds, r.Name)
+		case g.Type == kobev1.GateBootstrapsComplete || g.Type == kobev1.GateAddonsReady:
+			// The member's controller applies the bundles and sets it.
+			err = external(conds, kobev1.ConditionBootstrapsComplete)
 		case g.Type == kobev1.GateURLHealthy:
 			// From the operator's network: it needs no member API.
 			err = urlHealthy(ctx, g.URL, timeout)

@@ -84,6 +84,7 @@ var failureReasons = map[string]bool{
 	kobev1.ReasonProvisionFailed:    true,
 	kobev1.ReasonBackendUnavailable: true,
 	kobev1.ReasonCreatingTimeout:    true,
+	kobev1.ReasonBootstrapFailed:    true,
 }
 
 // backoffMessage is the Capacity message while creates wait.

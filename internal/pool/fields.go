@@ -15,9 +15,6 @@ import (
 // fields are judged only when the backend is wired.
 func NotImplemented(spec *kobev1.ClusterPoolSpec, wired bool, b Capabilities) []string {
 	var out []string
-	if len(spec.Bootstraps) > 0 {
-		out = append(out, "bootstraps (BootstrapConfigs are not applied to members)")
-	}
 	if spec.Snapshot != nil {
 		out = append(out, "snapshot (members are not restored from Velero backups)")
 	}

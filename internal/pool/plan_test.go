@@ -378,7 +378,7 @@ func TestDecide(t *testing.T) {
 		}), Backend: Capabilities{KubernetesVersions: []string{"1.37.2"}}},
 		want: want{next: 0, phase: kobev1.PoolHealthy,
 			conds:       map[string]string{"FieldNotImplemented": "True/FieldNotImplemented"},
-			msgContains: map[string]string{"FieldNotImplemented": `bootstraps (BootstrapConfigs are not applied to members); snapshot (members are not restored from Velero backups); cluster.version "v1.31.3" (the local backend runs Kubernetes 1.37.2 only); backend.local.scheduling`}},
+			msgContains: map[string]string{"FieldNotImplemented": `set but not acted on: snapshot (members are not restored from Velero backups); cluster.version "v1.31.3" (the local backend runs Kubernetes 1.37.2 only); backend.local.scheduling`}},
 	}, {
 		name: "cluster.version matching the local backend is implemented",
 		in: Input{Pool: testPool(size(0), func(p *kobev1.ClusterPool) { p.Spec.Cluster.Version = "v1.37.2" }),

@@ -26,6 +26,8 @@ type settings struct {
 	interval        time.Duration
 	threshold       int32
 	gates           []kobev1.ReadinessGate
+	// bootstraps are the pool's BootstrapConfigs, applied before the gates.
+	bootstraps []kobev1.LocalRef
 	// nodes is how many real nodes the member asks for; NodesReady then
 	// probes each of them with a pod.
 	nodes int32
@@ -54,6 +56,7 @@ func settingsFor(p *kobev1.ClusterPool, inst *kobev1.ClusterInstance) settings {
 		}
 	}
 	s.gates = pool.MemberGates(inst.Spec.Backend, p.Spec.ReadinessGates)
+	s.bootstraps = p.Spec.Bootstraps
 	return s
 }
 

@@ -66,6 +66,9 @@ func (r *Reconciler) reconcileCreating(ctx context.Context, s *scope) (ctrl.Resu
 		r.setCondition(s, kobev1.ConditionProvisioned, metav1.ConditionFalse, kobev1.ReasonCreating, msg)
 		return ctrl.Result{RequeueAfter: min(r.pollInterval(), left)}, nil
 	}
+	if res, done, err := r.applyBootstraps(ctx, s, left); !done || err != nil {
+		return res, err
+	}
 	return r.runGates(ctx, s, left)
 }
 
@@ -112,8 +115,8 @@ func (r *Reconciler) runGates(ctx context.Context, s *scope, left time.Duration)
 		if !g.Passed {
 			pending = append(pending, g.Name)
 		}
-		if !g.Builtin {
-			continue // the condition is the gate; someone else owns it
+		if !g.Builtin || g.Name == kobev1.ConditionBootstrapsComplete {
+			continue // the condition is the gate; someone else (or applyBootstraps) sets it
 		}
 		if g.Passed {
 			// No Event per gate: the move to Ready names every gate passed
@@ -314,6 +317,9 @@ func timeoutVerdict(inst *kobev1.ClusterInstance, timeout time.Duration) (reason
 	if c := meta.FindStatusCondition(inst.Status.Conditions, kobev1.ConditionProvisioned); c != nil && c.Status == metav1.ConditionFalse &&
 		(c.Reason == kobev1.ReasonProvisionFailed || c.Reason == kobev1.ReasonBackendUnavailable) {
 		return c.Reason, msg + "; the backend refused it: " + c.Message
+	}
+	if c := meta.FindStatusCondition(inst.Status.Conditions, kobev1.ConditionBootstrapsComplete); c != nil && c.Status == metav1.ConditionFalse {
+		return kobev1.ReasonBootstrapFailed, msg + "; its bootstraps were not applied: " + c.Message
 	}
 	return kobev1.ReasonCreatingTimeout, msg
 }

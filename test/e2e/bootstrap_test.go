@@ -1,0 +1,181 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+	"github.com/kunobi-ninja/kobe/internal/testenv"
+)
+
+// A bundle of a CRD, a namespace, a Deployment and an object of the CRD's
+// kind: the Widget must wait until its CRD is served.
+const (
+	widgetsCRD = `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: widgets.example.com}
+spec:
+  group: example.com
+  names: {plural: widgets, singular: widget, kind: Widget, listKind: WidgetList}
+  scope: Namespaced
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
+`
+	widgetsApp = `apiVersion: v1
+kind: Namespace
+metadata: {name: shop}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: shop}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec: {containers: [{name: web, image: kobe.local/pause:v1}]}
+---
+apiVersion: example.com/v1
+kind: Widget
+metadata: {name: first, namespace: shop}
+spec: {size: 3}
+`
+	// brokenDeployment has no selector: every API server refuses it.
+	brokenDeployment = `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: broken, namespace: default}
+spec:
+  replicas: 1
+  template:
+    metadata: {labels: {app: broken}}
+    spec: {containers: [{name: c, image: kobe.local/pause:v1}]}
+`
+)
+
+func createBundle(t *testing.T, name string, manifests ...kobev1.BootstrapManifest) {
+	t.Helper()
+	bc := &kobev1.BootstrapConfig{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace}, Spec: kobev1.BootstrapConfigSpec{Manifests: manifests}}
+	if err := s.env.Client.Create(t.Context(), bc); err != nil {
+		t.Fatalf("creating BootstrapConfig %s: %v", name, err)
+	}
+	t.Cleanup(func() { _ = s.env.Client.Delete(context.Background(), bc) })
+}
+
+// createPoolWith creates a local pool of size 1 with bootstraps and gates,
+// and deletes it (waiting for its members to go) when the test ends.
+func createPoolWith(t *testing.T, name string, bootstraps []string, gates ...kobev1.ReadinessGate) {
+	t.Helper()
+	p := newPool(name, 1)
+	for _, b := range bootstraps {
+		p.Spec.Bootstraps = append(p.Spec.Bootstraps, kobev1.LocalRef{Name: b})
+	}
+	p.Spec.ReadinessGates = gates
+	if err := s.env.Client.Create(t.Context(), p); err != nil {
+		t.Fatalf("creating pool %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		_ = s.env.Client.Delete(ctx, p)
+		_ = testenv.Poll(ctx, 2*time.Minute, func() error {
+			var l kobev1.ClusterInstanceList
+			if err := s.env.Client.List(ctx, &l, client.InNamespace(namespace), client.MatchingLabels{kobev1.LabelPool: name}); err != nil {
+				return err
+			}
+			if len(l.Items) > 0 {
+				return fmt.Errorf("%d members of %s left", len(l.Items), name)
+			}
+			return nil
+		})
+	})
+}
+
+// TestBootstrapsAppliedBeforeHandOut: a member of a pool with a bundle of
+// manifests is Ready only once they are applied, so the leased cluster
+// already has the CRD, the Deployment and the CRD's object; the gates on
+// them (CRDExists, BootstrapsComplete under its spec name AddonsReady) pass.
+func TestBootstrapsAppliedBeforeHandOut(t *testing.T) {
+	const pool = "boot"
+	createBundle(t, "widgets",
+		kobev1.BootstrapManifest{Name: "20-app.yaml", Content: widgetsApp},
+		kobev1.BootstrapManifest{Name: "10-crd.yaml", Content: widgetsCRD})
+	createPoolWith(t, pool, []string{"widgets"},
+		kobev1.ReadinessGate{Type: kobev1.GateAddonsReady},
+		kobev1.ReadinessGate{Type: kobev1.GateCRDExists, Name: "WidgetsAPI", CRD: &kobev1.CRDGate{Name: "widgets.example.com"}})
+	waitPoolReady(t, pool, 1)
+
+	_, kc := leaseCLI(t, pool, "--ttl", "10m")
+	for _, args := range [][]string{
+		{"get", "crd", "widgets.example.com"},
+		{"-n", "shop", "get", "deployment", "web"},
+		{"-n", "shop", "get", "widgets.example.com", "first", "-o", "jsonpath={.spec.size}"},
+	} {
+		out, err := testenv.Kubectl(t, kc, args...)
+		if err != nil {
+			t.Fatalf("kubectl %s with the lease's kubeconfig: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		if args[len(args)-1] == "jsonpath={.spec.size}" && strings.TrimSpace(out) != "3" {
+			t.Errorf("the bundle's Widget has size %q, want 3", out)
+		}
+	}
+	var l kobev1.ClusterInstanceList
+	if err := s.env.Client.List(t.Context(), &l, client.InNamespace(namespace), client.MatchingLabels{kobev1.LabelPool: pool}); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range l.Items {
+		if m.Status.Phase != kobev1.InstanceLeased {
+			continue
+		}
+		for _, c := range []string{kobev1.ConditionBootstrapsComplete, kobev1.GateAddonsReady, "WidgetsAPI"} {
+			if cond := findCondition(m.Status.Conditions, c); cond == nil || cond.Status != metav1.ConditionTrue {
+				t.Errorf("leased member %s: condition %s = %+v, want True", m.Name, c, cond)
+			}
+		}
+	}
+}
+
+// TestBrokenBootstrapNeverWarms: a bundle the member refuses fails every
+// member before it is Ready; the pool counts the failures, names the bundle
+// and the document, and backs off.
+func TestBrokenBootstrapNeverWarms(t *testing.T) {
+	const pool = "boot-broken"
+	createBundle(t, "broken", kobev1.BootstrapManifest{Name: "app.yaml", Content: brokenDeployment})
+	createPoolWith(t, pool, []string{"broken"})
+	testenv.Eventually(t, memberDeadline, "the pool to report the broken bundle", func() error {
+		p := getPool(t, pool)
+		if p.Status.Ready != 0 || p.Status.Leased != 0 {
+			t.Fatalf("a member of a pool with a broken bundle became Ready: %+v", p.Status)
+		}
+		lf := p.Status.LastFailure
+		if p.Status.Failures < 1 || lf == nil {
+			return errors.New("no failure counted yet")
+		}
+		if lf.Reason != kobev1.ReasonBootstrapFailed || !strings.Contains(lf.Message, "broken/app.yaml#1: the member refused Deployment broken") {
+			return fmt.Errorf("lastFailure %+v", lf)
+		}
+		prov := findCondition(p.Status.Conditions, kobev1.ConditionProvisioning)
+		if prov == nil || prov.Status != metav1.ConditionFalse || !strings.Contains(prov.Message, kobev1.ReasonBootstrapFailed) {
+			return fmt.Errorf("Provisioning %+v", prov)
+		}
+		return nil
+	})
+}
+
+func findCondition(conds []metav1.Condition, t string) *metav1.Condition {
+	for i := range conds {
+		if conds[i].Type == t {
+			return &conds[i]
+		}
+	}
+	return nil
+}
