@@ -178,6 +178,10 @@ func (b *Binder) currentTemplate(ctx context.Context, l *kobev1.ClusterLease) st
 	if err := b.Reader.Get(ctx, types.NamespacedName{Namespace: l.Namespace, Name: l.Spec.Pool}, p); err != nil {
 		return ""
 	}
+	if p.Status.TemplateHash != "" {
+		// What the pool controller builds from, bundle content included.
+		return p.Status.TemplateHash
+	}
 	return pool.TemplateHash(&p.Spec)
 }
 

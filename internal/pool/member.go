@@ -18,17 +18,31 @@ func MemberName(pool string, ordinal int32) string {
 }
 
 // TemplateHash identifies what a pool's members are built from (backend,
-// cluster template, and the bootstraps and snapshot when set); a member
-// whose hash differs was built from an older template. The optional parts
-// are omitted when unset, so that adding them to the hash changed no
-// existing pool's hash (which would have rolled every member out).
-func TemplateHash(spec *kobev1.ClusterPoolSpec) string {
+// cluster template, and the bootstraps and snapshot when set), without the
+// content of the bootstraps; see TemplateHashWith.
+func TemplateHash(spec *kobev1.ClusterPoolSpec) string { return TemplateHashWith(spec, nil) }
+
+// TemplateHashWith identifies what a pool's members are built from:
+// backend, cluster template, the bootstraps and snapshot when set, and the
+// content of the bootstraps (bundles: BundleDigest by name; a bundle that
+// does not exist is left out). A member whose hash differs was built from
+// an older template. The optional parts are omitted when unset, so that
+// adding them to the hash changed no existing pool's hash (which would have
+// rolled every member out).
+func TemplateHashWith(spec *kobev1.ClusterPoolSpec, bundles map[string]string) string {
+	var content []string
+	for _, b := range spec.Bootstraps {
+		if d, ok := bundles[b.Name]; ok {
+			content = append(content, b.Name+"="+d)
+		}
+	}
 	data, err := json.Marshal(struct {
 		Backend    kobev1.BackendSpec     `json:"backend"`
 		Cluster    kobev1.ClusterTemplate `json:"cluster"`
 		Bootstraps []kobev1.LocalRef      `json:"bootstraps,omitempty"`
 		Snapshot   *kobev1.SnapshotSpec   `json:"snapshot,omitempty"`
-	}{spec.Backend, spec.Cluster, spec.Bootstraps, spec.Snapshot})
+		Content    []string               `json:"bootstrapContent,omitempty"`
+	}{spec.Backend, spec.Cluster, spec.Bootstraps, spec.Snapshot, content})
 	if err != nil {
 		panic(fmt.Sprintf("encoding a pool template: %v", err)) // plain structs always encode
 	}
@@ -36,11 +50,27 @@ func TemplateHash(spec *kobev1.ClusterPoolSpec) string {
 	return hex.EncodeToString(sum[:8])
 }
 
+// BundleDigest identifies a BootstrapConfig's content: a change to it is a
+// change of the template of every pool that names the bundle.
+func BundleDigest(bc *kobev1.BootstrapConfig) string {
+	data, err := json.Marshal(bc.Spec)
+	if err != nil {
+		panic(fmt.Sprintf("encoding a BootstrapConfig: %v", err)) // plain structs always encode
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:8])
+}
+
 // NewMember renders the ClusterInstance for a pool's member: labelled with
-// the pool, controlled by it, its spec copied from the pool's template, and
+// the pool, controlled by it, its spec copied from the pool's template
+// (whose hash is hash; TemplateHash of the pool's spec when empty), and
 // already carrying the destroy finalizer so that no window exists in which
 // the member could be created without it.
-func NewMember(p *kobev1.ClusterPool, ordinal int32) *kobev1.ClusterInstance {
+func NewMember(p *kobev1.ClusterPool, ordinal int32, hash ...string) *kobev1.ClusterInstance {
+	h := TemplateHash(&p.Spec)
+	if len(hash) > 0 && hash[0] != "" {
+		h = hash[0]
+	}
 	return &kobev1.ClusterInstance{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:       MemberName(p.Name, ordinal),
@@ -62,7 +92,7 @@ func NewMember(p *kobev1.ClusterPool, ordinal int32) *kobev1.ClusterInstance {
 			Backend:      *p.Spec.Backend.DeepCopy(),
 			Access:       &kobev1.AccessSpec{Mode: AccessMode(&p.Spec)},
 			Cluster:      *p.Spec.Cluster.DeepCopy(),
-			TemplateHash: TemplateHash(&p.Spec),
+			TemplateHash: h,
 		},
 	}
 }

@@ -35,6 +35,9 @@ type Input struct {
 	// Host is the per-host cap on members of the pool's backend type; its
 	// zero value is no cap.
 	Host HostBudget
+	// Bundles are the content digests (BundleDigest) of the pool's
+	// BootstrapConfigs by name; a bundle that does not exist is absent.
+	Bundles map[string]string
 }
 
 // HostBudget is a cap on the members of one backend type that this host
@@ -91,7 +94,10 @@ type Plan struct {
 	Delete []Removal
 	// NextOrdinal is the ordinal after every one used so far, including Create.
 	NextOrdinal int32
-	Counters    Counters
+	// TemplateHash is what members are built from now: new members carry
+	// it, members without it are outdated (status.templateHash).
+	TemplateHash string
+	Counters     Counters
 	// Outdated counts the unbound Ready and Creating members the pool
 	// replaces (status.outdated).
 	Outdated int32
@@ -140,8 +146,8 @@ func classify(m *kobev1.ClusterInstance) class {
 // whose backend is not wired.
 func Decide(in Input) Plan {
 	p := in.Pool
-	hash := TemplateHash(&p.Spec)
-	plan := Plan{Counters: count(in.Members), NextOrdinal: nextOrdinal(p, in.Members)}
+	hash := TemplateHashWith(&p.Spec, in.Bundles)
+	plan := Plan{Counters: count(in.Members), NextOrdinal: nextOrdinal(p, in.Members), TemplateHash: hash}
 	c := plan.Counters
 	wired := slices.Contains(in.Wired, p.Spec.Backend.Type)
 	deleting := !p.DeletionTimestamp.IsZero()

@@ -475,4 +475,34 @@ func TestTemplateHash(t *testing.T) {
 		}
 		seen[h] = name
 	}
+
+	// A bundle's content is part of the template; a bundle the pool does
+	// not name, or one that does not exist, is not.
+	flux := &kobev1.BootstrapConfig{Spec: kobev1.BootstrapConfigSpec{Manifests: []kobev1.BootstrapManifest{{Name: "a", Content: "kind: A"}}}}
+	flux2 := flux.DeepCopy()
+	flux2.Spec.Manifests[0].Content = "kind: B"
+	if BundleDigest(flux) == BundleDigest(flux2) {
+		t.Error("two contents of a bundle have one digest")
+	}
+	refsOnly := TemplateHash(&withBootstraps)
+	v1 := TemplateHashWith(&withBootstraps, map[string]string{"flux": BundleDigest(flux)})
+	v2 := TemplateHashWith(&withBootstraps, map[string]string{"flux": BundleDigest(flux2)})
+	if v1 == v2 || v1 == refsOnly {
+		t.Errorf("hashes with content v1 %s, v2 %s, without %s: a content change must change the template", v1, v2, refsOnly)
+	}
+	if got := TemplateHashWith(&withBootstraps, map[string]string{"argo": BundleDigest(flux)}); got != refsOnly {
+		t.Errorf("a bundle the pool does not name changed its hash: %s, want %s", got, refsOnly)
+	}
+	if got := TemplateHashWith(&base, map[string]string{"flux": BundleDigest(flux)}); got != TemplateHash(&base) {
+		t.Error("a pool without bootstraps changed its hash with bundles given")
+	}
+	// The plan carries it, and members built with it are current.
+	p := testPool(func(p *kobev1.ClusterPool) { p.Spec.Bootstraps = []kobev1.LocalRef{{Name: "flux"}} })
+	in := Input{Pool: p, Bundles: map[string]string{"flux": BundleDigest(flux2)}, Members: []kobev1.ClusterInstance{
+		*NewMember(p, 0, v1), *NewMember(p, 1, v2)}}
+	in.Members[0].Status.Phase, in.Members[1].Status.Phase = kobev1.InstanceReady, kobev1.InstanceReady
+	plan := decide(in)
+	if plan.TemplateHash != v2 || plan.Outdated != 1 {
+		t.Errorf("plan template %s outdated %d, want %s and 1 (the member built before the bundle changed)", plan.TemplateHash, plan.Outdated, v2)
+	}
 }

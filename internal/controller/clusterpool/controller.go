@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -92,6 +93,8 @@ type scope struct {
 	demandRequeue time.Duration
 	// host is the per-host budget of the pool's backend type.
 	host pool.HostBudget
+	// bundles are the content digests of the pool's BootstrapConfigs.
+	bundles map[string]string
 }
 
 // Reconcile converges one pool: get, scope, one deferred fenced status
@@ -150,6 +153,9 @@ func (r *Reconciler) decide(ctx context.Context, s *scope) error {
 	if s.host, err = r.hostBudget(ctx, s.pool, s.conds.Now); err != nil {
 		return err
 	}
+	if s.bundles, err = r.bundles(ctx, s.pool); err != nil {
+		return err
+	}
 	s.queue = int32(len(lease.Queue(leases, s.pool.Name)))
 	// Before the plan, which reads it: Predictive aims for its warm target
 	// and DemandCovered compares with it. The history is kept in the status
@@ -182,6 +188,7 @@ func (r *Reconciler) plan(s *scope, members []kobev1.ClusterInstance) pool.Plan 
 	return pool.Decide(pool.Input{
 		Pool: p, Members: members, QueueDepth: s.queue, Wired: wired,
 		Backend: r.capabilities(p.Spec.Backend.Type), Now: s.conds.Now, SignalGrace: r.SignalGrace, Host: s.host,
+		Bundles: s.bundles,
 	})
 }
 
@@ -227,6 +234,45 @@ func (r *Reconciler) leases(ctx context.Context, p *kobev1.ClusterPool) ([]kobev
 	return list.Items, nil
 }
 
+// bundles reads the pool's BootstrapConfigs from the cache and returns
+// their content digests by name; a bundle that does not exist is left out
+// (its members wait for it, and its creation changes the template).
+func (r *Reconciler) bundles(ctx context.Context, p *kobev1.ClusterPool) (map[string]string, error) {
+	if len(p.Spec.Bootstraps) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]string, len(p.Spec.Bootstraps))
+	for _, ref := range p.Spec.Bootstraps {
+		bc := &kobev1.BootstrapConfig{}
+		err := r.Client.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: ref.Name}, bc)
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading BootstrapConfig %s of pool %s: %w", ref.Name, p.Name, err)
+		}
+		out[ref.Name] = pool.BundleDigest(bc)
+	}
+	return out, nil
+}
+
+// poolsOfBundle wakes the pools that name a BootstrapConfig: a change to its
+// content is a change of their template.
+func (r *Reconciler) poolsOfBundle(ctx context.Context, o client.Object) []reconcile.Request {
+	var pools kobev1.ClusterPoolList
+	if err := r.Client.List(ctx, &pools, client.InNamespace(o.GetNamespace())); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing the pools of a BootstrapConfig", "bootstrapConfig", o.GetName())
+		return nil
+	}
+	var out []reconcile.Request
+	for _, p := range pools.Items {
+		if slices.ContainsFunc(p.Spec.Bootstraps, func(ref kobev1.LocalRef) bool { return ref.Name == o.GetName() }) {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&p)})
+		}
+	}
+	return out
+}
+
 // SetupWithManager registers the controller: it watches pools, their
 // members (by label, since a bound member's owner is its lease) and the
 // leases naming them; each event wakes only the pool it names. The
@@ -258,6 +304,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			})).
 		Watches(&kobev1.ClusterLease{}, handler.EnqueueRequestsFromMapFunc(poolOfLease),
 			builder.WithPredicates(predicate.Funcs{UpdateFunc: queueChanged})).
+		Watches(&kobev1.BootstrapConfig{}, handler.EnqueueRequestsFromMapFunc(r.poolsOfBundle),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Complete(r)
 }
 

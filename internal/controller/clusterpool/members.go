@@ -34,7 +34,7 @@ func (r *Reconciler) reserveOrdinals(ctx context.Context, s *scope) error {
 func (r *Reconciler) createMembers(ctx context.Context, s *scope) error {
 	p, plan := s.pool, s.plan
 	for _, n := range plan.Create {
-		m := pool.NewMember(p, n)
+		m := pool.NewMember(p, n, plan.TemplateHash)
 		if err := r.Client.Create(ctx, m); err != nil {
 			if apierrors.IsAlreadyExists(err) {
 				continue

@@ -31,28 +31,8 @@ import (
 // every moment. A queued lease then grows the pool, and once it is gone the
 // surplus member stays until scaleDownAfter after the last pressure.
 func TestRolloutAndScaleDown(t *testing.T) {
-	env := testenv.Start(t)
-	ctrl.SetLogger(logr.Discard())
-	ctx, c := t.Context(), env.Client
-	ns := env.NewNamespace(t)
-	mgr := env.NewManager(t, ns)
-	if err := index.Setup(ctx, mgr); err != nil {
-		t.Fatal(err)
-	}
-	backends := backend.Registry{kobev1.BackendSim: sim.New(sim.Options{})}
-	pools := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(ControllerName),
-		Backends: backends, Clock: clock.RealClock{}}
-	if err := pools.SetupWithManager(mgr); err != nil {
-		t.Fatal(err)
-	}
-	instances := &clusterinstance.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
-		Recorder: mgr.GetEventRecorder(clusterinstance.ControllerName), Backends: backends, Clock: clock.RealClock{},
-		PollInterval: 200 * time.Millisecond}
-	if err := instances.SetupWithManager(mgr); err != nil {
-		t.Fatal(err)
-	}
-	testenv.StartManager(t, mgr)
-	h := &harness{env: env, c: c}
+	h, ns := startSimControllers(t)
+	ctx, c := t.Context(), h.c
 
 	const quiet = 15 * time.Second
 	readyAfter := func(d time.Duration) *kobev1.SimBackendSpec {
@@ -161,6 +141,33 @@ func TestRolloutAndScaleDown(t *testing.T) {
 	}
 }
 
+// startSimControllers runs the pool and instance controllers with the sim
+// backend against a real API server, for a namespace of the test's own.
+func startSimControllers(t *testing.T) (*harness, string) {
+	env := testenv.Start(t)
+	ctrl.SetLogger(logr.Discard())
+	ctx := t.Context()
+	ns := env.NewNamespace(t)
+	mgr := env.NewManager(t, ns)
+	if err := index.Setup(ctx, mgr); err != nil {
+		t.Fatal(err)
+	}
+	backends := backend.Registry{kobev1.BackendSim: sim.New(sim.Options{})}
+	pools := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(ControllerName),
+		Backends: backends, Clock: clock.RealClock{}}
+	if err := pools.SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	instances := &clusterinstance.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
+		Recorder: mgr.GetEventRecorder(clusterinstance.ControllerName), Backends: backends, Clock: clock.RealClock{},
+		PollInterval: 200 * time.Millisecond}
+	if err := instances.SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	testenv.StartManager(t, mgr)
+	return &harness{env: env, c: env.Client}, ns
+}
+
 // watchMembers samples the pool's members and status until done reports
 // true, failing at once when it returns an error: an invariant that must
 // hold at every moment of a transition, not only at its end. done also gets
@@ -196,20 +203,25 @@ func watchMembers(t *testing.T, h *harness, p *kobev1.ClusterPool, within time.D
 }
 
 // eventTime is when the first event about name with this reason and a
-// note that mentions detail was recorded.
+// note that mentions detail was recorded. Events are written
+// asynchronously, after the change they tell of: it waits a little.
 func (h *harness) eventTime(t *testing.T, ns, name, reason, detail string) time.Time {
 	t.Helper()
-	var list eventsv1.EventList
-	if err := h.c.List(t.Context(), &list, client.InNamespace(ns)); err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range list.Items {
-		if e.Regarding.Name == name && e.Reason == reason && strings.Contains(e.Note, detail) {
-			return e.EventTime.Time
+	var at time.Time
+	testenv.Eventually(t, 10*time.Second, fmt.Sprintf("a %s event about %s mentioning %s", reason, name, detail), func() error {
+		var list eventsv1.EventList
+		if err := h.c.List(t.Context(), &list, client.InNamespace(ns)); err != nil {
+			return err
 		}
-	}
-	t.Fatalf("no %s event about %s mentioning %s", reason, name, detail)
-	return time.Time{}
+		for _, e := range list.Items {
+			if e.Regarding.Name == name && e.Reason == reason && strings.Contains(e.Note, detail) {
+				at = e.EventTime.Time
+				return nil
+			}
+		}
+		return errors.New("none yet")
+	})
+	return at
 }
 
 func containsMember(ms []kobev1.ClusterInstance, name string) bool {

@@ -11,7 +11,6 @@ import (
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/metrics"
-	"github.com/kunobi-ninja/kobe/internal/pool"
 )
 
 // setStatus writes the plan's counters, phase and conditions into the pool,
@@ -26,7 +25,7 @@ func (r *Reconciler) setStatus(_ context.Context, s *scope) error {
 	st.Unhealthy, st.Quarantined, st.QueueDepth = c.Unhealthy, c.Quarantined, s.queue
 	st.NextOrdinal = max(st.NextOrdinal, plan.NextOrdinal)
 	st.Outdated = plan.Outdated
-	setTemplate(st, pool.TemplateHash(&s.pool.Spec))
+	setTemplate(st, plan.TemplateHash)
 	if plan.Pressure {
 		// In the API, not in memory: a restarted operator still waits
 		// scaleDownAfter from here before it shrinks the pool.
