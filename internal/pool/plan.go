@@ -341,6 +341,9 @@ func absentSignals(p *kobev1.ClusterPool, members []kobev1.ClusterInstance, now 
 			if classify(m) != classCreating || prov == nil || prov.Status != metav1.ConditionTrue {
 				continue
 			}
+			if boot := meta.FindStatusCondition(m.Status.Conditions, kobev1.ConditionBootstrapsComplete); boot != nil && boot.Status != metav1.ConditionTrue {
+				continue // its gates run once its bootstraps are applied
+			}
 			if wait := prov.LastTransitionTime.Add(grace).Sub(now); wait > 0 {
 				requeue = minPositive(requeue, wait)
 			} else {

@@ -290,6 +290,14 @@ func TestDecide(t *testing.T) {
 			msgContains: map[string]string{"Warm": `no member has passed the readiness gate "GadgetsAPI" (pool-ci-0 Provisioned for more than 30s) (pool-ci-0: boom); ` +
 				"the pool will not warm until its members pass them"}},
 	}, {
+		name: "readiness signal: a member still applying its bootstraps has run no gate yet",
+		in: Input{Pool: testPool(gate("ExternalSignal"), size(1)), Members: []kobev1.ClusterInstance{
+			member(0, kobev1.InstanceCreating, provisionedAgo(time.Hour),
+				condition(kobev1.ConditionBootstrapsComplete, metav1.ConditionFalse, kobev1.ReasonBootstrapsApplying)),
+		}},
+		want: want{next: 1, counters: Counters{Creating: 1}, phase: kobev1.PoolFilling,
+			conds: map[string]string{"Warm": "False/Filling"}},
+	}, {
 		name: "readiness signal: within the grace the pool is Filling and requeues when it ends",
 		in: Input{Pool: testPool(gate("ExternalSignal")), Members: []kobev1.ClusterInstance{
 			member(0, kobev1.InstanceCreating, provisionedAgo(20*time.Second)),

@@ -313,7 +313,7 @@ func TestPoolController(t *testing.T) {
 			p.Spec.Size = ptr.To[int32](1)
 			p.Spec.ReadinessGates = []kobev1.ReadinessGate{{Type: "ExternalSignal"}}
 			p.Spec.Cluster.Version = "v1.31.3"
-			p.Spec.Bootstraps = []kobev1.LocalRef{{Name: "flux"}}
+			p.Spec.Snapshot = &kobev1.SnapshotSpec{Velero: kobev1.VeleroSnapshot{BackupName: "golden"}}
 		})
 		got := h.waitPool(t, p, memberReady, "Warm=False ReadinessSignalAbsent", func(p *kobev1.ClusterPool) bool {
 			c := meta.FindStatusCondition(p.Status.Conditions, kobev1.ConditionWarm)
@@ -328,7 +328,7 @@ func TestPoolController(t *testing.T) {
 			t.Errorf("phase = %s", got.Status.Phase)
 		}
 		ni := meta.FindStatusCondition(got.Status.Conditions, kobev1.ConditionNotImplemented)
-		if ni == nil || ni.Status != metav1.ConditionTrue || !strings.Contains(ni.Message, "bootstraps") ||
+		if ni == nil || ni.Status != metav1.ConditionTrue || !strings.Contains(ni.Message, "snapshot") ||
 			!strings.Contains(ni.Message, `cluster.version "v1.31.3" (the local backend runs Kubernetes `+version.Kubernetes+` only)`) {
 			t.Errorf("FieldNotImplemented = %+v", ni)
 		}

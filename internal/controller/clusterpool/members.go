@@ -57,6 +57,20 @@ func (r *Reconciler) createMembers(ctx context.Context, s *scope) error {
 // member that changed meanwhile (bound, probed) is left alone and the pool
 // decides again in a second.
 func (r *Reconciler) scaleDown(ctx context.Context, s *scope) (ctrl.Result, error) {
+	if len(s.plan.Delete) == 0 {
+		return ctrl.Result{RequeueAfter: s.plan.RequeueAfter}, nil
+	}
+	// A removal is decided from the pool's status too (lastPressure, which
+	// scale-down waits on): a pool read from a lagging cache must not
+	// delete, so the pool is read live first and a newer one decides again.
+	live := &kobev1.ClusterPool{}
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(s.pool), live); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if live.ResourceVersion != s.pool.ResourceVersion {
+		s.patch.MarkStale()
+		return ctrl.Result{}, nil
+	}
 	raced := false
 	for _, rm := range s.plan.Delete {
 		lost, err := r.deleteMember(ctx, s.pool, &rm.Member, rm.Reason, rm.Why)

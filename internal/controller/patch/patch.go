@@ -57,6 +57,11 @@ func (h *Helper) Gone() bool { return h.gone }
 // and decide again from a fresh read. Nothing is written after that.
 func (h *Helper) Stale() bool { return h.stale }
 
+// MarkStale records that a read found the object newer than the state the
+// reconcile decided from: nothing more is written, and Finish asks to run
+// again shortly, as after a write that met a newer object.
+func (h *Helper) MarkStale() { h.stale = true }
+
 // Done reports whether the reconcile must stop writing: the object is gone
 // or the state it decided from is stale.
 func (h *Helper) Done() bool { return h.gone || h.stale }
