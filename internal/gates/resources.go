@@ -61,7 +61,7 @@ func deploymentRolledOut(ctx context.Context, cs *kubernetes.Clientset, g *kobev
 	}
 	d, err := cs.AppsV1().Deployments(g.Namespace).Get(ctx, g.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return fmt.Errorf("Deployment %s/%s does not exist yet", g.Namespace, g.Name)
+		return fmt.Errorf("the Deployment %s/%s does not exist yet", g.Namespace, g.Name)
 	}
 	if err != nil {
 		return fmt.Errorf("getting Deployment %s/%s: %w", g.Namespace, g.Name, err)
@@ -73,11 +73,11 @@ func deploymentRolledOut(ctx context.Context, cs *kubernetes.Clientset, g *kobev
 func rolledOut(d *appsv1.Deployment) error {
 	id := d.Namespace + "/" + d.Name
 	if d.Status.ObservedGeneration < d.Generation {
-		return fmt.Errorf("Deployment %s: its controller has not yet observed generation %d", id, d.Generation)
+		return fmt.Errorf("the Deployment %s: its controller has not yet observed generation %d", id, d.Generation)
 	}
 	for _, c := range d.Status.Conditions {
 		if c.Type == appsv1.DeploymentProgressing && c.Reason == "ProgressDeadlineExceeded" {
-			return fmt.Errorf("Deployment %s exceeded its progress deadline: %s", id, c.Message)
+			return fmt.Errorf("the Deployment %s exceeded its progress deadline: %s", id, c.Message)
 		}
 	}
 	want := int32(1)
@@ -87,11 +87,11 @@ func rolledOut(d *appsv1.Deployment) error {
 	st := d.Status
 	switch {
 	case st.UpdatedReplicas < want:
-		return fmt.Errorf("Deployment %s: %d of %d replicas updated", id, st.UpdatedReplicas, want)
+		return fmt.Errorf("the Deployment %s: %d of %d replicas updated", id, st.UpdatedReplicas, want)
 	case st.Replicas > st.UpdatedReplicas:
-		return fmt.Errorf("Deployment %s: %d old replicas still running", id, st.Replicas-st.UpdatedReplicas)
+		return fmt.Errorf("the Deployment %s: %d old replicas still running", id, st.Replicas-st.UpdatedReplicas)
 	case st.AvailableReplicas < want:
-		return fmt.Errorf("Deployment %s: %d of %d replicas available", id, st.AvailableReplicas, want)
+		return fmt.Errorf("the Deployment %s: %d of %d replicas available", id, st.AvailableReplicas, want)
 	}
 	return nil
 }
