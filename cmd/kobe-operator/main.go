@@ -51,6 +51,8 @@ const defaultLocalMaxMembers = 16
 
 // options are the operator's flags.
 type options struct {
+	leakSweepInterval time.Duration
+	leakSweepDelete   bool
 	namespace         string
 	apiAddr           string
 	metricsAddr       string
@@ -121,6 +123,8 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.BoolVar(&o.enableSim, "enable-sim-backend", false, "Wire the sim backend: pools with backend.type sim get simulated members, with no cluster behind them, whose kubeconfigs point at an address that answers nothing. For benchmarks, scale tests and demos only; never for real use.")
 	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "", "Serve Go's /debug/pprof on this address (e.g. 127.0.0.1:6060) for profiling; empty disables it.")
 	fs.DurationVar(&o.leaseRetention, "lease-retention", time.Hour, "How long ended leases are kept before deletion.")
+	fs.DurationVar(&o.leakSweepInterval, "leak-sweep-interval", 10*time.Minute, "How often the leader looks for members no ClusterInstance owns (local member directories and processes, the kubernetes backend's host objects) and reports them: a log line and the kobe_leaked_members metric. 0 sweeps only at start, where what it finds is always destroyed.")
+	fs.BoolVar(&o.leakSweepDelete, "leak-sweep-delete", false, "Destroy what the periodic leak sweep finds, as the start-up sweep does, instead of only reporting it.")
 	fs.DurationVar(&o.auditRetention, "audit-retention", clusterlease.DefaultAuditRetention, "How long the audit record of a lease that held a member (ConfigMap kobe-audit-<lease UID>: who held which member, from when to when, under which policy) is kept; it outlives the lease.")
 	fs.IntVar(&o.maxQueuedPerOwner, "max-queued-per-owner", leaseservice.DefaultMaxQueuedPerOwner, "Most leases one caller (policy and identity) may have waiting for a member when its AccessPolicy rule sets no maxConcurrentLeases; beyond it the API answers 429 QueuedLeaseLimit.")
 	fs.DurationVar(&o.defaultMaxTTL, "default-max-ttl", auth.DefaultMaxTTL, "Longest lease TTL, and longest single extension, under an AccessPolicy rule that sets no maxTtl; longer requests are clamped.")
@@ -143,6 +147,10 @@ func main() {
 	}
 	if o.maxQueuedPerOwner <= 0 || o.maxQueuedPerOwner > math.MaxInt32 {
 		fmt.Fprintln(os.Stderr, "kobe-operator: refusing to start: --max-queued-per-owner must be a positive number")
+		os.Exit(2)
+	}
+	if o.leakSweepInterval < 0 {
+		fmt.Fprintln(os.Stderr, "kobe-operator: refusing to start: --leak-sweep-interval must be 0 (at start only) or positive")
 		os.Exit(2)
 	}
 	if err := o.resolveListeners(); err != nil {
@@ -337,7 +345,8 @@ func setupControllers(mgr ctrl.Manager, backends backend.Registry, binder *bindi
 	if err := policies.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up access policy controller: %w", err)
 	}
-	if err := mgr.Add(&clusterinstance.SweepRunnable{Backends: backends, Namespace: o.namespace, Reader: mgr.GetAPIReader()}); err != nil {
+	if err := mgr.Add(&clusterinstance.SweepRunnable{Backends: backends, Namespace: o.namespace, Reader: mgr.GetAPIReader(),
+		Interval: o.leakSweepInterval, RemoveLeaks: o.leakSweepDelete}); err != nil {
 		return fmt.Errorf("adding sweep: %w", err)
 	}
 	return nil

@@ -133,6 +133,14 @@ type Sweeper interface {
 	Sweep(ctx context.Context, owned OwnedFunc) (removed []string, err error)
 }
 
+// LeakFinder is implemented by backends that can report what Sweep would
+// destroy without destroying it: the periodic leak report.
+type LeakFinder interface {
+	// Leaks lists, in the words Sweep uses, every member (or piece of one)
+	// for which owned returns false.
+	Leaks(ctx context.Context, owned OwnedFunc) ([]string, error)
+}
+
 // OwnedFunc answers a Sweeper: whether the member with this namespace and
 // UID must be kept. It is true when a ClusterInstance with that UID exists,
 // and for a member of a namespace the operator does not manage (another

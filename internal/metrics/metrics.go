@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
@@ -46,10 +47,18 @@ var (
 		Name: "kobe_pool_member_failures_total",
 		Help: "Members that failed to become Ready, by pool and reason (ProvisionFailed, CreatingTimeout, ...); the total that status.failures, a streak, does not keep.",
 	}, []string{"namespace", "pool", "reason"})
+	leakedMembers = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "kobe_leaked_members",
+		Help: "What the last periodic sweep found of members no ClusterInstance owns (a member directory, its stray processes, a host object), by backend.",
+	}, []string{"backend"})
+	leaksRemoved = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kobe_leaks_removed_total",
+		Help: "Pieces of members no ClusterInstance owned that a sweep destroyed, by backend.",
+	}, []string{"backend"})
 )
 
 func init() {
-	crmetrics.Registry.MustRegister(leaseRequests, leasesEnded, bindLatency, queueDepth, poolMembers, poolFailures, memberFailures)
+	crmetrics.Registry.MustRegister(leaseRequests, leasesEnded, bindLatency, queueDepth, poolMembers, poolFailures, memberFailures, leakedMembers, leaksRemoved)
 }
 
 // LeaseRequest counts one lease API request outcome.
@@ -93,4 +102,19 @@ func DeletePool(namespace, pool string) {
 	queueDepth.DeleteLabelValues(namespace, pool)
 	poolFailures.DeleteLabelValues(namespace, pool)
 	memberFailures.DeletePartialMatch(prometheus.Labels{"namespace": namespace, "pool": pool})
+}
+
+// SetLeaks publishes how much of members nobody owns a sweep found.
+func SetLeaks(backend string, n int) { leakedMembers.WithLabelValues(backend).Set(float64(n)) }
+
+// LeaksRemoved counts what a sweep destroyed.
+func LeaksRemoved(backend string, n int) { leaksRemoved.WithLabelValues(backend).Add(float64(n)) }
+
+// Leaks reads kobe_leaked_members of a backend (for tests).
+func Leaks(backend string) float64 {
+	var m dto.Metric
+	if err := leakedMembers.WithLabelValues(backend).Write(&m); err != nil {
+		return -1
+	}
+	return m.GetGauge().GetValue()
 }

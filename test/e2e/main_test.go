@@ -172,6 +172,8 @@ func (s *suite) startOperator() error {
 		// TestConcurrentLeases queues 15 leases of one caller at once,
 		// beyond the default cap of 10 (covered in test/ha).
 		"--max-queued-per-owner", "20",
+		// TestLeakSweepReports waits for a periodic sweep.
+		"--leak-sweep-interval", "2s",
 	)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {

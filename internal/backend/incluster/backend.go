@@ -53,8 +53,9 @@ type Backend struct {
 }
 
 var (
-	_ backend.Backend = (*Backend)(nil)
-	_ backend.Sweeper = (*Backend)(nil)
+	_ backend.Backend    = (*Backend)(nil)
+	_ backend.Sweeper    = (*Backend)(nil)
+	_ backend.LeakFinder = (*Backend)(nil)
 )
 
 // New checks the options and returns the Backend.

@@ -152,7 +152,41 @@ func ownedByUID(o client.Object, uid types.UID) bool {
 // (UID preconditions). removed lists "<Kind> <namespace>/<name>" of each.
 // Objects in other namespaces are never looked at.
 func (b *Backend) Sweep(ctx context.Context, owned backend.OwnedFunc) ([]string, error) {
+	found, err := b.unowned(ctx, owned)
+	errs := []error{err}
 	var removed []string
+	for _, f := range found {
+		if err := b.deleteObject(ctx, f.obj); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		b.opts.Log.Info("Removed host object of a member nobody owns", "object", f.desc, "memberUID", f.obj.GetLabels()[LabelMemberUID])
+		removed = append(removed, f.desc)
+	}
+	return removed, errors.Join(errs...)
+}
+
+// Leaks implements backend.LeakFinder: what Sweep would delete, deleting
+// nothing.
+func (b *Backend) Leaks(ctx context.Context, owned backend.OwnedFunc) ([]string, error) {
+	found, err := b.unowned(ctx, owned)
+	out := make([]string, 0, len(found))
+	for _, f := range found {
+		out = append(out, f.desc)
+	}
+	return out, err
+}
+
+// unownedObject is a host object of a member nobody owns.
+type unownedObject struct {
+	obj  client.Object
+	desc string // "<Kind> <namespace>/<name>"
+}
+
+// unowned lists the objects in Options.Namespace that carry this backend's
+// labels and a member UID owned rejects, and are not being deleted already.
+func (b *Backend) unowned(ctx context.Context, owned backend.OwnedFunc) ([]unownedObject, error) {
+	var out []unownedObject
 	var errs []error
 	verdict := map[string]bool{}
 	for _, k := range kinds {
@@ -175,14 +209,8 @@ func (b *Backend) Sweep(ctx context.Context, owned backend.OwnedFunc) ([]string,
 			if keep || o.GetDeletionTimestamp() != nil {
 				continue
 			}
-			if err := b.deleteObject(ctx, o); err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			desc := fmt.Sprintf("%s %s/%s", k.name, o.GetNamespace(), o.GetName())
-			b.opts.Log.Info("Removed host object of a member nobody owns", "object", desc, "memberUID", uid)
-			removed = append(removed, desc)
+			out = append(out, unownedObject{obj: o, desc: fmt.Sprintf("%s %s/%s", k.name, o.GetNamespace(), o.GetName())})
 		}
 	}
-	return removed, errors.Join(errs...)
+	return out, errors.Join(errs...)
 }

@@ -117,8 +117,9 @@ type supervisor struct {
 }
 
 var (
-	_ backend.Backend = (*Backend)(nil)
-	_ backend.Sweeper = (*Backend)(nil)
+	_ backend.Backend    = (*Backend)(nil)
+	_ backend.Sweeper    = (*Backend)(nil)
+	_ backend.LeakFinder = (*Backend)(nil)
 )
 
 // New returns a local backend. It creates DataRoot; missing binaries are

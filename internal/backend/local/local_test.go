@@ -299,6 +299,14 @@ func TestAdoptAfterOperatorCrash(t *testing.T) {
 	waitFor(t, b2, ready, backend.StateReady, 10*time.Second)
 
 	readyDir, interruptedDir := b.paths(ready).dir, b.paths(interrupted).dir
+	// Leaks reports what Sweep destroys, and destroys nothing.
+	leaked, err := b2.Leaks(t.Context(), func(_ string, uid types.UID) bool { return uid == ready.UID })
+	if err != nil || !slices.Equal(leaked, []string{filepath.Base(interruptedDir)}) {
+		t.Errorf("Leaks = %v, %v; want only %s", leaked, err, filepath.Base(interruptedDir))
+	}
+	if pids := runningUnder(t, interruptedDir); len(pids) == 0 {
+		t.Error("Leaks stopped the processes of the member it reported")
+	}
 	removed, err := b2.Sweep(t.Context(), func(_ string, uid types.UID) bool { return uid == ready.UID })
 	if err != nil {
 		t.Fatalf("Sweep: %v", err)
@@ -317,6 +325,13 @@ func TestAdoptAfterOperatorCrash(t *testing.T) {
 	// Processes whose directory vanished are strays: Sweep stops them.
 	if err := os.RemoveAll(readyDir); err != nil {
 		t.Fatal(err)
+	}
+	leaked, err = b2.Leaks(t.Context(), func(string, types.UID) bool { return true })
+	if err != nil || !slices.Equal(leaked, []string{"processes of " + filepath.Base(readyDir)}) {
+		t.Errorf("Leaks = %v, %v; want the processes of %s", leaked, err, filepath.Base(readyDir))
+	}
+	if pids := runningUnder(t, readyDir); len(pids) == 0 {
+		t.Error("Leaks stopped the stray processes it reported")
 	}
 	removed, err = b2.Sweep(t.Context(), func(string, types.UID) bool { return true })
 	if err != nil {

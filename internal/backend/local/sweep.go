@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
 
 	"k8s.io/apimachinery/pkg/types"
 
@@ -17,45 +18,25 @@ import (
 // DataRoot whose UID owned rejects, then stops any member process whose
 // directory no longer exists. removed names what was destroyed.
 func (b *Backend) Sweep(ctx context.Context, owned backend.OwnedFunc) (removed []string, err error) {
-	entries, err := os.ReadDir(b.opts.DataRoot)
+	dirs, _, err := b.unowned(owned)
 	if err != nil {
-		return nil, fmt.Errorf("listing %s: %w", b.opts.DataRoot, err)
+		return nil, err
 	}
 	var errs []error
-	for _, e := range entries {
-		if !e.IsDir() {
-			continue
-		}
-		uid, ok := uidFromDirName(e.Name())
-		if !ok {
-			b.log.Info("Ignoring directory that is not a member's", "dir", filepath.Join(b.opts.DataRoot, e.Name()))
-			continue
-		}
-		if owned(namespaceFromDirName(e.Name()), uid) {
-			continue
-		}
-		if err := b.destroyUnowned(ctx, uid, filepath.Join(b.opts.DataRoot, e.Name())); err != nil {
+	for _, name := range dirs {
+		uid, _ := uidFromDirName(name)
+		if err := b.destroyUnowned(ctx, uid, filepath.Join(b.opts.DataRoot, name)); err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		removed = append(removed, e.Name())
+		removed = append(removed, name)
 	}
-
-	procs, err := scanProcs(b.opts.DataRoot)
+	// Directories just destroyed took their processes with them.
+	_, strays, err := b.unowned(owned)
 	if err != nil {
 		return removed, errors.Join(append(errs, err)...)
 	}
-	strays := map[string]bool{}
-	for _, pr := range procs {
-		dir, ok := pr.memberDir(b.opts.DataRoot)
-		if !ok {
-			continue
-		}
-		if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
-			strays[dir] = true
-		}
-	}
-	for dir := range strays {
+	for _, dir := range strays {
 		rt := &memberRT{children: map[int]*child{}}
 		uid, hasUID := uidFromDirName(filepath.Base(dir))
 		if hasUID {
@@ -76,6 +57,59 @@ func (b *Backend) Sweep(ctx context.Context, owned backend.OwnedFunc) (removed [
 		removed = append(removed, "processes of "+filepath.Base(dir))
 	}
 	return removed, errors.Join(errs...)
+}
+
+// Leaks implements backend.LeakFinder: what Sweep would destroy, destroying
+// nothing.
+func (b *Backend) Leaks(_ context.Context, owned backend.OwnedFunc) ([]string, error) {
+	dirs, strays, err := b.unowned(owned)
+	if err != nil {
+		return nil, err
+	}
+	for _, dir := range strays {
+		dirs = append(dirs, "processes of "+filepath.Base(dir))
+	}
+	return dirs, nil
+}
+
+// unowned returns the member directories under DataRoot whose UID owned
+// rejects (their names), and the directories of running member processes
+// that no longer exist (strays).
+func (b *Backend) unowned(owned backend.OwnedFunc) (dirs, strays []string, err error) {
+	entries, err := os.ReadDir(b.opts.DataRoot)
+	if err != nil {
+		return nil, nil, fmt.Errorf("listing %s: %w", b.opts.DataRoot, err)
+	}
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		uid, ok := uidFromDirName(e.Name())
+		if !ok {
+			b.log.Info("Ignoring directory that is not a member's", "dir", filepath.Join(b.opts.DataRoot, e.Name()))
+			continue
+		}
+		if !owned(namespaceFromDirName(e.Name()), uid) {
+			dirs = append(dirs, e.Name())
+		}
+	}
+	procs, err := scanProcs(b.opts.DataRoot)
+	if err != nil {
+		return dirs, nil, err
+	}
+	seen := map[string]bool{}
+	for _, pr := range procs {
+		dir, ok := pr.memberDir(b.opts.DataRoot)
+		if !ok || seen[dir] {
+			continue
+		}
+		if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+			seen[dir] = true
+			strays = append(strays, dir)
+		}
+	}
+	sort.Strings(strays)
+	return dirs, strays, nil
 }
 
 func (b *Backend) destroyUnowned(ctx context.Context, uid types.UID, dir string) error {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -12,13 +13,18 @@ import (
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/backend"
+	"github.com/kunobi-ninja/kobe/internal/metrics"
 )
 
 // SweepRunnable is a manager.Runnable that, once at start (on the leader,
 // after the cache has synced), asks every backend that can find members
 // nobody owns to destroy them: what a crash left behind between a
 // ClusterInstance's deletion and its member's destruction, or before a
-// member's object was ever written.
+// member's object was ever written. Then, every Interval, it looks again and
+// reports what it finds (a log line and kobe_leaked_members), destroying it
+// only with RemoveLeaks: a leak found while the operator runs is a bug (or
+// someone else's doing) that an administrator should see before anything
+// is deleted.
 //
 // Ownership is judged from the ClusterInstances of Namespace alone, the
 // namespace the operator manages (its rights are a Role there): a backend's
@@ -36,22 +42,48 @@ type SweepRunnable struct {
 	Cache interface {
 		WaitForCacheSync(ctx context.Context) bool
 	}
+	// Interval between the periodic sweeps; 0 sweeps at start only.
+	Interval time.Duration
+	// RemoveLeaks makes the periodic sweeps destroy what they find, as the
+	// start-up sweep does; otherwise they only report it.
+	RemoveLeaks bool
 }
 
 // NeedLeaderElection: only the leader destroys anything.
 func (s *SweepRunnable) NeedLeaderElection() bool { return true }
 
-// Start sweeps once and returns; a failed sweep is logged, not fatal: the
-// next start sweeps again.
+// Start sweeps once, then every Interval until ctx ends; a failed sweep is
+// logged, not fatal: the next one sweeps again.
 func (s *SweepRunnable) Start(ctx context.Context) error {
 	log := ctrl.LoggerFrom(ctx).WithName("sweep")
 	if s.Cache != nil && !s.Cache.WaitForCacheSync(ctx) {
 		return nil // stopping
 	}
+	s.sweep(ctx, true)
+	log.Info("Start-up sweep done", "namespace", s.Namespace)
+	if s.Interval <= 0 {
+		return nil
+	}
+	tick := time.NewTicker(s.Interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+			s.sweep(ctx, s.RemoveLeaks)
+		}
+	}
+}
+
+// sweep asks every backend that can find members nobody owns to destroy
+// them (remove) or to list them.
+func (s *SweepRunnable) sweep(ctx context.Context, remove bool) {
+	log := ctrl.LoggerFrom(ctx).WithName("sweep")
 	owned, err := s.ownedFunc(ctx)
 	if err != nil {
 		log.Error(err, "Sweep skipped")
-		return nil
+		return
 	}
 	names := make([]string, 0, len(s.Backends))
 	for t := range s.Backends {
@@ -59,19 +91,34 @@ func (s *SweepRunnable) Start(ctx context.Context) error {
 	}
 	sort.Strings(names)
 	for _, t := range names {
-		sw, ok := s.Backends[kobev1.BackendType(t)].(backend.Sweeper)
-		if !ok {
-			continue
+		b := s.Backends[kobev1.BackendType(t)]
+		sw, canSweep := b.(backend.Sweeper)
+		lf, canFind := b.(backend.LeakFinder)
+		switch {
+		case remove && canSweep:
+			removed, err := sw.Sweep(ctx, owned)
+			metrics.LeaksRemoved(t, len(removed))
+			metrics.SetLeaks(t, 0)
+			if err != nil {
+				log.Error(err, "Sweep failed", "backend", t, "removed", removed)
+				continue
+			}
+			if len(removed) > 0 {
+				log.Info("Removed members nobody owns", "backend", t, "removed", removed)
+			}
+		case !remove && canFind:
+			found, err := lf.Leaks(ctx, owned)
+			if err != nil {
+				log.Error(err, "Leak sweep failed", "backend", t, "found", found)
+				continue
+			}
+			metrics.SetLeaks(t, len(found))
+			if len(found) > 0 {
+				log.Info("Found members nobody owns; start the operator with --leak-sweep-delete to remove them, or remove them by hand",
+					"backend", t, "leaked", found)
+			}
 		}
-		removed, err := sw.Sweep(ctx, owned)
-		if err != nil {
-			log.Error(err, "Sweep failed", "backend", t, "removed", removed)
-			continue
-		}
-		log.Info("Swept members nobody owns", "backend", t, "removed", removed)
 	}
-	log.Info("Start-up sweep done", "namespace", s.Namespace)
-	return nil
 }
 
 // ownedFunc returns owned(namespace, uid): a ClusterInstance with that UID

@@ -557,11 +557,22 @@ func sweep(t *testing.T, e *env) {
 		t.Errorf("Failed message %q does not say the pod is unschedulable", obs.Message)
 	}
 
+	// Leaks reports what Sweep deletes, and deletes nothing.
+	leaked, err := b.Leaks(ctx, func(_ string, uid types.UID) bool { return uid == owned.UID })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := e.objectsOf(t, ns, orphan.UID); len(leaked) != len(allKinds) || !slices.Equal(got, allKinds) {
+		t.Errorf("Leaks = %v, and the orphan has %v left: want its %d objects reported and kept", leaked, got, len(allKinds))
+	}
 	removed, err := b.Sweep(ctx, func(_ string, uid types.UID) bool { return uid == owned.UID })
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("swept: %v", removed)
+	if !slices.Equal(removed, leaked) {
+		t.Errorf("Sweep removed %v, Leaks reported %v", removed, leaked)
+	}
 	if len(removed) != len(allKinds) {
 		t.Errorf("removed %v, want the orphan's %d objects", removed, len(allKinds))
 	}
