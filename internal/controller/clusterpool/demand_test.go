@@ -8,16 +8,11 @@ import (
 
 	"github.com/go-logr/logr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
-	"github.com/kunobi-ninja/kobe/internal/backend"
-	"github.com/kunobi-ninja/kobe/internal/backend/sim"
-	"github.com/kunobi-ninja/kobe/internal/controller/clusterinstance"
-	"github.com/kunobi-ninja/kobe/internal/index"
 	"github.com/kunobi-ninja/kobe/internal/testenv"
 )
 
@@ -35,21 +30,7 @@ func TestDemandMeasuredAndKept(t *testing.T) {
 	ns := env.NewNamespace(t)
 	start := func() (stop func()) {
 		mgr := env.NewManager(t, ns)
-		if err := index.Setup(ctx, mgr); err != nil {
-			t.Fatal(err)
-		}
-		backends := backend.Registry{kobev1.BackendSim: sim.New(sim.Options{})}
-		pools := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(ControllerName),
-			Backends: backends, Clock: clock.RealClock{}}
-		if err := pools.SetupWithManager(mgr); err != nil {
-			t.Fatal(err)
-		}
-		instances := &clusterinstance.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
-			Recorder: mgr.GetEventRecorder(clusterinstance.ControllerName), Backends: backends, Clock: clock.RealClock{},
-			PollInterval: 200 * time.Millisecond}
-		if err := instances.SetupWithManager(mgr); err != nil {
-			t.Fatal(err)
-		}
+		addSimControllers(t, mgr)
 		run, err := testenv.RunManager(mgr)
 		if err != nil {
 			t.Fatal(err)

@@ -146,10 +146,18 @@ func TestRolloutAndScaleDown(t *testing.T) {
 func startSimControllers(t *testing.T) (*harness, string) {
 	env := testenv.Start(t)
 	ctrl.SetLogger(logr.Discard())
-	ctx := t.Context()
 	ns := env.NewNamespace(t)
 	mgr := env.NewManager(t, ns)
-	if err := index.Setup(ctx, mgr); err != nil {
+	addSimControllers(t, mgr)
+	testenv.StartManager(t, mgr)
+	return &harness{env: env, c: env.Client}, ns
+}
+
+// addSimControllers adds the pool and instance controllers, with the sim
+// backend wired, to mgr.
+func addSimControllers(t *testing.T, mgr ctrl.Manager) {
+	t.Helper()
+	if err := index.Setup(t.Context(), mgr); err != nil {
 		t.Fatal(err)
 	}
 	backends := backend.Registry{kobev1.BackendSim: sim.New(sim.Options{})}
@@ -164,8 +172,6 @@ func startSimControllers(t *testing.T) (*harness, string) {
 	if err := instances.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
-	testenv.StartManager(t, mgr)
-	return &harness{env: env, c: env.Client}, ns
 }
 
 // watchMembers samples the pool's members and status until done reports
