@@ -141,6 +141,37 @@ type LeakFinder interface {
 	Leaks(ctx context.Context, owned OwnedFunc) ([]string, error)
 }
 
+// Verifier is implemented by backends that can prove a member destroyed:
+// the only ones a lease with cleanupMode VerifiedDestroy may bind to.
+type Verifier interface {
+	// Manifest lists every resource the backend made for a member that
+	// Observe reports Ready (processes, ports, paths; host objects with
+	// their UIDs). The operator records it on the member once; it is the
+	// list Verify proves absent.
+	Manifest(ctx context.Context, m Member) ([]kobev1.ManifestResource, error)
+
+	// Verify checks, after Delete reported the member gone (or failed),
+	// every resource of manifest, in order, and then anything else of the
+	// member the backend can find on its host (a process started after the
+	// manifest was recorded). An error means nothing could be checked.
+	Verify(ctx context.Context, m Member, manifest []kobev1.ManifestResource) ([]Check, error)
+}
+
+// Check is the verdict on one resource of a member after its teardown.
+type Check struct {
+	kobev1.ManifestResource `json:",inline"`
+	// Absent is true when the resource is proven gone.
+	Absent bool `json:"absent"`
+	// Detail says how it was checked, or what was found.
+	Detail string `json:"detail"`
+}
+
+// CanVerify reports whether b can prove a member destroyed.
+func CanVerify(b Backend) bool {
+	_, ok := b.(Verifier)
+	return ok
+}
+
 // OwnedFunc answers a Sweeper: whether the member with this namespace and
 // UID must be kept. It is true when a ClusterInstance with that UID exists,
 // and for a member of a namespace the operator does not manage (another

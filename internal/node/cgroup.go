@@ -337,3 +337,26 @@ func rmdirRetry(dir string) error {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// CgroupPaths lists where the cgroup rel exists on this host, in every
+// hierarchy (none once RemoveCgroup succeeded): a verified teardown proves
+// it empty.
+func CgroupPaths(rel string) ([]string, error) {
+	if err := validRel(rel); err != nil {
+		return nil, err
+	}
+	hs, err := hierarchies()
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, h := range hs {
+		p := filepath.Join(h.mount, rel)
+		if _, err := os.Stat(p); err == nil {
+			out = append(out, p)
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("checking cgroup %s: %w", p, err)
+		}
+	}
+	return out, nil
+}

@@ -19,6 +19,10 @@ type procInfo struct {
 	argv   []string
 	zombie bool
 	pgid   int
+	// startTicks is when the process started, in clock ticks after boot
+	// (/proc/<pid>/stat field 22): with the pid it names one process
+	// exactly, whatever reuses the pid later.
+	startTicks uint64
 }
 
 // component is the member component a process runs, from argv[0].
@@ -79,6 +83,9 @@ func readProc(pid int) (procInfo, bool) {
 		if len(fields) >= 3 {
 			info.zombie = fields[0] == "Z" || fields[0] == "X"
 			info.pgid, _ = strconv.Atoi(fields[2])
+		}
+		if len(fields) >= 20 {
+			info.startTicks, _ = strconv.ParseUint(fields[19], 10, 64)
 		}
 	}
 	cmdline, err := os.ReadFile(base + "/cmdline")
