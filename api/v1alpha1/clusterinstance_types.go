@@ -81,9 +81,92 @@ type LeaseBinding struct {
 	// plus its ttl (plus extensions, recorded on the lease).
 	// +optional
 	BoundAt *metav1.Time `json:"boundAt,omitempty"`
+
+	// cleanupMode is the lease's cleanup mode, copied by the bind: a
+	// VerifiedDestroy member is torn down with proof (status.cleanup), and
+	// Quarantined when the proof fails, whatever becomes of its lease.
+	// +optional
+	CleanupMode CleanupMode `json:"cleanupMode,omitempty"`
+}
+
+// CreationManifest is every resource a backend made for a member, recorded
+// once when the member was built. A VerifiedDestroy teardown proves each
+// one absent.
+type CreationManifest struct {
+	// recordedAt is when the manifest was recorded.
+	// +required
+	RecordedAt metav1.Time `json:"recordedAt"`
+
+	// resources the backend made for the member.
+	// +required
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	Resources []ManifestResource `json:"resources"`
+}
+
+// ManifestResource is one resource of a creation manifest. What name and id
+// hold depends on kind: for the local backend a Process (name: component,
+// id: "<pid>@<start time in clock ticks after boot>"), a Port (name:
+// component, id: "<host>:<port>") or a Path (name: the path); for host
+// cluster objects the object's kind (name: "<namespace>/<name>", id: its UID).
+type ManifestResource struct {
+	// kind of the resource.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Kind string `json:"kind"`
+
+	// name of the resource.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	Name string `json:"name"`
+
+	// id pins the exact resource (a UID, a process ID with its start time).
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	ID string `json:"id,omitempty"`
+}
+
+// CleanupStatus is how a VerifiedDestroy teardown went.
+type CleanupStatus struct {
+	// verified is true once every recorded resource was proven absent.
+	// +optional
+	Verified bool `json:"verified,omitempty"`
+
+	// attempts counts teardown attempts whose proof failed.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Attempts int32 `json:"attempts,omitempty"`
+
+	// lastAttempt is when the teardown was last attempted.
+	// +optional
+	LastAttempt *metav1.Time `json:"lastAttempt,omitempty"`
+
+	// nextAttempt is when a Quarantined member's teardown is retried.
+	// +optional
+	NextAttempt *metav1.Time `json:"nextAttempt,omitempty"`
+
+	// receipt names the ConfigMap (in the member's namespace) holding the
+	// cleanup receipt: every check and its result.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Receipt string `json:"receipt,omitempty"`
+
+	// message says what survived the last attempt.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message,omitempty"`
+
+	// retryRequest is the value of the kobe.kunobi.ninja/retry-cleanup
+	// annotation last acted on.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	RetryRequest string `json:"retryRequest,omitempty"`
 }
 
 // ClusterInstanceStatus is what the member looks like now.
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.creationManifest) || (has(self.creationManifest) && self.creationManifest == oldSelf.creationManifest)",message="creationManifest is immutable once recorded"
 type ClusterInstanceStatus struct {
 	// observedGeneration is the generation this status describes.
 	// +optional
@@ -123,6 +206,15 @@ type ClusterInstanceStatus struct {
 	// pool's demand measurement reads it.
 	// +optional
 	TimeToReady *metav1.Duration `json:"timeToReady,omitempty"`
+
+	// creationManifest is what the backend made for the member, recorded
+	// once when it was built (backends that can prove a teardown only).
+	// +optional
+	CreationManifest *CreationManifest `json:"creationManifest,omitempty"`
+
+	// cleanup is the state of the member's VerifiedDestroy teardown.
+	// +optional
+	Cleanup *CleanupStatus `json:"cleanup,omitempty"`
 
 	// conditions: Provisioned, Ready, Healthy, one per readiness gate.
 	// +optional

@@ -148,6 +148,11 @@ type ClusterLeaseStatus struct {
 	// +kubebuilder:validation:Minimum=0
 	QueuePosition int32 `json:"queuePosition,omitempty"`
 
+	// cleanupReceipt names the ConfigMap holding the receipt of the
+	// member's VerifiedDestroy teardown, once there is one.
+	// +optional
+	CleanupReceipt *LocalRef `json:"cleanupReceipt,omitempty"`
+
 	// conditions: Bound, Ended (with the reason the lease ended).
 	// +optional
 	// +listType=map

@@ -118,6 +118,14 @@ const (
 	ReasonAdopted = "Adopted"
 	// ReasonDestroyed: the backend reports nothing of the member is left.
 	ReasonDestroyed = "Destroyed"
+	// ReasonCleanupVerified: a VerifiedDestroy teardown proved every
+	// resource of the member absent; the receipt says which.
+	ReasonCleanupVerified = "CleanupVerified"
+	// ReasonCleanupUnproven: a VerifiedDestroy teardown could not prove
+	// every resource absent; the member is Quarantined and retried on a
+	// backoff (or at once with the kobe.kunobi.ninja/retry-cleanup
+	// annotation).
+	ReasonCleanupUnproven = "CleanupUnproven"
 	// ReasonHostMismatch: the member was started on another host than this
 	// operator's (its kobe.kunobi.ninja/host annotation); this operator can
 	// neither observe nor destroy it.

@@ -37,6 +37,18 @@ const (
 	// observes nor destroys it.
 	AnnotationHost = "kobe.kunobi.ninja/host"
 
+	// AnnotationRetryCleanup, set on a Quarantined ClusterInstance to any
+	// new value (kobe admin retry-cleanup writes the time), makes the
+	// operator retry its verified teardown at once instead of at the next
+	// backoff step. The value last acted on is status.cleanup.retryRequest.
+	AnnotationRetryCleanup = "kobe.kunobi.ninja/retry-cleanup"
+	// LabelCleanupReceipt marks the ConfigMaps holding cleanup receipts
+	// (value "true"); the operator deletes them after their retention.
+	LabelCleanupReceipt = "kobe.kunobi.ninja/cleanup-receipt"
+	// AnnotationKeepUntil, on a cleanup receipt, is when it may be deleted
+	// (RFC 3339).
+	AnnotationKeepUntil = "kobe.kunobi.ninja/keep-until"
+
 	// FinalizerInstance holds a ClusterInstance until its backend reports it gone.
 	FinalizerInstance = "kobe.kunobi.ninja/destroy-member"
 	// FinalizerPool holds a ClusterPool until its unbound members are gone.
