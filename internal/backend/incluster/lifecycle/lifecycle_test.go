@@ -265,6 +265,15 @@ func TestInCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 		observeUntil(t, b, m, backend.StateReady, 3*time.Minute)
+		base := types.NamespacedName{Namespace: m.Namespace, Name: "kobe-" + m.Name}
+		svc, pod := &corev1.Service{}, &corev1.Pod{}
+		if err := e.c.Get(t.Context(), base, svc); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.c.Get(t.Context(), types.NamespacedName{Namespace: m.Namespace, Name: base.Name + "-server-0"}, pod); err != nil {
+			t.Fatal(err)
+		}
+		manifest := manifestOf(t, b, m, svc, pod)
 		start := time.Now()
 		testenv.Eventually(t, time.Minute, "Delete reports gone", func() error {
 			gone, err := b.Delete(t.Context(), m)
@@ -280,6 +289,7 @@ func TestInCluster(t *testing.T) {
 		if got := e.objectsOf(t, m.Namespace, m.UID); len(got) != 0 {
 			t.Fatalf("Delete reported gone with %v left", got)
 		}
+		verifyGone(t, b, m, manifest)
 	})
 	t.Run("unschedulable and sweep", func(t *testing.T) { sweep(t, e) })
 }
@@ -329,6 +339,7 @@ func lifecycle(t *testing.T, e *env, b *incluster.Backend, m backend.Member, por
 	}
 	pod := checkObjects(t, e, m, port)
 	checkPod(t, pod)
+	manifest := manifestOf(t, b, m, svc, pod)
 
 	if stallEtcd {
 		// The gates every member must pass (as for local), and the one
@@ -398,8 +409,58 @@ func lifecycle(t *testing.T, e *env, b *incluster.Backend, m backend.Member, por
 	if obs, err := b.Observe(ctx, m); err != nil || obs.State != backend.StateAbsent {
 		t.Fatalf("after Delete: %+v %v, want Absent", obs, err)
 	}
+	verifyGone(t, b, m, manifest)
 	if gone, err := b.Delete(ctx, m); err != nil || !gone {
 		t.Fatalf("second Delete: %v %v, want gone", gone, err)
+	}
+}
+
+// manifestOf is the member's creation manifest (backend.Verifier) while it
+// is Ready: one entry per host object, the Service and the pod among them
+// with their UIDs.
+func manifestOf(t *testing.T, b *incluster.Backend, m backend.Member, svc *corev1.Service, pod *corev1.Pod) []kobev1.ManifestResource {
+	t.Helper()
+	manifest, err := b.Manifest(t.Context(), m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, r := range manifest {
+		kinds = append(kinds, r.Kind)
+		if r.ID == "" {
+			t.Errorf("manifest entry %+v has no UID", r)
+		}
+	}
+	if !slices.Equal(kinds, allKinds) {
+		t.Errorf("manifest kinds %v, want one each of %v", kinds, allKinds)
+	}
+	for _, want := range []kobev1.ManifestResource{
+		{Kind: "Service", Name: svc.Namespace + "/" + svc.Name, ID: string(svc.UID)},
+		{Kind: "Pod", Name: pod.Namespace + "/" + pod.Name, ID: string(pod.UID)},
+	} {
+		if !slices.Contains(manifest, want) {
+			t.Errorf("manifest %v lacks %v", manifest, want)
+		}
+	}
+	return manifest
+}
+
+// verifyGone asserts that Verify, after Delete reported the member gone,
+// proves every resource of its manifest absent, finds nothing else of it,
+// and proves its client CA gone.
+func verifyGone(t *testing.T, b *incluster.Backend, m backend.Member, manifest []kobev1.ManifestResource) {
+	t.Helper()
+	checks, err := b.Verify(t.Context(), m, manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(checks) != len(manifest)+1 || checks[len(checks)-1].Kind != "Credentials" {
+		t.Errorf("%d checks for %d resources, want one each and the client CA: %+v", len(checks), len(manifest), checks)
+	}
+	for _, c := range checks {
+		if !c.Absent {
+			t.Errorf("after Delete: %s %s (%s) not proven absent: %s", c.Kind, c.Name, c.ID, c.Detail)
+		}
 	}
 }
 
