@@ -30,6 +30,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/backend/local"
 	"github.com/kunobi-ninja/kobe/internal/backend/sim"
 	"github.com/kunobi-ninja/kobe/internal/binding"
+	"github.com/kunobi-ninja/kobe/internal/cleanup"
 	"github.com/kunobi-ninja/kobe/internal/cachetrim"
 	"github.com/kunobi-ninja/kobe/internal/connect"
 	"github.com/kunobi-ninja/kobe/internal/controller/accesspolicy"
@@ -52,6 +53,7 @@ const defaultLocalMaxMembers = 16
 // options are the operator's flags.
 type options struct {
 	leakSweepInterval time.Duration
+	receiptRetention  time.Duration
 	leakSweepDelete   bool
 	namespace         string
 	apiAddr           string
@@ -123,6 +125,7 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.BoolVar(&o.enableSim, "enable-sim-backend", false, "Wire the sim backend: pools with backend.type sim get simulated members, with no cluster behind them, whose kubeconfigs point at an address that answers nothing. For benchmarks, scale tests and demos only; never for real use.")
 	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "", "Serve Go's /debug/pprof on this address (e.g. 127.0.0.1:6060) for profiling; empty disables it.")
 	fs.DurationVar(&o.leaseRetention, "lease-retention", time.Hour, "How long ended leases are kept before deletion.")
+	fs.DurationVar(&o.receiptRetention, "cleanup-receipt-retention", cleanup.DefaultRetention, "How long the receipt of a VerifiedDestroy teardown (a ConfigMap kobe-cleanup-<member>-<uid>) is kept after it was last written. At least 720h (30 days).")
 	fs.DurationVar(&o.leakSweepInterval, "leak-sweep-interval", 10*time.Minute, "How often the leader looks for members no ClusterInstance owns (local member directories and processes, the kubernetes backend's host objects) and reports them: a log line and the kobe_leaked_members metric. 0 sweeps only at start, where what it finds is always destroyed.")
 	fs.BoolVar(&o.leakSweepDelete, "leak-sweep-delete", false, "Destroy what the periodic leak sweep finds, as the start-up sweep does, instead of only reporting it.")
 	fs.DurationVar(&o.auditRetention, "audit-retention", clusterlease.DefaultAuditRetention, "How long the audit record of a lease that held a member (ConfigMap kobe-audit-<lease UID>: who held which member, from when to when, under which policy) is kept; it outlives the lease.")
@@ -147,6 +150,10 @@ func main() {
 	}
 	if o.maxQueuedPerOwner <= 0 || o.maxQueuedPerOwner > math.MaxInt32 {
 		fmt.Fprintln(os.Stderr, "kobe-operator: refusing to start: --max-queued-per-owner must be a positive number")
+		os.Exit(2)
+	}
+	if o.receiptRetention < cleanup.DefaultRetention {
+		fmt.Fprintln(os.Stderr, "kobe-operator: refusing to start: --cleanup-receipt-retention must be at least 720h (30 days): receipts must outlive the leases they prove")
 		os.Exit(2)
 	}
 	if o.leakSweepInterval < 0 {
@@ -250,7 +257,7 @@ func run(ctx context.Context, o options) error {
 	}
 
 	clk := clock.RealClock{}
-	binder := &binding.Binder{Client: mgr.GetClient(), Reader: mgr.GetClient(), Clock: clk}
+	binder := &binding.Binder{Client: mgr.GetClient(), Reader: mgr.GetClient(), Clock: clk, Verifiable: verifiableIn(backends)}
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("creating clientset: %w", err)
@@ -324,7 +331,8 @@ func setupControllers(mgr ctrl.Manager, backends backend.Registry, binder *bindi
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
 		Recorder: mgr.GetEventRecorder("kobe-instance"), Backends: backends, Clock: clk,
 		// The probe pods of NodesReady run the pause image the nodes preload.
-		NodeProbeImage: o.localPauseImage,
+		NodeProbeImage:   o.localPauseImage,
+		ReceiptRetention: o.receiptRetention,
 	}
 	if err := instances.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up instance controller: %w", err)
@@ -349,7 +357,18 @@ func setupControllers(mgr ctrl.Manager, backends backend.Registry, binder *bindi
 		Interval: o.leakSweepInterval, RemoveLeaks: o.leakSweepDelete}); err != nil {
 		return fmt.Errorf("adding sweep: %w", err)
 	}
+	if err := mgr.Add(&cleanup.Collector{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: o.namespace, Clock: clk}); err != nil {
+		return fmt.Errorf("adding receipt collector: %w", err)
+	}
 	return nil
+}
+
+// verifiableIn says which backend types of r can prove a member destroyed.
+func verifiableIn(r backend.Registry) func(kobev1.BackendType) bool {
+	return func(t kobev1.BackendType) bool {
+		b, ok := r.For(t)
+		return ok && backend.CanVerify(b)
+	}
 }
 
 func backendNames(r backend.Registry) []string {

@@ -32,9 +32,10 @@ var ErrNoReadyMember = errors.New("no ready member")
 // shows which members name it (Members).
 var ErrUncertain = errors.New("member write outcome unknown")
 
-// ErrCleanupModeUnsupported: no wired backend can prove a VerifiedDestroy,
-// so such leases are refused before binding, never silently downgraded.
-var ErrCleanupModeUnsupported = errors.New("cleanupMode VerifiedDestroy is not supported by the wired backends")
+// ErrCleanupModeUnsupported: the pool's backend cannot prove a member
+// destroyed, so a VerifiedDestroy lease is refused before binding, never
+// silently downgraded (spec 000).
+var ErrCleanupModeUnsupported = errors.New("cleanupMode VerifiedDestroy is not supported by the pool's backend")
 
 // LostRace reports whether a failed Bind lost a race (the members it saw were
 // taken meanwhile), which retrying soon with fresh objects resolves, rather
@@ -56,6 +57,10 @@ type Binder struct {
 	// manager's cache.
 	Reader client.Reader
 	Clock  clock.PassiveClock
+	// Verifiable says whether members of a backend type can be proven
+	// destroyed (backend.CanVerify of the wired backend); nil: none can,
+	// and every VerifiedDestroy lease is refused.
+	Verifiable func(kobev1.BackendType) bool
 
 	// inFlight holds members some goroutine of this process is binding, so
 	// that concurrent requests in one replica spread over members instead of
@@ -88,7 +93,9 @@ type Result struct {
 // wraps ErrUncertain when a write may have landed.
 func (b *Binder) Bind(ctx context.Context, l *kobev1.ClusterLease) (*Result, error) {
 	if l.Spec.CleanupMode == kobev1.CleanupVerifiedDestroy {
-		return nil, ErrCleanupModeUnsupported
+		if err := b.CheckCleanupMode(l.Spec.CleanupMode, b.pool(ctx, l)); err != nil {
+			return nil, err
+		}
 	}
 	var members kobev1.ClusterInstanceList
 	if err := b.Reader.List(ctx, &members, client.InNamespace(l.Namespace), client.MatchingFields{index.InstancePool: l.Spec.Pool}); err != nil {
@@ -159,6 +166,7 @@ func (b *Binder) candidates(ctx context.Context, l *kobev1.ClusterLease, members
 		m := &members[i]
 		switch {
 		case !Available(m):
+		case !b.verifiable(m, l.Spec.CleanupMode):
 		case hash == "" || m.Spec.TemplateHash == hash:
 			current = append(current, m)
 		default:
@@ -170,12 +178,50 @@ func (b *Binder) candidates(ctx context.Context, l *kobev1.ClusterLease, members
 	return append(current, outdated...)
 }
 
+// CheckCleanupMode refuses, before anything is bound, a cleanup mode that
+// pool p's backend cannot honour. p may be nil (not known yet): then only
+// a binder without any verifiable backend refuses, and Bind offers a
+// VerifiedDestroy lease only members it can prove destroyed.
+func (b *Binder) CheckCleanupMode(mode kobev1.CleanupMode, p *kobev1.ClusterPool) error {
+	if mode != kobev1.CleanupVerifiedDestroy {
+		return nil
+	}
+	if b.Verifiable == nil {
+		return fmt.Errorf("%w: no backend wired in this operator can prove a member destroyed; use cleanupMode Standard", ErrCleanupModeUnsupported)
+	}
+	if p != nil && !b.Verifiable(p.Spec.Backend.Type) {
+		return fmt.Errorf("%w: pool %s uses backend %q, which cannot prove a member destroyed; use cleanupMode Standard, or a pool whose backend can (local, kubernetes)",
+			ErrCleanupModeUnsupported, p.Name, p.Spec.Backend.Type)
+	}
+	return nil
+}
+
+// verifiable reports whether inst may be handed to a lease with cleanup
+// mode: a VerifiedDestroy lease takes only members of a verifiable backend
+// whose creation manifest is recorded (the list its teardown proves).
+func (b *Binder) verifiable(inst *kobev1.ClusterInstance, mode kobev1.CleanupMode) bool {
+	if mode != kobev1.CleanupVerifiedDestroy {
+		return true
+	}
+	return b.Verifiable != nil && b.Verifiable(inst.Spec.Backend.Type) && inst.Status.CreationManifest != nil &&
+		len(inst.Status.CreationManifest.Resources) > 0
+}
+
+// pool is l's pool from the reader, nil when it cannot be read.
+func (b *Binder) pool(ctx context.Context, l *kobev1.ClusterLease) *kobev1.ClusterPool {
+	p := &kobev1.ClusterPool{}
+	if err := b.Reader.Get(ctx, types.NamespacedName{Namespace: l.Namespace, Name: l.Spec.Pool}, p); err != nil {
+		return nil
+	}
+	return p
+}
+
 // currentTemplate is the template hash l's pool builds members from now, or
 // "" when the pool cannot be read (gone, or not in the cache yet): then no
 // member is preferred, as before templates were compared.
 func (b *Binder) currentTemplate(ctx context.Context, l *kobev1.ClusterLease) string {
-	p := &kobev1.ClusterPool{}
-	if err := b.Reader.Get(ctx, types.NamespacedName{Namespace: l.Namespace, Name: l.Spec.Pool}, p); err != nil {
+	p := b.pool(ctx, l)
+	if p == nil {
 		return ""
 	}
 	if p.Status.TemplateHash != "" {
@@ -266,7 +312,8 @@ func Uncertain(err error) bool {
 // lease as controller owner so that deleting the pool does not take a member
 // in use with it.
 func SetMemberBinding(inst *kobev1.ClusterInstance, l *kobev1.ClusterLease, boundAt time.Time) {
-	inst.Spec.LeaseRef = &kobev1.LeaseBinding{Name: l.Name, UID: l.UID, BoundAt: ptr.To(metav1.NewTime(boundAt.UTC().Truncate(time.Second)))}
+	inst.Spec.LeaseRef = &kobev1.LeaseBinding{Name: l.Name, UID: l.UID, BoundAt: ptr.To(metav1.NewTime(boundAt.UTC().Truncate(time.Second))),
+		CleanupMode: l.Spec.CleanupMode}
 	if inst.Labels == nil {
 		inst.Labels = map[string]string{}
 	}

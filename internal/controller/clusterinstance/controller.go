@@ -55,6 +55,9 @@ type Reconciler struct {
 	// preload (the local backend's --local-pause-image).
 	// gates.DefaultProbeImage when empty.
 	NodeProbeImage string
+	// ReceiptRetention is how long cleanup receipts are kept;
+	// cleanup.DefaultRetention (30 days) when zero.
+	ReceiptRetention time.Duration
 	// MaxConcurrentReconciles; 4 when zero. Gates and probes wait on the
 	// network, so one slow member must not hold up the others.
 	MaxConcurrentReconciles int

@@ -6,23 +6,22 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
-	"github.com/kunobi-ninja/kobe/internal/credentials/memberaccess"
 )
 
 // finalize destroys a deleted member: Recycling until the backend reports
 // nothing of it is left, then its access Secret goes (no garbage collector is
-// assumed), then the finalizer.
+// assumed), then the finalizer. A member bound with cleanupMode
+// VerifiedDestroy must prove it instead (finalizeVerified).
 func (r *Reconciler) finalize(ctx context.Context, s *scope) (ctrl.Result, error) {
 	if !controllerutil.ContainsFinalizer(s.inst, kobev1.FinalizerInstance) {
 		return ctrl.Result{}, nil
 	}
-	if s.inst.Status.Phase != kobev1.InstanceRecycling {
+	if s.inst.Status.Phase != kobev1.InstanceRecycling && s.inst.Status.Phase != kobev1.InstanceQuarantined {
 		reason, msg := kobev1.ReasonScaledDown, "the member was deleted"
 		switch {
 		case s.inst.Spec.LeaseRef != nil:
@@ -45,6 +44,9 @@ func (r *Reconciler) finalize(ctx context.Context, s *scope) (ctrl.Result, error
 	if refused != "" {
 		return ctrl.Result{RequeueAfter: elsewhereRecheck}, nil
 	}
+	if verifiedTeardown(s.inst) {
+		return r.finalizeVerified(ctx, s)
+	}
 	gone, err := s.backend.Delete(ctx, s.member())
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("destroying member %s: %w", s.inst.Name, err)
@@ -52,9 +54,8 @@ func (r *Reconciler) finalize(ctx context.Context, s *scope) (ctrl.Result, error
 	if !gone {
 		return ctrl.Result{RequeueAfter: r.pollInterval()}, nil
 	}
-	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: s.inst.Namespace, Name: memberaccess.SecretName(s.inst.Name)}}
-	if err := r.Client.Delete(ctx, sec); err != nil && !apierrors.IsNotFound(err) {
-		return ctrl.Result{}, fmt.Errorf("deleting access Secret %s: %w", sec.Name, err)
+	if err := r.deleteAccessSecret(ctx, s); err != nil {
+		return ctrl.Result{}, err
 	}
 	r.event(s, corev1.EventTypeNormal, kobev1.ReasonDestroyed, "Destroy", "the backend reports nothing of the member is left")
 	return ctrl.Result{}, s.patch.RemoveFinalizer(ctx, kobev1.FinalizerInstance)

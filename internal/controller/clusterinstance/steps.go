@@ -96,6 +96,9 @@ func (r *Reconciler) publishAccess(ctx context.Context, s *scope, a *backend.Acc
 	if err != nil {
 		return fmt.Errorf("writing access Secret %s: %w", want.Name, err)
 	}
+	if err := r.recordManifest(ctx, s); err != nil {
+		return err
+	}
 	s.inst.Status.Endpoint = a.Endpoint
 	s.inst.Status.AccessSecretRef = &kobev1.LocalRef{Name: want.Name}
 	r.mark(s, kobev1.ConditionProvisioned, metav1.ConditionTrue, kobev1.ReasonProvisioned,

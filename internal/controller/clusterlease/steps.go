@@ -249,10 +249,9 @@ func (r *Reconciler) reconcileQueued(ctx context.Context, s *scope) (ctrl.Result
 		}
 		pool = nil
 	}
-	if l.Spec.CleanupMode == kobev1.CleanupVerifiedDestroy {
+	if err := r.Binder.CheckCleanupMode(l.Spec.CleanupMode, pool); err != nil {
 		// Refused before binding rather than silently downgraded (spec 000).
-		return ctrl.Result{}, r.end(ctx, s, kobev1.LeaseReleased, kobev1.ReasonCleanupModeUnsupported,
-			"cleanupMode VerifiedDestroy is not supported by any backend wired in this operator; use Standard")
+		return ctrl.Result{}, r.end(ctx, s, kobev1.LeaseReleased, kobev1.ReasonCleanupModeUnsupported, err.Error())
 	}
 	end := lease.CheckEnd(l, lease.QueueTimeout(pool), s.now)
 	if end.End {
