@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/kunobi-ninja/kobe/internal/auth"
+	"github.com/kunobi-ninja/kobe/internal/binding"
 	"github.com/kunobi-ninja/kobe/internal/lease"
 	"github.com/kunobi-ninja/kobe/internal/leaseservice"
 	"github.com/kunobi-ninja/kobe/internal/pool"
@@ -39,6 +40,7 @@ var failures = []failure{
 	{lease.ErrNotBound, http.StatusConflict, wire.ReasonExtensionRefused, ""},
 	{lease.ErrExpired, http.StatusConflict, wire.ReasonExtensionRefused, ""},
 	{leaseservice.ErrAliasInUse, http.StatusConflict, wire.ReasonAliasInUse, ""},
+	{binding.ErrCleanupModeUnsupported, http.StatusUnprocessableEntity, wire.ReasonCleanupModeUnsupported, ""},
 	{errBodyTooLarge, http.StatusRequestEntityTooLarge, wire.ReasonBodyTooLarge, ""},
 	{leaseservice.ErrLeaseLimit, http.StatusTooManyRequests, wire.ReasonConcurrentLeaseLimit, "30"},
 	{leaseservice.ErrQueueLimit, http.StatusTooManyRequests, wire.ReasonQueuedLeaseLimit, "30"},

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/leaseservice"
 	"github.com/kunobi-ninja/kobe/internal/wire"
 )
@@ -30,7 +31,7 @@ func decodeCreate(r *http.Request) (leaseservice.CreateRequest, error) {
 	if err != nil {
 		return leaseservice.CreateRequest{}, err
 	}
-	return leaseservice.CreateRequest{Pool: req.Pool, Alias: req.Alias, TTL: req.TTL}, nil
+	return leaseservice.CreateRequest{Pool: req.Pool, Alias: req.Alias, TTL: req.TTL, CleanupMode: kobev1.CleanupMode(req.CleanupMode)}, nil
 }
 
 // decodeExtend decodes the body of PATCH /v1/leases/{id} (see wire.DecodeExtendLease).

@@ -18,6 +18,7 @@ type LeaseOptions struct {
 	Pool           string
 	TTL            string
 	Alias          string
+	CleanupMode    string
 	KubeconfigPath string
 	NoWait         bool
 	WaitTimeout    time.Duration
@@ -64,6 +65,7 @@ the last line is 'export KUBECONFIG=...'.`,
 	}
 	cmd.Flags().StringVar(&o.TTL, "ttl", "", "how long the lease lasts once bound, e.g. 30m (default: the pool's ttl; your policy may clamp it)")
 	cmd.Flags().StringVar(&o.Alias, "alias", "", "your own name for the lease, usable instead of its id in other commands; unique among your active leases")
+	cmd.Flags().StringVar(&o.CleanupMode, "cleanup-mode", "", "Standard (the default) or VerifiedDestroy: the member's teardown is proven, a receipt kept, and a member whose cleanup cannot be proven is Quarantined; refused when the pool's backend cannot prove it")
 	cmd.Flags().StringVar(&o.KubeconfigPath, "kubeconfig", "", "where to write the kubeconfig (default: see above)")
 	cmd.Flags().BoolVar(&o.NoWait, "no-wait", false, "return at once when the lease is queued (fetch the kubeconfig later with `kobe kubeconfig ID`)")
 	cmd.Flags().DurationVar(&o.WaitTimeout, "wait-timeout", o.WaitTimeout, "how long to wait for a queued lease to be bound before releasing it")
@@ -91,6 +93,11 @@ func (o *LeaseOptions) Validate() error {
 		if err := wire.ValidateAlias(o.Alias); err != nil {
 			return fmt.Errorf("--alias: %w", err)
 		}
+	}
+	switch o.CleanupMode {
+	case "", wire.CleanupStandard, wire.CleanupVerifiedDestroy:
+	default:
+		return fmt.Errorf("--cleanup-mode must be %s or %s (got %q)", wire.CleanupStandard, wire.CleanupVerifiedDestroy, o.CleanupMode)
 	}
 	if o.WaitTimeout <= 0 {
 		return fmt.Errorf("--wait-timeout must be positive, e.g. 10m (got %s)", o.WaitTimeout)
@@ -120,7 +127,7 @@ func (o *LeaseOptions) Run(ctx context.Context) error {
 		return err
 	}
 	o.client = c
-	l, err := acquire(ctx, c, wire.CreateLeaseRequest{Pool: o.Pool, TTL: o.TTL, Alias: o.Alias}, o.NoWait, o.WaitTimeout, o.streams.ErrOut)
+	l, err := acquire(ctx, c, wire.CreateLeaseRequest{Pool: o.Pool, TTL: o.TTL, Alias: o.Alias, CleanupMode: o.CleanupMode}, o.NoWait, o.WaitTimeout, o.streams.ErrOut)
 	if err != nil {
 		return err
 	}

@@ -33,6 +33,8 @@ type CreateRequest struct {
 	TTL time.Duration
 	// Alias is the caller's own name for the lease; optional.
 	Alias string
+	// CleanupMode of the lease; "" means Standard.
+	CleanupMode kobev1.CleanupMode
 }
 
 // Create requests a lease of req.Pool for p. The order of checks is fixed:
@@ -80,6 +82,13 @@ func (s *Service) Create(ctx context.Context, p *auth.Principal, req CreateReque
 		metrics.LeaseRequest(pl.Name, "refused")
 		return nil, &UnavailableError{Unserviceable: *u}
 	}
+	// A cleanup the pool's backend cannot prove is refused before anything
+	// is written, never downgraded (spec 000).
+	if err := s.opts.Binder.CheckCleanupMode(req.CleanupMode, pl); err != nil {
+		s.audit(p, "create", "", pl.Name, "refused: cleanupMode "+string(req.CleanupMode))
+		metrics.LeaseRequest(pl.Name, "refused")
+		return nil, err
+	}
 	// A lease whose kubeconfig could never be minted is refused before
 	// anything is written.
 	if pool.AccessMode(&pl.Spec) == kobev1.AccessProxy {
@@ -103,7 +112,7 @@ func (s *Service) Create(ctx context.Context, p *auth.Principal, req CreateReque
 	// controller's grace is over.
 	detached, cancel := context.WithTimeout(context.WithoutCancel(ctx), AfterAnswerTimeout)
 	defer cancel()
-	l, err := s.admit(detached, p, pl.Name, ttl, req.Alias)
+	l, err := s.admit(detached, p, pl.Name, ttl, req.Alias, req.CleanupMode)
 	if err != nil {
 		return nil, s.refused(p, pl.Name, err)
 	}
@@ -149,8 +158,8 @@ func (s *Service) Create(ctx context.Context, p *auth.Principal, req CreateReque
 // for one more API write. Within this process one requester reserves at a
 // time, so that its concurrent requests do not race each other for the
 // ledger.
-func (s *Service) admit(ctx context.Context, p *auth.Principal, poolName string, ttl time.Duration, alias string) (*kobev1.ClusterLease, error) {
-	l, err := s.newLease(p, poolName, ttl, alias)
+func (s *Service) admit(ctx context.Context, p *auth.Principal, poolName string, ttl time.Duration, alias string, mode kobev1.CleanupMode) (*kobev1.ClusterLease, error) {
+	l, err := s.newLease(p, poolName, ttl, alias, mode)
 	if err != nil {
 		return nil, err
 	}
@@ -240,7 +249,10 @@ func (s *Service) refused(p *auth.Principal, pool string, err error) error {
 
 // newLease renders a new ClusterLease of p, stamped with the moment it was
 // queued.
-func (s *Service) newLease(p *auth.Principal, poolName string, ttl time.Duration, alias string) (*kobev1.ClusterLease, error) {
+func (s *Service) newLease(p *auth.Principal, poolName string, ttl time.Duration, alias string, mode kobev1.CleanupMode) (*kobev1.ClusterLease, error) {
+	if mode == "" {
+		mode = kobev1.CleanupStandard
+	}
 	b := make([]byte, 6)
 	if _, err := rand.Read(b); err != nil {
 		return nil, fmt.Errorf("making a lease id: %w", err)
@@ -258,7 +270,7 @@ func (s *Service) newLease(p *auth.Principal, poolName string, ttl time.Duration
 			Requester:     kobev1.Requester{Identity: p.Identity, Policy: p.Policy, Method: p.Method},
 			MaxExtensions: ptr.To(p.MaxExtensions()),
 			MaxTTL:        &metav1.Duration{Duration: p.MaxTTL()},
-			CleanupMode:   kobev1.CleanupStandard,
+			CleanupMode:   mode,
 		},
 	}
 	if alias != "" {

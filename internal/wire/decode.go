@@ -39,7 +39,16 @@ type CreateLease struct {
 	Alias string
 	// TTL is 0 when the body names none (the pool's default applies).
 	TTL time.Duration
+	// CleanupMode is CleanupStandard or CleanupVerifiedDestroy; "" means
+	// Standard.
+	CleanupMode string
 }
+
+// Cleanup modes of CreateLeaseRequest.CleanupMode.
+const (
+	CleanupStandard        = "Standard"
+	CleanupVerifiedDestroy = "VerifiedDestroy"
+)
 
 // DecodeCreateLease decodes and checks the body of POST /v1/leases. The
 // alias and pool names are checked later, by the service, against the
@@ -52,7 +61,12 @@ func DecodeCreateLease(body []byte) (CreateLease, error) {
 	if req.Pool != "" && req.Profile != "" && req.Pool != req.Profile {
 		return CreateLease{}, fmt.Errorf("%w: pool and profile are synonyms; send one, or the same value in both", ErrMalformed)
 	}
-	out := CreateLease{Pool: req.PoolName(), Alias: req.Alias}
+	out := CreateLease{Pool: req.PoolName(), Alias: req.Alias, CleanupMode: req.CleanupMode}
+	switch req.CleanupMode {
+	case "", CleanupStandard, CleanupVerifiedDestroy:
+	default:
+		return CreateLease{}, fmt.Errorf("%w: cleanupMode must be %s or %s, got %q", ErrMalformed, CleanupStandard, CleanupVerifiedDestroy, req.CleanupMode)
+	}
 	if req.TTL != "" {
 		d, err := ParseTTL("ttl", req.TTL)
 		if err != nil {

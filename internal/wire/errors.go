@@ -52,6 +52,9 @@ const (
 	// ReasonBackendUnavailable (503, Retry-After): the pool's backend cannot
 	// create members (its Capacity condition is False, BackendUnavailable).
 	ReasonBackendUnavailable = "BackendUnavailable"
+	// ReasonCleanupModeUnsupported (422): the lease asks for cleanupMode
+	// VerifiedDestroy and the pool's backend cannot prove a teardown.
+	ReasonCleanupModeUnsupported = "CleanupModeUnsupported"
 	// ReasonPoolQuarantined (503, Retry-After): the pool is at its cap with
 	// every member Quarantined.
 	ReasonPoolQuarantined = "PoolQuarantined"

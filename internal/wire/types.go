@@ -123,6 +123,10 @@ type CreateLeaseRequest struct {
 	// Alias is the caller's own name for the lease (see ValidateAlias),
 	// unique among its active leases and usable wherever a lease id is.
 	Alias string `json:"alias,omitempty"`
+	// CleanupMode is "Standard" (the default) or "VerifiedDestroy": the
+	// member's teardown is proven and a receipt kept; refused (422
+	// CleanupModeUnsupported) when the pool's backend cannot prove it.
+	CleanupMode string `json:"cleanupMode,omitempty"`
 }
 
 // PoolName is Pool, or Profile when Pool is empty.

@@ -388,6 +388,12 @@ func (s *Server) createLease(w http.ResponseWriter, _ *http.Request, identity st
 			return
 		}
 	}
+	switch req.CleanupMode {
+	case "", wire.CleanupStandard, wire.CleanupVerifiedDestroy:
+	default:
+		writeError(w, http.StatusBadRequest, wire.ReasonBadRequest, "bad request", fmt.Sprintf("cleanupMode must be Standard or VerifiedDestroy, got %q", req.CleanupMode))
+		return
+	}
 	var ttl time.Duration
 	if req.TTL != "" {
 		d, err := time.ParseDuration(req.TTL)
@@ -404,6 +410,12 @@ func (s *Server) createLease(w http.ResponseWriter, _ *http.Request, identity st
 	if reason, ok := s.unavailable[p.Name]; ok {
 		w.Header().Set("Retry-After", wire.UnavailableRetryAfter)
 		writeError(w, http.StatusServiceUnavailable, reason, "pool unavailable", fmt.Sprintf("pool %q cannot serve a lease now (%s); try again later", p.Name, reason))
+		return
+	}
+	if req.CleanupMode == wire.CleanupVerifiedDestroy {
+		// The fake's members are simulated: nothing of them can be proven gone.
+		writeError(w, http.StatusUnprocessableEntity, wire.ReasonCleanupModeUnsupported, "cleanupMode VerifiedDestroy is not supported by the pool's backend",
+			fmt.Sprintf("pool %s cannot prove a member destroyed; use cleanupMode Standard", p.Name))
 		return
 	}
 	if ttl == 0 {
