@@ -171,6 +171,7 @@ per call with --endpoint/--token or KOBE_ENDPOINT/KOBE_TOKEN.`,
 		NewCmdLogin(flags, streams),
 		NewCmdRun(flags, streams),
 		NewCmdConfig(flags, streams),
+		NewCmdAdmin(streams),
 	)
 	return root
 }
