@@ -50,7 +50,7 @@ func CheckServiceable(p *kobev1.ClusterPool) *Unserviceable {
 	if limit := memberCap(&p.Spec); st.Quarantined > 0 && st.Quarantined >= limit &&
 		st.Ready == 0 && st.Creating == 0 && st.Leased == 0 && st.Recycling == 0 {
 		return &Unserviceable{Cause: CauseQuarantined, Message: fmt.Sprintf(
-			"pool %q is at its cap of %d members and every member is Quarantined; an operator must inspect and delete them", p.Name, limit)}
+			"pool %q is at its cap of %d members and every member is Quarantined: an administrator must inspect their receipts and retry their cleanup (kobe admin retry-cleanup)", p.Name, limit)}
 	}
 	return nil
 }
