@@ -20,6 +20,57 @@ type BootstrapConfigSpec struct {
 	// job runs an image with the member's kubeconfig mounted.
 	// +optional
 	Job *BootstrapJob `json:"job,omitempty"`
+
+	// parameters the bundle takes. A pool passes their values in
+	// bootstraps[].parameters; $(params.NAME) in a string value of the
+	// manifests is replaced by the value ($$(params.NAME) is kept as the
+	// literal text $(params.NAME)). $(member.name), $(member.namespace) and
+	// $(pool.name) are always defined.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=64
+	Parameters []BootstrapParameter `json:"parameters,omitempty"`
+}
+
+// BootstrapParameter is one parameter of a bundle.
+type BootstrapParameter struct {
+	// name of the parameter, as in $(params.NAME).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[A-Za-z_][A-Za-z0-9_]*$`
+	Name string `json:"name"`
+
+	// default is the value when a pool passes none; without a default a
+	// pool must pass a value.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	Default *string `json:"default,omitempty"`
+
+	// description says what the parameter is for.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Description string `json:"description,omitempty"`
+}
+
+// BootstrapRef names a BootstrapConfig of the pool's namespace and the
+// values of its parameters.
+type BootstrapRef struct {
+	// name of the BootstrapConfig.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+
+	// parameters are the values of the bundle's parameters, by name. A
+	// name the bundle does not declare fails the member (a typo must not
+	// go unnoticed).
+	// +optional
+	// +kubebuilder:validation:MaxProperties=64
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^[A-Za-z_][A-Za-z0-9_]*$') && size(k) <= 63)",message="parameter names are letters, digits and underscores, not starting with a digit, at most 63 characters"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(self[k]) <= 4096)",message="parameter values are at most 4096 characters"
+	Parameters map[string]string `json:"parameters,omitempty"`
 }
 
 // BootstrapManifest is one named YAML document stream.

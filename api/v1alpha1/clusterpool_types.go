@@ -85,12 +85,13 @@ type ClusterPoolSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.all(g, self.filter(h, (has(h.name) ? h.name : h.type) == (has(g.name) ? g.name : g.type)).size() == 1)",message="readinessGates must have unique names (a gate without a name is known by its type): give gates of one type different names"
 	ReadinessGates []ReadinessGate `json:"readinessGates,omitempty"`
 
-	// bootstraps are BootstrapConfigs applied to each member before it is Ready.
+	// bootstraps are BootstrapConfigs applied to each member before it is
+	// Ready, each with the values of its parameters.
 	// +optional
 	// +listType=map
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=32
-	Bootstraps []LocalRef `json:"bootstraps,omitempty"`
+	Bootstraps []BootstrapRef `json:"bootstraps,omitempty"`
 
 	// snapshot restores new members from a backup of a golden cluster.
 	// +optional

@@ -56,7 +56,9 @@ var ErrWaiting = errors.New("waiting for a CustomResourceDefinition of the bundl
 
 // Documents returns the objects of bc's manifests, manifests in lexical order
 // of their names, documents in their order; empty documents are skipped.
-func Documents(bc *kobev1.BootstrapConfig) ([]Object, error) {
+// The references in their string values are replaced by vals (Resolve);
+// nil vals substitutes nothing.
+func Documents(bc *kobev1.BootstrapConfig, vals Values) ([]Object, error) {
 	manifests := slices.Clone(bc.Spec.Manifests)
 	slices.SortFunc(manifests, func(a, b kobev1.BootstrapManifest) int { return strings.Compare(a.Name, b.Name) })
 	var out []Object
@@ -74,6 +76,11 @@ func Documents(bc *kobev1.BootstrapConfig) ([]Object, error) {
 			}
 			if len(raw) == 0 {
 				continue
+			}
+			if vals != nil {
+				if _, err := substitute(raw, vals); err != nil {
+					return nil, &InvalidError{Source: source, Err: err}
+				}
 			}
 			u := &unstructured.Unstructured{Object: raw}
 			switch {

@@ -56,7 +56,7 @@ spec: {size: 3}
 
 func TestDocuments(t *testing.T) {
 	objs, err := Documents(bundle("b", kobev1.BootstrapManifest{Name: "20-app.yaml", Content: app},
-		kobev1.BootstrapManifest{Name: "10-crd.yaml", Content: "---\n" + widgetCRD + "---\n"}))
+		kobev1.BootstrapManifest{Name: "10-crd.yaml", Content: "---\n" + widgetCRD + "---\n"}), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func TestDocuments(t *testing.T) {
 		{"the second document", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n---\nkind: ConfigMap", "b/m#2: apiVersion and kind are required"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Documents(bundle("b", kobev1.BootstrapManifest{Name: "m", Content: tc.content}))
+			_, err := Documents(bundle("b", kobev1.BootstrapManifest{Name: "m", Content: tc.content}), nil)
 			var inv *InvalidError
 			if !errors.As(err, &inv) || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("err = %v, want an InvalidError containing %q", err, tc.want)
@@ -92,7 +92,7 @@ func TestDocuments(t *testing.T) {
 // TestApply applies bundles to a real API server standing in for a member.
 func TestApply(t *testing.T) {
 	env := testenv.Start(t)
-	objs, err := Documents(bundle("b", kobev1.BootstrapManifest{Name: "10-crd.yaml", Content: widgetCRD}, kobev1.BootstrapManifest{Name: "20-app.yaml", Content: app}))
+	objs, err := Documents(bundle("b", kobev1.BootstrapManifest{Name: "10-crd.yaml", Content: widgetCRD}, kobev1.BootstrapManifest{Name: "20-app.yaml", Content: app}), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +130,7 @@ func TestApply(t *testing.T) {
 			"bad/m#1: ConfigMap c: namespace nowhere does not exist"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			objs, err := Documents(bundle("bad", kobev1.BootstrapManifest{Name: "m", Content: tc.content}))
+			objs, err := Documents(bundle("bad", kobev1.BootstrapManifest{Name: "m", Content: tc.content}), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -140,5 +140,81 @@ func TestApply(t *testing.T) {
 				t.Errorf("err = %v, want an InvalidError containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestParameters: $(params.NAME) and the built-ins are replaced in string
+// values only (a value can never add a field or a document), escaped
+// references are kept literally, a container's $(VAR) is left to
+// Kubernetes, and every way to get a parameter wrong fails the bundle with
+// a message naming it.
+func TestParameters(t *testing.T) {
+	dflt := "main"
+	bc := bundle("flux", kobev1.BootstrapManifest{Name: "sync.yaml", Content: `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: sync-$(pool.name)
+  namespace: default
+  labels: {member: $(member.name)}
+data:
+  branch: $(params.branch)
+  url: "https://git.example.com/$(params.repo).git"
+  literal: $$(params.branch)
+  script: 'echo $(HOME) $$(HOME)'
+  $(params.branch): key untouched
+`})
+	bc.Spec.Parameters = []kobev1.BootstrapParameter{{Name: "branch", Default: &dflt}, {Name: "repo"}}
+	m := Member{Name: "pool-dev-3", Namespace: "kobe-system", Pool: "dev"}
+
+	vals, err := Resolve(bc, kobev1.BootstrapRef{Name: "flux", Parameters: map[string]string{"repo": "shop\nkind: Secret"}}, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := Documents(bc, vals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(objs) != 1 {
+		t.Fatalf("%d objects, want 1", len(objs))
+	}
+	o := objs[0]
+	data, _, _ := unstructured.NestedStringMap(o.Object, "data")
+	want := map[string]string{
+		"branch": "main", "url": "https://git.example.com/shop\nkind: Secret.git", "literal": "$(params.branch)",
+		"script": "echo $(HOME) $$(HOME)", "$(params.branch)": "key untouched",
+	}
+	for k, v := range want {
+		if data[k] != v {
+			t.Errorf("data[%q] = %q, want %q", k, data[k], v)
+		}
+	}
+	if o.GetName() != "sync-dev" || o.GetLabels()["member"] != "pool-dev-3" || o.GetKind() != "ConfigMap" {
+		t.Errorf("built-ins not substituted: name %q labels %v kind %s", o.GetName(), o.GetLabels(), o.GetKind())
+	}
+
+	for _, tc := range []struct {
+		name   string
+		passed map[string]string
+		params []kobev1.BootstrapParameter
+		says   string
+	}{
+		{"a required parameter not passed", nil, bc.Spec.Parameters, "parameters repo have no default"},
+		{"a parameter the bundle does not declare", map[string]string{"repo": "x", "brnach": "dev"}, bc.Spec.Parameters, "passes parameters brnach, which the bundle does not declare"},
+		{"a reference the bundle does not declare", map[string]string{"branch": "x"}, []kobev1.BootstrapParameter{{Name: "branch"}}, "$(params.repo) is not defined"},
+		{"an unknown built-in", nil, nil, "$(member.uid) is not defined"},
+	} {
+		b := bc.DeepCopy()
+		b.Spec.Parameters = tc.params
+		if tc.params == nil {
+			b.Spec.Manifests[0].Content = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\ndata: {uid: $(member.uid)}\n"
+		}
+		vals, err := Resolve(b, kobev1.BootstrapRef{Name: "flux", Parameters: tc.passed}, m)
+		if err == nil {
+			_, err = Documents(b, vals)
+		}
+		var invalid *InvalidError
+		if !errors.As(err, &invalid) || !strings.Contains(err.Error(), tc.says) {
+			t.Errorf("%s: %v, want an InvalidError saying %q", tc.name, err, tc.says)
+		}
 	}
 }

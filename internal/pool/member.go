@@ -39,7 +39,7 @@ func TemplateHashWith(spec *kobev1.ClusterPoolSpec, bundles map[string]string) s
 	data, err := json.Marshal(struct {
 		Backend    kobev1.BackendSpec     `json:"backend"`
 		Cluster    kobev1.ClusterTemplate `json:"cluster"`
-		Bootstraps []kobev1.LocalRef      `json:"bootstraps,omitempty"`
+		Bootstraps []kobev1.BootstrapRef  `json:"bootstraps,omitempty"`
 		Snapshot   *kobev1.SnapshotSpec   `json:"snapshot,omitempty"`
 		Content    []string               `json:"bootstrapContent,omitempty"`
 	}{spec.Backend, spec.Cluster, spec.Bootstraps, spec.Snapshot, content})

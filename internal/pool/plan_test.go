@@ -378,7 +378,7 @@ func TestDecide(t *testing.T) {
 	}, {
 		name: "fields set but not implemented are named",
 		in: Input{Pool: testPool(func(p *kobev1.ClusterPool) {
-			p.Spec.Bootstraps = []kobev1.LocalRef{{Name: "flux"}}
+			p.Spec.Bootstraps = []kobev1.BootstrapRef{{Name: "flux"}}
 			p.Spec.Snapshot = &kobev1.SnapshotSpec{Velero: kobev1.VeleroSnapshot{BackupName: "golden"}}
 			p.Spec.Scaling = &kobev1.ScalingSpec{ScaleUpThreshold: ptr.To[int32](0), ScaleDownAfter: &metav1.Duration{Duration: time.Minute}}
 			p.Spec.Cluster.Version = "v1.31.3"
@@ -457,7 +457,7 @@ func TestTemplateHash(t *testing.T) {
 		{"local with nodes and a version", kobev1.ClusterPoolSpec{
 			Backend: kobev1.BackendSpec{Type: kobev1.BackendLocal, Local: &kobev1.LocalBackendSpec{Nodes: 1}},
 			Cluster: kobev1.ClusterTemplate{Version: "v1.37.2"}}, "f057d3ea4156bb55"},
-		{"kubernetes, empty bootstraps", kobev1.ClusterPoolSpec{Backend: kobev1.BackendSpec{Type: kobev1.BackendKubernetes}, Bootstraps: []kobev1.LocalRef{}}, "36fef408254d268b"},
+		{"kubernetes, empty bootstraps", kobev1.ClusterPoolSpec{Backend: kobev1.BackendSpec{Type: kobev1.BackendKubernetes}, Bootstraps: []kobev1.BootstrapRef{}}, "36fef408254d268b"},
 	}
 	for _, tc := range pinned {
 		if got := TemplateHash(&tc.spec); got != tc.hash {
@@ -467,16 +467,21 @@ func TestTemplateHash(t *testing.T) {
 
 	base := testPool().Spec
 	withBootstraps := *base.DeepCopy()
-	withBootstraps.Bootstraps = []kobev1.LocalRef{{Name: "flux"}}
+	withBootstraps.Bootstraps = []kobev1.BootstrapRef{{Name: "flux"}}
 	otherBootstraps := *base.DeepCopy()
-	otherBootstraps.Bootstraps = []kobev1.LocalRef{{Name: "argo"}}
+	otherBootstraps.Bootstraps = []kobev1.BootstrapRef{{Name: "argo"}}
 	withSnapshot := *base.DeepCopy()
 	withSnapshot.Snapshot = &kobev1.SnapshotSpec{Velero: kobev1.VeleroSnapshot{BackupName: "golden"}}
 	otherSnapshot := *base.DeepCopy()
 	otherSnapshot.Snapshot = &kobev1.SnapshotSpec{Velero: kobev1.VeleroSnapshot{BackupName: "golden-2"}}
+	withParams := *base.DeepCopy()
+	withParams.Bootstraps = []kobev1.BootstrapRef{{Name: "flux", Parameters: map[string]string{"branch": "main"}}}
+	otherParams := *base.DeepCopy()
+	otherParams.Bootstraps = []kobev1.BootstrapRef{{Name: "flux", Parameters: map[string]string{"branch": "dev"}}}
 	seen := map[string]string{}
 	for name, spec := range map[string]*kobev1.ClusterPoolSpec{"base": &base, "bootstraps flux": &withBootstraps,
-		"bootstraps argo": &otherBootstraps, "snapshot golden": &withSnapshot, "snapshot golden-2": &otherSnapshot} {
+		"bootstraps argo": &otherBootstraps, "snapshot golden": &withSnapshot, "snapshot golden-2": &otherSnapshot,
+		"flux branch main": &withParams, "flux branch dev": &otherParams} {
 		h := TemplateHash(spec)
 		if other, ok := seen[h]; ok {
 			t.Errorf("%s and %s hash alike (%s): the hash ignores what differs", name, other, h)
@@ -505,7 +510,7 @@ func TestTemplateHash(t *testing.T) {
 		t.Error("a pool without bootstraps changed its hash with bundles given")
 	}
 	// The plan carries it, and members built with it are current.
-	p := testPool(func(p *kobev1.ClusterPool) { p.Spec.Bootstraps = []kobev1.LocalRef{{Name: "flux"}} })
+	p := testPool(func(p *kobev1.ClusterPool) { p.Spec.Bootstraps = []kobev1.BootstrapRef{{Name: "flux"}} })
 	in := Input{Pool: p, Bundles: map[string]string{"flux": BundleDigest(flux2)}, Members: []kobev1.ClusterInstance{
 		*NewMember(p, 0, v1), *NewMember(p, 1, v2)}}
 	in.Members[0].Status.Phase, in.Members[1].Status.Phase = kobev1.InstanceReady, kobev1.InstanceReady

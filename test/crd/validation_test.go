@@ -233,6 +233,15 @@ var invalidCases = []invalidCase{
 		want: []string{"spec.job.timeout", "timeout must be greater than zero"}},
 	{name: "bootstrap job timeout malformed", kind: bootstrap, spec: `{job: {image: busybox, timeout: "5 minutes"}}`,
 		want: []string{`spec.job.timeout: Invalid value: "5 minutes"`, "should match"}},
+	{name: "bootstrap parameter name with a dot", kind: bootstrap,
+		spec: `{manifests: [{name: a, content: "kind: Namespace"}], parameters: [{name: git.branch}]}`,
+		want: []string{`spec.parameters[0].name: Invalid value: "git.branch"`, "should match"}},
+	{name: "bootstrap parameter declared twice", kind: bootstrap,
+		spec: `{manifests: [{name: a, content: "kind: Namespace"}], parameters: [{name: branch}, {name: branch}]}`,
+		want: []string{"spec.parameters[1]: Duplicate value"}},
+	{name: "pool passes a parameter whose name has a separator", kind: pool,
+		spec: `bootstraps: [{name: flux, parameters: {"branch)": main}}]`,
+		want: []string{"spec.bootstraps[0].parameters", "parameter names are letters, digits and underscores"}},
 }
 
 var validCases = []validCase{
@@ -286,6 +295,8 @@ var validCases = []validCase{
 		want: map[string]string{"spec.leaseRef.name": "lease-a", "spec.poolRef.name": "ci-small"}},
 	{name: "bootstrap job gets a timeout", kind: bootstrap, spec: `{job: {image: busybox}}`,
 		want: map[string]string{"spec.job.timeout": "10m"}},
+	{name: "pool passes parameters to a bundle", kind: pool, spec: `bootstraps: [{name: flux, parameters: {branch: main, REPO_2: shop}}]`,
+		want: map[string]string{"spec.bootstraps": "[map[name:flux parameters:map[REPO_2:shop branch:main]]]"}},
 	{name: "bootstrap single manifest", kind: bootstrap, spec: `{manifests: [{name: a, content: "kind: Namespace"}]}`,
 		want: map[string]string{"spec.manifests": "[map[content:kind: Namespace name:a]]"}},
 }

@@ -49,6 +49,11 @@ apiVersion: example.com/v1
 kind: Widget
 metadata: {name: first, namespace: shop}
 spec: {size: 3}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: sync, namespace: shop}
+data: {branch: $(params.branch), pool: $(pool.name), member: $(member.name)}
 `
 	// brokenDeployment has no selector: every API server refuses it.
 	brokenDeployment = `apiVersion: apps/v1
@@ -62,9 +67,10 @@ spec:
 `
 )
 
-func createBundle(t *testing.T, name string, manifests ...kobev1.BootstrapManifest) {
+func createBundle(t *testing.T, name string, params []kobev1.BootstrapParameter, manifests ...kobev1.BootstrapManifest) {
 	t.Helper()
-	bc := &kobev1.BootstrapConfig{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace}, Spec: kobev1.BootstrapConfigSpec{Manifests: manifests}}
+	bc := &kobev1.BootstrapConfig{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
+		Spec: kobev1.BootstrapConfigSpec{Manifests: manifests, Parameters: params}}
 	if err := s.env.Client.Create(t.Context(), bc); err != nil {
 		t.Fatalf("creating BootstrapConfig %s: %v", name, err)
 	}
@@ -73,12 +79,10 @@ func createBundle(t *testing.T, name string, manifests ...kobev1.BootstrapManife
 
 // createPoolWith creates a local pool of size 1 with bootstraps and gates,
 // and deletes it (waiting for its members to go) when the test ends.
-func createPoolWith(t *testing.T, name string, bootstraps []string, gates ...kobev1.ReadinessGate) {
+func createPoolWith(t *testing.T, name string, bootstraps []kobev1.BootstrapRef, gates ...kobev1.ReadinessGate) {
 	t.Helper()
 	p := newPool(name, 1)
-	for _, b := range bootstraps {
-		p.Spec.Bootstraps = append(p.Spec.Bootstraps, kobev1.LocalRef{Name: b})
-	}
+	p.Spec.Bootstraps = bootstraps
 	p.Spec.ReadinessGates = gates
 	if err := s.env.Client.Create(t.Context(), p); err != nil {
 		t.Fatalf("creating pool %s: %v", name, err)
@@ -106,10 +110,10 @@ func createPoolWith(t *testing.T, name string, bootstraps []string, gates ...kob
 // them (CRDExists, BootstrapsComplete under its spec name AddonsReady) pass.
 func TestBootstrapsAppliedBeforeHandOut(t *testing.T) {
 	const pool = "boot"
-	createBundle(t, "widgets",
+	createBundle(t, "widgets", []kobev1.BootstrapParameter{{Name: "branch"}},
 		kobev1.BootstrapManifest{Name: "20-app.yaml", Content: widgetsApp},
 		kobev1.BootstrapManifest{Name: "10-crd.yaml", Content: widgetsCRD})
-	createPoolWith(t, pool, []string{"widgets"},
+	createPoolWith(t, pool, []kobev1.BootstrapRef{{Name: "widgets", Parameters: map[string]string{"branch": "release-1"}}},
 		kobev1.ReadinessGate{Type: kobev1.GateAddonsReady},
 		kobev1.ReadinessGate{Type: kobev1.GateCRDExists, Name: "WidgetsAPI", CRD: &kobev1.CRDGate{Name: "widgets.example.com"}})
 	waitPoolReady(t, pool, 1)
@@ -125,6 +129,7 @@ func TestBootstrapsAppliedBeforeHandOut(t *testing.T) {
 		{"get", "crd", "widgets.example.com"},
 		{"-n", "shop", "get", "deployment", "web"},
 		{"-n", "shop", "get", "widgets.example.com", "first", "-o", "jsonpath={.spec.size}"},
+		{"-n", "shop", "get", "configmap", "sync", "-o", "jsonpath={.data.branch} {.data.pool}"},
 	} {
 		out, err := testenv.Kubectl(t, kc, args...)
 		if err != nil {
@@ -132,6 +137,9 @@ func TestBootstrapsAppliedBeforeHandOut(t *testing.T) {
 		}
 		if args[len(args)-1] == "jsonpath={.spec.size}" && strings.TrimSpace(out) != "3" {
 			t.Errorf("the bundle's Widget has size %q, want 3", out)
+		}
+		if args[len(args)-1] == "jsonpath={.data.branch} {.data.pool}" && strings.TrimSpace(out) != "release-1 "+pool {
+			t.Errorf("the bundle's ConfigMap holds %q, want the pool's parameter and name %q", out, "release-1 "+pool)
 		}
 	}
 	var members kobev1.ClusterInstanceList
@@ -159,8 +167,8 @@ func TestBootstrapsAppliedBeforeHandOut(t *testing.T) {
 // and the document, and backs off.
 func TestBrokenBootstrapNeverWarms(t *testing.T) {
 	const pool = "boot-broken"
-	createBundle(t, "broken", kobev1.BootstrapManifest{Name: "app.yaml", Content: brokenDeployment})
-	createPoolWith(t, pool, []string{"broken"})
+	createBundle(t, "broken", nil, kobev1.BootstrapManifest{Name: "app.yaml", Content: brokenDeployment})
+	createPoolWith(t, pool, []kobev1.BootstrapRef{{Name: "broken"}})
 	testenv.Eventually(t, memberDeadline, "the pool to report the broken bundle", func() error {
 		p := getPool(t, pool)
 		if p.Status.Ready != 0 || p.Status.Leased != 0 {

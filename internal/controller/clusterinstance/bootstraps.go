@@ -69,7 +69,11 @@ func (r *Reconciler) applyBootstraps(ctx context.Context, s *scope, left time.Du
 		if bc.Spec.Job != nil {
 			return fail(fmt.Sprintf("BootstrapConfig %s runs a Job: this operator applies bundles of manifests only and does not run Jobs yet", ref.Name))
 		}
-		docs, err := bootstrap.Documents(bc)
+		vals, err := bootstrap.Resolve(bc, ref, bootstrap.Member{Name: s.inst.Name, Namespace: s.inst.Namespace, Pool: s.inst.Spec.PoolRef.Name})
+		if err != nil {
+			return fail("bootstrap " + err.Error())
+		}
+		docs, err := bootstrap.Documents(bc, vals)
 		if err != nil {
 			return fail("bootstrap " + err.Error())
 		}

@@ -27,7 +27,7 @@ type settings struct {
 	threshold       int32
 	gates           []kobev1.ReadinessGate
 	// bootstraps are the pool's BootstrapConfigs, applied before the gates.
-	bootstraps []kobev1.LocalRef
+	bootstraps []kobev1.BootstrapRef
 	// nodes is how many real nodes the member asks for; NodesReady then
 	// probes each of them with a pod.
 	nodes int32

@@ -32,7 +32,7 @@ func TestBundleContentChangeRollsOut(t *testing.T) {
 	p := h.createPool(t, ns, "bundled", func(p *kobev1.ClusterPool) {
 		p.Spec.Size = ptr.To[int32](1)
 		p.Spec.Backend = kobev1.BackendSpec{Type: kobev1.BackendSim, Sim: &kobev1.SimBackendSpec{ReadyAfter: &metav1.Duration{Duration: time.Second}}}
-		p.Spec.Bootstraps = []kobev1.LocalRef{{Name: used.Name}}
+		p.Spec.Bootstraps = []kobev1.BootstrapRef{{Name: used.Name}}
 	})
 	got := h.waitPool(t, p, shortWait, "ready 1", readyIs(1))
 	first, rev := got.Status.TemplateHash, got.Status.TemplateRevision

@@ -266,7 +266,7 @@ func (r *Reconciler) poolsOfBundle(ctx context.Context, o client.Object) []recon
 	}
 	var out []reconcile.Request
 	for _, p := range pools.Items {
-		if slices.ContainsFunc(p.Spec.Bootstraps, func(ref kobev1.LocalRef) bool { return ref.Name == o.GetName() }) {
+		if slices.ContainsFunc(p.Spec.Bootstraps, func(ref kobev1.BootstrapRef) bool { return ref.Name == o.GetName() }) {
 			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&p)})
 		}
 	}
