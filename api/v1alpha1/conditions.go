@@ -85,6 +85,10 @@ const (
 	// ReasonBootstrapFailed: a BootstrapConfig can never be applied to the
 	// member as it is; the member is destroyed and replaced.
 	ReasonBootstrapFailed = "BootstrapFailed"
+	// ReasonBootstrapJobsUnsupported (pool Capacity): a BootstrapConfig the
+	// pool names runs a Job, which this operator cannot run; no member is
+	// built, and lease requests are refused as for an unavailable backend.
+	ReasonBootstrapJobsUnsupported = "BootstrapJobsUnsupported"
 	// ReasonBootstrapsApplying: the pool's BootstrapConfigs are being
 	// applied (or one is missing, or a CRD of theirs is not served yet).
 	ReasonBootstrapsApplying = "BootstrapsApplying"

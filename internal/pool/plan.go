@@ -38,6 +38,10 @@ type Input struct {
 	// Bundles are the content digests (BundleDigest) of the pool's
 	// BootstrapConfigs by name; a bundle that does not exist is absent.
 	Bundles map[string]string
+	// JobBundles names the pool's BootstrapConfigs that run a Job, which
+	// this operator cannot run: the pool builds no member (each would fail)
+	// and says so in its Capacity condition.
+	JobBundles []string
 }
 
 // HostBudget is a cap on the members of one backend type that this host
@@ -150,13 +154,15 @@ func Decide(in Input) Plan {
 	plan := Plan{Counters: count(in.Members), NextOrdinal: nextOrdinal(p, in.Members), TemplateHash: hash}
 	c := plan.Counters
 	wired := slices.Contains(in.Wired, p.Spec.Backend.Type)
+	// buildable: wired, and nothing the pool asks for is refused here.
+	buildable := wired && len(in.JobBundles) == 0
 	deleting := !p.DeletionTimestamp.IsZero()
 
 	sz := sizeFor(p, c, in.QueueDepth)
 	r := survey(p, in.Members, hash, in.Now)
 	plan.Target, plan.Pressure, plan.Outdated = sz.target, sz.pressure, r.outdated()
 	var ch changes
-	if !deleting && wired {
+	if !deleting && buildable {
 		ch = decideChanges(&in, sz, &r, c, hash)
 		for range ch.create {
 			plan.Create = append(plan.Create, plan.NextOrdinal)
@@ -175,7 +181,7 @@ func Decide(in Input) Plan {
 	capCond := capacityCondition(&in, &plan, sz, ch, wired, failing)
 	provCond := provisioningCondition(p)
 	niCond := notImplementedCondition(&p.Spec, wired, in.Backend)
-	plan.Phase = phase(deleting, wired, failing != "" || failingShort, c, sz.warm, warmCond)
+	plan.Phase = phase(deleting, buildable, failing != "" || failingShort, c, sz.warm, warmCond)
 	readyCond := readyCondition(plan.Phase, warmCond, capCond, provCond, failingShort)
 	plan.Conditions = []metav1.Condition{warmCond, capCond, provCond}
 	if dc := demandCoveredCondition(p, sz.warm); dc != nil {
@@ -256,6 +262,10 @@ func capacityCondition(in *Input, plan *Plan, sz sizing, ch changes, wired bool,
 			// Never a default: simulated members' kubeconfigs point at nothing.
 			cond.Message += "; start the operator with --enable-sim-backend to serve simulated members (benchmarks and demos only)"
 		}
+	case len(in.JobBundles) > 0:
+		cond.Reason = kobev1.ReasonBootstrapJobsUnsupported
+		cond.Message = fmt.Sprintf("BootstrapConfig %s runs a Job, and this operator does not run bootstrap Jobs: the pool builds no member; use a bundle of manifests",
+			strings.Join(in.JobBundles, ", "))
 	case failing != "":
 		cond.Reason, cond.Message = kobev1.ReasonBackendFailing, failing
 	case ch.backoff > 0:

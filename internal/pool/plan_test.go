@@ -238,6 +238,13 @@ func TestDecide(t *testing.T) {
 			conds:       map[string]string{"Capacity": "False/BackendUnavailable", "Ready": "False/BackendUnavailable"},
 			msgContains: map[string]string{"Capacity": `backend "sim" is not wired in this operator; wired backends: local; start the operator with --enable-sim-backend`}},
 	}, {
+		name: "a bundle that runs a Job: nothing created, the message names the bundle",
+		in: Input{Pool: testPool(func(p *kobev1.ClusterPool) { p.Spec.Bootstraps = []kobev1.BootstrapRef{{Name: "flux"}, {Name: "helm"}} }),
+			JobBundles: []string{"helm"}},
+		want: want{next: 0, phase: kobev1.PoolDegraded,
+			conds:       map[string]string{"Capacity": "False/BootstrapJobsUnsupported", "Ready": "False/BootstrapJobsUnsupported"},
+			msgContains: map[string]string{"Capacity": "BootstrapConfig helm runs a Job, and this operator does not run bootstrap Jobs"}},
+	}, {
 		name: "a member the backend cannot build makes the pool Degraded with BackendFailing",
 		in: Input{Pool: testPool(), Members: []kobev1.ClusterInstance{
 			member(0, kobev1.InstanceCreating, condition(kobev1.ConditionProvisioned, metav1.ConditionFalse, kobev1.ReasonBackendUnavailable)),

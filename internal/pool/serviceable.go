@@ -42,9 +42,13 @@ func CheckServiceable(p *kobev1.ClusterPool) *Unserviceable {
 		return &Unserviceable{Cause: CauseDeleting, Message: fmt.Sprintf("pool %q is being deleted", p.Name)}
 	}
 	if c := meta.FindStatusCondition(p.Status.Conditions, kobev1.ConditionCapacity); c != nil &&
-		c.Status == metav1.ConditionFalse && c.Reason == kobev1.ReasonBackendUnavailable &&
+		c.Status == metav1.ConditionFalse && (c.Reason == kobev1.ReasonBackendUnavailable || c.Reason == kobev1.ReasonBootstrapJobsUnsupported) &&
 		(c.ObservedGeneration == 0 || c.ObservedGeneration >= p.Generation) {
-		return &Unserviceable{Cause: CauseBackendUnavailable, Message: fmt.Sprintf("the backend of pool %q is unavailable: %s", p.Name, c.Message)}
+		what := "the backend of pool %q is unavailable: %s"
+		if c.Reason == kobev1.ReasonBootstrapJobsUnsupported {
+			what = "pool %q cannot build members in this operator: %s"
+		}
+		return &Unserviceable{Cause: CauseBackendUnavailable, Message: fmt.Sprintf(what, p.Name, c.Message)}
 	}
 	st := p.Status
 	if limit := memberCap(&p.Spec); st.Quarantined > 0 && st.Quarantined >= limit &&

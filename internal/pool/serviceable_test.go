@@ -44,6 +44,7 @@ func TestCheckServiceable(t *testing.T) {
 		{"being deleted", testPool(beingDeleted, counters(2, 0, 0, 0, 0)), CauseDeleting},
 		{"being deleted wins over backend unavailable", testPool(beingDeleted, capacity(metav1.ConditionFalse, kobev1.ReasonBackendUnavailable, 1)), CauseDeleting},
 		{"backend unavailable", testPool(capacity(metav1.ConditionFalse, kobev1.ReasonBackendUnavailable, 1)), CauseBackendUnavailable},
+		{"a bundle runs a Job", testPool(capacity(metav1.ConditionFalse, kobev1.ReasonBootstrapJobsUnsupported, 1)), CauseBackendUnavailable},
 		{"backend unavailable, condition without generation", testPool(capacity(metav1.ConditionFalse, kobev1.ReasonBackendUnavailable, 0)), CauseBackendUnavailable},
 		{"backend unavailable for an older generation is not trusted", testPool(generation(2), capacity(metav1.ConditionFalse, kobev1.ReasonBackendUnavailable, 1)), ""},
 		{"fixed pool at size, all quarantined", testPool(counters(0, 0, 0, 0, 2)), CauseQuarantined},

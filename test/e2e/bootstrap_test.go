@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -196,4 +197,38 @@ func findCondition(conds []metav1.Condition, t string) *metav1.Condition {
 		}
 	}
 	return nil
+}
+
+// TestJobBundleRefused: this operator runs no bootstrap Jobs, so a pool
+// naming a bundle that runs one builds no member at all (rather than
+// members that fail one after another), says why in its Capacity
+// condition, and the API refuses its leases at once.
+func TestJobBundleRefused(t *testing.T) {
+	const pool = "boot-job"
+	bc := &kobev1.BootstrapConfig{ObjectMeta: metav1.ObjectMeta{Name: "helm-install", Namespace: namespace},
+		Spec: kobev1.BootstrapConfigSpec{Job: &kobev1.BootstrapJob{Image: "kobe.local/testapp:v1", Args: []string{"get"}}}}
+	if err := s.env.Client.Create(t.Context(), bc); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.env.Client.Delete(context.Background(), bc) })
+	createPoolWith(t, pool, []kobev1.BootstrapRef{{Name: "helm-install"}})
+	testenv.Eventually(t, 30*time.Second, "the pool to refuse the Job bundle", func() error {
+		c := findCondition(getPool(t, pool).Status.Conditions, kobev1.ConditionCapacity)
+		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != kobev1.ReasonBootstrapJobsUnsupported ||
+			!strings.Contains(c.Message, "BootstrapConfig helm-install runs a Job") {
+			return fmt.Errorf("Capacity %+v", c)
+		}
+		return nil
+	})
+	code, body, _ := api(t, http.MethodPost, "/v1/leases", s.token, strings.NewReader(`{"pool": "`+pool+`", "ttl": "10m"}`))
+	if code != http.StatusServiceUnavailable || !strings.Contains(string(body), "runs a Job") {
+		t.Errorf("POST /v1/leases of the pool: %d %s, want 503 naming the Job bundle", code, body)
+	}
+	var members kobev1.ClusterInstanceList
+	if err := s.env.Client.List(t.Context(), &members, client.InNamespace(namespace), client.MatchingLabels{kobev1.LabelPool: pool}); err != nil {
+		t.Fatal(err)
+	}
+	if len(members.Items) != 0 {
+		t.Errorf("the pool built %d members for a bundle it cannot run", len(members.Items))
+	}
 }

@@ -95,6 +95,8 @@ type scope struct {
 	host pool.HostBudget
 	// bundles are the content digests of the pool's BootstrapConfigs.
 	bundles map[string]string
+	// jobBundles names the bundles of the pool that run a Job (refused).
+	jobBundles []string
 }
 
 // Reconcile converges one pool: get, scope, one deferred fenced status
@@ -153,7 +155,7 @@ func (r *Reconciler) decide(ctx context.Context, s *scope) error {
 	if s.host, err = r.hostBudget(ctx, s.pool, s.conds.Now); err != nil {
 		return err
 	}
-	if s.bundles, err = r.bundles(ctx, s.pool); err != nil {
+	if s.bundles, s.jobBundles, err = r.bundles(ctx, s.pool); err != nil {
 		return err
 	}
 	s.queue = int32(len(lease.Queue(leases, s.pool.Name)))
@@ -188,7 +190,7 @@ func (r *Reconciler) plan(s *scope, members []kobev1.ClusterInstance) pool.Plan 
 	return pool.Decide(pool.Input{
 		Pool: p, Members: members, QueueDepth: s.queue, Wired: wired,
 		Backend: r.capabilities(p.Spec.Backend.Type), Now: s.conds.Now, SignalGrace: r.SignalGrace, Host: s.host,
-		Bundles: s.bundles,
+		Bundles: s.bundles, JobBundles: s.jobBundles,
 	})
 }
 
@@ -236,10 +238,11 @@ func (r *Reconciler) leases(ctx context.Context, p *kobev1.ClusterPool) ([]kobev
 
 // bundles reads the pool's BootstrapConfigs from the cache and returns
 // their content digests by name; a bundle that does not exist is left out
-// (its members wait for it, and its creation changes the template).
-func (r *Reconciler) bundles(ctx context.Context, p *kobev1.ClusterPool) (map[string]string, error) {
+// (its members wait for it, and its creation changes the template). jobs
+// names the bundles that run a Job.
+func (r *Reconciler) bundles(ctx context.Context, p *kobev1.ClusterPool) (digests map[string]string, jobs []string, err error) {
 	if len(p.Spec.Bootstraps) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	out := make(map[string]string, len(p.Spec.Bootstraps))
 	for _, ref := range p.Spec.Bootstraps {
@@ -249,11 +252,14 @@ func (r *Reconciler) bundles(ctx context.Context, p *kobev1.ClusterPool) (map[st
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("reading BootstrapConfig %s of pool %s: %w", ref.Name, p.Name, err)
+			return nil, nil, fmt.Errorf("reading BootstrapConfig %s of pool %s: %w", ref.Name, p.Name, err)
 		}
 		out[ref.Name] = pool.BundleDigest(bc)
+		if bc.Spec.Job != nil {
+			jobs = append(jobs, ref.Name)
+		}
 	}
-	return out, nil
+	return out, jobs, nil
 }
 
 // poolsOfBundle wakes the pools that name a BootstrapConfig: a change to its
