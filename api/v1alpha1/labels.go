@@ -23,6 +23,14 @@ const (
 	// made for: teardown and the leak sweep find a member's objects by it.
 	LabelMemberUID = "kobe.kunobi.ninja/member-uid"
 
+	// LabelBootstrap names the BootstrapConfig a bootstrap Job (and its
+	// kubeconfig Secret) runs; with LabelMemberUID it finds a member's Jobs.
+	LabelBootstrap = "kobe.kunobi.ninja/bootstrap"
+	// LabelBootstrapFor, on a bootstrap Job's pods, is the UID of the
+	// member they bootstrap: the member's NetworkPolicy (kubernetes
+	// backend) admits them to its API port.
+	LabelBootstrapFor = "kobe.kunobi.ninja/bootstrap-for"
+
 	// AnnotationFastPath marks a lease the HTTP API is binding on the
 	// request path; the lease controller leaves it alone for a short grace.
 	AnnotationFastPath = "kobe.kunobi.ninja/fast-path"

@@ -54,6 +54,7 @@ const defaultLocalMaxMembers = 16
 type options struct {
 	leakSweepInterval time.Duration
 	receiptRetention  time.Duration
+	bootstrapJobs     bool
 	leakSweepDelete   bool
 	namespace         string
 	apiAddr           string
@@ -125,6 +126,7 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.BoolVar(&o.enableSim, "enable-sim-backend", false, "Wire the sim backend: pools with backend.type sim get simulated members, with no cluster behind them, whose kubeconfigs point at an address that answers nothing. For benchmarks, scale tests and demos only; never for real use.")
 	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "", "Serve Go's /debug/pprof on this address (e.g. 127.0.0.1:6060) for profiling; empty disables it.")
 	fs.DurationVar(&o.leaseRetention, "lease-retention", time.Hour, "How long ended leases are kept before deletion.")
+	fs.BoolVar(&o.bootstrapJobs, "bootstrap-jobs", false, "Run the Jobs of BootstrapConfigs (in the operator's namespace of the host cluster, which must have nodes) for kubernetes backend members. Without it a pool naming a Job bundle builds no member and says why.")
 	fs.DurationVar(&o.receiptRetention, "cleanup-receipt-retention", cleanup.DefaultRetention, "How long the receipt of a VerifiedDestroy teardown (a ConfigMap kobe-cleanup-<member>-<uid>) is kept after it was last written. At least 720h (30 days).")
 	fs.DurationVar(&o.leakSweepInterval, "leak-sweep-interval", 10*time.Minute, "How often the leader looks for members no ClusterInstance owns (local member directories and processes, the kubernetes backend's host objects) and reports them: a log line and the kobe_leaked_members metric. 0 sweeps only at start, where what it finds is always destroyed.")
 	fs.BoolVar(&o.leakSweepDelete, "leak-sweep-delete", false, "Destroy what the periodic leak sweep finds, as the start-up sweep does, instead of only reporting it.")
@@ -323,6 +325,7 @@ func setupControllers(mgr ctrl.Manager, backends backend.Registry, binder *bindi
 		HostCaps: map[kobev1.BackendType]clusterpool.HostCap{
 			kobev1.BackendLocal: {Max: int32(o.localMaxMembers), Setting: "--local-max-members"},
 		},
+		BootstrapJobs: o.bootstrapJobs,
 	}
 	if err := pools.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up pool controller: %w", err)
@@ -333,6 +336,7 @@ func setupControllers(mgr ctrl.Manager, backends backend.Registry, binder *bindi
 		// The probe pods of NodesReady run the pause image the nodes preload.
 		NodeProbeImage:   o.localPauseImage,
 		ReceiptRetention: o.receiptRetention,
+		BootstrapJobs:    o.bootstrapJobs,
 	}
 	if err := instances.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up instance controller: %w", err)

@@ -7,10 +7,15 @@
 //	testapp get URL      print the body of URL (3 s), exit 1 on failure
 //	testapp dial ADDR    open a TCP connection to host:port (3 s), exit 1 on failure
 //	testapp read PATH    print the file at PATH, exit 1 on failure
+//	testapp configmap NAME KEY=VALUE...
+//	                     create ConfigMap NAME in namespace default of the
+//	                     cluster $KUBECONFIG names (a bootstrap Job's work)
+//	testapp fail MESSAGE print MESSAGE and exit 1 (a failing bootstrap Job)
 package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -32,11 +37,16 @@ func run(args []string) error {
 	if len(args) == 0 {
 		return serve()
 	}
-	if len(args) != 2 {
-		return fmt.Errorf("usage: testapp [get URL | dial HOST:PORT | read PATH]")
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
+	switch {
+	case args[0] == "configmap" && len(args) >= 2:
+		return createConfigMap(ctx, args[1], args[2:])
+	case args[0] == "fail" && len(args) == 2:
+		return errors.New(args[1])
+	case len(args) != 2:
+		return fmt.Errorf("usage: testapp [get URL | dial HOST:PORT | read PATH | configmap NAME KEY=VALUE... | fail MESSAGE]")
+	}
 	switch args[0] {
 	case "get":
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, args[1], nil)

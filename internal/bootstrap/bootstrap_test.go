@@ -218,3 +218,55 @@ data:
 		}
 	}
 }
+
+// TestRenderJob: a Job bundle runs its image with the member's kubeconfig
+// mounted read-only, its references substituted in the arguments and its
+// parameters in the environment, no ServiceAccount token, no retry, and
+// its timeout as the deadline; a new bundle version is a new Job.
+func TestRenderJob(t *testing.T) {
+	bc := &kobev1.BootstrapConfig{ObjectMeta: metav1.ObjectMeta{Name: "helm", Namespace: "kobe-system"},
+		Spec: kobev1.BootstrapConfigSpec{
+			Job:        &kobev1.BootstrapJob{Image: "tools:1", Args: []string{"install", "--branch=$(params.branch)", "$(KEEP)"}, Timeout: &metav1.Duration{Duration: 2 * time.Minute}},
+			Parameters: []kobev1.BootstrapParameter{{Name: "branch"}},
+		}}
+	m := JobMember{Member: Member{Name: "pool-ci-0", Namespace: "kobe-system", Pool: "ci"}, UID: "uid-0", Kubeconfig: []byte("kc")}
+	vals, err := Resolve(bc, kobev1.BootstrapRef{Name: "helm", Parameters: map[string]string{"branch": "main"}}, m.Member)
+	if err != nil {
+		t.Fatal(err)
+	}
+	job, secret, err := RenderJob(bc, "d1", m, vals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := job.Spec.Template.Spec
+	c := pod.Containers[0]
+	env := map[string]string{}
+	for _, e := range c.Env {
+		env[e.Name] = e.Value
+	}
+	switch {
+	case strings.Join(c.Args, " ") != "install --branch=main $(KEEP)":
+		t.Errorf("args %q", c.Args)
+	case env["KOBE_PARAM_branch"] != "main" || env["KUBECONFIG"] != KubeconfigPath || env["KOBE_POOL"] != "ci" || env["KOBE_MEMBER"] != "pool-ci-0":
+		t.Errorf("env %v", env)
+	case pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken:
+		t.Error("the Job's pod gets a ServiceAccount token of the host cluster")
+	case *job.Spec.BackoffLimit != 0 || *job.Spec.ActiveDeadlineSeconds != 120 || pod.RestartPolicy != "Never":
+		t.Errorf("backoffLimit %d deadline %d restart %s", *job.Spec.BackoffLimit, *job.Spec.ActiveDeadlineSeconds, pod.RestartPolicy)
+	case string(secret.Data[KubeconfigKey]) != "kc" || pod.Volumes[0].Secret.SecretName != secret.Name || !c.VolumeMounts[0].ReadOnly:
+		t.Errorf("kubeconfig Secret %s mounted as %+v", secret.Name, pod.Volumes)
+	case job.Labels[kobev1.LabelMemberUID] != "uid-0" || job.Spec.Template.Labels[kobev1.LabelBootstrapFor] != "uid-0":
+		t.Errorf("labels %v, pod labels %v", job.Labels, job.Spec.Template.Labels)
+	}
+	if again, _, _ := RenderJob(bc, "d1", m, vals); again.Name != job.Name {
+		t.Error("the same bundle version renders Jobs of two names")
+	}
+	if next, _, _ := RenderJob(bc, "d2", m, vals); next.Name == job.Name {
+		t.Error("a new bundle version renders the old Job's name")
+	}
+	bc.Spec.Job.Args = []string{"$(params.nope)"}
+	var invalid *InvalidError
+	if _, _, err := RenderJob(bc, "d1", m, vals); !errors.As(err, &invalid) {
+		t.Errorf("an undefined reference in the args: %v, want an InvalidError", err)
+	}
+}

@@ -38,10 +38,12 @@ type Input struct {
 	// Bundles are the content digests (BundleDigest) of the pool's
 	// BootstrapConfigs by name; a bundle that does not exist is absent.
 	Bundles map[string]string
-	// JobBundles names the pool's BootstrapConfigs that run a Job, which
-	// this operator cannot run: the pool builds no member (each would fail)
-	// and says so in its Capacity condition.
-	JobBundles []string
+	// JobBundles names the pool's BootstrapConfigs that run a Job when
+	// this operator cannot run them for the pool (JobsRefusal says why):
+	// the pool builds no member (each would fail) and says so in its
+	// Capacity condition.
+	JobBundles  []string
+	JobsRefusal string
 }
 
 // HostBudget is a cap on the members of one backend type that this host
@@ -264,8 +266,8 @@ func capacityCondition(in *Input, plan *Plan, sz sizing, ch changes, wired bool,
 		}
 	case len(in.JobBundles) > 0:
 		cond.Reason = kobev1.ReasonBootstrapJobsUnsupported
-		cond.Message = fmt.Sprintf("BootstrapConfig %s runs a Job, and this operator does not run bootstrap Jobs: the pool builds no member; use a bundle of manifests",
-			strings.Join(in.JobBundles, ", "))
+		cond.Message = fmt.Sprintf("BootstrapConfig %s runs a Job, which %s: the pool builds no member",
+			strings.Join(in.JobBundles, ", "), cmp.Or(in.JobsRefusal, "this operator cannot run"))
 	case failing != "":
 		cond.Reason, cond.Message = kobev1.ReasonBackendFailing, failing
 	case ch.backoff > 0:

@@ -240,10 +240,10 @@ func TestDecide(t *testing.T) {
 	}, {
 		name: "a bundle that runs a Job: nothing created, the message names the bundle",
 		in: Input{Pool: testPool(func(p *kobev1.ClusterPool) { p.Spec.Bootstraps = []kobev1.BootstrapRef{{Name: "flux"}, {Name: "helm"}} }),
-			JobBundles: []string{"helm"}},
+			JobBundles: []string{"helm"}, JobsRefusal: "this operator does not run (its host cluster has no nodes; --bootstrap-jobs is off)"},
 		want: want{next: 0, phase: kobev1.PoolDegraded,
 			conds:       map[string]string{"Capacity": "False/BootstrapJobsUnsupported", "Ready": "False/BootstrapJobsUnsupported"},
-			msgContains: map[string]string{"Capacity": "BootstrapConfig helm runs a Job, and this operator does not run bootstrap Jobs"}},
+			msgContains: map[string]string{"Capacity": "BootstrapConfig helm runs a Job, which this operator does not run (its host cluster has no nodes; --bootstrap-jobs is off): the pool builds no member"}},
 	}, {
 		name: "a member the backend cannot build makes the pool Degraded with BackendFailing",
 		in: Input{Pool: testPool(), Members: []kobev1.ClusterInstance{

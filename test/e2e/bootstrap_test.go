@@ -199,10 +199,11 @@ func findCondition(conds []metav1.Condition, t string) *metav1.Condition {
 	return nil
 }
 
-// TestJobBundleRefused: this operator runs no bootstrap Jobs, so a pool
-// naming a bundle that runs one builds no member at all (rather than
-// members that fail one after another), says why in its Capacity
-// condition, and the API refuses its leases at once.
+// TestJobBundleRefused: an operator without --bootstrap-jobs (make run's
+// kind: a host with no nodes) runs no bootstrap Jobs, so a pool naming a
+// bundle that runs one builds no member at all (rather than members that
+// fail one after another), says why in its Capacity condition, and the API
+// refuses its leases at once.
 func TestJobBundleRefused(t *testing.T) {
 	const pool = "boot-job"
 	bc := &kobev1.BootstrapConfig{ObjectMeta: metav1.ObjectMeta{Name: "helm-install", Namespace: namespace},

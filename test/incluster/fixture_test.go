@@ -60,7 +60,8 @@ func inputs(t *testing.T) (images []string, cli string) {
 	images = []string{or("HOSTCLUSTER_PAUSE_TAR", filepath.Join(root, "bin", "images", "pause.tar"))}
 	dir := or("CONTROLPLANE_IMAGE_DIR", filepath.Join(root, "bin", "images"))
 	// kube-scheduler and kobe-node: members with node pods.
-	for _, name := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kobe-node"} {
+	// testapp: the bootstrap Jobs' image.
+	for _, name := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kobe-node", "testapp"} {
 		images = append(images, filepath.Join(dir, name+".tar"))
 	}
 	cli = or("KOBE_CLI", filepath.Join(root, "bin", "kobe"))
@@ -151,6 +152,8 @@ func (f *fixture) startOperator(t *testing.T) {
 		Args: []string{
 			"--api-tls-cert-file", certFile, "--api-tls-key-file", keyFile,
 			"--api-tls-ca-file", f.caFile,
+			// The host cluster has a node: BootstrapConfigs' Jobs run.
+			"--bootstrap-jobs",
 		},
 	})
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -45,7 +46,9 @@ type objectList struct {
 func hostObjectLists() []objectList {
 	pods, svcs, secrets := &corev1.PodList{}, &corev1.ServiceList{}, &corev1.SecretList{}
 	nps, pdbs := &networkingv1.NetworkPolicyList{}, &policyv1.PodDisruptionBudgetList{}
+	jobs := &batchv1.JobList{}
 	return []objectList{
+		{"Job", jobs, func() []string { return namesOf(jobs.Items, func(o batchv1.Job) string { return o.Name }) }},
 		{"Pod", pods, func() []string { return namesOf(pods.Items, func(o corev1.Pod) string { return o.Name }) }},
 		{"Service", svcs, func() []string { return namesOf(svcs.Items, func(o corev1.Service) string { return o.Name }) }},
 		{"Secret", secrets, func() []string { return namesOf(secrets.Items, func(o corev1.Secret) string { return o.Name }) }},
@@ -101,6 +104,7 @@ func TestMembersInsideTheHostCluster(t *testing.T) {
 	t.Run("lease through the connect proxy, then release cuts it", func(t *testing.T) { f.leaseAndRelease(t) })
 	t.Run("a deleted control-plane pod recycles its member", func(t *testing.T) { f.deletedPodRecycles(t) })
 	t.Run("an API server failing health checks recycles its member", func(t *testing.T) { f.frozenAPIServerRecycles(t) })
+	t.Run("bootstrap Jobs with parameters run before hand-out; a failing one fails its member", func(t *testing.T) { f.bootstrapJobs(t) })
 	t.Run("deleting the pool leaves no host object", func(t *testing.T) { f.deletePool(t) })
 }
 

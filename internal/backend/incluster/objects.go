@@ -68,7 +68,8 @@ func renderSecret(t kobev1.BackendType, m backend.Member, clusterIP string, data
 // connections from each other (etcd and every other port), on the API port
 // from the operator's pods (operatorSelector, in the member's namespace)
 // and, for Direct access, from anywhere; they open connections only to each
-// other and to DNS (port 53). Loopback inside a pod is never filtered, so
+// other and to DNS (port 53). Its bootstrap Jobs' pods reach the API port
+// too. Loopback inside a pod is never filtered, so
 // the components of one pod talk freely.
 func renderNetworkPolicy(t kobev1.BackendType, m backend.Member, port int32, operatorSelector map[string]string) *networkingv1.NetworkPolicy {
 	own := []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: selectorFor(t, m)}}}
@@ -76,6 +77,8 @@ func renderNetworkPolicy(t kobev1.BackendType, m backend.Member, port int32, ope
 	ingress := []networkingv1.NetworkPolicyIngressRule{
 		{From: own},
 		{From: []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: operatorSelector}}}, Ports: apiPort},
+		// The member's bootstrap Jobs (BootstrapConfigs that run one).
+		{From: []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{kobev1.LabelBootstrapFor: string(m.UID)}}}}, Ports: apiPort},
 	}
 	if accessMode(m) == kobev1.AccessDirect {
 		ingress = append(ingress, networkingv1.NetworkPolicyIngressRule{Ports: apiPort})

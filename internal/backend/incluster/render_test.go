@@ -102,7 +102,7 @@ func TestNetworkPolicy(t *testing.T) {
 		openToWorld bool
 	}{{"", false}, {kobev1.AccessProxy, false}, {kobev1.AccessDirect, true}} {
 		np := renderNetworkPolicy(kobev1.BackendKubernetes, member("m", tc.mode), 6443, sel)
-		var world, operator, own bool
+		var world, operator, own, bootstrap bool
 		for _, r := range np.Spec.Ingress {
 			switch {
 			case len(r.From) == 0:
@@ -114,6 +114,9 @@ func TestNetworkPolicy(t *testing.T) {
 				operator = len(r.Ports) == 1 && r.Ports[0].Port.IntVal == 6443
 			case r.From[0].PodSelector != nil && r.From[0].PodSelector.MatchLabels[LabelMemberUID] == "uid-1":
 				own = len(r.Ports) == 0
+			case r.From[0].PodSelector != nil && equality.Semantic.DeepEqual(r.From[0].PodSelector.MatchLabels, map[string]string{kobev1.LabelBootstrapFor: "uid-1"}):
+				// The member's bootstrap Jobs, on the API port only.
+				bootstrap = len(r.Ports) == 1 && r.Ports[0].Port.IntVal == 6443
 			default:
 				t.Errorf("mode %q: unexpected ingress rule %+v", tc.mode, r)
 			}
@@ -121,8 +124,8 @@ func TestNetworkPolicy(t *testing.T) {
 				t.Errorf("mode %q: a rule admits other namespaces: %+v", tc.mode, r)
 			}
 		}
-		if world != tc.openToWorld || !operator || !own {
-			t.Errorf("mode %q: world %v operator %v own %v", tc.mode, world, operator, own)
+		if world != tc.openToWorld || !operator || !own || !bootstrap {
+			t.Errorf("mode %q: world %v operator %v own %v bootstrap Jobs %v", tc.mode, world, operator, own, bootstrap)
 		}
 		if len(np.Spec.PolicyTypes) != 2 {
 			t.Errorf("policy types %v: egress must be restricted too", np.Spec.PolicyTypes)

@@ -57,6 +57,7 @@ func (r *Reconciler) applyBootstraps(ctx context.Context, s *scope, left time.Du
 	}
 
 	var objs []bootstrap.Object
+	var jobs []jobBundle
 	for _, ref := range refs {
 		bc := &kobev1.BootstrapConfig{}
 		err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: s.inst.Namespace, Name: ref.Name}, bc)
@@ -66,12 +67,16 @@ func (r *Reconciler) applyBootstraps(ctx context.Context, s *scope, left time.Du
 		if err != nil {
 			return ctrl.Result{}, false, fmt.Errorf("reading BootstrapConfig %s: %w", ref.Name, err)
 		}
-		if bc.Spec.Job != nil {
-			return fail(fmt.Sprintf("BootstrapConfig %s runs a Job: this operator applies bundles of manifests only and does not run Jobs yet", ref.Name))
-		}
 		vals, err := bootstrap.Resolve(bc, ref, bootstrap.Member{Name: s.inst.Name, Namespace: s.inst.Namespace, Pool: s.inst.Spec.PoolRef.Name})
 		if err != nil {
 			return fail("bootstrap " + err.Error())
+		}
+		if bc.Spec.Job != nil {
+			if !r.BootstrapJobs || s.inst.Spec.Backend.Type != kobev1.BackendKubernetes {
+				return fail(fmt.Sprintf("BootstrapConfig %s runs a Job, which this operator cannot run for a %s member (its pool says why)", ref.Name, s.inst.Spec.Backend.Type))
+			}
+			jobs = append(jobs, jobBundle{bc: bc, vals: vals})
+			continue
 		}
 		docs, err := bootstrap.Documents(bc, vals)
 		if err != nil {
@@ -80,29 +85,56 @@ func (r *Reconciler) applyBootstraps(ctx context.Context, s *scope, left time.Du
 		objs = append(objs, docs...)
 	}
 
-	kubeconfig, err := r.adminKubeconfig(ctx, s)
-	if err != nil {
+	if len(objs) > 0 {
+		kubeconfig, err := r.adminKubeconfig(ctx, s)
+		if err != nil {
+			return ctrl.Result{}, false, err
+		}
+		cfg, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
+		if err != nil {
+			return ctrl.Result{}, false, fmt.Errorf("parsing the admin kubeconfig of %s: %w", s.inst.Name, err)
+		}
+		cfg.Timeout = max(r.probeTimeout(s), 10*time.Second)
+		cfg.QPS, cfg.Burst = -1, 0 // a bundle's objects, one after another
+		cfg.UserAgent = "kobe-operator/bootstrap"
+		err = bootstrap.Apply(ctx, cfg, objs)
+		var invalid *bootstrap.InvalidError
+		switch {
+		case errors.As(err, &invalid):
+			return fail("bootstrap " + invalid.Error())
+		case errors.Is(err, bootstrap.ErrWaiting):
+			return wait(err.Error(), bootstrapWait)
+		case err != nil:
+			r.setCondition(s, kobev1.ConditionBootstrapsComplete, metav1.ConditionFalse, kobev1.ReasonBootstrapsApplying, err.Error())
+			return ctrl.Result{}, false, fmt.Errorf("applying the bootstraps of %s: %w", s.inst.Name, err)
+		}
+	}
+	// Jobs run after every bundle of manifests: the tooling they run
+	// usually needs the CRDs and namespaces those bring.
+	verdict, err := r.runJobs(ctx, s, jobs)
+	switch {
+	case err != nil:
+		return ctrl.Result{}, false, err
+	case verdict.failed != "":
+		return fail(verdict.failed)
+	case !verdict.done:
+		return wait(verdict.waiting, r.pollInterval())
+	}
+	msg := fmt.Sprintf("applied %d objects of BootstrapConfigs %s", len(objs), strings.Join(names, ", "))
+	if len(jobs) == 0 {
+		r.setCondition(s, kobev1.ConditionBootstrapsComplete, metav1.ConditionTrue, kobev1.ReasonBootstrapsApplied, msg)
+		return ctrl.Result{}, true, nil
+	}
+	msg = fmt.Sprintf("applied %d objects and ran %d Jobs of BootstrapConfigs %s", len(objs), len(jobs), strings.Join(names, ", "))
+	r.setCondition(s, kobev1.ConditionBootstrapsComplete, metav1.ConditionTrue, kobev1.ReasonBootstrapsApplied, msg)
+	// The condition is the record that the Jobs ran: it is written before
+	// they are deleted, or a failed write would run them again.
+	if err := s.patch.Status(ctx); err != nil || s.patch.Done() {
 		return ctrl.Result{}, false, err
 	}
-	cfg, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
-	if err != nil {
-		return ctrl.Result{}, false, fmt.Errorf("parsing the admin kubeconfig of %s: %w", s.inst.Name, err)
+	if err := r.deleteJobs(ctx, s); err != nil {
+		// The member's destruction deletes them too.
+		s.log.Error(err, "Bootstrap Jobs not deleted")
 	}
-	cfg.Timeout = max(r.probeTimeout(s), 10*time.Second)
-	cfg.QPS, cfg.Burst = -1, 0 // a bundle's objects, one after another
-	cfg.UserAgent = "kobe-operator/bootstrap"
-	err = bootstrap.Apply(ctx, cfg, objs)
-	var invalid *bootstrap.InvalidError
-	switch {
-	case errors.As(err, &invalid):
-		return fail("bootstrap " + invalid.Error())
-	case errors.Is(err, bootstrap.ErrWaiting):
-		return wait(err.Error(), bootstrapWait)
-	case err != nil:
-		r.setCondition(s, kobev1.ConditionBootstrapsComplete, metav1.ConditionFalse, kobev1.ReasonBootstrapsApplying, err.Error())
-		return ctrl.Result{}, false, fmt.Errorf("applying the bootstraps of %s: %w", s.inst.Name, err)
-	}
-	r.setCondition(s, kobev1.ConditionBootstrapsComplete, metav1.ConditionTrue, kobev1.ReasonBootstrapsApplied,
-		fmt.Sprintf("applied %d objects of BootstrapConfigs %s", len(objs), strings.Join(names, ", ")))
 	return ctrl.Result{}, true, nil
 }

@@ -55,6 +55,10 @@ type Reconciler struct {
 	// preload (the local backend's --local-pause-image).
 	// gates.DefaultProbeImage when empty.
 	NodeProbeImage string
+	// BootstrapJobs: run the Jobs of BootstrapConfigs for kubernetes
+	// backend members (the host cluster has nodes). Without it a member
+	// meeting a Job bundle fails.
+	BootstrapJobs bool
 	// ReceiptRetention is how long cleanup receipts are kept;
 	// cleanup.DefaultRetention (30 days) when zero.
 	ReceiptRetention time.Duration

@@ -44,6 +44,9 @@ func (r *Reconciler) finalize(ctx context.Context, s *scope) (ctrl.Result, error
 	if refused != "" {
 		return ctrl.Result{RequeueAfter: elsewhereRecheck}, nil
 	}
+	if err := r.deleteJobs(ctx, s); err != nil {
+		return ctrl.Result{}, err
+	}
 	if verifiedTeardown(s.inst) {
 		return r.finalizeVerified(ctx, s)
 	}

@@ -51,6 +51,10 @@ type Reconciler struct {
 	// Backends are the wired backends; their capabilities decide which pool
 	// fields are acted on. Required (it may be empty).
 	Backends backend.Registry
+	// BootstrapJobs: the host cluster has nodes, so BootstrapConfigs that
+	// run a Job are run for kubernetes backend members; otherwise a pool
+	// naming one builds no member and says why.
+	BootstrapJobs bool
 	// Clock is the time every decision is made at. Required.
 	Clock clock.PassiveClock
 
@@ -190,8 +194,22 @@ func (r *Reconciler) plan(s *scope, members []kobev1.ClusterInstance) pool.Plan 
 	return pool.Decide(pool.Input{
 		Pool: p, Members: members, QueueDepth: s.queue, Wired: wired,
 		Backend: r.capabilities(p.Spec.Backend.Type), Now: s.conds.Now, SignalGrace: r.SignalGrace, Host: s.host,
-		Bundles: s.bundles, JobBundles: s.jobBundles,
+		Bundles: s.bundles, JobBundles: s.jobBundles, JobsRefusal: r.jobsRefusal(p),
 	})
+}
+
+// jobsRefusal says why this operator cannot run p's Job bundles, or ""
+// when it can: it runs them only with BootstrapJobs (a host cluster with
+// nodes) and for members whose API server pods of the host reach (the
+// kubernetes backend; a local member listens on the operator's loopback).
+func (r *Reconciler) jobsRefusal(p *kobev1.ClusterPool) string {
+	switch {
+	case !r.BootstrapJobs:
+		return "this operator does not run (its host cluster has no nodes to run them: --bootstrap-jobs is off)"
+	case p.Spec.Backend.Type != kobev1.BackendKubernetes:
+		return fmt.Sprintf("runs in the host cluster, whose pods cannot reach a %s member's API server (only kubernetes backend members)", p.Spec.Backend.Type)
+	}
+	return ""
 }
 
 // capabilities asks the wired backend of type t what it can build; a type
@@ -239,7 +257,7 @@ func (r *Reconciler) leases(ctx context.Context, p *kobev1.ClusterPool) ([]kobev
 // bundles reads the pool's BootstrapConfigs from the cache and returns
 // their content digests by name; a bundle that does not exist is left out
 // (its members wait for it, and its creation changes the template). jobs
-// names the bundles that run a Job.
+// names the bundles that run a Job this operator cannot run for p.
 func (r *Reconciler) bundles(ctx context.Context, p *kobev1.ClusterPool) (digests map[string]string, jobs []string, err error) {
 	if len(p.Spec.Bootstraps) == 0 {
 		return nil, nil, nil
@@ -255,7 +273,7 @@ func (r *Reconciler) bundles(ctx context.Context, p *kobev1.ClusterPool) (digest
 			return nil, nil, fmt.Errorf("reading BootstrapConfig %s of pool %s: %w", ref.Name, p.Name, err)
 		}
 		out[ref.Name] = pool.BundleDigest(bc)
-		if bc.Spec.Job != nil {
+		if bc.Spec.Job != nil && r.jobsRefusal(p) != "" {
 			jobs = append(jobs, ref.Name)
 		}
 	}
