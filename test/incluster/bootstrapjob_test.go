@@ -121,8 +121,11 @@ func (f *fixture) bootstrapJobs(t *testing.T) {
 	testenv.Eventually(t, 2*time.Minute, "the Job pools gone with their Jobs", func() error {
 		for _, name := range []string{"jobs", "jobs-broken"} {
 			err := f.c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &kobev1.ClusterPool{})
-			if !apierrors.IsNotFound(err) {
-				return fmt.Errorf("pool %s: %v", name, err)
+			switch {
+			case err == nil:
+				return fmt.Errorf("pool %s still there", name)
+			case !apierrors.IsNotFound(err):
+				return fmt.Errorf("reading pool %s: %w", name, err)
 			}
 		}
 		objs, err := f.hostObjects(ctx, kobev1.LabelBootstrap)
