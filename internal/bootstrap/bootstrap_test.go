@@ -20,19 +20,7 @@ func bundle(name string, manifests ...kobev1.BootstrapManifest) *kobev1.Bootstra
 	return &kobev1.BootstrapConfig{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: kobev1.BootstrapConfigSpec{Manifests: manifests}}
 }
 
-const widgetCRD = `apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: widgets.example.com}
-spec:
-  group: example.com
-  names: {plural: widgets, singular: widget, kind: Widget, listKind: WidgetList}
-  scope: Namespaced
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
-`
+var widgetCRD = testenv.WidgetsCRD
 
 const app = `apiVersion: v1
 kind: Namespace

@@ -14,10 +14,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+	"github.com/kunobi-ninja/kobe/internal/credentials/memberaccess"
 )
 
 // Result is the outcome of one gate.
@@ -141,13 +141,10 @@ func Probe(ctx context.Context, kubeconfig []byte, timeout time.Duration) error 
 // newClient builds a clientset with its own transport, so that closing its
 // idle connections afterwards leaves nothing behind.
 func newClient(kubeconfig []byte, timeout time.Duration) (*kubernetes.Clientset, func(), error) {
-	cfg, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
+	cfg, err := memberaccess.RESTConfig(kubeconfig, timeout, "gates")
 	if err != nil {
-		return nil, nil, fmt.Errorf("parsing the member's admin kubeconfig: %w", err)
+		return nil, nil, err
 	}
-	cfg.Timeout = timeout
-	cfg.QPS, cfg.Burst = -1, 0 // a handful of requests; no client-side throttling
-	cfg.UserAgent = "kobe-operator/gates"
 	hc, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("building an HTTP client for the member: %w", err)

@@ -63,14 +63,10 @@ func BundleDigest(bc *kobev1.BootstrapConfig) string {
 
 // NewMember renders the ClusterInstance for a pool's member: labelled with
 // the pool, controlled by it, its spec copied from the pool's template
-// (whose hash is hash; TemplateHash of the pool's spec when empty), and
+// (whose hash is templateHash: TemplateHashWith the pool's bundles), and
 // already carrying the destroy finalizer so that no window exists in which
 // the member could be created without it.
-func NewMember(p *kobev1.ClusterPool, ordinal int32, hash ...string) *kobev1.ClusterInstance {
-	h := TemplateHash(&p.Spec)
-	if len(hash) > 0 && hash[0] != "" {
-		h = hash[0]
-	}
+func NewMember(p *kobev1.ClusterPool, ordinal int32, templateHash string) *kobev1.ClusterInstance {
 	return &kobev1.ClusterInstance{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:       MemberName(p.Name, ordinal),
@@ -92,7 +88,7 @@ func NewMember(p *kobev1.ClusterPool, ordinal int32, hash ...string) *kobev1.Clu
 			Backend:      *p.Spec.Backend.DeepCopy(),
 			Access:       &kobev1.AccessSpec{Mode: AccessMode(&p.Spec)},
 			Cluster:      *p.Spec.Cluster.DeepCopy(),
-			TemplateHash: h,
+			TemplateHash: templateHash,
 		},
 	}
 }

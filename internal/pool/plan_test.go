@@ -33,7 +33,7 @@ func testPool(mut ...func(*kobev1.ClusterPool)) *kobev1.ClusterPool {
 
 // member builds a member of testPool with ordinal n in phase ph.
 func member(n int32, ph kobev1.InstancePhase, mut ...func(*kobev1.ClusterInstance)) kobev1.ClusterInstance {
-	m := NewMember(testPool(), n)
+	m := NewMember(testPool(), n, TemplateHash(&testPool().Spec))
 	m.UID = types.UID("uid-" + MemberName("ci", n))
 	m.ResourceVersion = "1"
 	m.Status.Phase = ph
@@ -432,7 +432,7 @@ func equalInts(a, b []int32) bool {
 
 func TestNewMember(t *testing.T) {
 	p := testPool(func(p *kobev1.ClusterPool) { p.Spec.Cluster.Version = "1.37.2" })
-	m := NewMember(p, 4)
+	m := NewMember(p, 4, TemplateHash(&p.Spec))
 	if m.Name != "pool-ci-4" || m.Namespace != "ns" || m.Labels[kobev1.LabelPool] != "ci" {
 		t.Fatalf("name/labels: %s/%s %v", m.Namespace, m.Name, m.Labels)
 	}

@@ -175,7 +175,7 @@ func (w *world) step() Plan {
 		}
 	}
 	for _, n := range plan.Create {
-		m := NewMember(w.p, n)
+		m := NewMember(w.p, n, TemplateHash(&w.p.Spec))
 		w.uid++
 		m.UID = types.UID(fmt.Sprintf("sim-%d", w.uid))
 		m.Status.Phase = kobev1.InstanceCreating

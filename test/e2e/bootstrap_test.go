@@ -19,19 +19,6 @@ import (
 // A bundle of a CRD, a namespace, a Deployment and an object of the CRD's
 // kind: the Widget must wait until its CRD is served.
 const (
-	widgetsCRD = `apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: widgets.example.com}
-spec:
-  group: example.com
-  names: {plural: widgets, singular: widget, kind: Widget, listKind: WidgetList}
-  scope: Namespaced
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
-`
 	widgetsApp = `apiVersion: v1
 kind: Namespace
 metadata: {name: shop}
@@ -113,7 +100,7 @@ func TestBootstrapsAppliedBeforeHandOut(t *testing.T) {
 	const pool = "boot"
 	createBundle(t, "widgets", []kobev1.BootstrapParameter{{Name: "branch"}},
 		kobev1.BootstrapManifest{Name: "20-app.yaml", Content: widgetsApp},
-		kobev1.BootstrapManifest{Name: "10-crd.yaml", Content: widgetsCRD})
+		kobev1.BootstrapManifest{Name: "10-crd.yaml", Content: testenv.WidgetsCRD})
 	createPoolWith(t, pool, []kobev1.BootstrapRef{{Name: "widgets", Parameters: map[string]string{"branch": "release-1"}}},
 		kobev1.ReadinessGate{Type: kobev1.GateAddonsReady},
 		kobev1.ReadinessGate{Type: kobev1.GateCRDExists, Name: "WidgetsAPI", CRD: &kobev1.CRDGate{Name: "widgets.example.com"}})

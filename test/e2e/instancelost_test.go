@@ -120,7 +120,7 @@ func TestMemberRecordedOnAnotherHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Delete(ctx, p) })
-	m := pool.NewMember(p, 0)
+	m := pool.NewMember(p, 0, pool.TemplateHash(&p.Spec))
 	m.Annotations = map[string]string{kobev1.AnnotationHost: "another-runner/00000000-0000-0000-0000-000000000000"}
 	if err := c.Create(ctx, m); err != nil {
 		t.Fatal(err)

@@ -11,11 +11,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/bootstrap"
+	"github.com/kunobi-ninja/kobe/internal/credentials/memberaccess"
 )
 
 // bootstrapWait is how soon a member waiting for a CRD of its bundles to be
@@ -90,13 +90,10 @@ func (r *Reconciler) applyBootstraps(ctx context.Context, s *scope, left time.Du
 		if err != nil {
 			return ctrl.Result{}, false, err
 		}
-		cfg, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
+		cfg, err := memberaccess.RESTConfig(kubeconfig, max(r.probeTimeout(s), 10*time.Second), "bootstrap")
 		if err != nil {
-			return ctrl.Result{}, false, fmt.Errorf("parsing the admin kubeconfig of %s: %w", s.inst.Name, err)
+			return ctrl.Result{}, false, fmt.Errorf("applying the bootstraps of %s: %w", s.inst.Name, err)
 		}
-		cfg.Timeout = max(r.probeTimeout(s), 10*time.Second)
-		cfg.QPS, cfg.Burst = -1, 0 // a bundle's objects, one after another
-		cfg.UserAgent = "kobe-operator/bootstrap"
 		err = bootstrap.Apply(ctx, cfg, objs)
 		var invalid *bootstrap.InvalidError
 		switch {

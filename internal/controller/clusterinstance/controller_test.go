@@ -229,7 +229,7 @@ func (h *harness) poolAndMember(t *testing.T, ns string, mut func(*kobev1.Cluste
 }
 
 func (h *harness) member(t *testing.T, p *kobev1.ClusterPool, n int32) *kobev1.ClusterInstance {
-	m := pool.NewMember(p, n)
+	m := pool.NewMember(p, n, pool.TemplateHash(&p.Spec))
 	m.Finalizers = nil // the instance controller adds it
 	if err := h.c.Create(t.Context(), m); err != nil {
 		t.Fatal(err)

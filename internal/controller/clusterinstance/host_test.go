@@ -86,7 +86,7 @@ func TestMemberOnAnotherHost(t *testing.T) {
 	t.Run("a member recorded elsewhere is recycled, never destroyed here", func(t *testing.T) {
 		ns := h.namespace(t)
 		p, _ := h.poolAndMember(t, ns, nil)
-		m := pool.NewMember(p, 7)
+		m := pool.NewMember(p, 7, pool.TemplateHash(&p.Spec))
 		m.Finalizers = nil
 		m.Annotations = map[string]string{kobev1.AnnotationHost: otherHost}
 		if err := h.c.Create(t.Context(), m); err != nil {

@@ -62,7 +62,7 @@ func TestPoolListsLiveOnlyToAct(t *testing.T) {
 		t.Fatal(err)
 	}
 	for o := range int32(2) {
-		m := pool.NewMember(p, o)
+		m := pool.NewMember(p, o, pool.TemplateHash(&p.Spec))
 		if err := env.Client.Create(ctx, m); err != nil {
 			t.Fatal(err)
 		}
@@ -111,7 +111,7 @@ func TestPoolListsLiveOnlyToAct(t *testing.T) {
 	// Deleting a member (it stays, held by its finalizer: no instance
 	// controller runs) makes the pool create a replacement. The cache holds
 	// every create and delete this pool made, so no live list is needed.
-	gone := pool.NewMember(p, 1)
+	gone := pool.NewMember(p, 1, pool.TemplateHash(&p.Spec))
 	if err := env.Client.Delete(ctx, gone); err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +125,7 @@ func TestPoolListsLiveOnlyToAct(t *testing.T) {
 	// A create of its own that the cache has not shown (recorded here by
 	// hand: a lagging cache) makes the next act list live first.
 	r.expected.expect(cur.UID, []string{pool.MemberName(p.Name, 99)}, nil, r.Clock.Now())
-	if err := env.Client.Delete(ctx, pool.NewMember(p, 0)); err != nil {
+	if err := env.Client.Delete(ctx, pool.NewMember(p, 0, pool.TemplateHash(&p.Spec))); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 30*time.Second, "a second replacement member", func() error {

@@ -60,7 +60,7 @@ func TestSetStatus(t *testing.T) {
 
 	// Later: no queue, a measured demand deeper than minReady, members
 	// failing, and a changed template with an outdated Ready member.
-	old := *pool.NewMember(p, 0)
+	old := *pool.NewMember(p, 0, pool.TemplateHash(&p.Spec))
 	old.Status.Phase = kobev1.InstanceReady
 	p.Spec.Backend.Sim = &kobev1.SimBackendSpec{ReadyAfter: &metav1.Duration{Duration: time.Second}}
 	p.Status.Demand = &kobev1.DemandStatus{Window: metav1.Duration{Duration: time.Hour}, BucketSeconds: 300, PeakArrivalsPerMinute: "1.00", ProvisionSeconds: 180, WarmTarget: 3}
