@@ -410,18 +410,19 @@ func leftovers(ctx context.Context, dataRoot string) error {
 
 func memberOf(t *testing.T, leaseID string) *kobev1.ClusterInstance {
 	t.Helper()
-	l := &kobev1.ClusterLease{}
-	if err := s.Env.Client.Get(t.Context(), types.NamespacedName{Namespace: kobesuite.Namespace, Name: leaseID}, l); err != nil {
-		t.Fatalf("reading lease %s: %v", leaseID, err)
+	// The member's leaseRef is the bind; the lease's status is a copy the
+	// API writes after its answer, so it may not be there yet.
+	var list kobev1.ClusterInstanceList
+	if err := s.Env.Client.List(t.Context(), &list, client.InNamespace(kobesuite.Namespace), client.MatchingLabels{kobev1.LabelLease: leaseID}); err != nil {
+		t.Fatalf("listing the member of lease %s: %v", leaseID, err)
 	}
-	if l.Status.InstanceRef == nil {
-		t.Fatalf("lease %s names no member: %+v", leaseID, l.Status)
+	for i := range list.Items {
+		if ref := list.Items[i].Spec.LeaseRef; ref != nil && ref.Name == leaseID {
+			return &list.Items[i]
+		}
 	}
-	m := &kobev1.ClusterInstance{}
-	if err := s.Env.Client.Get(t.Context(), types.NamespacedName{Namespace: kobesuite.Namespace, Name: l.Status.InstanceRef.Name}, m); err != nil {
-		t.Fatal(err)
-	}
-	return m
+	t.Fatalf("no member names lease %s", leaseID)
+	return nil
 }
 
 // memberDir is the local backend's directory of a member:

@@ -516,6 +516,8 @@ func checkObjects(t *testing.T, e *env, m backend.Member, port int32) *corev1.Po
 	wantIngress := []networkingv1.NetworkPolicyIngressRule{
 		{From: own},
 		{From: []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: operatorSelector}}}, Ports: apiPort},
+		// The member's bootstrap Jobs.
+		{From: []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{kobev1.LabelBootstrapFor: string(m.UID)}}}}, Ports: apiPort},
 	}
 	if m.Spec.Access.Mode == kobev1.AccessDirect {
 		wantIngress = append(wantIngress, networkingv1.NetworkPolicyIngressRule{Ports: apiPort})
