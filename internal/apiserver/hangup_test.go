@@ -55,39 +55,48 @@ func TestHangUpsGetNoForeignCredential(t *testing.T) {
 		defer mu.Unlock()
 		kcs = append(kcs, minted{lease: c.AuthInfo, member: c.Cluster, via: via})
 	}
-	var wg sync.WaitGroup
-	for range 60 {
-		wg.Go(func() {
-			ctx, cancel := context.WithTimeout(t.Context(), time.Duration(5+rand.IntN(56))*time.Millisecond)
-			defer cancel()
-			req := prepare(t, creds, http.MethodPost, "/v1/leases", wire.CreateLeaseRequest{Pool: poolName})
-			r, err := roundTrip(req.WithContext(ctx))
-			if err != nil || r.code != http.StatusCreated {
-				return // hung up, or answered Pending
-			}
-			var l wire.Lease
-			if err := json.Unmarshal(r.body, &l); err != nil {
-				t.Errorf("POST answer %s: %v", r, err)
-				return
-			}
-			record("POST", l.Kubeconfig)
-		})
-	}
-	wg.Wait()
-
-	var ls kobev1.ClusterLeaseList
-	if err := fx.env.Client.List(t.Context(), &ls, client.InNamespace(ns), client.MatchingLabels{kobev1.LabelPool: poolName}); err != nil {
-		t.Fatal(err)
-	}
 	uids := map[string]string{}
-	for _, l := range ls.Items {
-		uids[l.Name] = string(l.UID)
-		r := call(t, creds, http.MethodGet, "/v1/leases/"+l.Name, nil)
-		if r.code == http.StatusNotFound && gone(t, l.Name) {
-			continue // withdrawn: one lease too many waiting for this caller (the cap on waiting leases)
+	// A loaded machine (the race detector, other packages' control planes)
+	// may answer none of 60 requests within 60 ms: then the round tested
+	// nothing, and runs again with callers who wait longer.
+	for _, window := range []time.Duration{60 * time.Millisecond, 250 * time.Millisecond, time.Second} {
+		var wg sync.WaitGroup
+		for range 60 {
+			wg.Go(func() {
+				ctx, cancel := context.WithTimeout(t.Context(), 5*time.Millisecond+rand.N(window-5*time.Millisecond))
+				defer cancel()
+				req := prepare(t, creds, http.MethodPost, "/v1/leases", wire.CreateLeaseRequest{Pool: poolName})
+				r, err := roundTrip(req.WithContext(ctx))
+				if err != nil || r.code != http.StatusCreated {
+					return // hung up, or answered Pending
+				}
+				var l wire.Lease
+				if err := json.Unmarshal(r.body, &l); err != nil {
+					t.Errorf("POST answer %s: %v", r, err)
+					return
+				}
+				record("POST", l.Kubeconfig)
+			})
 		}
-		got := decode[wire.Lease](t, r, http.StatusOK)
-		record("GET", got.Kubeconfig)
+		wg.Wait()
+
+		var ls kobev1.ClusterLeaseList
+		if err := fx.env.Client.List(t.Context(), &ls, client.InNamespace(ns), client.MatchingLabels{kobev1.LabelPool: poolName}); err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range ls.Items {
+			uids[l.Name] = string(l.UID)
+			r := call(t, creds, http.MethodGet, "/v1/leases/"+l.Name, nil)
+			if r.code == http.StatusNotFound && gone(t, l.Name) {
+				continue // withdrawn: one lease too many waiting for this caller (the cap on waiting leases)
+			}
+			got := decode[wire.Lease](t, r, http.StatusOK)
+			record("GET", got.Kubeconfig)
+		}
+		t.Logf("callers hanging up within %s: %d leases in the pool, %d kubeconfigs returned so far", window, len(ls.Items), len(kcs))
+		if len(kcs) > 0 {
+			break
+		}
 	}
 	holder := map[string]string{}
 	for _, k := range kcs {
@@ -103,7 +112,7 @@ func TestHangUpsGetNoForeignCredential(t *testing.T) {
 		}
 		holder[k.member] = k.lease
 	}
-	t.Logf("%d leases in the pool after 60 requests, %d kubeconfigs returned, for %d members", len(ls.Items), len(kcs), len(holder))
+	t.Logf("%d leases, %d kubeconfigs returned, for %d members", len(uids), len(kcs), len(holder))
 	if len(holder) == 0 {
 		t.Fatal("no kubeconfig at all: the run tested nothing")
 	}
