@@ -144,21 +144,13 @@ func adminReceipt(t *testing.T, member string) cleanup.Receipt {
 	return recs[0]
 }
 
-// memberOfLease is the member whose leaseRef names lease id: the bind
-// itself (the lease's status copy is written after the API's answer).
 func memberOfLease(t *testing.T, id string) *kobev1.ClusterInstance {
 	t.Helper()
-	var list kobev1.ClusterInstanceList
-	if err := s.env.Client.List(t.Context(), &list, client.InNamespace(namespace), client.MatchingLabels{kobev1.LabelLease: id}); err != nil {
-		t.Fatalf("listing the member of lease %s: %v", id, err)
+	m, err := testenv.MemberOfLease(t.Context(), s.env.Client, namespace, id)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for i := range list.Items {
-		if ref := list.Items[i].Spec.LeaseRef; ref != nil && ref.Name == id {
-			return &list.Items[i]
-		}
-	}
-	t.Fatalf("no member names lease %s", id)
-	return nil
+	return m
 }
 
 func memberOf(t *testing.T, name string) *kobev1.ClusterInstance {

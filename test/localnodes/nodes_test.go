@@ -410,19 +410,11 @@ func leftovers(ctx context.Context, dataRoot string) error {
 
 func memberOf(t *testing.T, leaseID string) *kobev1.ClusterInstance {
 	t.Helper()
-	// The member's leaseRef is the bind; the lease's status is a copy the
-	// API writes after its answer, so it may not be there yet.
-	var list kobev1.ClusterInstanceList
-	if err := s.Env.Client.List(t.Context(), &list, client.InNamespace(kobesuite.Namespace), client.MatchingLabels{kobev1.LabelLease: leaseID}); err != nil {
-		t.Fatalf("listing the member of lease %s: %v", leaseID, err)
+	m, err := testenv.MemberOfLease(t.Context(), s.Env.Client, kobesuite.Namespace, leaseID)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for i := range list.Items {
-		if ref := list.Items[i].Spec.LeaseRef; ref != nil && ref.Name == leaseID {
-			return &list.Items[i]
-		}
-	}
-	t.Fatalf("no member names lease %s", leaseID)
-	return nil
+	return m
 }
 
 // memberDir is the local backend's directory of a member:
