@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/textproto"
 	"net/url"
 	"strconv"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/proxy"
 	"k8s.io/client-go/rest"
@@ -39,6 +41,14 @@ const (
 	// proxy answers 429. It is separate from the lease API's limit, so
 	// that open streams cannot starve the lease API.
 	DefaultMaxInFlight = 1000
+	// DefaultMaxStreamsPerLease bounds one lease's concurrent connect
+	// requests on a replica, so that one holder cannot take every slot.
+	DefaultMaxStreamsPerLease = 50
+	// DefaultResponseHeaderTimeout bounds the wait for a member's response
+	// headers, except for watches, followed logs and upgrades: longer than
+	// kube-apiserver's own 60 s request timeout, so that only a hung
+	// member (an aggregated API or a proxied pod that never answers) hits it.
+	DefaultResponseHeaderTimeout = 90 * time.Second
 	// MaxBodyBytes bounds a proxied request body (413 beyond it).
 	MaxBodyBytes = 64 << 20
 )
@@ -57,6 +67,13 @@ type Options struct {
 	Log       logr.Logger
 	// MaxInFlight bounds concurrent connect requests (DefaultMaxInFlight).
 	MaxInFlight int
+	// MaxStreamsPerLease bounds one lease's concurrent connect requests
+	// (DefaultMaxStreamsPerLease).
+	MaxStreamsPerLease int
+	// ResponseHeaderTimeout bounds the wait for a member's response headers
+	// of requests that are not watches, followed logs or upgrades
+	// (DefaultResponseHeaderTimeout).
+	ResponseHeaderTimeout time.Duration
 }
 
 // Proxy serves /connect/<lease>/... (an http.Handler). Start registers the
@@ -81,21 +98,33 @@ type member struct {
 
 // upstream reaches one member with the operator's admin credentials.
 type upstream struct {
-	location  *url.URL
-	transport http.RoundTripper
-	upgrade   proxy.UpgradeRequestRoundTripper
-	// base is transport's connection pool.
-	base *http.Transport
+	location *url.URL
+	// transport waits for response headers at most the header timeout;
+	// streaming, for watches and followed logs, as long as the lease lasts.
+	transport, streaming http.RoundTripper
+	upgrade              proxy.UpgradeRequestRoundTripper
+	// bases are the transports' connection pools.
+	bases []*http.Transport
 }
 
-// closeIdle closes the pool's idle connections; streams in use end with
+// closeIdle closes the pools' idle connections; streams in use end with
 // their requests.
-func (u *upstream) closeIdle() { u.base.CloseIdleConnections() }
+func (u *upstream) closeIdle() {
+	for _, b := range u.bases {
+		b.CloseIdleConnections()
+	}
+}
 
 // New returns a proxy.
 func New(opts Options) *Proxy {
 	if opts.MaxInFlight <= 0 {
 		opts.MaxInFlight = DefaultMaxInFlight
+	}
+	if opts.MaxStreamsPerLease <= 0 {
+		opts.MaxStreamsPerLease = DefaultMaxStreamsPerLease
+	}
+	if opts.ResponseHeaderTimeout <= 0 {
+		opts.ResponseHeaderTimeout = DefaultResponseHeaderTimeout
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
@@ -166,6 +195,15 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeRefusal(w, refusal)
 		return
 	}
+	// Counted only once checked: callers without the lease's certificate
+	// cannot use up its streams.
+	if !p.streams.admit(s, p.opts.MaxStreamsPerLease) {
+		p.opts.Log.V(1).Info("Connect refused", "lease", name, "reason", wire.ReasonTooManyRequests, "limit", p.opts.MaxStreamsPerLease)
+		w.Header().Set("Retry-After", "1")
+		writeRefusal(w, refuse(http.StatusTooManyRequests, wire.ReasonTooManyRequests, "too many requests",
+			"lease %s has %d connect requests open (watches, exec, attach and port-forward sessions included), the most one lease may have; close one and retry", name, p.opts.MaxStreamsPerLease))
+		return
+	}
 	// The stream ends when the lease or the caller's certificate does.
 	end := t.notAfter
 	if leaf := r.TLS.PeerCertificates[0]; leaf.NotAfter.Before(end) {
@@ -177,8 +215,22 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.forward(w, r.WithContext(ctx), t, s, rest)
 }
 
+// auditSession logs one forwarded connect request, with who made it (the
+// lease's requester), the member, its size and duration. Never the query
+// (exec commands), headers or credentials.
+func (p *Proxy) auditSession(t *target, r *http.Request, rest string, s *stream, kind string, start time.Time) {
+	l, end := t.lease, p.opts.Clock.Now()
+	plain, _ := url.PathUnescape(rest) // SplitPath checked it
+	code, upgraded := s.status()
+	p.opts.Log.Info("Connect audit", "lease", l.Name, "leaseUID", l.UID,
+		"identity", l.Spec.Requester.Identity, "policy", l.Spec.Requester.Policy, "method", l.Spec.Requester.Method,
+		"member", t.member, "memberUID", s.member, "verb", r.Method, "path", plain, "kind", kind,
+		"code", code, "upgraded", upgraded, "bytesIn", s.in.Load(), "bytesOut", s.out.Load(),
+		"start", start.UTC().Format(time.RFC3339Nano), "end", end.UTC().Format(time.RFC3339Nano), "duration", end.Sub(start).String())
+}
+
 // forward sends r, checked, to t's member at its path rest (escaped),
-// tracking an upgraded connection in s.
+// tracking an upgraded connection and the bytes both ways in s.
 func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, t *target, s *stream, rest string) {
 	// A watch or an exec session lasts as long as the lease allows, not
 	// the server's read and write timeouts (which exist for the lease API).
@@ -187,11 +239,24 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, t *target, s *st
 	_ = rc.SetWriteDeadline(time.Time{})
 
 	out := r.Clone(r.Context())
-	forwardAs(out.Header, t.user)
+	upgrade := forwardAs(out.Header, t.user)
+	kind, transport := "request", t.up.transport
+	switch {
+	case upgrade:
+		kind = "upgrade"
+	case streaming(out):
+		kind, transport = "stream", t.up.streaming
+	}
+	start := p.opts.Clock.Now()
+	if kind != "request" {
+		p.opts.Log.Info("Connect stream opened", "lease", t.lease.Name, "identity", t.lease.Spec.Requester.Identity,
+			"member", t.member, "kind", kind, "start", start.UTC().Format(time.RFC3339Nano))
+	}
+	defer p.auditSession(t, r, rest, s, kind, start)
 	if r.Body != nil && r.Body != http.NoBody {
 		// Upgrades (GETs without a body) read their stream from the
 		// hijacked connection: this bounds plain request bodies only.
-		out.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+		out.Body = &countingBody{ReadCloser: http.MaxBytesReader(w, r.Body, MaxBodyBytes), n: &s.in}
 	}
 	loc := *t.up.location
 	plain, _ := url.PathUnescape(rest) // SplitPath checked it
@@ -201,12 +266,12 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, t *target, s *st
 	loc.RawQuery = r.URL.RawQuery
 	h := &proxy.UpgradeAwareHandler{
 		Location:         &loc,
-		Transport:        t.up.transport,
+		Transport:        transport,
 		UpgradeTransport: t.up.upgrade,
 		UseLocationHost:  true,
 		// Watch events reach the caller as the member sends them.
 		FlushInterval: -1,
-		Responder:     responder{log: p.opts.Log},
+		Responder:     responder{log: p.opts.Log, headerTimeout: p.opts.ResponseHeaderTimeout},
 	}
 	h.ServeHTTP(&trackingWriter{ResponseWriter: w, s: s}, out)
 }
@@ -216,6 +281,9 @@ type target struct {
 	up       *upstream
 	user     string
 	notAfter time.Time
+	lease    *kobev1.ClusterLease
+	// member is the member's name.
+	member string
 }
 
 // target checks l and the caller's certificates against the cache (see
@@ -242,7 +310,7 @@ func (p *Proxy) target(ctx context.Context, l *kobev1.ClusterLease, certs []*x50
 	if r := VerifyClient(certs, m.clientCAs, l, inst, now); r != nil {
 		return nil, r, nil
 	}
-	return &target{up: m.up, user: leasecreds.CommonName(l), notAfter: leasecreds.NotAfter(l, inst, pl)}, nil, nil
+	return &target{up: m.up, user: leasecreds.CommonName(l), notAfter: leasecreds.NotAfter(l, inst, pl), lease: l, member: inst.Name}, nil, nil
 }
 
 // memberOf reads from the cache the member l's status names (nil when it
@@ -298,7 +366,7 @@ func (p *Proxy) member(ctx context.Context, inst *kobev1.ClusterInstance) (*memb
 	if !cas.AppendCertsFromPEM(a.ClientCACert) {
 		return nil, fmt.Errorf("access Secret %s: no client CA certificate", key)
 	}
-	up, err := newUpstream(a.AdminKubeconfig, a.CACert)
+	up, err := newUpstream(a.AdminKubeconfig, a.CACert, p.opts.ResponseHeaderTimeout)
 	if err != nil {
 		return nil, fmt.Errorf("access Secret %s: %w", key, err)
 	}
@@ -326,8 +394,9 @@ func (p *Proxy) forget(uid types.UID) {
 
 // newUpstream builds the transports that reach a member with the admin
 // kubeconfig's credentials, verifying the member's serving certificate
-// against servingCA (the access Secret's ca.crt), never skipping it.
-func newUpstream(adminKubeconfig, servingCA []byte) (*upstream, error) {
+// against servingCA (the access Secret's ca.crt), never skipping it. The
+// plain transport waits headerTimeout at most for response headers.
+func newUpstream(adminKubeconfig, servingCA []byte, headerTimeout time.Duration) (*upstream, error) {
 	cfg, err := clientcmd.RESTConfigFromKubeConfig(adminKubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("parsing admin kubeconfig: %w", err)
@@ -349,10 +418,12 @@ func newUpstream(adminKubeconfig, servingCA []byte) (*upstream, error) {
 	}
 	tlsCfg.RootCAs, tlsCfg.InsecureSkipVerify = roots, false
 	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
-	base := &http.Transport{
+	streamBase := &http.Transport{
 		TLSClientConfig: tlsCfg, DialContext: dialer.DialContext, TLSHandshakeTimeout: 10 * time.Second,
 		ForceAttemptHTTP2: true, MaxIdleConnsPerHost: 32, IdleConnTimeout: 90 * time.Second,
 	}
+	base := streamBase.Clone()
+	base.ResponseHeaderTimeout = headerTimeout
 	// Upgrades dial their own HTTP/1.1 connection (proxy.DialURL reads the
 	// dialer and TLS settings from this transport).
 	dial := &http.Transport{TLSClientConfig: tlsCfg.Clone(), DialContext: dialer.DialContext, TLSHandshakeTimeout: 10 * time.Second}
@@ -362,16 +433,74 @@ func newUpstream(adminKubeconfig, servingCA []byte) (*upstream, error) {
 	if err != nil {
 		return nil, fmt.Errorf("admin kubeconfig: %w", err)
 	}
+	streamRT, err := rest.HTTPWrappersForConfig(cfg, streamBase)
+	if err != nil {
+		return nil, fmt.Errorf("admin kubeconfig: %w", err)
+	}
 	headers, err := rest.HTTPWrappersForConfig(cfg, proxy.MirrorRequest)
 	if err != nil {
 		return nil, fmt.Errorf("admin kubeconfig: %w", err)
 	}
-	return &upstream{location: loc, transport: rt, upgrade: proxy.NewUpgradeRequestRoundTripper(dial, headers), base: base}, nil
+	return &upstream{
+		location: loc, transport: rt, streaming: streamRT,
+		upgrade: proxy.NewUpgradeRequestRoundTripper(dial, headers), bases: []*http.Transport{base, streamBase},
+	}, nil
 }
 
-// forwardAs removes the caller's credentials and impersonation headers and
-// makes the request the lease's: the member's audit log shows user.
-func forwardAs(h http.Header, user string) {
+// streaming reports whether a request's response headers may come late: a
+// watch (a /watch/ path or watch=true) or a followed log. It decides only
+// the header timeout; the per-lease cap bounds what it lets wait.
+func streaming(r *http.Request) bool {
+	q := r.URL.Query()
+	for _, param := range []string{"watch", "follow"} {
+		var on bool
+		// As the member's API server reads the parameter.
+		vals := q[param]
+		if err := runtime.Convert_Slice_string_To_bool(&vals, &on, nil); err == nil && on {
+			return true
+		}
+	}
+	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+	// /connect/<lease>/api/<version>/watch/... or .../apis/<group>/<version>/watch/...
+	if len(parts) < 2 || parts[0] != "connect" {
+		return false
+	}
+	parts = parts[2:]
+	switch {
+	case len(parts) > 2 && parts[0] == "api":
+		return parts[2] == "watch"
+	case len(parts) > 3 && parts[0] == "apis":
+		return parts[3] == "watch"
+	}
+	return false
+}
+
+// forwardAs removes the caller's credentials, impersonation and hop-by-hop
+// headers and makes the request the lease's: the member's audit log shows
+// user. The headers the caller's Connection header names go first: the
+// reverse proxy would otherwise delete them after the impersonation is
+// set (Connection: Impersonate-User would send the request as kobe's
+// admin). Upgrade requests keep Connection: Upgrade and their Upgrade;
+// it reports whether r is one.
+func forwardAs(h http.Header, user string) (upgrade bool) {
+	for _, v := range h.Values("Connection") {
+		for _, name := range strings.Split(v, ",") {
+			name = textproto.TrimString(name)
+			if strings.EqualFold(name, "Upgrade") {
+				upgrade = true
+				continue
+			}
+			if name != "" {
+				h.Del(name)
+			}
+		}
+	}
+	h.Del("Connection")
+	if upgrade {
+		h.Set("Connection", "Upgrade")
+	} else {
+		h.Del("Upgrade")
+	}
 	for k := range h {
 		if strings.HasPrefix(http.CanonicalHeaderKey(k), "Impersonate-") {
 			delete(h, k)
@@ -381,6 +510,7 @@ func forwardAs(h http.Header, user string) {
 	h.Del("Proxy-Authorization")
 	h.Set("Impersonate-User", user)
 	h.Set("Impersonate-Group", leasecreds.AdminGroup)
+	return upgrade
 }
 
 // ownedBy reports whether sec names inst (by UID) among its owners.
@@ -394,12 +524,21 @@ func ownedBy(sec *corev1.Secret, inst *kobev1.ClusterInstance) bool {
 }
 
 // responder answers a member that could not be reached.
-type responder struct{ log logr.Logger }
+type responder struct {
+	log           logr.Logger
+	headerTimeout time.Duration
+}
 
 func (r responder) Error(w http.ResponseWriter, req *http.Request, err error) {
 	if req.Context().Err() != nil {
 		// The stream was closed (its lease ended) or the caller left.
 		writeRefusal(w, refuse(http.StatusGone, wire.ReasonLeaseEnded, "lease ended", "the request was ended with its lease or by the caller"))
+		return
+	}
+	if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+		r.log.Info("Connect upstream timed out", "path", req.URL.Path, "error", err.Error())
+		writeRefusal(w, refuse(http.StatusGatewayTimeout, wire.ReasonMemberUnavailable, "member timed out",
+			"the lease's member did not answer in time (a response is awaited %s, a watch as long as the lease); retry later", r.headerTimeout))
 		return
 	}
 	r.log.Info("Connect upstream failed", "path", req.URL.Path, "error", err.Error())

@@ -3,9 +3,11 @@ package connect
 import (
 	"bufio"
 	"context"
+	"io"
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
@@ -18,10 +20,16 @@ type stream struct {
 	lease, member types.UID
 	cancel        context.CancelFunc
 	timer         clock.Timer
+	// in and out count the bytes from and to the caller.
+	in, out atomic.Int64
 
-	mu     sync.Mutex
-	conn   net.Conn
-	closed bool
+	mu   sync.Mutex
+	conn net.Conn
+	// admitted: counted against the lease's cap (see streams.admit).
+	admitted bool
+	closed   bool
+	// code is the status sent to the caller, 0 once hijacked.
+	code int
 }
 
 // close ends the stream; it may run more than once, from any goroutine.
@@ -50,6 +58,22 @@ func (s *stream) hijacked(c net.Conn) {
 	}
 }
 
+// status is the status code sent to the caller and whether the
+// connection was hijacked (an upgrade, whose status went raw).
+func (s *stream) status() (int, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.code, s.conn != nil
+}
+
+func (s *stream) wroteHeader(code int) {
+	s.mu.Lock()
+	if s.code == 0 {
+		s.code = code
+	}
+	s.mu.Unlock()
+}
+
 // streams are the open streams of this replica, by lease UID.
 type streams struct {
 	mu      sync.Mutex
@@ -66,6 +90,28 @@ func (ss *streams) add(s *stream) {
 		ss.byLease[s.lease] = map[*stream]struct{}{}
 	}
 	ss.byLease[s.lease][s] = struct{}{}
+}
+
+// admit counts s, tracked, against its lease's cap of max streams; false
+// when the lease already has max.
+func (ss *streams) admit(s *stream, max int) bool {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	n := 0
+	for o := range ss.byLease[s.lease] {
+		o.mu.Lock()
+		if o.admitted {
+			n++
+		}
+		o.mu.Unlock()
+	}
+	if n >= max {
+		return false
+	}
+	s.mu.Lock()
+	s.admitted = true
+	s.mu.Unlock()
+	return true
 }
 
 func (ss *streams) remove(s *stream) {
@@ -122,20 +168,64 @@ func (ss *streams) count() int {
 	return n
 }
 
-// trackingWriter hands the stream the connection that an upgrade hijacks.
+// trackingWriter hands the stream the connection that an upgrade hijacks
+// and counts what the caller is sent.
 type trackingWriter struct {
 	http.ResponseWriter
 	s *stream
 }
 
-// Hijack is the underlying writer's, recording the connection.
+func (w *trackingWriter) WriteHeader(code int) {
+	w.s.wroteHeader(code)
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *trackingWriter) Write(b []byte) (int, error) {
+	w.s.wroteHeader(http.StatusOK)
+	n, err := w.ResponseWriter.Write(b)
+	w.s.out.Add(int64(n))
+	return n, err
+}
+
+// Hijack is the underlying writer's, recording the connection, which
+// counts the bytes both ways.
 func (w *trackingWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	c, rw, err := http.NewResponseController(w.ResponseWriter).Hijack()
 	if err != nil {
 		return nil, nil, err
 	}
 	w.s.hijacked(c)
-	return c, rw, nil
+	return &countingConn{Conn: c, s: w.s}, rw, nil
+}
+
+// countingConn counts an upgraded connection's bytes into its stream.
+type countingConn struct {
+	net.Conn
+	s *stream
+}
+
+func (c *countingConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	c.s.in.Add(int64(n))
+	return n, err
+}
+
+func (c *countingConn) Write(b []byte) (int, error) {
+	n, err := c.Conn.Write(b)
+	c.s.out.Add(int64(n))
+	return n, err
+}
+
+// countingBody counts a request body's bytes.
+type countingBody struct {
+	io.ReadCloser
+	n *atomic.Int64
+}
+
+func (b *countingBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.n.Add(int64(n))
+	return n, err
 }
 
 // Flush is the underlying writer's (watches are flushed per event).

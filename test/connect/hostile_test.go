@@ -9,8 +9,10 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
+	"io"
 	"math/big"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -88,6 +90,33 @@ func whoami(t *testing.T, cert *tls.Certificate, id string, header http.Header) 
 	var r authnv1.SelfSubjectReview
 	_ = json.Unmarshal(b, &r)
 	return code, r.Status.UserInfo, b
+}
+
+// whoamiHTTP11 is whoami over HTTP/1.1, where a Connection header may name
+// other headers (HTTP/2 refuses it).
+func whoamiHTTP11(t *testing.T, cert *tls.Certificate, id string, header http.Header) (int, authnv1.UserInfo, []byte) {
+	t.Helper()
+	tr := s.client(cert).Transport.(*http.Transport)
+	tr.ForceAttemptHTTP2, tr.TLSNextProto = false, map[string]func(string, *tls.Conn) http.RoundTripper{}
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, s.APIURL+"/connect/"+id+"/apis/authentication.k8s.io/v1/selfsubjectreviews",
+		strings.NewReader(`{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header = header
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		t.Fatalf("whoami over HTTP/1.1: %v", err)
+	}
+	defer resp.Body.Close()
+	if resp.ProtoMajor != 1 {
+		t.Fatalf("whoami went over %s, want HTTP/1.1", resp.Proto)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	var r authnv1.SelfSubjectReview
+	_ = json.Unmarshal(b, &r)
+	return resp.StatusCode, r.Status.UserInfo, b
 }
 
 // TestHostileCallers: the proxy forwards only the lease's own certificate,
@@ -183,6 +212,14 @@ func TestHostileCallers(t *testing.T) {
 		for _, g := range u.Groups {
 			if g == "evil" {
 				t.Errorf("the caller's Impersonate-Group reached the member: %v", u.Groups)
+			}
+		}
+		// A Connection header naming kobe's impersonation headers does not
+		// make the request kobe's own admin's.
+		for _, conn := range []string{"Impersonate-User, Impersonate-Group", "impersonate-user", "keep-alive, IMPERSONATE-GROUP"} {
+			code, u, body = whoamiHTTP11(t, &certA, a.ID, http.Header{"Connection": {conn}, "Impersonate-User": {"system:admin"}})
+			if code != http.StatusCreated || u.Username != want || !slices.Contains(u.Groups, leasecreds.AdminGroup) {
+				t.Errorf("whoami with Connection: %s: %d %s, want %s in %s", conn, code, body, want, leasecreds.AdminGroup)
 			}
 		}
 	})

@@ -94,7 +94,10 @@ func (s *suite) run(m *testing.M) (int, error) {
 	if err := s.Env.Client.Create(ctx, p); err != nil {
 		return 1, fmt.Errorf("creating pool %s: %w", pool, err)
 	}
-	if err := s.StartOperator("--connect-max-in-flight", fmt.Sprint(connectLimit), "--disable-kubernetes-backend"); err != nil {
+	// One lease holds every watch of TestConnectLimit: its own cap must
+	// not be what refuses them.
+	if err := s.StartOperator("--connect-max-in-flight", fmt.Sprint(connectLimit), "--connect-max-streams-per-lease", fmt.Sprint(connectLimit+1),
+		"--disable-kubernetes-backend"); err != nil {
 		return 1, err
 	}
 	return m.Run(), nil
