@@ -161,18 +161,27 @@ func kubeletConfig(c *Config, nodeIP, cgroupRoot, sock, podLogs string, protectK
 			"webhook":   map[string]bool{"enabled": true},
 			"x509":      map[string]string{"clientCAFile": c.ClientCAFile},
 		},
-		"authorization":               map[string]string{"mode": "Webhook"},
-		"clusterDomain":               "cluster.local",
-		"resolvConf":                  "",
-		"failSwapOn":                  false,
-		"podCIDR":                     c.PodCIDR,
-		"podLogsDir":                  podLogs,
-		"serializeImagePulls":         false,
-		"imageGCHighThresholdPercent": 100,
-		"imageGCLowThresholdPercent":  99,
-		// A shared disk can be fuller than kubelet's defaults allow
-		// (DiskPressure would keep pods off the node).
-		"evictionHard":          map[string]string{"memory.available": "50Mi", "nodefs.available": "1%", "imagefs.available": "1%", "nodefs.inodesFree": "1%"},
+		"authorization":       map[string]string{"mode": "Webhook"},
+		"clusterDomain":       "cluster.local",
+		"resolvConf":          "",
+		"failSwapOn":          false,
+		"podCIDR":             c.PodCIDR,
+		"podLogsDir":          podLogs,
+		"serializeImagePulls": false,
+		// The disk is shared with the host (the operator's machine, or the
+		// host node under a node pod): the member's pods are evicted and
+		// its images collected well before it fills up (about kubelet's
+		// defaults).
+		"imageGCHighThresholdPercent": 85,
+		"imageGCLowThresholdPercent":  80,
+		"evictionHard": map[string]string{
+			"memory.available": "50Mi", "nodefs.available": "10%", "imagefs.available": "10%",
+			"nodefs.inodesFree": "5%", "imagefs.inodesFree": "5%",
+		},
+		// Pods run under the runtime's seccomp profile unless they name
+		// another: without it they run unconfined, as root, on a kernel
+		// shared with the host.
+		"seccompDefault":        true,
 		"shutdownGracePeriod":   "0s",
 		"protectKernelDefaults": protectKernelDefaults,
 	}

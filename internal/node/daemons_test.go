@@ -2,6 +2,7 @@ package node
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -86,10 +87,23 @@ func TestDaemonConfigs(t *testing.T) {
 		"cgroupRoot": "/kobe/u/n0", "cgroupDriver": "cgroupfs", "failCgroupV1": false, "address": "198.19.192.10",
 		"podCIDR": "198.18.128.0/24", "resolvConf": "", "protectKernelDefaults": false, "readOnlyPort": float64(0),
 		"tlsCertFile": c.KubeletCert, "containerRuntimeEndpoint": "unix:///run/kobe-node/containerd.sock",
+		"seccompDefault": true,
 	} {
 		if kl[k] != want {
 			t.Errorf("kubelet %s = %v, want %v", k, kl[k], want)
 		}
+	}
+	// The disk is shared with the host: eviction and image collection
+	// start well before it is full.
+	for k, min := range map[string]float64{"nodefs.available": 10, "imagefs.available": 10, "nodefs.inodesFree": 5, "imagefs.inodesFree": 5} {
+		v, _ := kl["evictionHard"].(map[string]any)[k].(string)
+		pct, err := strconv.ParseFloat(strings.TrimSuffix(v, "%"), 64)
+		if err != nil || !strings.HasSuffix(v, "%") || pct < min {
+			t.Errorf("kubelet evictionHard %s = %q, want at least %v%%", k, v, min)
+		}
+	}
+	if high, low := kl["imageGCHighThresholdPercent"].(float64), kl["imageGCLowThresholdPercent"].(float64); high > 90 || low >= high {
+		t.Errorf("kubelet image collection at %v%%, down to %v%%", high, low)
 	}
 	if authn := kl["authentication"].(map[string]any); authn["anonymous"].(map[string]any)["enabled"] != false ||
 		authn["x509"].(map[string]any)["clientCAFile"] != c.ClientCAFile {

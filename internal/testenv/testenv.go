@@ -29,6 +29,9 @@ type Env struct {
 	Scheme *k8sruntime.Scheme
 	// Kubeconfig is the path of an admin kubeconfig for kubectl.
 	Kubeconfig string
+	// EtcdURL is etcd's client URL, for tests that must write what no API
+	// request may.
+	EtcdURL string
 }
 
 // RepoRoot returns the repository root, found from this source file.
@@ -67,6 +70,18 @@ func Start(t testing.TB) *Env {
 // New brings up a control plane outside a test (TestMain); the caller must
 // call stop. dir receives the admin kubeconfig.
 func New(dir string) (env *Env, stop func() error, err error) {
+	return NewWith(dir, Options{})
+}
+
+// Options change the control plane NewWith brings up.
+type Options struct {
+	// APIServerFlags are kube-apiserver flags (name without dashes: value)
+	// set besides envtest's, such as admission-control-config-file.
+	APIServerFlags map[string]string
+}
+
+// NewWith is New with Options.
+func NewWith(dir string, o Options) (env *Env, stop func() error, err error) {
 	bin := BinDir()
 	for _, name := range []string{"etcd", "kube-apiserver"} {
 		if _, err := os.Stat(filepath.Join(bin, name)); err != nil {
@@ -79,6 +94,9 @@ func New(dir string) (env *Env, stop func() error, err error) {
 		CRDDirectoryPaths:     []string{filepath.Join(RepoRoot(), "config", "crd", "bases")},
 		ErrorIfCRDPathMissing: true,
 		Scheme:                scheme,
+	}
+	for name, value := range o.APIServerFlags {
+		te.ControlPlane.GetAPIServer().Configure().Set(name, value)
 	}
 	cfg, err := te.Start()
 	if err != nil {
@@ -104,7 +122,7 @@ func New(dir string) (env *Env, stop func() error, err error) {
 	if err := os.WriteFile(path, kc, 0o600); err != nil {
 		return fail(fmt.Errorf("writing kubeconfig: %w", err))
 	}
-	return &Env{Config: cfg, Client: c, Scheme: scheme, Kubeconfig: path}, te.Stop, nil
+	return &Env{Config: cfg, Client: c, Scheme: scheme, Kubeconfig: path, EtcdURL: te.ControlPlane.Etcd.URL.String()}, te.Stop, nil
 }
 
 // GVK is a small helper for tests that build unstructured objects.

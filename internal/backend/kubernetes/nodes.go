@@ -4,17 +4,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
-	"path"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/yaml"
 
-	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/backend"
 	"github.com/kunobi-ninja/kobe/internal/backend/incluster"
 	"github.com/kunobi-ninja/kobe/internal/node"
+	"github.com/kunobi-ninja/kobe/internal/podsecurity"
 	"github.com/kunobi-ninja/kobe/internal/version"
 )
 
@@ -27,12 +25,12 @@ import (
 const (
 	// admissionFile is the API server's admission configuration in the
 	// PKI Secret (Pod Security's defaults); admissionPolicyFile the static
-	// admission policy, which the pod sees at admissionPolicyPath under the
-	// PKI directory (a directory of its own: the API server loads every
+	// admission policies, which the pod sees in admissionPolicyDir under
+	// the PKI directory (a directory of its own: the API server loads every
 	// manifest of it).
 	admissionFile       = "admission.yaml"
 	admissionPolicyFile = "pod-security-policy.yaml"
-	admissionPolicyPath = "admission-policies/pod-security.yaml"
+	admissionPolicyDir  = "admission-policies"
 
 	// Paths inside the node image (make image-node).
 	nodeBinDir = "/usr/local/bin"
@@ -172,6 +170,7 @@ func (t Template) nodePods(in incluster.RenderInput, img Images) ([]corev1.Pod, 
 	}
 	var pods []corev1.Pod
 	for i := range n {
+		nodeRes := resources(res, DefaultResources.Node)
 		p := corev1.Pod{Spec: corev1.PodSpec{
 			Containers: []corev1.Container{{
 				Name:            "node",
@@ -179,7 +178,7 @@ func (t Template) nodePods(in incluster.RenderInput, img Images) ([]corev1.Pod, 
 				ImagePullPolicy: img.PullPolicy,
 				Command:         []string{"/bin/sh", "-c", nodeEntrypoint},
 				Env:             []corev1.EnvVar{{Name: "PATH", Value: nodePath}},
-				Resources:       incluster.Resources(res, DefaultResources.Node),
+				Resources:       nodeRes,
 				// Privileged: containerd and runc make namespaces, mounts
 				// and cgroups for the member's containers. Root on the host
 				// node: see docs/backends.md, "Node pods".
@@ -193,9 +192,10 @@ func (t Template) nodePods(in incluster.RenderInput, img Images) ([]corev1.Pod, 
 					{Name: "tmp", MountPath: "/tmp"},
 				},
 			}},
+			// The node's disk is its ephemeral-storage limit.
 			Volumes: []corev1.Volume{
-				{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
-				{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+				emptyDir("data", nodeRes.Limits[corev1.ResourceEphemeralStorage]),
+				emptyDir("tmp", tmpSize),
 			},
 		}}
 		p.Name = incluster.NodePodName(in.Member, i)
@@ -205,106 +205,6 @@ func (t Template) nodePods(in incluster.RenderInput, img Images) ([]corev1.Pod, 
 	return pods, nil
 }
 
-// admissionConfig is the API server's admission configuration: Pod
-// Security enforces, audits and warns at level for every namespace, with no
-// exemption. A member with nodes runs its pods on a privileged node pod, so
-// a privileged pod in the member is root on the host's node: baseline (the
-// default) refuses it. Below privileged, a static admission policy
-// (podSecurityPolicy, loaded from a file: neither visible nor removable
-// through the API, system:masters included) keeps namespaces from lowering
-// the level with pod-security.kubernetes.io labels.
-func admissionConfig(level kobev1.PodSecurityLevel) (config, policy []byte, err error) {
-	allowed := map[kobev1.PodSecurityLevel][]string{
-		kobev1.PodSecurityPrivileged: nil,
-		kobev1.PodSecurityBaseline:   {"baseline", "restricted"},
-		kobev1.PodSecurityRestricted: {"restricted"},
-	}
-	stricter, known := allowed[level]
-	if !known {
-		return nil, nil, fmt.Errorf("spec.cluster.podSecurity %q: want privileged, baseline or restricted", level)
-	}
-	l := string(level)
-	plugins := []any{map[string]any{
-		"name": "PodSecurity",
-		"configuration": map[string]any{
-			"apiVersion": "pod-security.admission.config.k8s.io/v1",
-			"kind":       "PodSecurityConfiguration",
-			"defaults": map[string]string{
-				"enforce": l, "enforce-version": "latest",
-				"audit": l, "audit-version": "latest",
-				"warn": l, "warn-version": "latest",
-			},
-			"exemptions": map[string][]string{"usernames": {}, "runtimeClasses": {}, "namespaces": {}},
-		},
-	}}
-	if stricter != nil {
-		plugins = append(plugins, map[string]any{
-			"name": "ValidatingAdmissionPolicy",
-			"configuration": map[string]any{
-				"apiVersion":         "apiserver.config.k8s.io/v1",
-				"kind":               "ValidatingAdmissionPolicyConfiguration",
-				"staticManifestsDir": path.Join(incluster.PKIDir, path.Dir(admissionPolicyPath)),
-			},
-		})
-		if policy, err = podSecurityPolicy(l, stricter); err != nil {
-			return nil, nil, err
-		}
-	}
-	config, err = yaml.Marshal(map[string]any{
-		"apiVersion": "apiserver.config.k8s.io/v1",
-		"kind":       "AdmissionConfiguration",
-		"plugins":    plugins,
-	})
-	return config, policy, err
-}
-
 // PodSecurityPolicyName is the static admission policy that keeps a
-// member's namespaces at its Pod Security level (the suffix marks policies
-// loaded from files).
-const PodSecurityPolicyName = "kobe-pod-security.static.k8s.io"
-
-// podSecurityPolicy refuses namespaces whose Pod Security enforce label is
-// not one of allowed, or whose enforce-version is not "latest".
-func podSecurityPolicy(level string, allowed []string) ([]byte, error) {
-	labels := "(has(object.metadata.labels) ? object.metadata.labels : {})"
-	quoted := make([]string, len(allowed))
-	for i, a := range allowed {
-		quoted[i] = "'" + a + "'"
-	}
-	const enforce, version = "pod-security.kubernetes.io/enforce", "pod-security.kubernetes.io/enforce-version"
-	vap, err := yaml.Marshal(map[string]any{
-		"apiVersion": "admissionregistration.k8s.io/v1",
-		"kind":       "ValidatingAdmissionPolicy",
-		"metadata":   map[string]string{"name": PodSecurityPolicyName},
-		"spec": map[string]any{
-			"failurePolicy": "Fail",
-			"matchConstraints": map[string]any{"resourceRules": []any{map[string]any{
-				"apiGroups": []string{""}, "apiVersions": []string{"v1"},
-				"operations": []string{"CREATE", "UPDATE"}, "resources": []string{"namespaces"},
-			}}},
-			"validations": []any{
-				map[string]string{
-					"expression": fmt.Sprintf("!('%s' in %s) || %s['%s'] in [%s]", enforce, labels, labels, enforce, strings.Join(quoted, ", ")),
-					"message":    fmt.Sprintf("this member enforces Pod Security %s: a namespace's %s label may only be %s", level, enforce, strings.Join(allowed, " or ")),
-				},
-				map[string]string{
-					"expression": fmt.Sprintf("!('%s' in %s) || %s['%s'] == 'latest'", version, labels, labels, version),
-					"message":    fmt.Sprintf("this member enforces Pod Security %s at version latest: a namespace's %s label may only be latest", level, version),
-				},
-			},
-		},
-	})
-	if err != nil {
-		return nil, err
-	}
-	binding, err := yaml.Marshal(map[string]any{
-		"apiVersion": "admissionregistration.k8s.io/v1",
-		"kind":       "ValidatingAdmissionPolicyBinding",
-		"metadata":   map[string]string{"name": PodSecurityPolicyName},
-		"spec":       map[string]any{"policyName": PodSecurityPolicyName, "validationActions": []string{"Deny"}},
-	})
-	if err != nil {
-		return nil, err
-	}
-	return append(append(vap, []byte("---\n")...), binding...), nil
-}
+// member's namespaces at its Pod Security level.
+const PodSecurityPolicyName = podsecurity.NamespacePolicy

@@ -14,6 +14,7 @@ import (
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/backend"
 	"github.com/kunobi-ninja/kobe/internal/backend/incluster"
+	"github.com/kunobi-ninja/kobe/internal/podsecurity"
 )
 
 const (
@@ -43,26 +44,88 @@ const (
 // versionRE is a full release version, with or without a leading v.
 var versionRE = regexp.MustCompile(`^v?(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$`)
 
+// Disk: whatever a member writes lands on the host node's disk, where the
+// host kubelet evicts every tenant's pods under DiskPressure. So every
+// emptyDir has a sizeLimit and every container an ephemeral-storage limit
+// (for the pod, kubelet also holds the sum of its emptyDirs, writable
+// layers and logs to the sum of the containers' limits).
+var (
+	// etcdQuota is etcd's --quota-backend-bytes (etcd's own default, made
+	// explicit): past it etcd refuses writes instead of growing.
+	etcdQuota = resource.MustParse("2Gi")
+	// etcdDataSize bounds etcd's data directory: the database (at most the
+	// quota) plus its write-ahead log and snapshots (5 of each are kept).
+	etcdDataSize = resource.MustParse("3Gi")
+	// tmpSize bounds the control plane's and node pods' /tmp.
+	tmpSize = resource.MustParse("64Mi")
+)
+
 // DefaultResources are each component's requests and limits where the pool
-// sets none (incluster.Resources fills in what a pool's partial setting lacks).
+// sets none (resources fills in what a pool's partial setting lacks). A
+// control-plane container's ephemeral storage is its logs and writable
+// layer; etcd's covers its data directory too.
 var DefaultResources = struct {
 	Etcd, APIServer, ControllerManager, Scheduler, Node corev1.ResourceRequirements
 }{
-	Etcd:              requirements("50m", "64Mi", "1", "512Mi"),
-	APIServer:         requirements("100m", "256Mi", "2", "1Gi"),
-	ControllerManager: requirements("50m", "64Mi", "1", "512Mi"),
+	Etcd:              requirements("50m", "64Mi", "1", "512Mi", "256Mi", plus(etcdDataSize, "256Mi")),
+	APIServer:         requirements("100m", "256Mi", "2", "1Gi", "64Mi", "256Mi"),
+	ControllerManager: requirements("50m", "64Mi", "1", "512Mi", "64Mi", "256Mi"),
 	// Scheduler runs only in members with nodes.
-	Scheduler: requirements("50m", "64Mi", "1", "512Mi"),
+	Scheduler: requirements("50m", "64Mi", "1", "512Mi", "64Mi", "256Mi"),
 	// Node is a whole node pod: kubelet, containerd, kube-proxy and every
-	// container of the member's workload scheduled on it.
-	Node: requirements("100m", "256Mi", "2", "2Gi"),
+	// container of the member's workload scheduled on it. Its
+	// ephemeral-storage limit is the node's disk: images, containers'
+	// writable layers and the member's emptyDirs (its data emptyDir gets
+	// the same sizeLimit).
+	Node: requirements("100m", "256Mi", "2", "2Gi", "1Gi", "10Gi"),
 }
 
-func requirements(cpuReq, memReq, cpuLim, memLim string) corev1.ResourceRequirements {
+func requirements(cpuReq, memReq, cpuLim, memLim, diskReq, diskLim string) corev1.ResourceRequirements {
 	return corev1.ResourceRequirements{
-		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpuReq), corev1.ResourceMemory: resource.MustParse(memReq)},
-		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpuLim), corev1.ResourceMemory: resource.MustParse(memLim)},
+		Requests: corev1.ResourceList{
+			corev1.ResourceCPU: resource.MustParse(cpuReq), corev1.ResourceMemory: resource.MustParse(memReq),
+			corev1.ResourceEphemeralStorage: resource.MustParse(diskReq),
+		},
+		Limits: corev1.ResourceList{
+			corev1.ResourceCPU: resource.MustParse(cpuLim), corev1.ResourceMemory: resource.MustParse(memLim),
+			corev1.ResourceEphemeralStorage: resource.MustParse(diskLim),
+		},
 	}
+}
+
+// plus is q + more, as a quantity string.
+func plus(q resource.Quantity, more string) string {
+	q = q.DeepCopy()
+	q.Add(resource.MustParse(more))
+	return q.String()
+}
+
+// resources is incluster.Resources with ephemeral storage filled in the
+// same way: a pool's own request or limit wins, and a limit is never below
+// the request.
+func resources(r *corev1.ResourceRequirements, def corev1.ResourceRequirements) corev1.ResourceRequirements {
+	out := incluster.Resources(r, def)
+	const k = corev1.ResourceEphemeralStorage
+	if _, ok := out.Requests[k]; !ok {
+		if lim, hasLim := out.Limits[k]; hasLim && lim.Cmp(def.Requests[k]) < 0 {
+			out.Requests[k] = lim.DeepCopy()
+		} else {
+			out.Requests[k] = def.Requests[k].DeepCopy()
+		}
+	}
+	if _, ok := out.Limits[k]; !ok {
+		lim := def.Limits[k].DeepCopy()
+		if req := out.Requests[k]; lim.Cmp(req) < 0 {
+			lim = req.DeepCopy()
+		}
+		out.Limits[k] = lim
+	}
+	return out
+}
+
+// emptyDir is an emptyDir volume of at most size.
+func emptyDir(name string, size resource.Quantity) corev1.Volume {
+	return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: ptr.To(size.DeepCopy())}}}
 }
 
 // Template renders one pod per member: etcd, kube-apiserver and
@@ -169,9 +232,11 @@ func (t Template) Settings(m backend.Member) (incluster.Settings, error) {
 	if s := m.Spec.Cluster.Servers; s != nil && *s > 1 {
 		return incluster.Settings{}, fmt.Errorf("spec.cluster.servers %d: the kubernetes backend runs one server per member", *s)
 	}
-	admission, policy, err := admissionConfig(m.Spec.Cluster.EffectivePodSecurity())
+	// A member with nodes runs its pods nested in privileged node pods: a
+	// pod that Pod Security baseline forbids is root on the host's node.
+	admission, policy, err := podsecurity.Render(m.Spec.Cluster.EffectivePodSecurity(), path.Join(incluster.PKIDir, admissionPolicyDir))
 	if err != nil {
-		return incluster.Settings{}, err
+		return incluster.Settings{}, fmt.Errorf("spec.cluster.podSecurity: %w", err)
 	}
 	set := incluster.Settings{
 		APIPort: APIPort,
@@ -180,7 +245,7 @@ func (t Template) Settings(m backend.Member) (incluster.Settings, error) {
 	}
 	if policy != nil {
 		set.Files[admissionPolicyFile] = policy
-		set.FilePaths = map[string]string{admissionPolicyFile: admissionPolicyPath}
+		set.FilePaths = map[string]string{admissionPolicyFile: path.Join(admissionPolicyDir, podsecurity.PolicyFile)}
 	}
 	if k := spec(m); k != nil {
 		set.Placement = k.Placement
@@ -223,8 +288,9 @@ func (t Template) Pods(in incluster.RenderInput) ([]corev1.Pod, error) {
 			"--trusted-ca-file=" + pki(incluster.KeyEtcdCACert),
 			"--client-cert-auth=true",
 			"--log-level=warn",
+			fmt.Sprintf("--quota-backend-bytes=%d", etcdQuota.Value()),
 		},
-		Resources:    incluster.Resources(res.Etcd, DefaultResources.Etcd),
+		Resources:    resources(res.Etcd, DefaultResources.Etcd),
 		VolumeMounts: append([]corev1.VolumeMount{{Name: "etcd-data", MountPath: "/var/lib/etcd"}}, mounts...),
 	}
 	apiserver := corev1.Container{
@@ -261,7 +327,7 @@ func (t Template) Pods(in incluster.RenderInput) ([]corev1.Pod, error) {
 			"--profiling=false",
 		},
 		Ports:        []corev1.ContainerPort{{Name: "https", ContainerPort: in.APIPort, Protocol: corev1.ProtocolTCP}},
-		Resources:    incluster.Resources(res.APIServer, DefaultResources.APIServer),
+		Resources:    resources(res.APIServer, DefaultResources.APIServer),
 		VolumeMounts: append([]corev1.VolumeMount{{Name: "tmp", MountPath: "/tmp"}}, mounts...),
 		// Readiness only: a liveness probe would restart an API server that
 		// fails its checks and hide the failure from kobe's health checks,
@@ -288,14 +354,14 @@ func (t Template) Pods(in incluster.RenderInput) ([]corev1.Pod, error) {
 			"--secure-port=0",
 			"--profiling=false",
 		},
-		Resources:    incluster.Resources(res.ControllerManager, DefaultResources.ControllerManager),
+		Resources:    resources(res.ControllerManager, DefaultResources.ControllerManager),
 		VolumeMounts: append([]corev1.VolumeMount{{Name: "tmp", MountPath: "/tmp"}}, mounts...),
 	}
 	pod := corev1.Pod{Spec: corev1.PodSpec{
 		Containers: []corev1.Container{etcd, apiserver, kcm},
 		Volumes: []corev1.Volume{
-			{Name: "etcd-data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
-			{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: ptr.To(resource.MustParse("64Mi"))}}},
+			emptyDir("etcd-data", etcdDataSize),
+			emptyDir("tmp", tmpSize),
 		},
 	}}
 	if nodeCount(in.Member) > 0 {
@@ -311,7 +377,7 @@ func (t Template) Pods(in incluster.RenderInput) ([]corev1.Pod, error) {
 				"--secure-port=0",
 				"--profiling=false",
 			},
-			Resources:    incluster.Resources(nil, DefaultResources.Scheduler),
+			Resources:    resources(nil, DefaultResources.Scheduler),
 			VolumeMounts: append([]corev1.VolumeMount{{Name: "tmp", MountPath: "/tmp"}}, mounts...),
 		})
 	}

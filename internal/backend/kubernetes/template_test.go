@@ -4,18 +4,19 @@ import (
 	"encoding/json"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/yaml"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/backend"
 	"github.com/kunobi-ninja/kobe/internal/backend/incluster"
 	"github.com/kunobi-ninja/kobe/internal/node"
+	"github.com/kunobi-ninja/kobe/internal/podsecurity"
 )
 
 func member(version string, k *kobev1.KubernetesBackendSpec) backend.Member {
@@ -147,8 +148,77 @@ func TestPods(t *testing.T) {
 	if got := cs["kube-controller-manager"].Resources.Requests[corev1.ResourceCPU]; !got.Equal(DefaultResources.ControllerManager.Requests[corev1.ResourceCPU]) {
 		t.Errorf("controller manager cpu request %s", got.String())
 	}
+	assertStorage(t, pods[0])
+	vols := map[string]corev1.Volume{}
+	for _, v := range pods[0].Spec.Volumes {
+		vols[v.Name] = v
+	}
+	quota := "--quota-backend-bytes=" + strconv.FormatInt(etcdQuota.Value(), 10)
+	if data := vols["etcd-data"].EmptyDir; data == nil || data.SizeLimit.Cmp(etcdQuota) <= 0 || !slices.Contains(cs["etcd"].Args, quota) {
+		t.Errorf("etcd's data directory %+v is not sized for its quota (%s): %v", data, quota, cs["etcd"].Args)
+	}
+	if got := cs["etcd"].Resources.Limits[corev1.ResourceEphemeralStorage]; got.Cmp(*vols["etcd-data"].EmptyDir.SizeLimit) <= 0 {
+		t.Errorf("etcd's ephemeral-storage limit %s does not cover its data directory", got.String())
+	}
 	if _, err := (Template{}).Pods(incluster.RenderInput{Member: member("1.37", nil)}); err == nil {
 		t.Error("pods rendered for an invalid version")
+	}
+}
+
+// assertStorage checks that nothing in p can fill the host node's disk: every
+// emptyDir has a sizeLimit, every container an ephemeral-storage request and
+// limit, and no emptyDir may hold more than the pod (the sum of its
+// containers' limits, which kubelet holds the pod's total to).
+func assertStorage(t *testing.T, p corev1.Pod) {
+	t.Helper()
+	var limits resource.Quantity
+	for _, c := range p.Spec.Containers {
+		req, hasReq := c.Resources.Requests[corev1.ResourceEphemeralStorage]
+		lim, hasLim := c.Resources.Limits[corev1.ResourceEphemeralStorage]
+		if !hasReq || !hasLim || lim.Cmp(req) < 0 {
+			t.Errorf("%s: container %s ephemeral-storage request %v limit %v", p.Name, c.Name, c.Resources.Requests, c.Resources.Limits)
+		}
+		limits.Add(lim)
+	}
+	for _, v := range p.Spec.Volumes {
+		if v.EmptyDir == nil {
+			continue
+		}
+		if v.EmptyDir.SizeLimit == nil || v.EmptyDir.SizeLimit.IsZero() {
+			t.Errorf("%s: emptyDir %s has no sizeLimit", p.Name, v.Name)
+		} else if v.EmptyDir.SizeLimit.Cmp(limits) > 0 {
+			t.Errorf("%s: emptyDir %s may hold %s, the pod %s", p.Name, v.Name, v.EmptyDir.SizeLimit.String(), limits.String())
+		}
+	}
+}
+
+func TestStorageOverrides(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		node             *corev1.ResourceRequirements
+		wantReq, wantLim string
+	}{
+		{"defaults", nil, "1Gi", "10Gi"},
+		{"larger disk", &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceEphemeralStorage: resource.MustParse("40Gi")}}, "1Gi", "40Gi"},
+		{"smaller disk", &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceEphemeralStorage: resource.MustParse("512Mi")}}, "512Mi", "512Mi"},
+		{"request only", &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceEphemeralStorage: resource.MustParse("20Gi")}}, "20Gi", "20Gi"},
+	} {
+		m := member("", &kobev1.KubernetesBackendSpec{Nodes: 1, Resources: &kobev1.KubernetesResources{Node: tc.node}})
+		pods, err := Template{}.Pods(incluster.RenderInput{Member: m, ClusterIP: "198.19.0.9", APIPort: APIPort, PKIDir: "/pki"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nc := pods[1].Spec.Containers[0]
+		req, lim := nc.Resources.Requests[corev1.ResourceEphemeralStorage], nc.Resources.Limits[corev1.ResourceEphemeralStorage]
+		if req.String() != tc.wantReq || lim.String() != tc.wantLim {
+			t.Errorf("%s: node ephemeral-storage %s/%s, want %s/%s", tc.name, req.String(), lim.String(), tc.wantReq, tc.wantLim)
+		}
+		for _, v := range pods[1].Spec.Volumes {
+			if v.Name == "data" && v.EmptyDir.SizeLimit.String() != tc.wantLim {
+				t.Errorf("%s: the node's data emptyDir holds %s, its limit is %s", tc.name, v.EmptyDir.SizeLimit.String(), tc.wantLim)
+			}
+		}
+		assertStorage(t, pods[1])
 	}
 }
 
@@ -209,6 +279,9 @@ func TestNodes(t *testing.T) {
 	for _, v := range pods[2].Spec.Volumes {
 		vols[v.Name] = v
 	}
+	for _, p := range pods {
+		assertStorage(t, p)
+	}
 	if v, ok := vols[mounts["/var/lib/kobe-node"]]; !ok || v.EmptyDir == nil {
 		t.Errorf("kobe-node's Dir is not on an emptyDir: %+v", v)
 	}
@@ -225,55 +298,35 @@ func TestNodes(t *testing.T) {
 	}
 }
 
+// TestPodSecurity checks the wiring of podsecurity's rendering (tested
+// there, and against a real API server in its admissiontest package): the
+// configuration and the policies are files of the PKI Secret, and the
+// configuration names the directory the pod sees the policies in.
 func TestPodSecurity(t *testing.T) {
-	for _, level := range []kobev1.PodSecurityLevel{"", kobev1.PodSecurityPrivileged, kobev1.PodSecurityRestricted} {
+	for _, level := range []kobev1.PodSecurityLevel{"", kobev1.PodSecurityPrivileged, kobev1.PodSecurityBaseline, kobev1.PodSecurityRestricted} {
 		m := member("", nil)
 		m.Spec.Cluster.PodSecurity = level
 		set, err := Template{}.Settings(m)
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := string(m.Spec.Cluster.EffectivePodSecurity())
-		var cfg struct {
-			Kind    string
-			Plugins []struct {
-				Name          string
-				Configuration struct {
-					Defaults   map[string]string
-					Exemptions map[string][]string
-				}
-			}
-		}
-		if err := yaml.Unmarshal(set.Files[admissionFile], &cfg); err != nil {
+		want := m.Spec.Cluster.EffectivePodSecurity()
+		config, policies, err := podsecurity.Render(want, "/etc/kobe/pki/admission-policies")
+		if err != nil {
 			t.Fatal(err)
 		}
-		if cfg.Kind != "AdmissionConfiguration" || len(cfg.Plugins) == 0 || cfg.Plugins[0].Name != "PodSecurity" {
-			t.Fatalf("%q: %s", level, set.Files[admissionFile])
+		if string(set.Files[admissionFile]) != string(config) {
+			t.Errorf("%q: configuration\n%s\nwant\n%s", level, set.Files[admissionFile], config)
 		}
-		policy := string(set.Files[admissionPolicyFile])
-		if want == "privileged" {
-			if len(cfg.Plugins) != 1 || policy != "" || set.FilePaths != nil {
-				t.Errorf("privileged: a namespace policy is configured: %s %s", set.Files[admissionFile], policy)
+		if want == kobev1.PodSecurityPrivileged {
+			if _, ok := set.Files[admissionPolicyFile]; ok || set.FilePaths != nil {
+				t.Errorf("privileged: policies are configured: %v", set.FilePaths)
 			}
-		} else {
-			if len(cfg.Plugins) != 2 || cfg.Plugins[1].Name != "ValidatingAdmissionPolicy" ||
-				!strings.Contains(string(set.Files[admissionFile]), "staticManifestsDir: /etc/kobe/pki/admission-policies") ||
-				set.FilePaths[admissionPolicyFile] != "admission-policies/pod-security.yaml" ||
-				!strings.Contains(policy, "name: "+PodSecurityPolicyName) || !strings.Contains(policy, "kind: ValidatingAdmissionPolicyBinding") {
-				t.Errorf("%s: the namespace policy is not wired: %s %v\n%s", want, set.Files[admissionFile], set.FilePaths, policy)
-			}
-			if want == "restricted" && strings.Contains(policy, "'baseline'") {
-				t.Errorf("restricted allows baseline namespaces:\n%s", policy)
-			}
+			continue
 		}
-		d := cfg.Plugins[0].Configuration.Defaults
-		if d["enforce"] != want || d["audit"] != want || d["warn"] != want || d["enforce-version"] != "latest" {
-			t.Errorf("%q: defaults %v", level, d)
-		}
-		for k, v := range cfg.Plugins[0].Configuration.Exemptions {
-			if len(v) != 0 {
-				t.Errorf("%q: exemption %s %v", level, k, v)
-			}
+		if string(set.Files[admissionPolicyFile]) != string(policies) || set.FilePaths[admissionPolicyFile] != "admission-policies/pod-security.yaml" ||
+			!strings.Contains(string(config), "staticManifestsDir: /etc/kobe/pki/admission-policies") {
+			t.Errorf("%s: the policies are not wired: %v\n%s", want, set.FilePaths, set.Files[admissionPolicyFile])
 		}
 	}
 	m := member("", nil)

@@ -1,0 +1,276 @@
+package podsecurity
+
+import (
+	"fmt"
+	"strings"
+
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+)
+
+const (
+	// PolicyFile is the static policies' file name in the manifests
+	// directory (the API server loads every manifest of that directory).
+	PolicyFile = "pod-security.yaml"
+	// NamespacePolicy refuses namespace labels that would lower the
+	// member's level. The suffix marks policies loaded from files.
+	NamespacePolicy = "kobe-pod-security.static.k8s.io"
+	// PodPolicy refuses pods that Pod Security baseline forbids, whatever
+	// their namespace's labels say.
+	PodPolicy = "kobe-pod-baseline.static.k8s.io"
+)
+
+const (
+	enforceLabel        = "pod-security.kubernetes.io/enforce"
+	enforceVersionLabel = "pod-security.kubernetes.io/enforce-version"
+)
+
+// stricter are the enforce labels a namespace may carry at each level; nil
+// at privileged, where nothing is kept.
+var stricter = map[kobev1.PodSecurityLevel][]string{
+	kobev1.PodSecurityPrivileged: nil,
+	kobev1.PodSecurityBaseline:   {"baseline", "restricted"},
+	kobev1.PodSecurityRestricted: {"restricted"},
+}
+
+// Render returns the API server's admission configuration for level and the
+// static policies it loads from manifestsDir (an absolute path, where the
+// caller writes policies as PolicyFile). PodSecurity enforces, audits and
+// warns at level in every namespace with no exemption. Below privileged,
+// NamespacePolicy keeps namespaces at the level on every write path (create,
+// update, patch and apply, and the status and finalize subresources, which
+// PodSecurity itself does not check) and PodPolicy refuses what baseline
+// forbids even if a namespace's labels were lowered. At privileged,
+// policies is nil.
+func Render(level kobev1.PodSecurityLevel, manifestsDir string) (config, policies []byte, err error) {
+	return render(level, manifestsDir, false)
+}
+
+// RenderShared is Render for an API server that loads other static
+// policies from manifestsDir too (the member address guard): the
+// ValidatingAdmissionPolicy plugin reads the directory at every level,
+// privileged included, so the caller must always create it.
+func RenderShared(level kobev1.PodSecurityLevel, manifestsDir string) (config, policies []byte, err error) {
+	return render(level, manifestsDir, true)
+}
+
+func render(level kobev1.PodSecurityLevel, manifestsDir string, shared bool) (config, policies []byte, err error) {
+	allowed, known := stricter[level]
+	if !known {
+		return nil, nil, fmt.Errorf("pod security level %q: want privileged, baseline or restricted", level)
+	}
+	l := string(level)
+	plugins := []any{map[string]any{
+		"name": "PodSecurity",
+		"configuration": map[string]any{
+			"apiVersion": "pod-security.admission.config.k8s.io/v1",
+			"kind":       "PodSecurityConfiguration",
+			"defaults": map[string]string{
+				"enforce": l, "enforce-version": "latest",
+				"audit": l, "audit-version": "latest",
+				"warn": l, "warn-version": "latest",
+			},
+			"exemptions": map[string][]string{"usernames": {}, "runtimeClasses": {}, "namespaces": {}},
+		},
+	}}
+	if allowed != nil || shared {
+		if !strings.HasPrefix(manifestsDir, "/") {
+			return nil, nil, fmt.Errorf("static manifests directory %q: want an absolute path", manifestsDir)
+		}
+		plugins = append(plugins, map[string]any{
+			"name": "ValidatingAdmissionPolicy",
+			"configuration": map[string]any{
+				"apiVersion":         "apiserver.config.k8s.io/v1",
+				"kind":               "ValidatingAdmissionPolicyConfiguration",
+				"staticManifestsDir": manifestsDir,
+			},
+		})
+	}
+	if allowed != nil {
+		if policies, err = marshalAll(
+			namespacePolicy(l, allowed), binding(NamespacePolicy),
+			podPolicy(), binding(PodPolicy),
+		); err != nil {
+			return nil, nil, err
+		}
+	}
+	config, err = yaml.Marshal(map[string]any{
+		"apiVersion": "apiserver.config.k8s.io/v1",
+		"kind":       "AdmissionConfiguration",
+		"plugins":    plugins,
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("rendering the admission configuration: %w", err)
+	}
+	return config, policies, nil
+}
+
+func marshalAll(objs ...any) ([]byte, error) {
+	docs := make([]string, len(objs))
+	for i, o := range objs {
+		b, err := yaml.Marshal(o)
+		if err != nil {
+			return nil, fmt.Errorf("rendering the static admission policies: %w", err)
+		}
+		docs[i] = string(b)
+	}
+	return []byte(strings.Join(docs, "---\n")), nil
+}
+
+func policy(name string, rules []admissionv1.NamedRuleWithOperations, variables []admissionv1.Variable, validations []admissionv1.Validation) *admissionv1.ValidatingAdmissionPolicy {
+	return &admissionv1.ValidatingAdmissionPolicy{
+		TypeMeta:   metav1.TypeMeta{APIVersion: admissionv1.SchemeGroupVersion.String(), Kind: "ValidatingAdmissionPolicy"},
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy:    ptr.To(admissionv1.Fail),
+			MatchConstraints: &admissionv1.MatchResources{ResourceRules: rules},
+			Variables:        variables,
+			Validations:      validations,
+		},
+	}
+}
+
+func binding(name string) *admissionv1.ValidatingAdmissionPolicyBinding {
+	return &admissionv1.ValidatingAdmissionPolicyBinding{
+		TypeMeta:   metav1.TypeMeta{APIVersion: admissionv1.SchemeGroupVersion.String(), Kind: "ValidatingAdmissionPolicyBinding"},
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName:        name,
+			ValidationActions: []admissionv1.ValidationAction{admissionv1.Deny},
+		},
+	}
+}
+
+// coreRule matches resources of the core group on create and update
+// (patch and server-side apply arrive as one of them).
+func coreRule(resources ...string) admissionv1.NamedRuleWithOperations {
+	return admissionv1.NamedRuleWithOperations{RuleWithOperations: admissionv1.RuleWithOperations{
+		Operations: []admissionv1.OperationType{admissionv1.Create, admissionv1.Update},
+		Rule:       admissionv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: resources},
+	}}
+}
+
+// namespacePolicy refuses namespaces whose enforce label is not one of
+// allowed, or whose enforce-version is not "latest". A rule on
+// "namespaces" alone leaves out its subresources, which persist labels
+// too.
+func namespacePolicy(level string, allowed []string) *admissionv1.ValidatingAdmissionPolicy {
+	return policy(NamespacePolicy,
+		[]admissionv1.NamedRuleWithOperations{coreRule("namespaces", "namespaces/*")},
+		[]admissionv1.Variable{{Name: "labels", Expression: "object.metadata.?labels.orValue({})"}},
+		[]admissionv1.Validation{
+			{
+				Expression: fmt.Sprintf("!(%q in variables.labels) || variables.labels[%q] in %s", enforceLabel, enforceLabel, celList(allowed)),
+				Message:    fmt.Sprintf("this member enforces Pod Security %s: a namespace's %s label may only be %s", level, enforceLabel, strings.Join(allowed, " or ")),
+				Reason:     ptr.To(metav1.StatusReasonForbidden),
+			},
+			{
+				Expression: fmt.Sprintf("!(%q in variables.labels) || variables.labels[%q] == 'latest'", enforceVersionLabel, enforceVersionLabel),
+				Message:    fmt.Sprintf("this member enforces Pod Security %s at version latest: a namespace's %s label may only be latest", level, enforceVersionLabel),
+				Reason:     ptr.To(metav1.StatusReasonForbidden),
+			},
+		})
+}
+
+// What Pod Security baseline allows (pod-security-admission's baseline
+// checks, version latest as of Kubernetes 1.37).
+var (
+	baselineCapabilities = []string{"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD",
+		"NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT"}
+	baselineSysctls = []string{"kernel.shm_rmid_forced", "net.ipv4.ip_local_port_range", "net.ipv4.tcp_syncookies",
+		"net.ipv4.ping_group_range", "net.ipv4.ip_unprivileged_port_start", "net.ipv4.ip_local_reserved_ports",
+		"net.ipv4.tcp_keepalive_time", "net.ipv4.tcp_fin_timeout", "net.ipv4.tcp_keepalive_intvl",
+		"net.ipv4.tcp_keepalive_probes", "net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem",
+		"net.ipv4.tcp_slow_start_after_idle", "net.ipv4.tcp_notsent_lowat"}
+	baselineSELinuxTypes = []string{"", "container_t", "container_init_t", "container_kvm_t", "container_engine_t"}
+	baselineProfiles     = []string{"RuntimeDefault", "Localhost"}
+)
+
+// podCheck is one rule of PodPolicy: offenders is a CEL expression giving
+// the names of what breaks it (containers, volumes, fields), message says
+// which field is wrong and is followed by the offenders.
+type podCheck struct{ name, offenders, message string }
+
+// containers names the containers (init and ephemeral included) for which
+// bad, a CEL condition on c, holds.
+func containers(bad string) string {
+	return fmt.Sprintf("variables.containers.filter(c, %s).map(c, 'container ' + c.name)", bad)
+}
+
+// securityContexts names the pod's and containers' security contexts whose
+// field (an optional chain such as ".?seccompProfile.?type") is bad; bad
+// formats the CEL condition on that optional value.
+func securityContexts(field string, bad func(opt string) string) string {
+	return fmt.Sprintf("(%s ? ['spec.securityContext'] : []) + %s",
+		bad("object.spec.?securityContext"+field), containers(bad("c.?securityContext"+field)))
+}
+
+func celList(items []string) string {
+	q := make([]string, len(items))
+	for i, s := range items {
+		q[i] = "'" + s + "'"
+	}
+	return "[" + strings.Join(q, ", ") + "]"
+}
+
+var podChecks = []podCheck{
+	{"privileged", containers("c.?securityContext.?privileged.orValue(false)"),
+		"privileged containers are forbidden (securityContext.privileged)"},
+	// Before hostNamespaces: a host process pod must use the host's
+	// network, and only the first refusal is reported.
+	{"hostProcess", securityContexts(".?windowsOptions.?hostProcess", func(o string) string { return o + ".orValue(false)" }),
+		"Windows host processes are forbidden (windowsOptions.hostProcess)"},
+	{"hostNamespaces", "(object.spec.?hostNetwork.orValue(false) ? ['spec.hostNetwork'] : []) + " +
+		"(object.spec.?hostPID.orValue(false) ? ['spec.hostPID'] : []) + " +
+		"(object.spec.?hostIPC.orValue(false) ? ['spec.hostIPC'] : [])",
+		"sharing the host's namespaces is forbidden"},
+	{"hostPath", "object.spec.?volumes.orValue([]).filter(v, has(v.hostPath)).map(v, 'volume ' + v.name)",
+		"hostPath volumes are forbidden (spec.volumes[*].hostPath)"},
+	{"hostPorts", containers("c.?ports.orValue([]).exists(p, p.?hostPort.orValue(0) != 0)"),
+		"host ports are forbidden (ports[*].hostPort)"},
+	{"capabilities", "variables.containers.filter(c, c.?securityContext.?capabilities.?add.orValue([]).exists(a, !(a in " + celList(baselineCapabilities) + ")))" +
+		".map(c, 'container ' + c.name + ' adds ' + c.securityContext.capabilities.add.filter(a, !(a in " + celList(baselineCapabilities) + ")).join(' '))",
+		"capabilities beyond Pod Security baseline are forbidden (securityContext.capabilities.add; allowed: " + strings.Join(baselineCapabilities, " ") + ")"},
+	{"procMount", containers("c.?securityContext.?procMount.orValue('Default') != 'Default'"),
+		"securityContext.procMount must be Default"},
+	{"seccomp", securityContexts(".?seccompProfile.?type", func(o string) string {
+		return fmt.Sprintf("!(%s.orValue('RuntimeDefault') in %s)", o, celList(baselineProfiles))
+	}), "seccompProfile.type must be RuntimeDefault or Localhost (Unconfined is forbidden)"},
+	{"appArmor", securityContexts(".?appArmorProfile.?type", func(o string) string {
+		return fmt.Sprintf("!(%s.orValue('RuntimeDefault') in %s)", o, celList(baselineProfiles))
+	}) + " + object.metadata.?annotations.orValue({}).filter(k, k.startsWith('container.apparmor.security.beta.kubernetes.io/') && " +
+		"!(object.metadata.annotations[k] in ['', 'runtime/default'] || object.metadata.annotations[k].startsWith('localhost/'))).map(k, 'annotation ' + k)",
+		"AppArmor must be RuntimeDefault or Localhost (appArmorProfile.type; container.apparmor.security.beta.kubernetes.io annotations: runtime/default or localhost/*)"},
+	{"sysctls", "object.spec.?securityContext.?sysctls.orValue([]).filter(s, !(s.name in " + celList(baselineSysctls) + ")).map(s, s.name)",
+		"unsafe sysctls are forbidden (spec.securityContext.sysctls)"},
+	{"seLinux", securityContexts(".?seLinuxOptions", func(o string) string {
+		return fmt.Sprintf("(!(%[1]s.?type.orValue('') in %[2]s) || %[1]s.?user.orValue('') != '' || %[1]s.?role.orValue('') != '')", o, celList(baselineSELinuxTypes))
+	}), "seLinuxOptions may set no user or role, and type only to container_t, container_init_t, container_kvm_t or container_engine_t"},
+	{"probeHosts", containers("[?c.?livenessProbe, ?c.?readinessProbe, ?c.?startupProbe, ?c.?lifecycle.?postStart, ?c.?lifecycle.?preStop]" +
+		".exists(h, h.?httpGet.?host.orValue('') != '' || h.?tcpSocket.?host.orValue('') != '')"),
+		"probes and lifecycle handlers may not name a host (httpGet.host, tcpSocket.host)"},
+}
+
+// podPolicy refuses, in every namespace, pods and ephemeral containers
+// that Pod Security baseline forbids: a namespace whose labels were lowered
+// still cannot run a pod that owns the node.
+func podPolicy() *admissionv1.ValidatingAdmissionPolicy {
+	vars := []admissionv1.Variable{{Name: "containers", Expression: "object.spec.?containers.orValue([]) + " +
+		"object.spec.?initContainers.orValue([]) + object.spec.?ephemeralContainers.orValue([])"}}
+	var validations []admissionv1.Validation
+	for _, c := range podChecks {
+		vars = append(vars, admissionv1.Variable{Name: c.name, Expression: c.offenders})
+		prefix := "this member enforces Pod Security baseline on every pod: " + c.message
+		validations = append(validations, admissionv1.Validation{
+			Expression:        fmt.Sprintf("size(variables.%s) == 0", c.name),
+			Message:           prefix,
+			MessageExpression: fmt.Sprintf("%q + ': ' + variables.%s.join(', ')", prefix, c.name),
+			Reason:            ptr.To(metav1.StatusReasonForbidden),
+		})
+	}
+	return policy(PodPolicy, []admissionv1.NamedRuleWithOperations{coreRule("pods", "pods/ephemeralcontainers")}, vars, validations)
+}

@@ -1,0 +1,153 @@
+package podsecurity
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	"sigs.k8s.io/yaml"
+
+	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+)
+
+// admissionConfig is the part of an AdmissionConfiguration the tests read.
+type admissionConfig struct {
+	Kind    string
+	Plugins []struct {
+		Name          string
+		Configuration struct {
+			Kind               string
+			Defaults           map[string]string
+			Exemptions         map[string][]string
+			StaticManifestsDir string `json:"staticManifestsDir"`
+		}
+	}
+}
+
+// policyDocs splits the static manifests into policies and bindings by name.
+func policyDocs(t *testing.T, data []byte) (map[string]admissionv1.ValidatingAdmissionPolicy, map[string]admissionv1.ValidatingAdmissionPolicyBinding) {
+	t.Helper()
+	policies := map[string]admissionv1.ValidatingAdmissionPolicy{}
+	bindings := map[string]admissionv1.ValidatingAdmissionPolicyBinding{}
+	for doc := range strings.SplitSeq(string(data), "---\n") {
+		var kind struct{ Kind string }
+		if err := yaml.Unmarshal([]byte(doc), &kind); err != nil {
+			t.Fatal(err)
+		}
+		switch kind.Kind {
+		case "ValidatingAdmissionPolicy":
+			var p admissionv1.ValidatingAdmissionPolicy
+			if err := yaml.UnmarshalStrict([]byte(doc), &p); err != nil {
+				t.Fatal(err)
+			}
+			policies[p.Name] = p
+		case "ValidatingAdmissionPolicyBinding":
+			var b admissionv1.ValidatingAdmissionPolicyBinding
+			if err := yaml.UnmarshalStrict([]byte(doc), &b); err != nil {
+				t.Fatal(err)
+			}
+			bindings[b.Name] = b
+		default:
+			t.Fatalf("unexpected document:\n%s", doc)
+		}
+	}
+	return policies, bindings
+}
+
+func TestRender(t *testing.T) {
+	for _, level := range []kobev1.PodSecurityLevel{kobev1.PodSecurityPrivileged, kobev1.PodSecurityBaseline, kobev1.PodSecurityRestricted} {
+		t.Run(string(level), func(t *testing.T) {
+			config, policies, err := Render(level, "/etc/kobe/admission-policies")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var cfg admissionConfig
+			if err := yaml.Unmarshal(config, &cfg); err != nil {
+				t.Fatal(err)
+			}
+			if cfg.Kind != "AdmissionConfiguration" || len(cfg.Plugins) == 0 || cfg.Plugins[0].Name != "PodSecurity" {
+				t.Fatalf("configuration:\n%s", config)
+			}
+			ps := cfg.Plugins[0].Configuration
+			for _, mode := range []string{"enforce", "audit", "warn"} {
+				if ps.Defaults[mode] != string(level) || ps.Defaults[mode+"-version"] != "latest" {
+					t.Errorf("PodSecurity %s = %q at %q, want %s at latest", mode, ps.Defaults[mode], ps.Defaults[mode+"-version"], level)
+				}
+			}
+			for _, k := range []string{"usernames", "runtimeClasses", "namespaces"} {
+				if v, ok := ps.Exemptions[k]; !ok || len(v) != 0 {
+					t.Errorf("exemptions %s = %v, want empty", k, v)
+				}
+			}
+			if level == kobev1.PodSecurityPrivileged {
+				if len(cfg.Plugins) != 1 || policies != nil {
+					t.Errorf("privileged keeps policies:\n%s\n%s", config, policies)
+				}
+				return
+			}
+			if len(cfg.Plugins) != 2 || cfg.Plugins[1].Name != "ValidatingAdmissionPolicy" ||
+				cfg.Plugins[1].Configuration.StaticManifestsDir != "/etc/kobe/admission-policies" {
+				t.Fatalf("the static policies are not wired:\n%s", config)
+			}
+			vaps, bindings := policyDocs(t, policies)
+			if len(vaps) != 2 || len(bindings) != 2 {
+				t.Fatalf("%d policies, %d bindings:\n%s", len(vaps), len(bindings), policies)
+			}
+			for name := range vaps {
+				b := bindings[name]
+				if !strings.HasSuffix(name, ".static.k8s.io") || b.Spec.PolicyName != name || !slices.Equal(b.Spec.ValidationActions, []admissionv1.ValidationAction{admissionv1.Deny}) {
+					t.Errorf("policy %s: binding %+v", name, b.Spec)
+				}
+				if fp := vaps[name].Spec.FailurePolicy; fp == nil || *fp != admissionv1.Fail {
+					t.Errorf("policy %s fails open", name)
+				}
+			}
+			ns := vaps[NamespacePolicy]
+			assertRule(t, ns, []string{"namespaces", "namespaces/*"})
+			enforce := ns.Spec.Validations[0].Expression
+			if !strings.Contains(enforce, "'restricted'") || (level == kobev1.PodSecurityRestricted) == strings.Contains(enforce, "'baseline'") || strings.Contains(enforce, "'privileged'") {
+				t.Errorf("%s: enforce labels allowed: %s", level, enforce)
+			}
+			pod := vaps[PodPolicy]
+			assertRule(t, pod, []string{"pods", "pods/ephemeralcontainers"})
+			if len(pod.Spec.Validations) != len(podChecks) {
+				t.Errorf("%d validations for %d checks", len(pod.Spec.Validations), len(podChecks))
+			}
+			for _, v := range pod.Spec.Validations {
+				if v.MessageExpression == "" || !strings.Contains(v.Message, "forbidden") && !strings.Contains(v.Message, "must") && !strings.Contains(v.Message, "may") {
+					t.Errorf("validation %s: message %q, messageExpression %q", v.Expression, v.Message, v.MessageExpression)
+				}
+			}
+			// The variables see every kind of container.
+			if c := pod.Spec.Variables[0]; c.Name != "containers" || !strings.Contains(c.Expression, "initContainers") || !strings.Contains(c.Expression, "ephemeralContainers") {
+				t.Errorf("containers variable %+v", c)
+			}
+		})
+	}
+}
+
+func assertRule(t *testing.T, p admissionv1.ValidatingAdmissionPolicy, resources []string) {
+	t.Helper()
+	rules := p.Spec.MatchConstraints.ResourceRules
+	if len(rules) != 1 {
+		t.Fatalf("%s: rules %+v", p.Name, rules)
+	}
+	r := rules[0]
+	if !slices.Equal(r.Resources, resources) || !slices.Equal(r.APIGroups, []string{""}) ||
+		!slices.Equal(r.Operations, []admissionv1.OperationType{admissionv1.Create, admissionv1.Update}) {
+		t.Errorf("%s: rule %+v, want %v on create and update", p.Name, r, resources)
+	}
+}
+
+func TestRenderRefuses(t *testing.T) {
+	if _, _, err := Render("lax", "/x"); err == nil || !strings.Contains(err.Error(), `"lax"`) {
+		t.Errorf("unknown level: %v", err)
+	}
+	if _, _, err := Render(kobev1.PodSecurityBaseline, "policies"); err == nil || !strings.Contains(err.Error(), "absolute") {
+		t.Errorf("relative manifests directory: %v", err)
+	}
+	if _, policies, err := Render(kobev1.PodSecurityPrivileged, ""); err != nil || policies != nil {
+		t.Errorf("privileged needs no directory: %v", err)
+	}
+}
