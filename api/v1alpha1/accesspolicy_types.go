@@ -95,11 +95,15 @@ type SecretKeyRef struct {
 
 // ServiceAccountAuth configures ServiceAccount tokens checked with TokenReview.
 type ServiceAccountAuth struct {
-	// audiences the token must be issued for; the API server's default when empty.
-	// +optional
+	// audiences the token must be issued for, at least one: an audience of
+	// kobe's own (e.g. "kobe"), for which callers project a token, never
+	// one the host API server accepts (its default tokens would pass).
+	// +required
+	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MinLength=1
 	// +kubebuilder:validation:items:MaxLength=512
-	Audiences []string `json:"audiences,omitempty"`
+	Audiences []string `json:"audiences"`
 }
 
 // AccessRule grants pools and limits to the identities it matches.

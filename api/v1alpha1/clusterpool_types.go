@@ -427,6 +427,58 @@ type ClusterTemplate struct {
 	// privileged trusts the lease holder with the node and what it can see.
 	// +optional
 	PodSecurity PodSecurityLevel `json:"podSecurity,omitempty"`
+
+	// egress is where the member's pods may connect beyond their own
+	// member. Unset: nowhere (the default). Enforced by the local
+	// backend's host firewall for members with nodes.
+	// +optional
+	Egress *EgressSpec `json:"egress,omitempty"`
+}
+
+// EgressMode says how far a member's pods reach.
+// +kubebuilder:validation:Enum=None;Public
+type EgressMode string
+
+const (
+	// EgressNone keeps a member's pods to their own member.
+	EgressNone EgressMode = "None"
+	// EgressPublic lets a member's pods also reach public unicast IPv4
+	// addresses (a registry, for image pulls).
+	EgressPublic EgressMode = "Public"
+)
+
+// EgressSpec opens a member's pods to the world beyond their member. Link-
+// local addresses (cloud metadata), loopback, the host's own addresses,
+// other members and the private, shared and reserved ranges stay out of
+// reach unless allowCIDRs lists them; loopback and link-local always do.
+type EgressSpec struct {
+	// mode is None (the default) or Public.
+	// +optional
+	Mode EgressMode `json:"mode,omitempty"`
+
+	// allowCIDRs are IPv4 ranges the member's pods may reach in addition
+	// to what mode gives: a registry mirror on a private address, say.
+	// Never loopback (127.0.0.0/8) or link-local
+	// (169.254.0.0/16), nor a range that holds them.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=18
+	// +kubebuilder:validation:XValidation:rule="self.all(c, isCIDR(c) && cidr(c).ip().family() == 4)",message="egress.allowCIDRs holds IPv4 CIDRs only, such as 10.20.0.0/16"
+	// +kubebuilder:validation:XValidation:rule="self.all(c, !isCIDR(c) || !(cidr(c).containsCIDR('127.0.0.0/8') || cidr('127.0.0.0/8').containsCIDR(c) || cidr(c).containsCIDR('169.254.0.0/16') || cidr('169.254.0.0/16').containsCIDR(c) || cidr(c).containsCIDR('0.0.0.0/8') || cidr('0.0.0.0/8').containsCIDR(c)))",message="egress.allowCIDRs may not reach loopback (127.0.0.0/8), link-local and cloud metadata (169.254.0.0/16) or 0.0.0.0/8"
+	AllowCIDRs []string `json:"allowCIDRs,omitempty"`
+}
+
+// EffectiveEgress is the member's egress: None when unset.
+func (c ClusterTemplate) EffectiveEgress() EgressSpec {
+	if c.Egress == nil {
+		return EgressSpec{Mode: EgressNone}
+	}
+	e := *c.Egress
+	if e.Mode == "" {
+		e.Mode = EgressNone
+	}
+	return e
 }
 
 // PodSecurityLevel is a Pod Security Standard level.

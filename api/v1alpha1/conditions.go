@@ -26,6 +26,9 @@ const (
 	// ConditionBootstrapsComplete (instance): every BootstrapConfig the pool
 	// names is applied to the member (the BootstrapsComplete gate).
 	ConditionBootstrapsComplete = "BootstrapsComplete"
+	// ConditionFenced (instance): the bound member's API server was stopped
+	// at the start of its teardown, so no credential of its lease works.
+	ConditionFenced = "Fenced"
 
 	// ConditionBound (lease): the lease holds a member.
 	ConditionBound = "Bound"
@@ -122,6 +125,11 @@ const (
 	ReasonAdopted = "Adopted"
 	// ReasonDestroyed: the backend reports nothing of the member is left.
 	ReasonDestroyed = "Destroyed"
+	// ReasonFenced: the member's API server is stopped (condition Fenced).
+	ReasonFenced = "Fenced"
+	// ReasonFenceFailed: stopping the member's API server failed; it is
+	// tried again before each Delete, which cuts access too.
+	ReasonFenceFailed = "FenceFailed"
 	// ReasonCleanupVerified: a VerifiedDestroy teardown proved every
 	// resource of the member absent; the receipt says which.
 	ReasonCleanupVerified = "CleanupVerified"

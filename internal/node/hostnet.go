@@ -125,18 +125,40 @@ func (m MemberNet) PeerRoutes(i int) []Route {
 // TableName is the member's nftables table (family inet).
 func TableName(slot int) string { return "kobe-m" + strconv.Itoa(slot) }
 
+// Egress is what a member's pods reach beyond their member.
+type Egress struct {
+	// Public lets them reach public unicast IPv4 addresses.
+	Public bool
+	// Allow are more ranges they reach, whatever Public says.
+	Allow []netip.Prefix
+}
+
+func (e Egress) any() bool { return e.Public || len(e.Allow) > 0 }
+
+var (
+	// neverReachable are refused before anything is allowed: loopback,
+	// "this network", link-local (cloud metadata lives at
+	// 169.254.169.254), multicast and the reserved top.
+	neverReachable = []string{"0.0.0.0/8", "127.0.0.0/8", "169.254.0.0/16", "224.0.0.0/4", "240.0.0.0/4"}
+	// notPublic are the IPv4 ranges that are not public unicast: private
+	// (RFC 1918), shared (RFC 6598; Alibaba's metadata is 100.100.100.200),
+	// IETF protocol assignments, documentation, and the benchmark range
+	// 198.18.0.0/15 that members and the test host cluster use.
+	notPublic = []string{"10.0.0.0/8", "100.64.0.0/10", "172.16.0.0/12", "192.0.0.0/24", "192.0.2.0/24", "192.168.0.0/16", "198.18.0.0/15", "198.51.100.0/24", "203.0.113.0/24"}
+)
+
 // nftScript is the member's firewall, replaced as a whole:
 //   - its pods and nodes talk to each other (bridged on Bridge);
 //   - nothing is forwarded between it and another member, the test host
 //     cluster or anything else that did not answer a connection of its
-//     own; with egress, its own connections to the outside are
-//     masqueraded, without, they are refused;
+//     own; its own connections beyond the host go only where egress says
+//     (masqueraded), never to loopback, link-local or multicast;
 //   - on the host it reaches its own API server and nothing else (no
 //     operator API, no other member's API server, no host service).
 //
 // Refusals answer (a TCP reset, else ICMP admin-prohibited), so a
 // connection attempt fails at once instead of timing out.
-func nftScript(m MemberNet, apiPort int, egress bool) string {
+func nftScript(m MemberNet, apiPort int, egress Egress) string {
 	t, br := TableName(m.Slot), m.Bridge
 	var b strings.Builder
 	fmt.Fprintf(&b, "table inet %s\ndelete table inet %s\ntable inet %s {\n", t, t, t)
@@ -145,18 +167,28 @@ func nftScript(m MemberNet, apiPort int, egress bool) string {
 	fmt.Fprintf(&b, "    oifname %q ct state established,related accept\n", br)
 	refuse(&b, fmt.Sprintf("oifname %q", br))
 	refuse(&b, fmt.Sprintf("iifname %q oifname \"kbm*\"", br))
-	if egress {
-		fmt.Fprintf(&b, "    iifname %q accept\n", br)
-	} else {
-		refuse(&b, fmt.Sprintf("iifname %q", br))
+	if egress.any() {
+		refuse(&b, fmt.Sprintf("iifname %q ip daddr { %s }", br, strings.Join(neverReachable, ", ")))
+		if len(egress.Allow) > 0 {
+			allow := make([]string, len(egress.Allow))
+			for i, p := range egress.Allow {
+				allow[i] = p.Masked().String()
+			}
+			fmt.Fprintf(&b, "    iifname %q ip daddr { %s } accept\n", br, strings.Join(allow, ", "))
+		}
+		if egress.Public {
+			refuse(&b, fmt.Sprintf("iifname %q ip daddr { %s }", br, strings.Join(notPublic, ", ")))
+			fmt.Fprintf(&b, "    iifname %q meta nfproto ipv4 accept\n", br)
+		}
 	}
+	refuse(&b, fmt.Sprintf("iifname %q", br))
 	b.WriteString("  }\n")
 	b.WriteString("  chain input {\n    type filter hook input priority filter - 10; policy accept;\n")
 	fmt.Fprintf(&b, "    iifname %q ct state established,related accept\n", br)
 	fmt.Fprintf(&b, "    iifname %q ip daddr %s tcp dport %d accept\n", br, m.Gateway, apiPort)
 	refuse(&b, fmt.Sprintf("iifname %q", br))
 	b.WriteString("  }\n")
-	if egress {
+	if egress.any() {
 		b.WriteString("  chain postrouting {\n    type nat hook postrouting priority srcnat; policy accept;\n")
 		fmt.Fprintf(&b, "    oifname != \"kbm*\" ip saddr { %s, %s } masquerade\n", m.ClusterCIDR, m.Link)
 		b.WriteString("  }\n")
@@ -178,7 +210,7 @@ func refuse(b *strings.Builder, match string) {
 // the node's address, and the member's nftables table. It is idempotent and
 // is called before the member's API server starts (it listens on Gateway),
 // and again whenever the API server's port changes.
-func SetUpMemberNetwork(ctx context.Context, m MemberNet, apiPort int, egress bool) error {
+func SetUpMemberNetwork(ctx context.Context, m MemberNet, apiPort int, egress Egress) error {
 	if apiPort <= 0 || apiPort > 65535 {
 		return fmt.Errorf("API server port %d is not a port", apiPort)
 	}

@@ -92,7 +92,7 @@ func TestPlansNeverOverlap(t *testing.T) {
 
 func TestNftScript(t *testing.T) {
 	m, _ := PlanMember(5, 1)
-	closed := nftScript(m, 6443, false)
+	closed := nftScript(m, 6443, Egress{})
 	for _, want := range []string{
 		"delete table inet kobe-m5",
 		`iifname "kbm5" oifname "kbm5" accept`,
@@ -109,8 +109,24 @@ func TestNftScript(t *testing.T) {
 	if strings.Contains(closed, "masquerade") {
 		t.Errorf("script without egress masquerades:\n%s", closed)
 	}
-	open := nftScript(m, 6443, true)
+	open := nftScript(m, 6443, Egress{Public: true})
 	if !strings.Contains(open, "masquerade") || !strings.Contains(open, `iifname "kbm5" oifname "kbm*" reject`) {
 		t.Errorf("script with egress lacks masquerade or member isolation:\n%s", open)
+	}
+	// Metadata, loopback and private ranges are refused before the
+	// public accept, which comes before the final refusal.
+	metadata := strings.Index(open, "169.254.0.0/16")
+	private := strings.Index(open, "10.0.0.0/8")
+	accept := strings.Index(open, `iifname "kbm5" meta nfproto ipv4 accept`)
+	final := strings.LastIndex(open, `iifname "kbm5" reject with icmpx admin-prohibited`)
+	if metadata < 0 || private < 0 || accept < 0 || metadata > accept || private > accept || accept > final {
+		t.Errorf("public egress does not refuse metadata (%d) and private ranges (%d) before accepting (%d):\n%s", metadata, private, accept, open)
+	}
+	// A listed private range is reachable even with Public, and without
+	// Public nothing else is; metadata stays refused first.
+	mirror := nftScript(m, 6443, Egress{Allow: []netip.Prefix{netip.MustParsePrefix("10.20.0.0/16")}})
+	allow := strings.Index(mirror, `ip daddr { 10.20.0.0/16 } accept`)
+	if allow < 0 || strings.Index(mirror, "169.254.0.0/16") > allow || strings.Contains(mirror, "nfproto ipv4 accept") {
+		t.Errorf("allow-list egress is wrong:\n%s", mirror)
 	}
 }

@@ -148,6 +148,10 @@ func runWithOperator(m *testing.M) (int, error) {
 				Access: &kobev1.AccessSpec{Mode: mode},
 			},
 		}
+		if name == proxyPool {
+			// The hostile suite checks both: no egress, and public only.
+			p.Spec.Cluster.Egress = &kobev1.EgressSpec{Mode: kobev1.EgressPublic}
+		}
 		if err := s.Env.Client.Create(ctx, p); err != nil {
 			return 1, fmt.Errorf("creating pool %s: %w", name, err)
 		}
@@ -157,8 +161,6 @@ func runWithOperator(m *testing.M) (int, error) {
 		"--local-node-bin-dir", hostcluster.NodeBinDir(),
 		"--local-node-agent", filepath.Join(s.Bin, "kobe-node"),
 		"--local-image-dir", imageDir,
-		// Nothing may leave the machine.
-		"--local-node-egress=false",
 	); err != nil {
 		return 1, err
 	}

@@ -105,6 +105,14 @@ func TestLeasedMembersRunPods(t *testing.T) {
 	t.Run("Pod Security keeps a lease holder off the host", func(t *testing.T) {
 		podSecurity(t, direct, proxied)
 	})
+	out := startOutside(t)
+	defer out.stop()
+	t.Run("a hostile holder of a member without egress gets nothing beyond it", func(t *testing.T) {
+		hostile(t, direct, out, false)
+	})
+	t.Run("a hostile holder of a member with public egress gets only public addresses", func(t *testing.T) {
+		hostile(t, proxied, out, true)
+	})
 	t.Run("after release nothing of the members is left", func(t *testing.T) {
 		releaseLeavesNothing(t, direct, proxied)
 	})

@@ -65,9 +65,6 @@ type Options struct {
 	// PauseImage is the image name in the pause archive. Default
 	// DefaultPauseImage.
 	PauseImage string
-	// NodeEgress lets members' pods open connections beyond the host
-	// (masqueraded); without it they reach only their own member.
-	NodeEgress bool
 	// MaxMembers caps the members in DataRoot (0: no cap). The pool
 	// controller holds pools back at the same cap (--local-max-members)
 	// before it creates ClusterInstances; this is the last line, for
@@ -332,6 +329,9 @@ func (b *Backend) Create(ctx context.Context, m backend.Member) error {
 		if _, err := nodeImages(b.opts.ImageDir, m); err != nil {
 			return err
 		}
+		if _, err := (&state{Egress: memberEgress(m)}).egress(); err != nil {
+			return err
+		}
 	}
 
 	// No state file: nothing was created, or a Create was interrupted
@@ -361,6 +361,7 @@ func (b *Backend) Create(ctx context.Context, m backend.Member) error {
 			return err
 		}
 		st.Slot = &slot
+		st.Egress = memberEgress(m)
 		mn, err := memberNet(st)
 		if err != nil {
 			return err
@@ -414,11 +415,17 @@ func (b *Backend) launchCore(rt *memberRT, p paths, st *state) error {
 			st.Endpoint = endpointURL(mn.Gateway.String(), port)
 		}
 		ctx, cancel := context.WithTimeout(b.ctx, time.Minute)
-		err = node.SetUpMemberNetwork(ctx, mn, port, b.opts.NodeEgress)
+		egress, err := st.egress()
+		if err == nil {
+			err = node.SetUpMemberNetwork(ctx, mn, port, egress)
+		}
 		cancel()
 		if err != nil {
 			return fmt.Errorf("setting up the member's network: %w", err)
 		}
+	}
+	if err := writeAddressGuard(p, st); err != nil {
+		return fmt.Errorf("writing the member's address guard: %w", err)
 	}
 	st.Processes = nil
 	for _, c := range []string{compEtcd, compAPIServer} {

@@ -85,7 +85,9 @@ func (b *Backend) componentArgs(p paths, st *state, c string) ([]string, error) 
 			"--kubelet-client-certificate="+p.pki(kubeletClientCert),
 			"--kubelet-client-key="+p.pki(kubeletClientKey),
 			"--kubelet-certificate-authority="+p.pki(clientCACert),
-			"--kubelet-preferred-address-types=InternalIP,Hostname",
+			// InternalIP only: the address guard holds it to the member's
+			// link; a Hostname address could name anything.
+			"--kubelet-preferred-address-types=InternalIP",
 		)
 		return append(args, b.tuning.args[c]...), nil
 	case compKCM:

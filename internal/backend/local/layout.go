@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -14,7 +15,9 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
+	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/backend"
+	"github.com/kunobi-ninja/kobe/internal/node"
 )
 
 // A member's data directory is <DataRoot>/<namespace>_<name>_<uid>. Namespace
@@ -117,6 +120,8 @@ type state struct {
 	// Nodes is the number of real nodes (kobe-node processes); with nodes
 	// kube-scheduler belongs to the member too.
 	Nodes int `json:"nodes,omitempty"`
+	// Egress is where the member's pods reach beyond it (nodes only).
+	Egress *stateEgress `json:"egress,omitempty"`
 	// Slot is the member's host network slot (internal/node), also in the
 	// slot file, which is written before the network is touched.
 	Slot *int `json:"slot,omitempty"`
@@ -142,6 +147,12 @@ type state struct {
 	Failure string `json:"failure,omitempty"`
 	// Processes are the member's running components.
 	Processes []process `json:"processes"`
+}
+
+// stateEgress is the pool's egress as the member was built with it.
+type stateEgress struct {
+	Public bool     `json:"public,omitempty"`
+	Allow  []string `json:"allow,omitempty"`
 }
 
 type process struct {
@@ -227,4 +238,29 @@ func writeFileAtomic(path string, data []byte, perm fs.FileMode) error {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	return nil
+}
+
+// memberEgress is the egress a member's pool asks for.
+func memberEgress(m backend.Member) *stateEgress {
+	e := m.Spec.Cluster.EffectiveEgress()
+	if e.Mode != kobev1.EgressPublic && len(e.AllowCIDRs) == 0 {
+		return nil
+	}
+	return &stateEgress{Public: e.Mode == kobev1.EgressPublic, Allow: e.AllowCIDRs}
+}
+
+// egress is the member's egress for its host firewall.
+func (st *state) egress() (node.Egress, error) {
+	if st.Egress == nil {
+		return node.Egress{}, nil
+	}
+	e := node.Egress{Public: st.Egress.Public}
+	for _, c := range st.Egress.Allow {
+		p, err := netip.ParsePrefix(c)
+		if err != nil || !p.Addr().Is4() {
+			return node.Egress{}, fmt.Errorf("egress range %q is not an IPv4 CIDR: %w", c, backend.ErrInvalidSpec)
+		}
+		e.Allow = append(e.Allow, p)
+	}
+	return e, nil
 }

@@ -176,6 +176,10 @@ func TestMemberLifecycle(t *testing.T) {
 		}
 	})
 
+	t.Run("Fence cuts client certificates and minted tokens at once, for good", func(t *testing.T) {
+		testFence(t, b, m, acc)
+	})
+
 	dir := b.paths(m).dir
 	gone, err := b.Delete(t.Context(), m)
 	if err != nil || !gone {

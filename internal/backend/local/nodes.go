@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -21,9 +22,11 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+	"github.com/kunobi-ninja/kobe/internal/addressguard"
 	"github.com/kunobi-ninja/kobe/internal/backend"
 	"github.com/kunobi-ninja/kobe/internal/credentials/pki"
 	"github.com/kunobi-ninja/kobe/internal/node"
+	"github.com/kunobi-ninja/kobe/internal/podsecurity"
 	"github.com/kunobi-ninja/kobe/internal/version"
 )
 
@@ -263,102 +266,58 @@ func memberNet(st *state) (node.MemberNet, error) {
 	return node.PlanMember(*st.Slot, st.Nodes)
 }
 
-// writeAdmissionConfig writes the API server's admission configuration:
-// Pod Security enforces level (and audits and warns at it) in every
-// namespace, with no exemptions. Below privileged, a static admission
-// policy (loaded from a file, so it can be neither seen nor removed through
-// the API, system:masters included) refuses namespace labels that would
-// lower the level: without it a lease holder could label a namespace
-// pod-security.kubernetes.io/enforce=privileged and run pods that own the
-// node.
+// writeAdmissionConfig writes the API server's admission configuration
+// and, below privileged, the static policies that keep Pod Security at
+// level (podsecurity.Render): without them a lease holder could lower a
+// namespace's level and run pods that own the operator's machine. The
+// policy directory always exists: writeAddressGuard puts the member's
+// address guard there once its API server's port is known.
 func writeAdmissionConfig(p paths, level kobev1.PodSecurityLevel) error {
-	l := string(level)
-	lines := []string{
-		"apiVersion: apiserver.config.k8s.io/v1",
-		"kind: AdmissionConfiguration",
-		"plugins:",
-		"- name: PodSecurity",
-		"  configuration:",
-		"    apiVersion: pod-security.admission.config.k8s.io/v1",
-		"    kind: PodSecurityConfiguration",
-		"    defaults:",
-		"      enforce: " + strconv.Quote(l),
-		`      enforce-version: "latest"`,
-		"      audit: " + strconv.Quote(l),
-		`      audit-version: "latest"`,
-		"      warn: " + strconv.Quote(l),
-		`      warn-version: "latest"`,
-		"    exemptions:",
-		"      usernames: []",
-		"      runtimeClasses: []",
-		"      namespaces: []",
+	config, policies, err := podsecurity.RenderShared(level, p.admissionPolicies())
+	if err != nil {
+		return fmt.Errorf("spec.cluster.podSecurity: %w", err)
 	}
-	allowed := map[kobev1.PodSecurityLevel][]string{
-		kobev1.PodSecurityBaseline:   {"baseline", "restricted"},
-		kobev1.PodSecurityRestricted: {"restricted"},
-	}[level]
 	if err := os.RemoveAll(p.admissionPolicies()); err != nil {
 		return err
 	}
-	if allowed != nil {
-		if err := os.MkdirAll(p.admissionPolicies(), 0o700); err != nil {
-			return err
-		}
-		if err := writeFileAtomic(filepath.Join(p.admissionPolicies(), "pod-security.yaml"), []byte(podSecurityPolicy(l, allowed)), 0o600); err != nil {
-			return err
-		}
-		lines = append(lines,
-			"- name: ValidatingAdmissionPolicy",
-			"  configuration:",
-			"    apiVersion: apiserver.config.k8s.io/v1",
-			"    kind: ValidatingAdmissionPolicyConfiguration",
-			"    staticManifestsDir: "+strconv.Quote(p.admissionPolicies()),
-		)
+	if err := os.MkdirAll(p.admissionPolicies(), 0o700); err != nil {
+		return err
 	}
-	return writeFileAtomic(p.admissionConfig(), []byte(strings.Join(append(lines, ""), "\n")), 0o600)
+	if policies != nil {
+		if err := writeFileAtomic(filepath.Join(p.admissionPolicies(), podsecurity.PolicyFile), policies, 0o600); err != nil {
+			return err
+		}
+	}
+	return writeFileAtomic(p.admissionConfig(), config, 0o600)
 }
 
-// podSecurityPolicyName is the static admission policy that keeps
-// namespaces at the member's Pod Security level (the suffix marks
-// policies loaded from files).
-const podSecurityPolicyName = "kobe-pod-security.static.k8s.io"
+// addressGuardFile is the address guard's file in the policy directory.
+const addressGuardFile = "member-addresses.yaml"
 
-// podSecurityPolicy refuses namespaces whose Pod Security enforce label is
-// not one of allowed, or whose enforce-version is not "latest".
-func podSecurityPolicy(level string, allowed []string) string {
-	quoted := make([]string, len(allowed))
-	for i, a := range allowed {
-		quoted[i] = "'" + a + "'"
+// writeAddressGuard writes the static policy that keeps every address the
+// member's API server dials inside the member (addressguard): its pods'
+// and nodes' ranges with nodes, none without; the "kubernetes" Service
+// names only the API server. The API server runs in the host's network,
+// so without it a forged pod status made it a proxy to the host's
+// neighbours. Called before each start of the API server: its port
+// changes between attempts.
+func writeAddressGuard(p paths, st *state) error {
+	r := addressguard.Ranges{APIServer: netip.AddrPortFrom(netip.Addr{}, uint16(st.APIServerPort))}
+	if st.Nodes > 0 {
+		mn, err := memberNet(st)
+		if err != nil {
+			return err
+		}
+		r.Pods = []netip.Prefix{mn.ClusterCIDR, mn.Link}
+		r.Nodes = []netip.Prefix{mn.Link}
+		r.Host = mn.Gateway
+		r.APIServer = netip.AddrPortFrom(mn.Gateway, uint16(st.APIServerPort))
 	}
-	labels := "(has(object.metadata.labels) ? object.metadata.labels : {})"
-	return strings.Join([]string{
-		"apiVersion: admissionregistration.k8s.io/v1",
-		"kind: ValidatingAdmissionPolicy",
-		"metadata:",
-		"  name: " + podSecurityPolicyName,
-		"spec:",
-		"  failurePolicy: Fail",
-		"  matchConstraints:",
-		"    resourceRules:",
-		`    - apiGroups: [""]`,
-		`      apiVersions: ["v1"]`,
-		`      operations: ["CREATE", "UPDATE"]`,
-		`      resources: ["namespaces"]`,
-		"  validations:",
-		"  - expression: " + strconv.Quote("!('pod-security.kubernetes.io/enforce' in "+labels+") || "+labels+"['pod-security.kubernetes.io/enforce'] in ["+strings.Join(quoted, ", ")+"]"),
-		"    message: " + strconv.Quote("this member enforces Pod Security "+level+": a namespace's pod-security.kubernetes.io/enforce label may only be "+strings.Join(allowed, " or ")),
-		"  - expression: " + strconv.Quote("!('pod-security.kubernetes.io/enforce-version' in "+labels+") || "+labels+"['pod-security.kubernetes.io/enforce-version'] == 'latest'"),
-		"    message: " + strconv.Quote("this member enforces Pod Security "+level+" at version latest: a namespace's pod-security.kubernetes.io/enforce-version label may only be latest"),
-		"---",
-		"apiVersion: admissionregistration.k8s.io/v1",
-		"kind: ValidatingAdmissionPolicyBinding",
-		"metadata:",
-		"  name: " + podSecurityPolicyName,
-		"spec:",
-		"  policyName: " + podSecurityPolicyName,
-		"  validationActions: [Deny]",
-		"",
-	}, "\n")
+	data, err := addressguard.Policy(r)
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(filepath.Join(p.admissionPolicies(), addressGuardFile), data, 0o600)
 }
 
 // writeKubeletClient writes the API server's client certificate for

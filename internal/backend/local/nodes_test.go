@@ -2,6 +2,7 @@ package local
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,6 +14,7 @@ import (
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/backend"
 	"github.com/kunobi-ninja/kobe/internal/node"
+	"github.com/kunobi-ninja/kobe/internal/podsecurity"
 	"github.com/kunobi-ninja/kobe/internal/testenv"
 )
 
@@ -95,6 +97,10 @@ func TestReadSlot(t *testing.T) {
 	}
 }
 
+// TestAdmissionConfig checks the wiring of podsecurity's rendering (tested
+// there, and against a real API server in its admissiontest package): the
+// configuration names the directory the policies are written to, and a
+// privileged member keeps no policy from an earlier level.
 func TestAdmissionConfig(t *testing.T) {
 	p := paths{dir: t.TempDir()}
 	for _, level := range []kobev1.PodSecurityLevel{kobev1.PodSecurityBaseline, kobev1.PodSecurityRestricted, kobev1.PodSecurityPrivileged} {
@@ -105,27 +111,29 @@ func TestAdmissionConfig(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, mode := range []string{"enforce", "audit", "warn"} {
-			if !strings.Contains(string(data), mode+`: "`+string(level)+`"`) {
-				t.Errorf("%s: no %s level:\n%s", level, mode, data)
-			}
+		wantConfig, wantPolicies, err := podsecurity.RenderShared(level, p.admissionPolicies())
+		if err != nil {
+			t.Fatal(err)
 		}
-		if !strings.Contains(string(data), "namespaces: []") || !strings.Contains(string(data), "usernames: []") {
-			t.Errorf("exemptions are not empty:\n%s", data)
+		if string(data) != string(wantConfig) {
+			t.Errorf("%s: configuration\n%s\nwant\n%s", level, data, wantConfig)
 		}
-		policy, err := os.ReadFile(filepath.Join(p.admissionPolicies(), "pod-security.yaml"))
+		policies, err := os.ReadFile(filepath.Join(p.admissionPolicies(), podsecurity.PolicyFile))
 		switch {
 		case level == kobev1.PodSecurityPrivileged:
-			if err == nil || strings.Contains(string(data), "staticManifestsDir") {
-				t.Errorf("privileged: a namespace policy is configured:\n%s", data)
+			// No Pod Security policy, but the directory is read: the
+			// address guard lives there at every level.
+			if _, serr := os.Stat(p.admissionPolicies()); serr != nil || err == nil || !strings.Contains(string(data), "staticManifestsDir") {
+				t.Errorf("privileged: a Pod Security policy, or no policy directory:\n%s", data)
 			}
 		case err != nil:
-			t.Errorf("%s: no namespace policy: %v", level, err)
-		case !strings.Contains(string(data), "staticManifestsDir: "+strconv.Quote(p.admissionPolicies())) || !strings.Contains(string(policy), podSecurityPolicyName):
-			t.Errorf("%s: namespace policy not wired:\n%s\n%s", level, data, policy)
-		case level == kobev1.PodSecurityRestricted && strings.Contains(string(policy), "'baseline'"):
-			t.Errorf("restricted allows baseline namespaces:\n%s", policy)
+			t.Errorf("%s: no policies: %v", level, err)
+		case string(policies) != string(wantPolicies) || !strings.Contains(string(data), "staticManifestsDir: "+p.admissionPolicies()):
+			t.Errorf("%s: policies not wired:\n%s\n%s", level, data, policies)
 		}
+	}
+	if err := writeAdmissionConfig(p, "lax"); err == nil || !strings.Contains(err.Error(), "spec.cluster.podSecurity") {
+		t.Errorf("unknown level: %v", err)
 	}
 	if got := (kobev1.ClusterTemplate{}).EffectivePodSecurity(); got != kobev1.PodSecurityBaseline {
 		t.Errorf("default Pod Security %s, want baseline", got)
@@ -271,7 +279,7 @@ func TestAPIServerArgs(t *testing.T) {
 		"--bind-address="+mn.Gateway.String(), "--advertise-address="+mn.Gateway.String(),
 		"--service-cluster-ip-range="+mn.ServiceCIDR.String(), "--authorization-mode=Node,RBAC",
 		"--enable-admission-plugins=NodeRestriction,PodSecurity",
-		"--kubelet-client-certificate="+p.pki(kubeletClientCert), "--kubelet-preferred-address-types=InternalIP,Hostname",
+		"--kubelet-client-certificate="+p.pki(kubeletClientCert), "--kubelet-preferred-address-types=InternalIP",
 	)
 	if slices.ContainsFunc(withNodes, func(a string) bool { return strings.HasPrefix(a, "--service-cluster-ip-range=10.") }) {
 		t.Errorf("a member with nodes uses the 10/8 Service range: %v", withNodes)
@@ -297,5 +305,33 @@ func TestHostCapRefusesCreate(t *testing.T) {
 	}
 	if err := b.checkHostCap(memberDirName(other)); err != nil {
 		t.Fatalf("a member's own directory counted against the cap: %v", err)
+	}
+}
+
+// TestAddressGuardFollowsThePort: the guard names the API server's port of
+// the current start, and with nodes the member's ranges and gateway.
+func TestAddressGuardFollowsThePort(t *testing.T) {
+	p := paths{dir: t.TempDir()}
+	if err := writeAdmissionConfig(p, kobev1.PodSecurityPrivileged); err != nil {
+		t.Fatal(err)
+	}
+	slot := 3
+	for _, st := range []*state{{APIServerPort: 40001}, {APIServerPort: 40002, Nodes: 1, Slot: &slot}} {
+		if err := writeAddressGuard(p, st); err != nil {
+			t.Fatal(err)
+		}
+		data, err := os.ReadFile(filepath.Join(p.admissionPolicies(), addressGuardFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(data), fmt.Sprintf("p.port == %d", st.APIServerPort)) {
+			t.Errorf("nodes %d: the guard does not pin the API server's port %d:\n%s", st.Nodes, st.APIServerPort, data)
+		}
+		if st.Nodes > 0 && !strings.Contains(string(data), "198.19.195.1") {
+			t.Errorf("the guard of a member with nodes does not name its gateway:\n%s", data)
+		}
+		if st.Nodes == 0 && strings.Contains(string(data), "cidr(") {
+			t.Errorf("a member without nodes admits some pod address:\n%s", data)
+		}
 	}
 }

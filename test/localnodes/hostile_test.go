@@ -1,0 +1,240 @@
+package localnodes
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kunobi-ninja/kobe/internal/testenv"
+)
+
+// The hostile-holder attacks on local members with a node: each is what a
+// lease holder (system:masters of the member) tries with the lease's own
+// kubeconfig to reach beyond the member. They share the suite's two
+// members, so they cost seconds, not members.
+
+// outside is a listener beyond every member: a network namespace of the
+// test's own, joined to the host by a veth, serving testapp on :8080 at a
+// private address and at a public-looking one routed to it, so no packet
+// ever leaves the machine.
+type outside struct {
+	private, public string // host:port
+	// host is a listener of the test process on the host's own address.
+	host string
+	stop func()
+}
+
+const (
+	outsideNetns   = "kobe-hostile"
+	outsideHostIf  = "kbhost0"
+	outsideHostIP  = "10.254.254.1"
+	outsidePrivate = "10.254.254.2"
+	// outsidePublic is a public unicast address routed to the namespace
+	// for the test's duration: what "the Internet" is to a pool that
+	// allows Public egress.
+	outsidePublic = "1.2.3.4"
+)
+
+func startOutside(t *testing.T) *outside {
+	t.Helper()
+	bin := filepath.Join(imageDir, "rootfs", "testapp")
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("testapp binary %s missing: run `make image-testapp`", bin)
+	}
+	ip := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %s: %v %s", strings.Join(args, " "), err, out)
+		}
+	}
+	cleanup := func() {
+		_ = exec.Command("ip", "route", "del", outsidePublic+"/32").Run()
+		_ = exec.Command("ip", "link", "del", outsideHostIf).Run()
+		_ = exec.Command("ip", "netns", "del", outsideNetns).Run()
+	}
+	cleanup()
+	ip("netns", "add", outsideNetns)
+	ip("link", "add", outsideHostIf, "type", "veth", "peer", "name", "eth0", "netns", outsideNetns)
+	ip("addr", "add", outsideHostIP+"/30", "dev", outsideHostIf)
+	ip("link", "set", outsideHostIf, "up")
+	ip("-n", outsideNetns, "addr", "add", outsidePrivate+"/30", "dev", "eth0")
+	ip("-n", outsideNetns, "addr", "add", outsidePublic+"/32", "dev", "eth0")
+	ip("-n", outsideNetns, "link", "set", "eth0", "up")
+	ip("-n", outsideNetns, "link", "set", "lo", "up")
+	ip("-n", outsideNetns, "route", "add", "default", "via", outsideHostIP)
+	ip("route", "add", outsidePublic+"/32", "via", outsidePrivate, "dev", outsideHostIf)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	srv := exec.CommandContext(ctx, "ip", "netns", "exec", outsideNetns, bin)
+	if err := srv.Start(); err != nil {
+		cancel()
+		cleanup()
+		t.Fatal(err)
+	}
+	hostLn, err := net.Listen("tcp", outsideHostIP+":0")
+	if err != nil {
+		cancel()
+		_ = srv.Wait()
+		cleanup()
+		t.Fatal(err)
+	}
+	go func() {
+		for {
+			c, err := hostLn.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	o := &outside{
+		private: outsidePrivate + ":8080",
+		public:  outsidePublic + ":8080",
+		host:    hostLn.Addr().String(),
+		stop: func() {
+			hostLn.Close()
+			cancel()
+			_ = srv.Wait()
+			cleanup()
+		},
+	}
+	// Control: the host reaches both, so a refusal from a pod is the
+	// member's firewall and not a dead listener.
+	testenv.Eventually(t, 10*time.Second, "the outside listener to answer the host", func() error {
+		c, err := net.DialTimeout("tcp", o.host, time.Second)
+		if err != nil {
+			return err
+		}
+		c.Close()
+		for _, a := range []string{o.private, o.public} {
+			c := http.Client{Timeout: time.Second}
+			resp, err := c.Get("http://" + a + "/")
+			if err != nil {
+				return err
+			}
+			resp.Body.Close()
+		}
+		return nil
+	})
+	return o
+}
+
+// hostile runs the attacks against w's member. publicEgress says whether
+// w's pool lets its pods reach public addresses.
+func hostile(t *testing.T, w *workload, out *outside, publicEgress bool) {
+	t.Run("Pod Security cannot be lowered through any namespace path", func(t *testing.T) {
+		privileged := `{"metadata":{"labels":{"pod-security.kubernetes.io/enforce":"privileged"}}}`
+		for _, args := range [][]string{
+			{"patch", "namespace", "default", "--subresource=status", "--type=merge", "-p", privileged},
+			{"patch", "namespace", "default", "--type=merge", "-p", privileged},
+			{"label", "namespace", "kube-system", "pod-security.kubernetes.io/enforce-version=v1.0", "--overwrite"},
+		} {
+			if got, err := testenv.Kubectl(t, w.kubeconfig, args...); err == nil {
+				t.Errorf("kubectl %s was accepted: %s", strings.Join(args, " "), got)
+			}
+		}
+		ns := `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"pwn","labels":{"pod-security.kubernetes.io/enforce":"privileged"}}}`
+		for _, args := range [][]string{
+			{"create", "-f", writeFile(t, ns)},
+			{"apply", "--server-side", "-f", writeFile(t, ns)},
+		} {
+			if got, err := testenv.Kubectl(t, w.kubeconfig, args...); err == nil {
+				t.Errorf("kubectl %s of a privileged namespace was accepted: %s", args[0], got)
+			}
+		}
+		// finalize is a PUT of the whole namespace.
+		finalize := `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"default","labels":{"pod-security.kubernetes.io/enforce":"privileged"}},"spec":{"finalizers":["kubernetes"]}}`
+		if got, err := testenv.Kubectl(t, w.kubeconfig, "replace", "--raw", "/api/v1/namespaces/default/finalize", "-f", writeFile(t, finalize)); err == nil {
+			t.Errorf("PUT namespaces/default/finalize with a privileged label was accepted: %s", got)
+		}
+	})
+
+	t.Run("a privileged ephemeral container is refused", func(t *testing.T) {
+		patch := `{"spec":{"ephemeralContainers":[{"name":"root","image":"` + testappImage + `","imagePullPolicy":"Never","securityContext":{"privileged":true}}]}}`
+		if got, err := testenv.Kubectl(t, w.kubeconfig, "patch", "pod", "client", "--subresource=ephemeralcontainers", "--type=strategic", "-p", patch); err == nil {
+			t.Errorf("a privileged ephemeral container was admitted: %s", got)
+		}
+	})
+
+	t.Run("member pods run under seccomp", func(t *testing.T) {
+		status, err := execIn(t, w, "read", "/proc/self/status")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(status, "Seccomp:\t2") {
+			t.Errorf("a member pod runs without the runtime's seccomp filter:\n%s", grepLine(status, "Seccomp"))
+		}
+	})
+
+	t.Run("the API server cannot be pointed outside the member", func(t *testing.T) {
+		pod := `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"ssrf"},"spec":{"nodeSelector":{"nowhere":"true"},"containers":[{"name":"c","image":"` + testappImage + `"}]}}`
+		if got, err := testenv.Kubectl(t, w.kubeconfig, "create", "-f", writeFile(t, pod)); err != nil {
+			t.Fatalf("creating a pending pod: %v %s", err, got)
+		}
+		for _, target := range []string{outsidePrivate, outsidePublic, outsideHostIP, w.member.Status.Endpoint} {
+			target = strings.TrimPrefix(target, "https://")
+			if h, _, ok := strings.Cut(target, ":"); ok {
+				target = h
+			}
+			patch := fmt.Sprintf(`{"status":{"podIP":%q,"podIPs":[{"ip":%q}]}}`, target, target)
+			if got, err := testenv.Kubectl(t, w.kubeconfig, "patch", "pod", "ssrf", "--subresource=status", "--type=merge", "-p", patch); err == nil {
+				t.Errorf("a pod's status was forged to %s: %s", target, got)
+			}
+		}
+		// Whatever the admission said, the proxy must not return the
+		// listener's answer.
+		if got, err := testenv.Kubectl(t, w.kubeconfig, "get", "--raw", "/api/v1/namespaces/default/pods/http:ssrf:8080/proxy/"); err == nil {
+			t.Errorf("pods/proxy of a forged pod answered: %.200s", got)
+		}
+		svc := `{"apiVersion":"v1","kind":"Service","metadata":{"name":"ext"},"spec":{"type":"ExternalName","externalName":"` + outsidePrivate + `"}}`
+		if got, err := testenv.Kubectl(t, w.kubeconfig, "create", "-f", writeFile(t, svc)); err == nil {
+			t.Errorf("an ExternalName Service was admitted: %s", got)
+		}
+		ep := `{"apiVersion":"v1","kind":"Endpoints","metadata":{"name":"outside"},"subsets":[{"addresses":[{"ip":"` + outsidePrivate + `"}],"ports":[{"port":8080}]}]}`
+		if got, err := testenv.Kubectl(t, w.kubeconfig, "create", "-f", writeFile(t, ep)); err == nil {
+			t.Errorf("Endpoints naming an outside address were admitted: %s", got)
+		}
+		node := `{"apiVersion":"v1","kind":"Node","metadata":{"name":"forged"},"status":{"addresses":[{"type":"InternalIP","address":"` + outsidePrivate + `"}]}}`
+		if got, err := testenv.Kubectl(t, w.kubeconfig, "create", "-f", writeFile(t, node)); err == nil {
+			t.Errorf("a Node with an outside address was admitted: %s", got)
+			_, _ = testenv.Kubectl(t, w.kubeconfig, "delete", "node", "forged")
+		}
+		hook := `{"apiVersion":"admissionregistration.k8s.io/v1","kind":"ValidatingWebhookConfiguration","metadata":{"name":"out"},"webhooks":[{"name":"out.example.com","clientConfig":{"url":"https://` + outsidePrivate + `:8080/"},"sideEffects":"None","admissionReviewVersions":["v1"]}]}`
+		if got, err := testenv.Kubectl(t, w.kubeconfig, "create", "-f", writeFile(t, hook)); err == nil {
+			t.Errorf("a webhook with a URL was admitted: %s", got)
+		}
+		_, _ = testenv.Kubectl(t, w.kubeconfig, "delete", "pod", "ssrf", "--grace-period=0", "--force")
+	})
+
+	t.Run("egress reaches only what the pool allows", func(t *testing.T) {
+		if got, err := execIn(t, w, "dial", out.private); err == nil {
+			t.Errorf("a pod of %s reached the private listener %s: %s", w.pool, out.private, got)
+		}
+		if got, err := execIn(t, w, "dial", out.host); err == nil {
+			t.Errorf("a pod of %s reached a listener on the host's own address %s: %s", w.pool, out.host, got)
+		}
+		got, err := execIn(t, w, "dial", out.public)
+		switch {
+		case publicEgress && err != nil:
+			t.Errorf("a pod of %s (egress Public) cannot reach the public listener %s: %v", w.pool, out.public, err)
+		case !publicEgress && err == nil:
+			t.Errorf("a pod of %s (no egress) reached the public listener %s: %s", w.pool, out.public, got)
+		}
+	})
+}
+
+func grepLine(text, prefix string) string {
+	for _, l := range strings.Split(text, "\n") {
+		if strings.HasPrefix(l, prefix) {
+			return l
+		}
+	}
+	return "(no " + prefix + " line)"
+}
