@@ -125,6 +125,26 @@ type Capabilities struct {
 	Simulated bool
 }
 
+// Fencer is implemented by backends that can make a member's API server
+// stop answering at once, before the slower Delete. Every credential a
+// lease holder has (the lease's client certificate, ServiceAccount tokens
+// minted inside the member) is only accepted by that API server, so fencing
+// it cuts them all, in every access mode.
+//
+// The operator fences a leased member as the first step of its teardown,
+// and again before Delete until it has recorded a fence, so a new leader
+// fences a member its predecessor left half-recycled.
+type Fencer interface {
+	// Fence stops the member's API server for good: nothing of the backend
+	// starts it again, and nothing a lease holder can do inside the member
+	// undoes it. It returns once the API server refuses requests (or, where
+	// the backend's host only acts asynchronously, once the stop is
+	// ordered with the shortest grace it allows). Idempotent: fencing a
+	// fenced, failed or absent member returns nil. Observe may report a
+	// fenced member Failed; Delete works on it as on any other.
+	Fence(ctx context.Context, m Member) error
+}
+
 // Sweeper is implemented by backends that can find members nobody owns.
 type Sweeper interface {
 	// Sweep destroys every member for which owned returns false. It is run

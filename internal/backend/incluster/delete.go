@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
@@ -18,7 +19,8 @@ import (
 )
 
 // kinds are the host object kinds a member is made of, pods first so that
-// the control plane stops before its Secret goes.
+// the control plane stops before its Secret goes, and the NetworkPolicy
+// last: it must outlive the pods (Delete).
 var kinds = []struct {
 	name    string
 	newList func() client.ObjectList
@@ -30,14 +32,14 @@ var kinds = []struct {
 	{"PodDisruptionBudget", func() client.ObjectList { return &policyv1.PodDisruptionBudgetList{} }, func(l client.ObjectList) []client.Object {
 		return objects(l.(*policyv1.PodDisruptionBudgetList).Items)
 	}},
-	{"NetworkPolicy", func() client.ObjectList { return &networkingv1.NetworkPolicyList{} }, func(l client.ObjectList) []client.Object {
-		return objects(l.(*networkingv1.NetworkPolicyList).Items)
-	}},
 	{"Service", func() client.ObjectList { return &corev1.ServiceList{} }, func(l client.ObjectList) []client.Object {
 		return objects(l.(*corev1.ServiceList).Items)
 	}},
 	{"Secret", func() client.ObjectList { return &corev1.SecretList{} }, func(l client.ObjectList) []client.Object {
 		return objects(l.(*corev1.SecretList).Items)
+	}},
+	{"NetworkPolicy", func() client.ObjectList { return &networkingv1.NetworkPolicyList{} }, func(l client.ObjectList) []client.Object {
+		return objects(l.(*networkingv1.NetworkPolicyList).Items)
 	}},
 }
 
@@ -59,6 +61,11 @@ func objects[T any, PT interface {
 // that an object re-created under the same name by someone else survives.
 // gone is true only once a fresh look finds none left; pods are given a
 // grace of one second (deleteGrace).
+//
+// The NetworkPolicy goes last: only in a pass whose live list finds no pod
+// of the member, so that a pod slow to die, or one whose delete failed,
+// never runs unfiltered. When the first pass's pods are gone at once, the
+// policy goes in a second pass of the same call.
 func (b *Backend) Delete(ctx context.Context, m backend.Member) (bool, error) {
 	objs, err := b.memberObjects(ctx, m)
 	if err != nil {
@@ -67,23 +74,54 @@ func (b *Backend) Delete(ctx context.Context, m backend.Member) (bool, error) {
 	if len(objs) == 0 {
 		return true, nil
 	}
-	var errs []error
-	for _, o := range objs {
-		if o.GetDeletionTimestamp() != nil {
-			continue
-		}
-		if err := b.deleteObject(ctx, o); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
+	heldBack, err := b.deleteMemberObjects(ctx, objs)
+	if err != nil {
 		return false, err
 	}
 	left, err := b.memberObjects(ctx, m)
 	if err != nil {
 		return false, err
 	}
+	if heldBack && len(left) > 0 && !slices.ContainsFunc(left, isPod) {
+		if _, err := b.deleteMemberObjects(ctx, left); err != nil {
+			return false, err
+		}
+		if left, err = b.memberObjects(ctx, m); err != nil {
+			return false, err
+		}
+	}
 	return len(left) == 0, nil
+}
+
+// deleteMemberObjects deletes the objects of one member that are not being
+// deleted already, except its NetworkPolicies while any of objs is a pod
+// (heldBack says it kept one).
+func (b *Backend) deleteMemberObjects(ctx context.Context, objs []client.Object) (heldBack bool, err error) {
+	podsLeft := slices.ContainsFunc(objs, isPod)
+	var errs []error
+	for _, o := range objs {
+		if o.GetDeletionTimestamp() != nil {
+			continue
+		}
+		if podsLeft && isPolicy(o) {
+			heldBack = true
+			continue
+		}
+		if err := b.deleteObject(ctx, o); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return heldBack, errors.Join(errs...)
+}
+
+func isPod(o client.Object) bool {
+	_, ok := o.(*corev1.Pod)
+	return ok
+}
+
+func isPolicy(o client.Object) bool {
+	_, ok := o.(*networkingv1.NetworkPolicy)
+	return ok
 }
 
 // deleteObject deletes one object, fenced by its UID, in the background.
@@ -150,18 +188,34 @@ func ownedByUID(o client.Object, uid types.UID) bool {
 // Sweep implements backend.Sweeper: every object in Options.Namespace that
 // carries this backend's labels and a member UID owned rejects is deleted
 // (UID preconditions). removed lists "<Kind> <namespace>/<name>" of each.
-// Objects in other namespaces are never looked at.
+// Objects in other namespaces are never looked at. As in Delete, a member's
+// NetworkPolicy goes only once a live list finds none of its pods: in a
+// second pass when they went in the first, else in a later sweep.
 func (b *Backend) Sweep(ctx context.Context, owned backend.OwnedFunc) ([]string, error) {
-	found, err := b.unowned(ctx, owned)
-	errs := []error{err}
 	var removed []string
-	for _, f := range found {
-		if err := b.deleteObject(ctx, f.obj); err != nil {
-			errs = append(errs, err)
-			continue
+	var errs []error
+	for pass := range 2 {
+		found, podsLeft, err := b.unowned(ctx, owned)
+		errs = append(errs, err)
+		heldBack := false
+		for _, f := range found {
+			if pass > 0 && !isPolicy(f.obj) {
+				continue // the first pass tried it
+			}
+			if isPolicy(f.obj) && (podsLeft == nil || podsLeft[f.obj.GetLabels()[LabelMemberUID]]) {
+				heldBack = true
+				continue
+			}
+			if err := b.deleteObject(ctx, f.obj); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			b.opts.Log.Info("Removed host object of a member nobody owns", "object", f.desc, "memberUID", f.obj.GetLabels()[LabelMemberUID])
+			removed = append(removed, f.desc)
 		}
-		b.opts.Log.Info("Removed host object of a member nobody owns", "object", f.desc, "memberUID", f.obj.GetLabels()[LabelMemberUID])
-		removed = append(removed, f.desc)
+		if !heldBack {
+			break
+		}
 	}
 	return removed, errors.Join(errs...)
 }
@@ -169,7 +223,7 @@ func (b *Backend) Sweep(ctx context.Context, owned backend.OwnedFunc) ([]string,
 // Leaks implements backend.LeakFinder: what Sweep would delete, deleting
 // nothing.
 func (b *Backend) Leaks(ctx context.Context, owned backend.OwnedFunc) ([]string, error) {
-	found, err := b.unowned(ctx, owned)
+	found, _, err := b.unowned(ctx, owned)
 	out := make([]string, 0, len(found))
 	for _, f := range found {
 		out = append(out, f.desc)
@@ -185,16 +239,21 @@ type unownedObject struct {
 
 // unowned lists the objects in Options.Namespace that carry this backend's
 // labels and a member UID owned rejects, and are not being deleted already.
-func (b *Backend) unowned(ctx context.Context, owned backend.OwnedFunc) ([]unownedObject, error) {
-	var out []unownedObject
+// podsLeft holds the member UIDs of those that have a pod, being deleted or
+// not; it is nil when the pods could not be listed.
+func (b *Backend) unowned(ctx context.Context, owned backend.OwnedFunc) (out []unownedObject, podsLeft map[string]bool, err error) {
 	var errs []error
 	verdict := map[string]bool{}
+	podsLeft = map[string]bool{}
 	for _, k := range kinds {
 		l := k.newList()
 		err := b.opts.Client.List(ctx, l, client.InNamespace(b.opts.Namespace),
 			client.MatchingLabels{LabelManagedBy: ManagedBy, LabelBackend: string(b.opts.Type)}, client.HasLabels{LabelMemberUID})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("listing %ss in %s: %w", k.name, b.opts.Namespace, err))
+			if k.name == "Pod" {
+				podsLeft = nil // unknown: no policy may go
+			}
 			continue
 		}
 		items := k.items(l)
@@ -206,11 +265,17 @@ func (b *Backend) unowned(ctx context.Context, owned backend.OwnedFunc) ([]unown
 				keep = owned(o.GetNamespace(), types.UID(uid))
 				verdict[uid] = keep
 			}
-			if keep || o.GetDeletionTimestamp() != nil {
+			if keep {
+				continue
+			}
+			if isPod(o) {
+				podsLeft[uid] = true
+			}
+			if o.GetDeletionTimestamp() != nil {
 				continue
 			}
 			out = append(out, unownedObject{obj: o, desc: fmt.Sprintf("%s %s/%s", k.name, o.GetNamespace(), o.GetName())})
 		}
 	}
-	return out, errors.Join(errs...)
+	return out, podsLeft, errors.Join(errs...)
 }

@@ -68,9 +68,10 @@ func renderSecret(t kobev1.BackendType, m backend.Member, clusterIP string, data
 // connections from each other (etcd and every other port), on the API port
 // from the operator's pods (operatorSelector, in the member's namespace)
 // and, for Direct access, from anywhere; they open connections only to each
-// other and to DNS (port 53). Its bootstrap Jobs' pods reach the API port
-// too. Loopback inside a pod is never filtered, so
-// the components of one pod talk freely.
+// other. No DNS rule: member pods have no cluster DNS (resolvConf "") and
+// the control plane uses addresses, while port 53 to anywhere is a tunnel
+// out. Its bootstrap Jobs' pods reach the API port too. Loopback inside a
+// pod is never filtered, so the components of one pod talk freely.
 func renderNetworkPolicy(t kobev1.BackendType, m backend.Member, port int32, operatorSelector map[string]string) *networkingv1.NetworkPolicy {
 	own := []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: selectorFor(t, m)}}}
 	apiPort := []networkingv1.NetworkPolicyPort{{Protocol: ptr.To(corev1.ProtocolTCP), Port: ptr.To(intstr.FromInt32(port))}}
@@ -83,20 +84,13 @@ func renderNetworkPolicy(t kobev1.BackendType, m backend.Member, port int32, ope
 	if accessMode(m) == kobev1.AccessDirect {
 		ingress = append(ingress, networkingv1.NetworkPolicyIngressRule{Ports: apiPort})
 	}
-	dns := intstr.FromInt32(53)
 	return &networkingv1.NetworkPolicy{
 		ObjectMeta: objectMeta(t, m, policyName(m)),
 		Spec: networkingv1.NetworkPolicySpec{
 			PodSelector: metav1.LabelSelector{MatchLabels: selectorFor(t, m)},
 			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
 			Ingress:     ingress,
-			Egress: []networkingv1.NetworkPolicyEgressRule{
-				{To: own},
-				{Ports: []networkingv1.NetworkPolicyPort{
-					{Protocol: ptr.To(corev1.ProtocolUDP), Port: &dns},
-					{Protocol: ptr.To(corev1.ProtocolTCP), Port: &dns},
-				}},
-			},
+			Egress:      []networkingv1.NetworkPolicyEgressRule{{To: own}},
 		},
 	}
 }

@@ -135,7 +135,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		// write-once); treat it as a lease that ended.
 		return r.recycle(ctx, s, kobev1.ReasonLeaseEnded, "member is Leased but names no lease", false)
 	case kobev1.InstanceRecycling:
-		return r.deleteInstance(ctx, s)
+		return r.recycleAgain(ctx, s)
 	}
 	return ctrl.Result{}, nil // Quarantined: kept for inspection, never touched.
 }

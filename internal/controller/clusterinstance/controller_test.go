@@ -50,18 +50,24 @@ type fakeBackend struct {
 	deletes map[string]int
 	state   map[string]backend.State
 	swept   []sweptMember
+	// calls lists, per member, "fence" and "delete" in the order made.
+	calls map[string][]string
+	// fencedAt is when each member was first fenced.
+	fencedAt map[string]time.Time
 }
 
 type memberPlan struct {
 	createErr   error
 	after       backend.State // state after Create; Ready when empty
 	slowDeletes int           // Delete reports "not gone yet" this many times
+	fenceFails  int           // Fence fails this many times
 	message     string        // what Observe says when not Ready; "fake says <state>" when empty
 }
 
 func newFake(kubeconfig []byte, endpoint string) *fakeBackend {
 	return &fakeBackend{kubeconfig: kubeconfig, endpoint: endpoint, plans: map[string]*memberPlan{},
-		creates: map[string]int{}, deletes: map[string]int{}, state: map[string]backend.State{}}
+		creates: map[string]int{}, deletes: map[string]int{}, state: map[string]backend.State{},
+		calls: map[string][]string{}, fencedAt: map[string]time.Time{}}
 }
 
 func (f *fakeBackend) Type() kobev1.BackendType { return kobev1.BackendLocal }
@@ -135,6 +141,7 @@ func (f *fakeBackend) Delete(_ context.Context, m backend.Member) (bool, error) 
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.deletes[key(m)]++
+	f.calls[key(m)] = append(f.calls[key(m)], "delete")
 	if p := f.plan(key(m)); f.deletes[key(m)] <= p.slowDeletes {
 		return false, nil
 	}

@@ -15,8 +15,9 @@ import (
 
 // finalize destroys a deleted member: Recycling until the backend reports
 // nothing of it is left, then its access Secret goes (no garbage collector is
-// assumed), then the finalizer. A member bound with cleanupMode
-// VerifiedDestroy must prove it instead (finalizeVerified).
+// assumed), then the finalizer. A bound member not yet fenced is fenced
+// first. A member bound with cleanupMode VerifiedDestroy must prove it
+// instead (finalizeVerified).
 func (r *Reconciler) finalize(ctx context.Context, s *scope) (ctrl.Result, error) {
 	if !controllerutil.ContainsFinalizer(s.inst, kobev1.FinalizerInstance) {
 		return ctrl.Result{}, nil
@@ -44,6 +45,7 @@ func (r *Reconciler) finalize(ctx context.Context, s *scope) (ctrl.Result, error
 	if refused != "" {
 		return ctrl.Result{RequeueAfter: elsewhereRecheck}, nil
 	}
+	r.fence(ctx, s)
 	if err := r.deleteJobs(ctx, s); err != nil {
 		return ctrl.Result{}, err
 	}

@@ -2,6 +2,7 @@ package clusterinstance
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -168,6 +169,9 @@ func (h *harness) requireHeldNotDestroyed(t *testing.T, m *kobev1.ClusterInstanc
 	key := m.Namespace + "/" + m.Name
 	if n := h.fake.count(h.fake.deletes, key); n != 0 {
 		t.Errorf("backend Delete called %d times for a member on another host", n)
+	}
+	if calls := h.fake.callsOf(key); slices.Contains(calls, "fence") {
+		t.Errorf("backend calls %v for a member on another host, want no fence", calls)
 	}
 	if h.hasEvent(t, m.Namespace, m.Name, kobev1.ReasonDestroyed) {
 		t.Error("a member on another host was reported Destroyed")

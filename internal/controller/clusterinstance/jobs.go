@@ -93,11 +93,10 @@ func (r *Reconciler) createJob(ctx context.Context, job *batchv1.Job, secret *co
 // deleteJobs deletes every bootstrap Job of the member and the Secrets
 // holding its kubeconfig: once the bootstraps completed (nothing should
 // keep an admin credential of the member around) and when the member is
-// destroyed. Only operators that run Jobs made any.
+// destroyed. It runs whether or not this operator runs Jobs: an earlier one
+// may have, and the Secrets hold the member's admin kubeconfig. (The member
+// owns them too, for when its finalizer is removed by hand.)
 func (r *Reconciler) deleteJobs(ctx context.Context, s *scope) error {
-	if !r.BootstrapJobs {
-		return nil
-	}
 	sel := client.MatchingLabels{kobev1.LabelMemberUID: string(s.inst.UID)}
 	has := client.HasLabels{kobev1.LabelBootstrap}
 	var jobs batchv1.JobList

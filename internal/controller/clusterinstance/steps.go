@@ -267,14 +267,27 @@ func (r *Reconciler) lookupLease(ctx context.Context, s *scope) (leaseState, str
 // to Recycling and deletes the object; the finalizer destroys the member.
 // The count comes first: the pool controller, woken by the member's move,
 // must find the failure its create backoff reads, or it builds the
-// replacement at once.
+// replacement at once. A bound member is fenced before anything is
+// written: its leaseRef is write-once, so no one can hand it out again,
+// and the fence is what ends its holder's access.
 func (r *Reconciler) recycle(ctx context.Context, s *scope, reason, msg string, failure bool) (ctrl.Result, error) {
+	r.fence(ctx, s)
 	if failure {
 		if err := r.countFailure(ctx, s, reason, msg); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
 	r.setPhase(s, kobev1.InstanceRecycling, reason, msg)
+	if err := s.patch.Status(ctx); err != nil || s.patch.Done() {
+		return ctrl.Result{}, err
+	}
+	return r.deleteInstance(ctx, s)
+}
+
+// recycleAgain deletes a member left Recycling (an operator stopped between
+// the move and the delete), fencing it first.
+func (r *Reconciler) recycleAgain(ctx context.Context, s *scope) (ctrl.Result, error) {
+	r.fence(ctx, s)
 	if err := s.patch.Status(ctx); err != nil || s.patch.Done() {
 		return ctrl.Result{}, err
 	}

@@ -522,9 +522,8 @@ func checkObjects(t *testing.T, e *env, m backend.Member, port int32) *corev1.Po
 	if m.Spec.Access.Mode == kobev1.AccessDirect {
 		wantIngress = append(wantIngress, networkingv1.NetworkPolicyIngressRule{Ports: apiPort})
 	}
-	dns := intstr.FromInt32(53)
-	wantEgress := []networkingv1.NetworkPolicyEgressRule{{To: own}, {Ports: []networkingv1.NetworkPolicyPort{
-		{Protocol: ptr.To(corev1.ProtocolUDP), Port: &dns}, {Protocol: ptr.To(corev1.ProtocolTCP), Port: &dns}}}}
+	// Egress to the member's own pods only (no DNS to anywhere).
+	wantEgress := []networkingv1.NetworkPolicyEgressRule{{To: own}}
 	if !equality.Semantic.DeepEqual(np.Spec.PodSelector.MatchLabels, sel) ||
 		!slices.Equal(np.Spec.PolicyTypes, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress}) ||
 		!equality.Semantic.DeepEqual(np.Spec.Ingress, wantIngress) || !equality.Semantic.DeepEqual(np.Spec.Egress, wantEgress) {
