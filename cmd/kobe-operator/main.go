@@ -50,6 +50,11 @@ import (
 // about 8 GiB; half the 32 network slots of members with nodes.
 const defaultLocalMaxMembers = 16
 
+// defaultMaxConcurrentLeases is --default-max-concurrent-leases: enough for
+// a CI job's parallel clusters, few enough that one caller cannot drain
+// every Ready member of a pool.
+const defaultMaxConcurrentLeases = 10
+
 // options are the operator's flags.
 type options struct {
 	leakSweepInterval time.Duration
@@ -69,18 +74,20 @@ type options struct {
 	localNodeAgent    string
 	localImageDir     string
 	localPauseImage   string
-	localNodeEgress   bool
 	localMaxMembers   int
 	leaseRetention    time.Duration
 	auditRetention    time.Duration
 	defaultMaxTTL     time.Duration
 	maxQueuedPerOwner int
+	defaultMaxLeases  int
+	saIssuers         []string
 	apiTLSCert        string
 	apiTLSKey         string
 	apiMaxInFlight    int
 	apiTLSCA          string
 	connectURL        string
 	connectMaxInFlt   int
+	connectMaxStreams int
 	apiAudience       string
 	disableLocal      bool
 	disableKubernetes bool
@@ -103,6 +110,7 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.IntVar(&o.apiMaxInFlight, "api-max-in-flight", apiserver.DefaultMaxInFlight, "Concurrent API requests served before answering 429.")
 	fs.StringVar(&o.apiTLSCA, "api-tls-ca-file", "", "PEM CA that verifies --api-tls-cert-file, put in the kubeconfigs of leases reached through the connect proxy (pools with access mode Proxy); empty leaves them to the system's trust roots.")
 	fs.StringVar(&o.connectURL, "connect-url", "", "Base URL (https://host[:port]) under which lease holders reach the connect proxy: Proxy-mode kubeconfigs point at <url>/connect/<lease>. Empty: https://<the Host of the API request that returned the kubeconfig>. Proxy access needs --api-tls-cert-file.")
+	fs.IntVar(&o.connectMaxStreams, "connect-max-streams-per-lease", connect.DefaultMaxStreamsPerLease, "Concurrent connect proxy requests of one lease on this replica (watches, exec, attach, logs -f and port-forward sessions included) before answering 429, so that one lease cannot take every --connect-max-in-flight slot.")
 	fs.IntVar(&o.connectMaxInFlt, "connect-max-in-flight", connect.DefaultMaxInFlight, "Concurrent connect proxy requests (open watches and exec, attach, logs -f and port-forward sessions included) served before answering 429; separate from --api-max-in-flight.")
 	fs.StringVar(&o.apiAudience, "api-audience", "", "Audience of this installation, published in GET /v1/status; SSH-signed requests must name it (default kobe:<namespace>:<namespace UID>). Give every replica the same value.")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", "", "Address of the controller metrics endpoint (default 127.0.0.1:8080; :8080 with --"+bindAllInterfacesFlag+"); 0 disables it.")
@@ -118,7 +126,6 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.localNodeAgent, "local-node-agent", "", "Path of the kobe-node program for local members with nodes (default: kobe-node next to this executable).")
 	fs.StringVar(&o.localImageDir, "local-image-dir", local.DefaultImageDir, "Directory with the pause image archive (pause.tar, `make image-pause`) and the image archives pools preload (backend.local.preloadImages).")
 	fs.StringVar(&o.localPauseImage, "local-pause-image", local.DefaultPauseImage, "Image name in the pause archive, the sandbox image of local members' nodes.")
-	fs.BoolVar(&o.localNodeEgress, "local-node-egress", true, "Let pods of local members with nodes open connections beyond the host (masqueraded); false keeps them to their own member.")
 	fs.IntVar(&o.localMaxMembers, "local-max-members", defaultLocalMaxMembers, "Most ClusterInstances of backend local that this operator keeps at once across all its pools (any phase, being deleted included); a pool that wants more creates nothing and reports Capacity HostCapacityReached until members go away. 0 removes the cap. The default fits a 2-core host: each member idles at about 5% of a core (docs/benchmarks.md) and one with a real node holds about 0.5 GiB.")
 	fs.BoolVar(&o.disableLocal, "disable-local-backend", false, "Do not wire the local backend.")
 	fs.BoolVar(&o.disableKubernetes, "disable-kubernetes-backend", false, "Do not wire the kubernetes backend (members as etcd, kube-apiserver and kube-controller-manager pods in --namespace of the host cluster).")
@@ -132,6 +139,11 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.BoolVar(&o.leakSweepDelete, "leak-sweep-delete", false, "Destroy what the periodic leak sweep finds, as the start-up sweep does, instead of only reporting it.")
 	fs.DurationVar(&o.auditRetention, "audit-retention", clusterlease.DefaultAuditRetention, "How long the audit record of a lease that held a member (ConfigMap kobe-audit-<lease UID>: who held which member, from when to when, under which policy) is kept; it outlives the lease.")
 	fs.IntVar(&o.maxQueuedPerOwner, "max-queued-per-owner", leaseservice.DefaultMaxQueuedPerOwner, "Most leases one caller (policy and identity) may have waiting for a member when its AccessPolicy rule sets no maxConcurrentLeases; beyond it the API answers 429 QueuedLeaseLimit.")
+	fs.IntVar(&o.defaultMaxLeases, "default-max-concurrent-leases", defaultMaxConcurrentLeases, "Most leases (Bound and Pending) one caller (policy and identity) may hold at once when its AccessPolicy rule sets no maxConcurrentLeases (the rule's own setting wins); beyond it the API answers 429 ConcurrentLeaseLimit. 0 removes the cap.")
+	fs.Func("service-account-issuer", "Issuer (\"iss\") of the host API server's ServiceAccount tokens, as its own --service-account-issuer; repeat for several. Bearer JWTs of other issuers cost no TokenReview. Unset: read once from the host API server's /.well-known/openid-configuration, which names only the first issuer (list them all here while issuers are being migrated).", func(v string) error {
+		o.saIssuers = append(o.saIssuers, v)
+		return nil
+	})
 	fs.DurationVar(&o.defaultMaxTTL, "default-max-ttl", auth.DefaultMaxTTL, "Longest lease TTL, and longest single extension, under an AccessPolicy rule that sets no maxTtl; longer requests are clamped.")
 }
 
@@ -148,6 +160,10 @@ func main() {
 	}
 	if o.localMaxMembers < 0 || o.localMaxMembers > math.MaxInt32 {
 		fmt.Fprintln(os.Stderr, "kobe-operator: refusing to start: --local-max-members must be 0 (no cap) or a positive number")
+		os.Exit(2)
+	}
+	if o.defaultMaxLeases < 0 || o.defaultMaxLeases > math.MaxInt32 {
+		fmt.Fprintln(os.Stderr, "kobe-operator: refusing to start: --default-max-concurrent-leases must be 0 (no cap) or a positive number")
 		os.Exit(2)
 	}
 	if o.maxQueuedPerOwner <= 0 || o.maxQueuedPerOwner > math.MaxInt32 {
@@ -226,7 +242,7 @@ func run(ctx context.Context, o options) error {
 			BinDir: o.localBinDir, DataRoot: o.localDataRoot, AdvertiseHost: o.localAdvertise,
 			Logger: log.WithName("local-backend"), ProvisionTimeout: o.localProvisionMax,
 			NodeBinDir: o.localNodeBinDir, NodeAgent: o.localNodeAgent, ImageDir: o.localImageDir,
-			PauseImage: o.localPauseImage, NodeEgress: o.localNodeEgress, MaxMembers: o.localMaxMembers,
+			PauseImage: o.localPauseImage, MaxMembers: o.localMaxMembers,
 		})
 		if err != nil {
 			return fmt.Errorf("wiring local backend: %w", err)
@@ -284,13 +300,16 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("adding nonce janitor: %w", err)
 	}
 	authn := auth.NewAuthenticator(auth.Options{
-		Reader:        mgr.GetClient(),
-		Namespace:     o.namespace,
-		TokenReviewer: kube.AuthenticationV1().TokenReviews(),
-		SSHAudience:   audience,
-		SSHNonces:     &replay.Store{Client: mgr.GetClient(), Namespace: o.namespace},
-		DefaultMaxTTL: o.defaultMaxTTL,
-		Logger:        log.WithName("auth"),
+		Reader:                     mgr.GetClient(),
+		Namespace:                  o.namespace,
+		TokenReviewer:              kube.AuthenticationV1().TokenReviews(),
+		ServiceAccountIssuers:      o.saIssuers,
+		IssuerDiscovery:            kube.Discovery().RESTClient(),
+		SSHAudience:                audience,
+		SSHNonces:                  &replay.Store{Client: mgr.GetClient(), Namespace: o.namespace},
+		DefaultMaxTTL:              o.defaultMaxTTL,
+		Logger:                     log.WithName("auth"),
+		DefaultMaxConcurrentLeases: int32(o.defaultMaxLeases),
 	})
 	cacheSynced := watchCacheSync(ctx, mgr.GetCache())
 	api := apiserver.New(apiserver.Options{
@@ -301,6 +320,7 @@ func run(ctx context.Context, o options) error {
 		TLSCertFile: o.apiTLSCert, TLSKeyFile: o.apiTLSKey,
 		Ready: cacheSynced.Load, MaxQueuedPerOwner: int32(o.maxQueuedPerOwner),
 		TLSCAFile: o.apiTLSCA, ConnectURL: o.connectURL, ConnectMaxInFlight: o.connectMaxInFlt, Informers: mgr.GetCache(),
+		ConnectMaxStreamsPerLease: o.connectMaxStreams,
 	})
 	if err := mgr.Add(api); err != nil {
 		return fmt.Errorf("adding API server: %w", err)

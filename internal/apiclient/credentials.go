@@ -3,6 +3,7 @@ package apiclient
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"os"
 	"strings"
@@ -16,7 +17,7 @@ type Credentials interface {
 }
 
 // Anonymous sends no credentials; GET /v1/status is the only route it reaches
-// (besides health and metrics).
+// (besides the probes).
 type Anonymous struct{}
 
 // Apply does nothing.
@@ -40,21 +41,43 @@ func (t BearerToken) Apply(req *http.Request, _ []byte) error {
 // request because ServiceAccount and OIDC tokens are rotated in place.
 type BearerTokenFile string
 
-// DefaultServiceAccountTokenFile is where a pod finds its projected
-// ServiceAccount token.
-const DefaultServiceAccountTokenFile = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+// Where a pod finds ServiceAccount tokens.
+const (
+	// DefaultServiceAccountTokenFile is a ServiceAccount token projected
+	// for kobe's audience (docs/auth.md shows the volume): a token that
+	// the host API server does not accept. When the file does not exist,
+	// BearerTokenFile(DefaultServiceAccountTokenFile) sends
+	// KubernetesServiceAccountTokenFile instead.
+	DefaultServiceAccountTokenFile = "/var/run/secrets/kobe/token"
+	// KubernetesServiceAccountTokenFile is the token every pod gets by
+	// default, issued for the host API server.
+	KubernetesServiceAccountTokenFile = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+)
 
 // Apply reads the file and sets the Authorization header.
 func (f BearerTokenFile) Apply(req *http.Request, body []byte) error {
-	data, err := os.ReadFile(string(f))
+	data, err := readTokenFile(string(f), DefaultServiceAccountTokenFile, KubernetesServiceAccountTokenFile)
 	if err != nil {
-		return fmt.Errorf("reading token file: %w", err)
+		return err
 	}
 	tok := strings.TrimSpace(string(data))
 	if tok == "" {
 		return fmt.Errorf("token file %s is empty", string(f))
 	}
 	return BearerToken(tok).Apply(req, body)
+}
+
+// readTokenFile reads path, or fallback when path is preferred and does
+// not exist (a pod without kobe's projected token).
+func readTokenFile(path, preferred, fallback string) ([]byte, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) && path == preferred {
+		data, err = os.ReadFile(fallback)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading token file: %w", err)
+	}
+	return data, nil
 }
 
 // credentialsError marks a failure to produce credentials (unreadable token

@@ -97,8 +97,9 @@ func writeError(w http.ResponseWriter, code int, reason, msg, detail string) {
 	writeJSON(w, code, wire.ErrorBody{Message: msg, Detail: detail, Reason: reason})
 }
 
-// writeAuthError maps authentication failures to 401, and a caller whose
-// policy has no rule for it to 403, with a detail that never echoes the
+// writeAuthError maps authentication failures to 401, a caller whose
+// policy has no rule for it to 403, and credentials that could not be
+// checked now (auth.ErrBusy) to 429, with a detail that never echoes the
 // credential.
 func writeAuthError(w http.ResponseWriter, err error) {
 	switch {
@@ -106,6 +107,9 @@ func writeAuthError(w http.ResponseWriter, err error) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="kobe"`)
 		writeError(w, http.StatusUnauthorized, wire.ReasonUnauthorized, "missing credentials",
 			"send Authorization: Bearer <token> or an SSH signature; see GET /v1/status for the accepted methods")
+	case errors.Is(err, auth.ErrBusy):
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusTooManyRequests, wire.ReasonTooManyRequests, "too many requests", detailOf(err, auth.ErrBusy))
 	case errors.Is(err, auth.ErrNoMatchingRule):
 		// No rule, so no pool: the caller may use none.
 		writeError(w, http.StatusForbidden, wire.ReasonPoolNotAllowed, "not authorised", detailOf(err, auth.ErrNoMatchingRule))

@@ -86,6 +86,9 @@ var fx *fixture
 type fixture struct {
 	env  *testenv.Env
 	kube kubernetes.Interface
+	// mgr serves the API's cache, for servers a test starts beside the
+	// package's (startServer).
+	mgr ctrl.Manager
 	// url is the API server's base URL ("http://127.0.0.1:port").
 	url  string
 	http *http.Client
@@ -184,6 +187,7 @@ func setup(dir string) (_ *fixture, _ func(), err error) {
 	if err := index.Setup(ctx, mgr); err != nil {
 		return nil, nil, err
 	}
+	f.mgr = mgr
 	clk := clock.RealClock{}
 	srv := apiserver.New(apiserver.Options{
 		Addr:      "127.0.0.1:0",

@@ -65,11 +65,13 @@ func TestAuthenticationMiddleware(t *testing.T) {
 		}
 	})
 	t.Run("no credentials needed", func(t *testing.T) {
-		for _, path := range []string{"/v1/status", "/healthz", "/readyz", "/metrics"} {
+		for _, path := range []string{"/v1/status", "/healthz", "/readyz"} {
 			if r := call(t, nil, http.MethodGet, path, nil); r.code != http.StatusOK {
 				t.Errorf("GET %s without credentials: %s", path, r)
 			}
 		}
+		// Metrics are served on the metrics bind address only.
+		requireReason(t, requireError(t, call(t, nil, http.MethodGet, "/metrics", nil), http.StatusNotFound, "not found", "/metrics"), wire.ReasonNotFound)
 		// A bad credential is still refused where none is needed.
 		r := call(t, apiclient.BearerToken("not-a-token-of-any-policy"), http.MethodGet, "/v1/status", nil)
 		requireError(t, r, http.StatusUnauthorized, "invalid credentials", "")

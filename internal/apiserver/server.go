@@ -13,13 +13,11 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/kunobi-ninja/kobe/internal/auth"
 	"github.com/kunobi-ninja/kobe/internal/binding"
@@ -89,6 +87,9 @@ type Options struct {
 	// ConnectMaxInFlight bounds concurrent connect requests, apart from
 	// MaxInFlight (connect.DefaultMaxInFlight).
 	ConnectMaxInFlight int
+	// ConnectMaxStreamsPerLease bounds one lease's concurrent connect
+	// requests (connect.DefaultMaxStreamsPerLease).
+	ConnectMaxStreamsPerLease int
 	// Informers deliver the lease and member events that close a lease's
 	// connect streams when it ends (the manager's cache).
 	Informers cache.Informers
@@ -138,6 +139,7 @@ func New(opts Options) *Server {
 	s.connect = connect.New(connect.Options{
 		Namespace: opts.Namespace, Reader: opts.Reader, APIReader: opts.APIReader, Informers: opts.Informers,
 		Clock: timers, Log: opts.Log.WithName("connect"), MaxInFlight: opts.ConnectMaxInFlight,
+		MaxStreamsPerLease: opts.ConnectMaxStreamsPerLease,
 	})
 	s.handler = s.routes()
 	return s
@@ -177,7 +179,8 @@ func (s *Server) routes() http.Handler {
 		}
 		writeText(w, http.StatusOK, "ok")
 	})
-	root.Handle("GET /metrics", promhttp.HandlerFor(crmetrics.Registry, promhttp.HandlerOpts{}))
+	// No /metrics here: this port may be exposed, and the metrics name
+	// pools the caller may not see. The metrics bind address serves them.
 	root.Handle("/", withRequestHost(limited))
 	// The connect proxy is routed before the mux, which would clean (and
 	// redirect) its paths: it refuses unclean ones itself. It has its own

@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"golang.org/x/sync/semaphore"
 	"golang.org/x/sync/singleflight"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -30,6 +32,9 @@ var (
 	// ErrNoMatchingRule: a policy authenticated the caller but none of the
 	// rules of any such policy matched (403).
 	ErrNoMatchingRule = errors.New("not authorised")
+	// ErrBusy: the credentials could not be checked now because
+	// Options.MaxConcurrentReviews TokenReviews are in flight (429).
+	ErrBusy = errors.New("too many requests")
 )
 
 // Defaults of Options.
@@ -44,6 +49,11 @@ const (
 	serviceAccountUserPrefx = "system:serviceaccount:"
 )
 
+// DefaultMaxConcurrentReviews is Options.MaxConcurrentReviews' default:
+// reviews take milliseconds, so this serves bursts of new callers while a
+// flood of forged tokens holds little of the host API server.
+const DefaultMaxConcurrentReviews = 32
+
 // Options configure an Authenticator. Reader and Namespace are required.
 type Options struct {
 	// Reader reads AccessPolicies and token Secrets, normally the manager's
@@ -56,6 +66,20 @@ type Options struct {
 	// server: clientset.AuthenticationV1().TokenReviews(). Without it
 	// serviceAccount policies authenticate nobody.
 	TokenReviewer TokenReviewer
+	// ServiceAccountIssuers are the "iss" values of the host API server's
+	// ServiceAccount tokens (its --service-account-issuer values). A JWT
+	// of any other issuer skips serviceAccount policies, costing no
+	// TokenReview. Empty: learned from IssuerDiscovery.
+	ServiceAccountIssuers []string
+	// IssuerDiscovery is the host API server's REST client
+	// (clientset.Discovery().RESTClient()), from which the issuer is read
+	// once (DiscoverServiceAccountIssuer) when ServiceAccountIssuers is
+	// empty. With neither, every JWT is reviewed.
+	IssuerDiscovery rest.Interface
+	// MaxConcurrentReviews bounds the TokenReviews in flight
+	// (DefaultMaxConcurrentReviews); a request that needs one more is
+	// refused at once with ErrBusy, without asking the host.
+	MaxConcurrentReviews int
 	// Clock defaults to the real clock.
 	Clock clock.PassiveClock
 	// HTTPClient talks to OIDC issuers; it defaults to a client with a
@@ -89,6 +113,9 @@ type Options struct {
 	// DefaultMaxTTL caps TTLs and extensions under rules that set no maxTtl
 	// (DefaultMaxTTL when zero).
 	DefaultMaxTTL time.Duration
+	// DefaultMaxConcurrentLeases caps the leases one caller holds at once
+	// under rules that set no maxConcurrentLeases; zero means no cap.
+	DefaultMaxConcurrentLeases int32
 	// Logger defaults to discarding.
 	Logger logr.Logger
 }
@@ -108,8 +135,11 @@ type Authenticator struct {
 	// reviewFlight shares one TokenReview among concurrent requests that
 	// carry the same token.
 	reviewFlight singleflight.Group
+	reviewSlots  *semaphore.Weighted
 	reviewer     TokenReviewer
+	issuers      *hostIssuers
 	maxTTL       time.Duration
+	maxLeases    int32
 }
 
 // NewAuthenticator returns an Authenticator for opts.
@@ -132,6 +162,9 @@ func NewAuthenticator(opts Options) *Authenticator {
 	if opts.Logger.GetSink() == nil {
 		opts.Logger = logr.Discard()
 	}
+	if opts.MaxConcurrentReviews <= 0 {
+		opts.MaxConcurrentReviews = DefaultMaxConcurrentReviews
+	}
 	a := &Authenticator{
 		reader:    opts.Reader,
 		namespace: opts.Namespace,
@@ -141,7 +174,11 @@ func NewAuthenticator(opts Options) *Authenticator {
 		providers: newProviderCache(opts.HTTPClient, opts.Clock, opts.Logger),
 		reviews:   newReviewCache(opts.ReviewCacheTTL, opts.RefusalCacheTTL, maxReviews),
 		reviewer:  opts.TokenReviewer,
-		maxTTL:    opts.DefaultMaxTTL,
+		issuers: &hostIssuers{static: slices.Clone(opts.ServiceAccountIssuers), rest: opts.IssuerDiscovery,
+			clock: opts.Clock, log: opts.Logger},
+		reviewSlots: semaphore.NewWeighted(int64(opts.MaxConcurrentReviews)),
+		maxTTL:      opts.DefaultMaxTTL,
+		maxLeases:   max(opts.DefaultMaxConcurrentLeases, 0),
 	}
 	nonces := opts.SSHNonces
 	if nonces == nil {
@@ -213,6 +250,10 @@ type credential struct {
 	sshChecked bool
 	sshErr     error
 	oidc       map[string]*oidcResult // by issuer
+	// hostIssued: the token names an issuer of the host's ServiceAccount
+	// tokens, or they are unknown (checked once, for the first
+	// serviceAccount policy).
+	hostChecked, hostIssued bool
 }
 
 func (c *credential) describe() string {
@@ -246,11 +287,11 @@ func (a *Authenticator) Authenticate(ctx context.Context, r *http.Request, body 
 	a.providers.retain(policies)
 
 	var refused, denied []string
-	authenticated, tried := false, false
+	authenticated, tried, busy := false, false, false
 	for i := range policies {
 		pol := &policies[i]
 		method := MethodOf(pol)
-		if !applies(pol, method, cred) {
+		if !applies(pol, method, cred) || (method == MethodServiceAccount && !a.hostIssued(ctx, cred)) {
 			continue
 		}
 		tried = true
@@ -258,6 +299,7 @@ func (a *Authenticator) Authenticate(ctx context.Context, r *http.Request, body 
 		if err != nil {
 			a.log.V(1).Info("Credentials refused by policy", "policy", pol.Name, "method", method, "reason", err.Error())
 			refused = appendOnce(refused, err.Error())
+			busy = busy || errors.Is(err, ErrBusy)
 			continue
 		}
 		authenticated = true
@@ -276,12 +318,13 @@ func (a *Authenticator) Authenticate(ctx context.Context, r *http.Request, body 
 			continue
 		}
 		p := &Principal{
-			Identity:      identity,
-			Policy:        pol.Name,
-			Method:        method,
-			Rule:          *pol.Spec.Rules[idx].DeepCopy(),
-			RuleIndex:     idx,
-			DefaultMaxTTL: a.maxTTL,
+			Identity:                   identity,
+			Policy:                     pol.Name,
+			Method:                     method,
+			Rule:                       *pol.Spec.Rules[idx].DeepCopy(),
+			RuleIndex:                  idx,
+			DefaultMaxTTL:              a.maxTTL,
+			DefaultMaxConcurrentLeases: a.maxLeases,
 		}
 		a.log.V(1).Info("Authenticated", AuditFields(p)...)
 		return p, nil
@@ -289,6 +332,8 @@ func (a *Authenticator) Authenticate(ctx context.Context, r *http.Request, body 
 	switch {
 	case authenticated:
 		return nil, fmt.Errorf("%w: %s", ErrNoMatchingRule, strings.Join(denied, "; "))
+	case busy:
+		return nil, fmt.Errorf("%w: the server is checking as many ServiceAccount tokens as it may at once; retry in a second", ErrBusy)
 	case !tried:
 		return nil, fmt.Errorf("%w: no access policy accepts %s", ErrInvalidCredentials, cred.describe())
 	}
@@ -311,9 +356,22 @@ func applies(pol *kobev1.AccessPolicy, method string, cred *credential) bool {
 	case MethodServiceAccount:
 		return cred.jwt
 	case MethodOIDC:
-		return cred.jwt && cred.issuer != "" && cred.issuer == pol.Spec.Auth.OIDC.Issuer
+		// An issuer that is not https (loopback aside) is never contacted:
+		// the policy is invalid, whatever its status says yet.
+		return cred.jwt && cred.issuer != "" && cred.issuer == pol.Spec.Auth.OIDC.Issuer && ValidateIssuer(cred.issuer) == nil
 	}
 	return false
+}
+
+// hostIssued reports whether cred may be a token of the host API server:
+// its unverified "iss" is the host's ServiceAccount issuer, or that issuer
+// is not known. Only then is a TokenReview worth its cost.
+func (a *Authenticator) hostIssued(ctx context.Context, cred *credential) bool {
+	if !cred.hostChecked {
+		ok, known := a.issuers.issued(ctx, cred.issuer)
+		cred.hostChecked, cred.hostIssued = true, ok || !known
+	}
+	return cred.hostIssued
 }
 
 func (a *Authenticator) authenticateWith(ctx context.Context, pol *kobev1.AccessPolicy, method string, cred *credential, r *http.Request, body []byte) (Claims, error) {

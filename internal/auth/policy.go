@@ -43,6 +43,13 @@ func ValidatePolicy(p *kobev1.AccessPolicy) error {
 	if a.OIDC != nil && len(a.OIDC.Audience) == 0 {
 		errs = append(errs, errors.New("oidc.audience is empty"))
 	}
+	if a.ServiceAccount != nil && len(a.ServiceAccount.Audiences) == 0 {
+		// Else every pod's default token, which the host API server
+		// accepts, would authenticate here: callers would hand kobe (and
+		// anything between) a credential for the host cluster.
+		errs = append(errs, errors.New("serviceAccount.audiences is empty: name an audience of kobe's own (e.g. \"kobe\") and have callers send a token projected for it"))
+	}
+	errs = append(errs, oidcIssuerError(a.OIDC))
 	if a.SSH != nil {
 		keys, err := ParseAuthorizedKeys(a.SSH.AuthorizedKeys)
 		if err != nil {

@@ -37,6 +37,10 @@ type Principal struct {
 	// DefaultMaxTTL caps TTLs when Rule sets no maxTtl (Options.DefaultMaxTTL);
 	// zero means DefaultMaxTTL.
 	DefaultMaxTTL time.Duration
+	// DefaultMaxConcurrentLeases caps the leases held at once when Rule
+	// sets no maxConcurrentLeases (Options.DefaultMaxConcurrentLeases);
+	// zero means no cap.
+	DefaultMaxConcurrentLeases int32
 }
 
 // AllowsPool reports whether the rule grants pool: an exact name, a
@@ -94,13 +98,25 @@ func (p *Principal) MaxExtensions() int32 {
 	return *p.Rule.MaxExtensions
 }
 
-// MaxConcurrentLeases is the rule's cap on leases held at once; false means
-// unlimited.
+// MaxConcurrentLeases is the cap on leases (Bound and Pending) held at
+// once: the rule's maxConcurrentLeases, else DefaultMaxConcurrentLeases
+// when positive; false means unlimited.
 func (p *Principal) MaxConcurrentLeases() (int32, bool) {
-	if p == nil || p.Rule.MaxConcurrentLeases == nil {
+	switch {
+	case p == nil:
 		return 0, false
+	case p.Rule.MaxConcurrentLeases != nil:
+		return *p.Rule.MaxConcurrentLeases, true
+	case p.DefaultMaxConcurrentLeases > 0:
+		return p.DefaultMaxConcurrentLeases, true
 	}
-	return *p.Rule.MaxConcurrentLeases, true
+	return 0, false
+}
+
+// RuleCapsLeases reports whether the rule itself sets maxConcurrentLeases,
+// which then bounds waiting leases too.
+func (p *Principal) RuleCapsLeases() bool {
+	return p != nil && p.Rule.MaxConcurrentLeases != nil
 }
 
 // AuditFields are key/values describing p that are safe to log.

@@ -100,6 +100,43 @@ func TestLimits(t *testing.T) {
 	}
 }
 
+// TestMaxConcurrentLeases: the rule's maxConcurrentLeases wins (larger or
+// smaller than the server's default); without one the default caps, and a
+// default of 0 (or below) means no cap.
+func TestMaxConcurrentLeases(t *testing.T) {
+	cases := []struct {
+		name        string
+		rule        *int32
+		def         int32
+		want        int32
+		limited     bool
+		ruleCapsAll bool
+	}{
+		{name: "neither", limited: false},
+		{name: "default only", def: 10, want: 10, limited: true},
+		{name: "rule below the default", rule: ptr.To[int32](3), def: 10, want: 3, limited: true, ruleCapsAll: true},
+		{name: "rule above the default", rule: ptr.To[int32](50), def: 10, want: 50, limited: true, ruleCapsAll: true},
+		{name: "rule, no default", rule: ptr.To[int32](1), want: 1, limited: true, ruleCapsAll: true},
+		{name: "default 0 is no cap", def: 0, limited: false},
+		{name: "negative default is no cap", def: -1, limited: false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &Principal{Rule: kobev1.AccessRule{MaxConcurrentLeases: tc.rule}, DefaultMaxConcurrentLeases: tc.def}
+			if n, limited := p.MaxConcurrentLeases(); n != tc.want || limited != tc.limited {
+				t.Errorf("MaxConcurrentLeases = %d, %v; want %d, %v", n, limited, tc.want, tc.limited)
+			}
+			if got := p.RuleCapsLeases(); got != tc.ruleCapsAll {
+				t.Errorf("RuleCapsLeases = %v, want %v", got, tc.ruleCapsAll)
+			}
+		})
+	}
+	var none *Principal
+	if _, limited := none.MaxConcurrentLeases(); limited || none.RuleCapsLeases() {
+		t.Error("a nil principal has limits")
+	}
+}
+
 func TestAuditFields(t *testing.T) {
 	p := &Principal{Identity: "a/b:main", Policy: "github-ci", Method: MethodOIDC}
 	got := AuditFields(p)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -38,6 +39,11 @@ func (a *Authenticator) serviceAccountClaims(ctx context.Context, pol *kobev1.Ac
 		return nil, errors.New("ServiceAccount authentication is not configured on this server")
 	}
 	audiences := pol.Spec.Auth.ServiceAccount.Audiences
+	if len(audiences) == 0 {
+		// ValidatePolicy keeps such a policy NotReady; it must not accept
+		// tokens meant for the host API server meanwhile.
+		return nil, errors.New("the serviceAccount policy names no audience, so it accepts no token")
+	}
 	key := reviewKey(cred.bearer, audiences)
 	if e, ok := a.reviews.get(key, a.clock.Now()); ok {
 		return e.claims, e.err
@@ -46,6 +52,13 @@ func (a *Authenticator) serviceAccountClaims(ctx context.Context, pol *kobev1.Ac
 		if e, ok := a.reviews.get(key, a.clock.Now()); ok {
 			return e, nil
 		}
+		// Reviews in flight are bounded, and one more is refused at once:
+		// a flood of forged tokens must not queue work on the host API
+		// server, nor hold the API's slots waiting for it.
+		if !a.reviewSlots.TryAcquire(1) {
+			return reviewEntry{err: fmt.Errorf("%w: TokenReviews in flight at their limit", ErrBusy)}, nil
+		}
+		defer a.reviewSlots.Release(1)
 		// The review is shared by every waiting request: none of them may
 		// cancel it for the others.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), DefaultHTTPTimeout)

@@ -210,7 +210,8 @@ data:
 // TestRenderJob: a Job bundle runs its image with the member's kubeconfig
 // mounted read-only, its references substituted in the arguments and its
 // parameters in the environment, no ServiceAccount token, no retry, and
-// its timeout as the deadline; a new bundle version is a new Job.
+// its timeout as the deadline, owned by the member; a new bundle version is
+// a new Job.
 func TestRenderJob(t *testing.T) {
 	bc := &kobev1.BootstrapConfig{ObjectMeta: metav1.ObjectMeta{Name: "helm", Namespace: "kobe-system"},
 		Spec: kobev1.BootstrapConfigSpec{
@@ -245,6 +246,15 @@ func TestRenderJob(t *testing.T) {
 		t.Errorf("kubeconfig Secret %s mounted as %+v", secret.Name, pod.Volumes)
 	case job.Labels[kobev1.LabelMemberUID] != "uid-0" || job.Spec.Template.Labels[kobev1.LabelBootstrapFor] != "uid-0":
 		t.Errorf("labels %v, pod labels %v", job.Labels, job.Spec.Template.Labels)
+	}
+	// The member owns both, so they go with it even when no operator
+	// deletes them.
+	for _, obj := range []metav1.Object{job, secret} {
+		refs := obj.GetOwnerReferences()
+		if len(refs) != 1 || refs[0].APIVersion != kobev1.GroupVersion.String() || refs[0].Kind != "ClusterInstance" ||
+			refs[0].Name != "pool-ci-0" || refs[0].UID != "uid-0" || refs[0].Controller == nil || !*refs[0].Controller {
+			t.Errorf("%T %s owner references %+v, want the member's ClusterInstance as controller", obj, obj.GetName(), refs)
+		}
 	}
 	if again, _, _ := RenderJob(bc, "d1", m, vals); again.Name != job.Name {
 		t.Error("the same bundle version renders Jobs of two names")

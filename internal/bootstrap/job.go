@@ -27,7 +27,8 @@ const (
 	DefaultJobTimeout = 10 * time.Minute
 )
 
-// JobMember is what a bootstrap Job is made for.
+// JobMember is what a bootstrap Job is made for: the ClusterInstance Name
+// and UID, which own the Job and its Secret.
 type JobMember struct {
 	Member
 	UID types.UID
@@ -51,7 +52,9 @@ func JobName(uid types.UID, bundle, digest string) string {
 // KOBE_PARAM_<NAME>, beside KUBECONFIG, KOBE_MEMBER, KOBE_MEMBER_NAMESPACE
 // and KOBE_POOL. The pod gets no ServiceAccount token (it works on the
 // member, never on the host cluster) and is never restarted: a failed run
-// fails the member.
+// fails the member. The member's ClusterInstance owns the Job and the
+// Secret, so the garbage collector removes them with it whatever becomes
+// of the operator.
 func RenderJob(bc *kobev1.BootstrapConfig, digest string, m JobMember, vals Values) (*batchv1.Job, *corev1.Secret, error) {
 	spec := bc.Spec.Job
 	if spec == nil {
@@ -105,7 +108,9 @@ func RenderJob(bc *kobev1.BootstrapConfig, digest string, m JobMember, vals Valu
 	if len(m.Name) <= 63 {
 		labels[kobev1.LabelInstance] = m.Name
 	}
-	meta := metav1.ObjectMeta{Name: name, Namespace: m.Namespace, Labels: labels}
+	meta := metav1.ObjectMeta{Name: name, Namespace: m.Namespace, Labels: labels, OwnerReferences: []metav1.OwnerReference{{
+		APIVersion: kobev1.GroupVersion.String(), Kind: "ClusterInstance", Name: m.Name, UID: m.UID, Controller: ptr.To(true),
+	}}}
 	secret := &corev1.Secret{ObjectMeta: *meta.DeepCopy(), Type: corev1.SecretTypeOpaque,
 		Data: map[string][]byte{KubeconfigKey: m.Kubeconfig}}
 	job := &batchv1.Job{

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -126,7 +125,7 @@ func (s *Service) Create(ctx context.Context, p *auth.Principal, req CreateReque
 		return nil, err
 	case fp.bound != nil:
 		out.Object, out.Kubeconfig = fp.bound, fp.kubeconfig
-		s.audit(p, "create", l.Name, pl.Name, "bound to "+fp.bound.Status.InstanceRef.Name)
+		s.audit(p, "create", l.Name, pl.Name, "bound to "+fp.bound.Status.InstanceRef.Name, "member", fp.bound.Status.InstanceRef.Name, "serial", certSerial(fp.kubeconfig))
 		return out, nil
 	case !fp.uncertain:
 		// Not when a member claim may have landed: Pending would let the
@@ -151,9 +150,9 @@ func (s *Service) Create(ctx context.Context, p *auth.Principal, req CreateReque
 }
 
 // admit creates the ClusterLease when the caller's alias is free and its
-// lease limit not reached. A caller whose rule sets no maxConcurrentLeases
-// and who asks for no alias pays nothing for it: the lease is created at
-// once. Otherwise the lease is reserved in the caller's ledger first (see
+// lease limit (its rule's maxConcurrentLeases, else the operator's default)
+// not reached. A caller with no limit who asks for no alias pays nothing
+// for it: the lease is created at once. Otherwise the lease is reserved in the caller's ledger first (see
 // ledger.go), which makes the limit and the alias exact across replicas
 // for one more API write. Within this process one requester reserves at a
 // time, so that its concurrent requests do not race each other for the
@@ -193,17 +192,16 @@ func (s *Service) admit(ctx context.Context, p *auth.Principal, poolName string,
 // until its retries ran out (seen as 500s with 20 queued requests at once).
 // Across replicas, conflicts remain and are retried.
 func (s *Service) lockRequester(p *auth.Principal) (unlock func()) {
-	mu, _ := s.requesterLocks.LoadOrStore(RequesterHash(p), &sync.Mutex{})
-	mu.(*sync.Mutex).Lock()
-	return mu.(*sync.Mutex).Unlock
+	return s.requesters.lock(RequesterHash(p))
 }
 
 // queueOrRefuse gives l, which could not be bound at once, one of its
 // owner's queue slots when the owner's rule sets no maxConcurrentLeases
-// (which bounds queued leases as well). At Options.MaxQueuedPerOwner, or
-// when the slot cannot be written, it withdraws l and returns why.
+// (which bounds queued leases as well; the operator's default cap does
+// not replace the queue cap). At Options.MaxQueuedPerOwner, or when the
+// slot cannot be written, it withdraws l and returns why.
 func (s *Service) queueOrRefuse(ctx context.Context, p *auth.Principal, l *kobev1.ClusterLease, alias string) error {
-	if _, limited := p.MaxConcurrentLeases(); limited {
+	if p.RuleCapsLeases() {
 		return nil
 	}
 	unlock := s.lockRequester(p)

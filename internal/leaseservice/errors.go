@@ -23,7 +23,8 @@ var (
 	ErrLeaseNotFound = errors.New("lease not found")
 	// ErrAliasInUse: another active lease of the caller has the alias.
 	ErrAliasInUse = errors.New("alias in use")
-	// ErrLeaseLimit: the caller holds as many active leases as its policy allows.
+	// ErrLeaseLimit: the caller holds as many active leases as its policy
+	// (or, when its rule sets none, the server's default) allows.
 	ErrLeaseLimit = errors.New("concurrent lease limit reached")
 	// ErrQueueLimit: the caller, whose rule sets no maxConcurrentLeases,
 	// has Options.MaxQueuedPerOwner leases waiting for a member.

@@ -27,7 +27,7 @@ func (s *Service) Get(ctx context.Context, p *auth.Principal, ref string) (*Leas
 	if err != nil {
 		return nil, err
 	}
-	return s.view(ctx, l)
+	return s.view(ctx, p, l)
 }
 
 // List returns the caller's active leases, by id. It reads them from the
@@ -117,6 +117,7 @@ func (s *Service) Extend(ctx context.Context, p *auth.Principal, ref string, by 
 	by, _ = p.ClampTTL(by)
 	var refusal error
 	var kc []byte
+	var member *kobev1.ClusterInstance
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		refusal = nil
 		if err := s.opts.APIReader.Get(ctx, client.ObjectKeyFromObject(l), l); err != nil {
@@ -157,6 +158,7 @@ func (s *Service) Extend(ctx context.Context, p *auth.Principal, ref string, by 
 		if kc, err = s.kubeconfig(ctx, l, inst); err != nil {
 			return err
 		}
+		member = inst
 		return s.opts.Client.Status().Update(ctx, l)
 	})
 	switch {
@@ -169,7 +171,7 @@ func (s *Service) Extend(ctx context.Context, p *auth.Principal, ref string, by 
 		return nil, refusal
 	}
 	expires := l.Status.ExpiresAt.UTC().Format(time.RFC3339)
-	s.audit(p, "extend", l.Name, l.Spec.Pool, "extended to "+expires)
+	s.audit(p, "extend", l.Name, l.Spec.Pool, "extended to "+expires, minted(member, kc)...)
 	s.opts.Recorder.Eventf(l, nil, "Normal", kobev1.ReasonExtended, "Extend", "Extended by %s to %s (%d of %d)", p.Identity, expires, l.Status.Extensions, lease.MaxExtensions(l))
 	return &Lease{Object: l, Pool: s.poolOrNil(ctx, l.Spec.Pool), Kubeconfig: kc, Owned: true}, nil
 }

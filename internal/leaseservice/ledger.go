@@ -261,12 +261,20 @@ func (s *Service) reserve(ctx context.Context, p *auth.Principal, l *kobev1.Clus
 			return nil, fmt.Errorf("%w: your lease %s already has alias %q; release it or choose another alias", ErrAliasInUse, t.aliasHolder, alias)
 		}
 		if limited && t.held >= limit {
-			return nil, fmt.Errorf("%w: identity %q holds %d of %d allowed leases under policy %s; release one first", ErrLeaseLimit, p.Identity, t.held, limit, p.Policy)
+			return nil, fmt.Errorf("%w: identity %q holds %d of %d allowed leases under policy %s%s; release one first", ErrLeaseLimit, p.Identity, t.held, limit, p.Policy, limitSource(p))
 		}
 		entries := maps.Clone(t.keep)
 		entries[l.Name] = ledgerEntry{At: s.opts.Clock.Now().UTC(), Alias: alias}
 		return entries, nil
 	})
+}
+
+// limitSource says where a default lease limit comes from; "" for a rule's.
+func limitSource(p *auth.Principal) string {
+	if p.RuleCapsLeases() {
+		return ""
+	}
+	return " (the server's default: the policy's rule sets no maxConcurrentLeases)"
 }
 
 // dropEntry removes the entry of lease name from p's ledger; best effort,

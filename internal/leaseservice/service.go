@@ -4,11 +4,12 @@ import (
 	"cmp"
 	"context"
 	"crypto/sha256"
+	"crypto/x509"
 	"encoding/hex"
+	"encoding/pem"
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
@@ -16,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -65,9 +67,9 @@ type Options struct {
 // Service carries out lease and pool operations for authenticated callers.
 type Service struct {
 	opts Options
-	// requesterLocks serialise the ledger writes of one requester within
-	// this process; across replicas the ledger's resourceVersion does.
-	requesterLocks sync.Map
+	// requesters serialise the ledger writes of one requester within this
+	// process; across replicas the ledger's resourceVersion does.
+	requesters requesterLocks
 }
 
 // New returns a service.
@@ -245,9 +247,10 @@ func queuePositions(ls []kobev1.ClusterLease, pool string) func(*kobev1.ClusterL
 	}
 }
 
-// view renders one lease of its owner, read live, with its live queue
-// position and, once its member confirms the bind, a fresh kubeconfig.
-func (s *Service) view(ctx context.Context, l *kobev1.ClusterLease) (*Lease, error) {
+// view renders one lease of its owner p, read live, with its live queue
+// position and, once its member confirms the bind, a fresh kubeconfig,
+// audited as op "get".
+func (s *Service) view(ctx context.Context, p *auth.Principal, l *kobev1.ClusterLease) (*Lease, error) {
 	live := &kobev1.ClusterLease{}
 	if err := s.opts.APIReader.Get(ctx, client.ObjectKeyFromObject(l), live); err != nil || live.UID != l.UID {
 		if err == nil || apierrors.IsNotFound(err) {
@@ -271,8 +274,10 @@ func (s *Service) view(ctx context.Context, l *kobev1.ClusterLease) (*Lease, err
 	if inst != nil {
 		kc, err := s.kubeconfig(ctx, shown, inst)
 		if err != nil {
+			s.audit(p, "get", shown.Name, shown.Spec.Pool, "failed: kubeconfig", "member", inst.Name)
 			return nil, err
 		}
+		s.audit(p, "get", shown.Name, shown.Spec.Pool, "kubeconfig minted", minted(inst, kc)...)
 		out.Kubeconfig = kc
 	}
 	return out, nil
@@ -415,10 +420,34 @@ func ownedBy(sec *corev1.Secret, inst *kobev1.ClusterInstance) bool {
 }
 
 // audit logs one lease operation: who, under which policy, what, and the
-// outcome. Never credentials.
-func (s *Service) audit(p *auth.Principal, op, id, pool, outcome string) {
+// outcome, then extra key/values (minted's). Never credentials.
+func (s *Service) audit(p *auth.Principal, op, id, pool, outcome string, extra ...any) {
 	kv := append([]any{"op", op, "lease", id, "pool", pool, "outcome", outcome}, auth.AuditFields(p)...)
-	s.opts.Log.Info("Lease audit", kv...)
+	s.opts.Log.Info("Lease audit", append(kv, extra...)...)
+}
+
+// minted are the audit key/values of a kubeconfig minted for inst: the
+// member and the client certificate's serial (hex), which tells one
+// kubeconfig from another in the member's own audit log. Never the key.
+func minted(inst *kobev1.ClusterInstance, kubeconfig []byte) []any {
+	return []any{"member", inst.Name, "serial", certSerial(kubeconfig)}
+}
+
+// certSerial is the serial of the client certificate in kubeconfig, "" if
+// it has none (it always has one: leasecreds minted it).
+func certSerial(kubeconfig []byte) string {
+	cfg, err := clientcmd.Load(kubeconfig)
+	if err != nil {
+		return ""
+	}
+	for _, user := range cfg.AuthInfos {
+		if block, _ := pem.Decode(user.ClientCertificateData); block != nil {
+			if cert, err := x509.ParseCertificate(block.Bytes); err == nil {
+				return cert.SerialNumber.Text(16)
+			}
+		}
+	}
+	return ""
 }
 
 // validName checks a pool name before it reaches the API server.

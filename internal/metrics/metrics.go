@@ -1,6 +1,6 @@
 // Package metrics defines kobe's Prometheus collectors (prefix kobe_),
 // registered on controller-runtime's registry so that the operator's metrics
-// endpoint and the HTTP API's /metrics serve the same numbers.
+// endpoint serves them (never the lease API's port).
 package metrics
 
 import (

@@ -13,16 +13,20 @@ import (
 )
 
 // DefaultJanitorInterval is how often the janitor looks for expired nonce
-// objects: as often as a nonce lives (the SSH window), so no more than about
-// two windows' worth of objects exist at once.
+// objects: every SSH window. A nonce lives two windows past its signature
+// (sshsig.NonceExpiry: a replica whose clock lags the janitor's by up to a
+// window must still find it), so about three windows' worth of objects
+// exist at once.
 const DefaultJanitorInterval = 30 * time.Second
 
 // listPage bounds one list call.
 const listPage = 500
 
-// Janitor deletes the nonce objects of Namespace whose expiry has passed.
-// It is a manager.Runnable that runs on the leader only: deleting is
-// idempotent, one replica is enough.
+// Janitor deletes the nonce objects of Namespace whose expiry has passed
+// on its Clock. It is a manager.Runnable that runs on the leader only:
+// deleting is idempotent, one replica is enough. The expiry written by the
+// store already covers replicas whose clocks lag the leader's (the
+// verifier's skew), so the janitor adds nothing to it.
 type Janitor struct {
 	// Client deletes; Reader lists (the API reader: nonce objects are not
 	// worth an informer cache).

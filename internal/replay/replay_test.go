@@ -2,13 +2,17 @@ package replay_test
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"golang.org/x/crypto/ssh"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
@@ -149,6 +153,74 @@ func TestStoreAndJanitor(t *testing.T) {
 		}
 		if len(names) != 2 {
 			t.Fatalf("leases left %v; want only the two that are not nonce objects", names)
+		}
+	})
+
+	// The leader's janitor deletes nonces on its own clock. A replica
+	// whose clock lags the leader's (here by 5 s, and by a whole window)
+	// still accepts the signature's timestamp after the leader considers it
+	// old: the nonce must still be there for that replica to refuse the
+	// replay.
+	t.Run("janitor keeps a nonce a lagging replica would still accept", func(t *testing.T) {
+		ns := env.NewNamespace(t)
+		_, priv, err := ed25519.GenerateKey(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		key, err := ssh.NewSignerFromKey(priv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const audience = "kobe:test"
+		signedAt := time.Unix(now.Unix(), 0)
+		for _, lag := range []time.Duration{5 * time.Second, sshsig.DefaultWindow} {
+			leader := clocktesting.NewFakePassiveClock(signedAt)
+			lagging := clocktesting.NewFakePassiveClock(signedAt.Add(-lag))
+			replica := func(clk clock.PassiveClock) *sshsig.Verifier {
+				v, err := sshsig.NewVerifier(sshsig.VerifierOptions{Audience: audience, Now: clk.Now,
+					Nonces: &replay.Store{Client: newClient(), Namespace: ns, Clock: clk}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return v
+			}
+			onLeader, onLagging := replica(leader), replica(lagging)
+			req, err := http.NewRequest(http.MethodGet, "https://kobe.example.com/v1/leases", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := sshsig.SignRequest(req, nil, key, audience, signedAt); err != nil {
+				t.Fatal(err)
+			}
+			send := func(v *sshsig.Verifier) error {
+				h, err := sshsig.ParseHeader(req.Header.Get("Authorization"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				return v.Verify(ctx, httptest.NewRequest(http.MethodGet, "/v1/leases", nil), nil, h)
+			}
+			if err := send(onLeader); err != nil {
+				t.Fatalf("lag %s: first use on the leader: %v", lag, err)
+			}
+			// The last instant the lagging replica accepts the timestamp.
+			leader.SetTime(signedAt.Add(sshsig.DefaultWindow + lag))
+			lagging.SetTime(signedAt.Add(sshsig.DefaultWindow))
+			j := &replay.Janitor{Client: env.Client, Reader: env.Client, Namespace: ns, Clock: leader}
+			if n, err := j.Sweep(ctx); err != nil || n != 0 {
+				t.Fatalf("lag %s: the janitor deleted %d nonce objects (%v) a replica still needs", lag, n, err)
+			}
+			if err := send(onLagging); !errors.Is(err, sshsig.ErrReplayed) {
+				t.Fatalf("lag %s: replay to the lagging replica: %v, want %v", lag, err, sshsig.ErrReplayed)
+			}
+			// Once every replica refuses the timestamp, the nonce goes.
+			leader.SetTime(signedAt.Add(2*sshsig.DefaultWindow + 2*time.Second))
+			lagging.SetTime(leader.Now().Add(-lag))
+			if err := send(onLagging); !errors.Is(err, sshsig.ErrClockSkew) {
+				t.Fatalf("lag %s: the lagging replica after the janitor's expiry: %v, want %v", lag, err, sshsig.ErrClockSkew)
+			}
+			if n, err := j.Sweep(ctx); err != nil || n != 1 {
+				t.Fatalf("lag %s: sweep after the expiry deleted %d (%v), want 1", lag, n, err)
+			}
 		}
 	})
 

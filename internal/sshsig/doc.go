@@ -54,7 +54,9 @@
 // signature verifies over the request's own method, target and body, and the
 // NonceStore records the (key, nonce) pair for the first time. Replicas of
 // one server share a NonceStore (package replay keeps it in the API
-// server), so a request is accepted once by all of them together. Whether
+// server), so a request is accepted once by all of them together; a nonce
+// is kept until its timestamp has left the window of a replica whose clock
+// lags the forgetting replica's by up to the window again (NonceExpiry). Whether
 // the key is authorised is the caller's decision: it is given the key before
 // the signature is checked, so unknown keys cost no verification and record
 // no nonce.

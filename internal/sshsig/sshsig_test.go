@@ -345,3 +345,62 @@ func TestNonceStoreFailureRefuses(t *testing.T) {
 		t.Fatalf("got %v, want ErrNonceStore wrapping the cause", err)
 	}
 }
+
+// TestNonceExpiry: a nonce outlives the last instant at which any server
+// whose clock lags the forgetting server's by up to skew still accepts its
+// signature; by default skew is the window.
+func TestNonceExpiry(t *testing.T) {
+	cases := []struct {
+		name          string
+		window, skew  time.Duration
+		wantAfterSign time.Duration
+	}{
+		{"default window, default skew", DefaultWindow, DefaultWindow, 61 * time.Second},
+		{"no skew", DefaultWindow, 0, 31 * time.Second},
+		{"negative skew counts as none", DefaultWindow, -time.Minute, 31 * time.Second},
+		{"short window, long skew", 5 * time.Second, time.Minute, 66 * time.Second},
+		{"long window", 2 * time.Minute, 2 * time.Minute, 241 * time.Second},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := NonceExpiry(t0, tc.window, tc.skew)
+			if want := t0.Add(tc.wantAfterSign); !got.Equal(want) {
+				t.Fatalf("NonceExpiry = ts+%s, want ts+%s", got.Sub(t0), tc.wantAfterSign)
+			}
+			// The last instant a server lagging by lag accepts the
+			// signature, read on the forgetting server's clock.
+			for _, lag := range []time.Duration{0, tc.skew / 2, tc.skew} {
+				if last := t0.Add(tc.window + max(lag, 0)); !last.Before(got) {
+					t.Errorf("lag %s: accepted until ts+%s, forgotten at ts+%s", lag, last.Sub(t0), got.Sub(t0))
+				}
+			}
+		})
+	}
+}
+
+// TestVerifierKeepsNoncesForLaggingReplicas: the expiry a Verifier asks
+// its store for covers a replica lagging by the window (or by MaxSkew).
+func TestVerifierKeepsNoncesForLaggingReplicas(t *testing.T) {
+	s := newSigner(t, "ed25519")
+	for _, tc := range []struct {
+		skew time.Duration
+		want time.Duration
+	}{{0, 61 * time.Second}, {5 * time.Second, 36 * time.Second}} {
+		store := &recordingStore{}
+		v := newVerifier(t, VerifierOptions{Now: func() time.Time { return t0 }, Nonces: store, MaxSkew: tc.skew})
+		hdr := signed(t, s, "GET", "http://h/v1/leases", nil, t0)
+		if err := verify(v, serverRequest(t, "GET", "/v1/leases", nil, hdr), nil); err != nil {
+			t.Fatal(err)
+		}
+		if got := store.expires.Sub(t0); got != tc.want {
+			t.Errorf("MaxSkew %s: nonce kept until ts+%s, want ts+%s", tc.skew, got, tc.want)
+		}
+	}
+}
+
+type recordingStore struct{ expires time.Time }
+
+func (s *recordingStore) Claim(_ context.Context, _ string, expires time.Time) error {
+	s.expires = expires
+	return nil
+}

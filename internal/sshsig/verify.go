@@ -15,6 +15,20 @@ import (
 // be remembered.
 const DefaultWindow = 30 * time.Second
 
+// nonceMargin is kept beyond a nonce's computed expiry: timestamps and the
+// stores' expiries are whole seconds.
+const nonceMargin = time.Second
+
+// NonceExpiry is when the nonce of a signature made at ts may be forgotten
+// by servers that accept ts within window of their clocks, when the clock
+// of the server that forgets it (the janitor's) may be up to skew ahead of
+// another's. Until ts+window+skew on the forgetting clock, a server whose
+// clock lags by skew still accepts the signature, so the nonce must still
+// be there to refuse its replay.
+func NonceExpiry(ts time.Time, window, skew time.Duration) time.Time {
+	return ts.Add(window + max(skew, 0) + nonceMargin)
+}
+
 var (
 	// ErrClockSkew: the timestamp is outside the window.
 	ErrClockSkew = errors.New("signature timestamp outside the accepted window")
@@ -49,6 +63,10 @@ type VerifierOptions struct {
 	Audience string
 	// Window is the accepted clock difference either way (DefaultWindow).
 	Window time.Duration
+	// MaxSkew is the largest difference between the clocks of the servers
+	// that share Nonces that still cannot let a replay through (Window:
+	// servers may disagree as much as a client may from any of them).
+	MaxSkew time.Duration
 	// Nonces records nonces; a MemoryNonceStore on Now when nil, which
 	// only protects a single process.
 	Nonces NonceStore
@@ -57,10 +75,12 @@ type VerifierOptions struct {
 }
 
 // Verifier checks signed requests and records their nonces until their
-// timestamps leave the window. It is safe for concurrent use.
+// timestamps leave the window of every server sharing the nonce store (see
+// NonceExpiry). It is safe for concurrent use.
 type Verifier struct {
 	audience string
 	window   time.Duration
+	skew     time.Duration
 	nonces   NonceStore
 	now      func() time.Time
 }
@@ -70,9 +90,12 @@ func NewVerifier(o VerifierOptions) (*Verifier, error) {
 	if !ValidAudience(o.Audience) {
 		return nil, fmt.Errorf("SSH audience %q must be 1 to %d printable ASCII bytes", truncate(o.Audience, 64), MaxAudienceLen)
 	}
-	v := &Verifier{audience: o.Audience, window: o.Window, nonces: o.Nonces, now: o.Now}
+	v := &Verifier{audience: o.Audience, window: o.Window, skew: o.MaxSkew, nonces: o.Nonces, now: o.Now}
 	if v.window <= 0 {
 		v.window = DefaultWindow
+	}
+	if v.skew <= 0 {
+		v.skew = v.window
 	}
 	if v.now == nil {
 		v.now = time.Now
@@ -109,10 +132,10 @@ func (v *Verifier) Verify(ctx context.Context, r *http.Request, body []byte, h *
 	if err := h.Key.Verify(data, h.Signature); err != nil {
 		return ErrBadSignature
 	}
-	// The nonce is remembered until the timestamp leaves the window; after
-	// that the clock check refuses the signature on its own.
-	expires := ts.Add(v.window + time.Second)
-	if err := v.nonces.Claim(ctx, NonceID(h), expires); err != nil {
+	// The nonce is remembered until the timestamp has left the window of
+	// every server sharing the store; after that their clock checks refuse
+	// the signature on their own.
+	if err := v.nonces.Claim(ctx, NonceID(h), NonceExpiry(ts, v.window, v.skew)); err != nil {
 		if errors.Is(err, ErrReplayed) || errors.Is(err, ErrBusy) {
 			return err
 		}

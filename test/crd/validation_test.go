@@ -52,7 +52,7 @@ const (
 	// policyRules completes an AccessPolicy spec whose case is about auth.
 	policyRules = "\nrules: [{pools: [\"*\"]}]"
 	// policyAuth completes an AccessPolicy spec whose case is about rules.
-	policyAuth = "auth: {serviceAccount: {}}\n"
+	policyAuth = "auth: {serviceAccount: {audiences: [kobe]}}\n"
 	// instanceSpec is a ClusterInstance already bound to lease-a.
 	instanceSpec = "poolRef: {name: ci-small}\nbackend: {type: k3s}\nleaseRef: {name: lease-a}"
 )
@@ -123,7 +123,7 @@ var invalidCases = []invalidCase{
 	{name: "policy with no auth method", kind: policy, spec: `auth: {}` + policyRules,
 		want: []string{"spec.auth", "auth must set exactly one of oidc, ssh, token or serviceAccount"}},
 	{name: "policy with two auth methods", kind: policy,
-		spec: `auth: {oidc: {issuer: "https://token.actions.githubusercontent.com", audience: [kobe]}, serviceAccount: {}}` + policyRules,
+		spec: `auth: {oidc: {issuer: "https://token.actions.githubusercontent.com", audience: [kobe]}, serviceAccount: {audiences: [kobe]}}` + policyRules,
 		want: []string{"spec.auth", "auth must set exactly one of oidc, ssh, token or serviceAccount"}},
 	{name: "policy with empty rules", kind: policy, spec: policyAuth + `rules: []`,
 		want: []string{"spec.rules", "should have at least 1 items"}},

@@ -172,6 +172,8 @@ func (s *suite) startOperator() error {
 		// TestConcurrentLeases queues 15 leases of one caller at once,
 		// beyond the default cap of 10 (covered in test/ha).
 		"--max-queued-per-owner", "20",
+		// TestConcurrentLeases holds more leases as one caller than the default cap.
+		"--default-max-concurrent-leases", "0",
 		// TestLeakSweepReports waits for a periodic sweep.
 		"--leak-sweep-interval", "2s",
 	)

@@ -184,6 +184,9 @@ func (c *cluster) start(t *testing.T, i int) *operatorproc.Process {
 		"--enable-sim-backend",
 		"--disable-local-backend",
 		"--lease-retention", "1h",
+		// The load of TestFailoverUnderLoad holds more leases per owner
+		// than the default cap; limit_test sets its own.
+		"--default-max-concurrent-leases", "0",
 	}, c.args...)
 	p, err := operatorproc.Start(operatorproc.Options{
 		Binary: c.binaryFor(t, i), Kubeconfig: suite.env.Kubeconfig, Namespace: c.ns,

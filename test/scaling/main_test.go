@@ -82,7 +82,7 @@ func run(m *testing.M) (int, error) {
 	}
 	// The burst queues more leases of one caller than the default cap
 	// allows while other scenarios hold theirs.
-	if err := s.StartOperator("--enable-sim-backend", "--disable-kubernetes-backend", "--max-queued-per-owner", "50"); err != nil {
+	if err := s.StartOperator("--enable-sim-backend", "--disable-kubernetes-backend", "--max-queued-per-owner", "50", "--default-max-concurrent-leases", "0"); err != nil {
 		return 1, err
 	}
 	return m.Run(), nil

@@ -179,6 +179,70 @@ func TestController(t *testing.T) {
 		waitReady("dead-issuer", metav1.ConditionFalse, kobev1.ReasonIssuerUnreachable)
 	})
 
+	// An issuer is fetched from the operator's network: plain http to
+	// anything but loopback is refused before any request is made.
+	t.Run("oidc issuer over plain http is refused", func(t *testing.T) {
+		p := policy("plain-http", kobev1.AuthSpec{OIDC: &kobev1.OIDCAuth{Issuer: "http://issuer.invalid/dex", Audience: []string{"kobe"}}})
+		waitReady("plain-http", metav1.ConditionFalse, kobev1.ReasonPolicyInvalid,
+			"oidc.issuer must use https (plain http only to a loopback host: 127.0.0.0/8, ::1 or localhost), not http://issuer.invalid")
+		update(p, func() { p.Spec.Auth.OIDC.Issuer = "https://issuer.invalid/dex?x=" })
+		waitReady("plain-http", metav1.ConditionFalse, kobev1.ReasonPolicyInvalid, "oidc.issuer must have no user info, query or fragment")
+	})
+
+	// A policy's author reads its status: what an issuer (or whatever
+	// answers at its URL) sends never shows there or in its events, only
+	// the step and the kind of failure.
+	t.Run("nothing the issuer answers reaches the status", func(t *testing.T) {
+		const secret = "internal-secret-5f3a"
+		var srv *httptest.Server
+		srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			base, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
+			self := srv.URL + "/" + base
+			switch r.URL.Path {
+			case "/fails/.well-known/openid-configuration":
+				http.Error(w, "database password: "+secret, http.StatusInternalServerError)
+			case "/other/.well-known/openid-configuration":
+				_ = json.NewEncoder(w).Encode(map[string]any{"issuer": "https://" + secret, "jwks_uri": self + "/keys"})
+			case "/keys-fail/.well-known/openid-configuration", "/redirect/.well-known/openid-configuration":
+				_ = json.NewEncoder(w).Encode(map[string]any{"issuer": self, "jwks_uri": self + "/keys"})
+			case "/keys-fail/keys":
+				http.Error(w, secret, http.StatusServiceUnavailable)
+			case "/redirect/keys":
+				http.Redirect(w, r, "http://issuer.invalid/"+secret, http.StatusFound)
+			case "/plain-keys/.well-known/openid-configuration":
+				_ = json.NewEncoder(w).Encode(map[string]any{"issuer": self, "jwks_uri": "http://issuer.invalid/" + secret})
+			case "/not-json/.well-known/openid-configuration":
+				_, _ = w.Write([]byte(secret))
+			default:
+				http.NotFound(w, r)
+			}
+		}))
+		t.Cleanup(srv.Close)
+		for name, want := range map[string]string{
+			"fails":      "discovery: the answer is HTTP 5xx, not 200",
+			"other":      "discovery: the document names another issuer",
+			"keys-fail":  "fetching keys: the answer is HTTP 5xx, not 200",
+			"redirect":   "fetching keys: redirected to a URL that is neither https nor http to a loopback host",
+			"plain-keys": "discovery: jwks_uri is neither https nor http to a loopback host",
+			"not-json":   "discovery: the answer is not a JSON document",
+		} {
+			policy("leak-"+name, kobev1.AuthSpec{OIDC: &kobev1.OIDCAuth{Issuer: srv.URL + "/" + name, Audience: []string{"kobe"}}})
+			cond := waitReady("leak-"+name, metav1.ConditionFalse, kobev1.ReasonIssuerUnreachable)
+			if strings.Contains(cond.Message, secret) || !strings.Contains(cond.Message, want) {
+				t.Errorf("policy leak-%s: message %q, want %q and nothing the server sent", name, cond.Message, want)
+			}
+		}
+		var list eventsv1.EventList
+		if err := c.List(ctx, &list, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range list.Items {
+			if strings.Contains(e.Note, secret) {
+				t.Errorf("event %s about %s carries what the server sent: %q", e.Name, e.Regarding.Name, e.Note)
+			}
+		}
+	})
+
 	t.Run("invalid policy", func(t *testing.T) {
 		p := policy("keys", kobev1.AuthSpec{SSH: &kobev1.SSHAuth{AuthorizedKeys: []string{"not-a-key"}}})
 		waitReady("keys", metav1.ConditionFalse, kobev1.ReasonPolicyInvalid)
@@ -188,7 +252,7 @@ func TestController(t *testing.T) {
 		})
 		waitReady("keys", metav1.ConditionTrue, kobev1.ReasonPolicyReady)
 
-		bad := policy("template", kobev1.AuthSpec{ServiceAccount: &kobev1.ServiceAccountAuth{}})
+		bad := policy("template", kobev1.AuthSpec{ServiceAccount: &kobev1.ServiceAccountAuth{Audiences: []string{"kobe"}}})
 		update(bad, func() { bad.Spec.Identity = "{unclosed" })
 		cond := waitReady("template", metav1.ConditionFalse, kobev1.ReasonPolicyInvalid)
 		if !strings.Contains(cond.Message, "identity") {
@@ -199,7 +263,7 @@ func TestController(t *testing.T) {
 	// A template that rendering can no longer make unambiguous (two claims
 	// side by side) is refused with a message that says why.
 	t.Run("ambiguous identity template", func(t *testing.T) {
-		p := policy("side-by-side", kobev1.AuthSpec{ServiceAccount: &kobev1.ServiceAccountAuth{}})
+		p := policy("side-by-side", kobev1.AuthSpec{ServiceAccount: &kobev1.ServiceAccountAuth{Audiences: []string{"kobe"}}})
 		update(p, func() { p.Spec.Identity = "{namespace}{serviceaccount}" })
 		waitReady("side-by-side", metav1.ConditionFalse, kobev1.ReasonPolicyInvalid,
 			"claims {namespace} and {serviceaccount} must be separated by literal text")
@@ -212,7 +276,7 @@ func TestController(t *testing.T) {
 	// with an Event, and is Ready again once the rule says matchAny: true
 	// or gets a match.
 	t.Run("rule without match admits every token", func(t *testing.T) {
-		p := policy("open-sa", kobev1.AuthSpec{ServiceAccount: &kobev1.ServiceAccountAuth{}})
+		p := policy("open-sa", kobev1.AuthSpec{ServiceAccount: &kobev1.ServiceAccountAuth{Audiences: []string{"kobe"}}})
 		waitReady("open-sa", metav1.ConditionTrue, kobev1.ReasonPolicyReady)
 		update(p, func() {
 			p.Spec.Rules = []kobev1.AccessRule{
