@@ -140,6 +140,7 @@ func TestHolderCannotPointTheAPIServerOutsideItsMember(t *testing.T) {
 		admitted(t, "nodes/status with a member node IP", c.Status().Patch(ctx, n, client.RawPatch(types.MergePatchType, []byte(`{"status":{"addresses":[{"type":"InternalIP","address":"198.19.192.10"},{"type":"Hostname","address":"real"}]}}`))))
 	})
 
+	//nolint:staticcheck // the attack writes Endpoints, deprecated but still served
 	t.Run("endpoints", func(t *testing.T) {
 		ep := func(ns, name, ip string, port int32) *corev1.Endpoints {
 			return &corev1.Endpoints{

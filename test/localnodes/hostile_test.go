@@ -91,7 +91,7 @@ func startOutside(t *testing.T) *outside {
 			if err != nil {
 				return
 			}
-			c.Close()
+			_ = c.Close()
 		}
 	}()
 	o := &outside{
@@ -112,7 +112,7 @@ func startOutside(t *testing.T) *outside {
 		if err != nil {
 			return err
 		}
-		c.Close()
+		_ = c.Close()
 		for _, a := range []string{o.private, o.public} {
 			c := http.Client{Timeout: time.Second}
 			resp, err := c.Get("http://" + a + "/")
