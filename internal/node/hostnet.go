@@ -228,6 +228,15 @@ func SetUpMemberNetwork(ctx context.Context, m MemberNet, apiPort int, egress Eg
 	if _, err := run(ctx, []byte(nftScript(m, apiPort, egress)), "nft", "-f", "-"); err != nil {
 		return fmt.Errorf("loading nftables table %s: %w", TableName(m.Slot), err)
 	}
+	if egress.any() {
+		// Egress leaves through another interface of the host, which
+		// forwards only with this set. It is machine-wide and left on:
+		// each member's table refuses what its pool does not allow, and
+		// other members' bridges forward nothing beyond them.
+		if err := writeSysctl("net/ipv4/ip_forward", "1"); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

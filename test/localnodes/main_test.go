@@ -48,7 +48,8 @@ var (
 
 // kubeletSysctls are the machine-wide settings kubelet changes; the suite
 // puts them back, as a user's host would want.
-var kubeletSysctls = []string{"kernel/panic", "kernel/panic_on_oops", "vm/overcommit_memory"}
+// ip_forward is the host's, set by a member whose pool allows egress.
+var kubeletSysctls = []string{"kernel/panic", "kernel/panic_on_oops", "vm/overcommit_memory", "net/ipv4/ip_forward"}
 
 func TestMain(m *testing.M) {
 	code, err := runSuite(m)
