@@ -296,13 +296,18 @@ const addressGuardFile = "member-addresses.yaml"
 
 // writeAddressGuard writes the static policy that keeps every address the
 // member's API server dials inside the member (addressguard): its pods'
-// and nodes' ranges with nodes, none without; the "kubernetes" Service
+// and nodes' ranges with nodes, kwok's with scheduling, none without; the
+// "kubernetes" Service
 // names only the API server. The API server runs in the host's network,
 // so without it a forged pod status made it a proxy to the host's
 // neighbours. Called before each start of the API server: its port
 // changes between attempts.
 func writeAddressGuard(p paths, st *state) error {
 	r := addressguard.Ranges{APIServer: netip.AddrPortFrom(netip.Addr{}, uint16(st.APIServerPort))}
+	if st.Scheduling {
+		r.Pods = []netip.Prefix{kwokPodCIDR}
+		r.Nodes = []netip.Prefix{netip.PrefixFrom(kwokNodeIP, 32)}
+	}
 	if st.Nodes > 0 {
 		mn, err := memberNet(st)
 		if err != nil {

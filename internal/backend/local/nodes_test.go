@@ -3,6 +3,7 @@ package local
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -316,7 +317,7 @@ func TestAddressGuardFollowsThePort(t *testing.T) {
 		t.Fatal(err)
 	}
 	slot := 3
-	for _, st := range []*state{{APIServerPort: 40001}, {APIServerPort: 40002, Nodes: 1, Slot: &slot}} {
+	for _, st := range []*state{{APIServerPort: 40001}, {APIServerPort: 40002, Nodes: 1, Slot: &slot}, {APIServerPort: 40003, Scheduling: true}} {
 		if err := writeAddressGuard(p, st); err != nil {
 			t.Fatal(err)
 		}
@@ -327,11 +328,33 @@ func TestAddressGuardFollowsThePort(t *testing.T) {
 		if !strings.Contains(string(data), fmt.Sprintf("p.port == %d", st.APIServerPort)) {
 			t.Errorf("nodes %d: the guard does not pin the API server's port %d:\n%s", st.Nodes, st.APIServerPort, data)
 		}
+		if st.Scheduling && !strings.Contains(string(data), kwokPodCIDR.String()) {
+			t.Errorf("the guard of a member with kwok does not admit kwok's pod range:\n%s", data)
+		}
 		if st.Nodes > 0 && !strings.Contains(string(data), "198.19.195.1") {
 			t.Errorf("the guard of a member with nodes does not name its gateway:\n%s", data)
 		}
-		if st.Nodes == 0 && strings.Contains(string(data), "cidr(") {
+		if st.Nodes == 0 && !st.Scheduling && strings.Contains(string(data), "cidr(") {
 			t.Errorf("a member without nodes admits some pod address:\n%s", data)
 		}
+	}
+}
+
+// TestKwokRangesAreNobodys: kwok's fake addresses are in no node network
+// of any slot, so admitting them admits nothing real.
+func TestKwokRangesAreNobodys(t *testing.T) {
+	for s := range node.MaxSlots {
+		mn, err := node.PlanMember(s, node.MaxNodes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range []netip.Prefix{mn.ClusterCIDR, mn.ServiceCIDR, mn.Link} {
+			if p.Overlaps(kwokPodCIDR) || p.Contains(kwokNodeIP) {
+				t.Errorf("slot %d's %s overlaps kwok's %s or %s", s, p, kwokPodCIDR, kwokNodeIP)
+			}
+		}
+	}
+	if !node.ServiceRegion.Contains(kwokNodeIP) || !node.ServiceRegion.Overlaps(kwokPodCIDR) {
+		t.Errorf("kwok's addresses are outside %s, which the host routes nowhere", node.ServiceRegion)
 	}
 }

@@ -3,6 +3,7 @@ package local
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"path/filepath"
 	"slices"
 
@@ -29,6 +30,14 @@ const (
 	FakeNodeName = "kwok-node-0"
 )
 
+// The addresses kwok gives the simulated node and its pods: inside the
+// benchmark range, beside the node networks (internal/node) and used by no
+// member, so the address guard can admit them while nothing answers there.
+var (
+	kwokPodCIDR = netip.MustParsePrefix("198.19.224.0/24")
+	kwokNodeIP  = netip.MustParseAddr("198.19.225.1")
+)
+
 // kwokStages lists the Stage files kwok is started with.
 func (b *Backend) kwokStages() ([]string, error) {
 	files, err := filepath.Glob(filepath.Join(b.opts.BinDir, kwokStagesDir, "*.yaml"))
@@ -51,6 +60,8 @@ func (b *Backend) kwokArgs(p paths) ([]string, error) {
 		// No kwok server (port forwarding, logs, exec): nothing to clash.
 		"--node-port=0",
 		"--server-address=",
+		"--cidr=" + kwokPodCIDR.String(),
+		"--node-ip=" + kwokNodeIP.String(),
 	}
 	for _, f := range stages {
 		args = append(args, "--config="+f)
