@@ -13,6 +13,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
@@ -75,6 +76,8 @@ type options struct {
 	localImageDir     string
 	localPauseImage   string
 	localMaxMembers   int
+	localMemberDisk   resource.QuantityValue
+	localMinFreeDisk  local.DiskFloor
 	leaseRetention    time.Duration
 	auditRetention    time.Duration
 	defaultMaxTTL     time.Duration
@@ -127,6 +130,9 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.localImageDir, "local-image-dir", local.DefaultImageDir, "Directory with the pause image archive (pause.tar, `make image-pause`) and the image archives pools preload (backend.local.preloadImages).")
 	fs.StringVar(&o.localPauseImage, "local-pause-image", local.DefaultPauseImage, "Image name in the pause archive, the sandbox image of local members' nodes.")
 	fs.IntVar(&o.localMaxMembers, "local-max-members", defaultLocalMaxMembers, "Most ClusterInstances of backend local that this operator keeps at once across all its pools (any phase, being deleted included); a pool that wants more creates nothing and reports Capacity HostCapacityReached until members go away. 0 removes the cap. The default fits a 2-core host: each member idles at about 5% of a core (docs/benchmarks.md) and one with a real node holds about 0.5 GiB.")
+	o.localMemberDisk, o.localMinFreeDisk = resource.QuantityValue{Quantity: local.DefaultMemberDiskLimit}, local.DefaultMinFreeDisk
+	fs.Var(&o.localMemberDisk, "local-member-disk-limit", "Most disk a local member's data directory may take (etcd, logs and, with nodes, images, writable layers, emptyDirs and pod logs), as a quantity (20Gi); a member above it is reported failed and recycled, a leased one ending its lease. Measured at most every 30s. 0 removes the limit.")
+	fs.Var(&o.localMinFreeDisk, "local-min-free-disk", "Free space the file system of --local-data-dir keeps, as a percentage of its size (5%) or a quantity (2Gi): below it local members are reported failed, the largest first, until their removal restores it, and no new one is created. 0 removes the floor.")
 	fs.BoolVar(&o.disableLocal, "disable-local-backend", false, "Do not wire the local backend.")
 	fs.BoolVar(&o.disableKubernetes, "disable-kubernetes-backend", false, "Do not wire the kubernetes backend (members as etcd, kube-apiserver and kube-controller-manager pods in --namespace of the host cluster).")
 	fs.StringVar(&o.memberOperatorSel, "member-network-policy-operator-selector", "app.kubernetes.io/name=kobe", "Labels (k=v,...) of the operator's pods: each kubernetes-backend member's NetworkPolicy lets only them (and, for Direct access, anyone) reach its API port. The default matches the chart's pods.")
@@ -243,6 +249,7 @@ func run(ctx context.Context, o options) error {
 			Logger: log.WithName("local-backend"), ProvisionTimeout: o.localProvisionMax,
 			NodeBinDir: o.localNodeBinDir, NodeAgent: o.localNodeAgent, ImageDir: o.localImageDir,
 			PauseImage: o.localPauseImage, MaxMembers: o.localMaxMembers,
+			MemberDiskLimit: o.localMemberDisk.Value(), MinFreeDisk: o.localMinFreeDisk,
 		})
 		if err != nil {
 			return fmt.Errorf("wiring local backend: %w", err)
@@ -320,7 +327,7 @@ func run(ctx context.Context, o options) error {
 		TLSCertFile: o.apiTLSCert, TLSKeyFile: o.apiTLSKey,
 		Ready: cacheSynced.Load, MaxQueuedPerOwner: int32(o.maxQueuedPerOwner),
 		TLSCAFile: o.apiTLSCA, ConnectURL: o.connectURL, ConnectMaxInFlight: o.connectMaxInFlt, Informers: mgr.GetCache(),
-		ConnectMaxStreamsPerLease: o.connectMaxStreams,
+		ConnectMaxStreamsPerLease: o.connectMaxStreams, Fence: backends.Fence,
 	})
 	if err := mgr.Add(api); err != nil {
 		return fmt.Errorf("adding API server: %w", err)

@@ -70,6 +70,13 @@ type Options struct {
 	// before it creates ClusterInstances; this is the last line, for
 	// members it could not see (another operator on the same data root).
 	MaxMembers int
+	// MemberDiskLimit caps the bytes a member's data directory takes on
+	// disk (0: no cap); Observe reports a member above it Failed.
+	MemberDiskLimit int64
+	// MinFreeDisk is the free space DataRoot's file system keeps (zero:
+	// no floor): below it Observe reports members Failed, the largest
+	// first, and Create refuses new ones.
+	MinFreeDisk DiskFloor
 }
 
 // Backend runs members as local processes. It is safe for concurrent use.
@@ -92,6 +99,9 @@ type Backend struct {
 	slotMu sync.Mutex
 	// slotClaimDir is DefaultSlotClaimDir (tests replace it).
 	slotClaimDir string
+
+	// disk holds the last measurement of the members' disk use.
+	disk diskCheck
 }
 
 // memberRT is what one Backend instance holds in memory about a member. It
@@ -125,6 +135,12 @@ var (
 func New(opts Options) (*Backend, error) {
 	if opts.DataRoot == "" {
 		return nil, errors.New("local backend: DataRoot is required")
+	}
+	if opts.MemberDiskLimit < 0 {
+		return nil, errors.New("local backend: MemberDiskLimit must not be negative")
+	}
+	if err := opts.MinFreeDisk.validate(); err != nil {
+		return nil, fmt.Errorf("local backend: %w", err)
 	}
 	if opts.BinDir == "" {
 		opts.BinDir = DefaultBinDir
@@ -185,6 +201,7 @@ func New(opts Options) (*Backend, error) {
 		tuning:       defaultTuning(),
 		pickPort:     freePort,
 		slotClaimDir: DefaultSlotClaimDir,
+		disk:         diskCheck{every: diskCheckInterval, bounds: defaultWalkBounds},
 		ctx:          ctx,
 		cancel:       cancel,
 		members:      map[types.UID]*memberRT{},
@@ -322,6 +339,9 @@ func (b *Backend) Create(ctx context.Context, m backend.Member) error {
 	if err := b.checkHostCap(memberDirName(m)); err != nil {
 		return err
 	}
+	if err := b.checkFreeDisk(); err != nil {
+		return err
+	}
 	if err := b.checkBinaries(scheduling(m), nodes); err != nil {
 		return err
 	}
@@ -445,9 +465,10 @@ func (b *Backend) launchCore(rt *memberRT, p paths, st *state) error {
 // long as all its processes run (a failing probe after that is reported in
 // Message and left to the operator's health checks). It is Failed when a
 // process has exited or cannot be verified as the member's (a recycled
-// pid), when the data directory is inconsistent, or when it is not ready
-// within ProvisionTimeout. Observe only reads, apart from recording the
-// first time it saw the member ready.
+// pid), when the data directory is inconsistent, when it is not ready
+// within ProvisionTimeout, or when its disk use breaks MemberDiskLimit or
+// MinFreeDisk (see disk.go). Observe only reads, apart from recording the
+// first time it saw the member ready and a failure for its disk use.
 func (b *Backend) Observe(ctx context.Context, m backend.Member) (backend.Observation, error) {
 	if validMember(m) != nil {
 		// Create refuses such a member, so nothing of it exists.
@@ -455,6 +476,7 @@ func (b *Backend) Observe(ctx context.Context, m backend.Member) (backend.Observ
 	}
 	rt := b.member(m.UID)
 	p := b.paths(m)
+	b.enforceDiskLimits(rt, p, m)
 	rt.mu.Lock()
 	obs, st, done := b.observeLocked(rt, p, m)
 	rt.mu.Unlock()

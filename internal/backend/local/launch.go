@@ -22,6 +22,11 @@ const (
 	etcdPeerURL   = "unix://etcd-peer.sock:0"
 )
 
+// etcdQuota is etcd's --quota-backend-bytes (etcd's own default, made
+// explicit, as the kubernetes backend's): past it etcd refuses writes
+// instead of growing.
+const etcdQuota = 2 << 30
+
 // componentArgs returns the command line of component c (without argv[0]).
 func (b *Backend) componentArgs(p paths, st *state, c string) ([]string, error) {
 	switch c {
@@ -35,6 +40,7 @@ func (b *Backend) componentArgs(p paths, st *state, c string) ([]string, error) 
 			"--initial-advertise-peer-urls=" + etcdPeerURL,
 			"--initial-cluster=member=" + etcdPeerURL,
 			"--initial-cluster-state=new",
+			"--quota-backend-bytes=" + strconv.Itoa(etcdQuota),
 			"--log-level=warn",
 		}, b.tuning.args[c]...), nil
 	case compAPIServer:

@@ -268,6 +268,11 @@ func TestPortClashIsRetried(t *testing.T) {
 	if st.Attempt != 2 || st.APIServerPort == takenPort || !strings.HasSuffix(obs.Access.Endpoint, ":"+strconv.Itoa(st.APIServerPort)) {
 		t.Errorf("after a clash: attempt %d port %d endpoint %s; want attempt 2 on a port other than %d", st.Attempt, st.APIServerPort, obs.Access.Endpoint, takenPort)
 	}
+
+	// On this member, whose test is done with it, so that no other starts.
+	t.Run("a member writing past its disk limit is Failed", func(t *testing.T) {
+		testDiskLimit(t, b, m, obs.Access)
+	})
 }
 
 // TestAdoptAfterOperatorCrash: members outlive an operator killed with
