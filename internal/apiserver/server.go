@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/auth"
 	"github.com/kunobi-ninja/kobe/internal/binding"
 	"github.com/kunobi-ninja/kobe/internal/connect"
@@ -93,6 +94,8 @@ type Options struct {
 	// Informers deliver the lease and member events that close a lease's
 	// connect streams when it ends (the manager's cache).
 	Informers cache.Informers
+	// Fence is leaseservice.Options.Fence.
+	Fence func(ctx context.Context, inst *kobev1.ClusterInstance) error
 }
 
 // Server is the HTTP API.
@@ -130,7 +133,7 @@ func New(opts Options) *Server {
 	s.leases = leaseservice.New(leaseservice.Options{
 		Namespace: opts.Namespace, Client: opts.Client, Reader: opts.Reader, APIReader: opts.APIReader,
 		Binder: opts.Binder, Recorder: opts.Recorder, Clock: opts.Clock, Log: opts.Log,
-		MaxQueuedPerOwner: opts.MaxQueuedPerOwner, ProxyEndpoint: s.proxyEndpoint,
+		MaxQueuedPerOwner: opts.MaxQueuedPerOwner, ProxyEndpoint: s.proxyEndpoint, Fence: opts.Fence,
 	})
 	timers, ok := opts.Clock.(clock.WithDelayedExecution)
 	if !ok {

@@ -30,6 +30,12 @@ type Member struct {
 	Created time.Time
 }
 
+// MemberOf is the Member that inst is to its backend.
+func MemberOf(inst *kobev1.ClusterInstance) Member {
+	return Member{Namespace: inst.Namespace, Name: inst.Name, UID: inst.UID, Pool: inst.Spec.PoolRef.Name, Spec: inst.Spec,
+		Created: inst.CreationTimestamp.Time}
+}
+
 // State is what a backend says about a member.
 type State string
 

@@ -190,6 +190,7 @@ func (s *Service) Release(ctx context.Context, p *auth.Principal, ref string) er
 		return err
 	}
 	ended := false
+	var held *kobev1.ClusterLease // l as it was before its end
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		ended = false
 		if err := s.opts.APIReader.Get(ctx, client.ObjectKeyFromObject(l), l); err != nil {
@@ -198,6 +199,7 @@ func (s *Service) Release(ctx context.Context, p *auth.Principal, ref string) er
 		if !lease.IsActive(l) {
 			return nil
 		}
+		held = l.DeepCopy()
 		lease.End(l, kobev1.LeaseReleased, kobev1.ReasonReleased, "released by "+p.Identity, s.opts.Clock.Now())
 		ended = true
 		return s.opts.Client.Status().Update(ctx, l)
@@ -208,6 +210,9 @@ func (s *Service) Release(ctx context.Context, p *auth.Principal, ref string) er
 	if err != nil {
 		return fmt.Errorf("releasing lease %s: %w", l.Name, err)
 	}
+	// Now that no kubeconfig is minted for it any more, and before the
+	// caller hears that the lease ended.
+	s.fence(ctx, held)
 	metrics.LeaseEnded(l.Spec.Pool, kobev1.ReasonReleased)
 	s.audit(p, "release", l.Name, l.Spec.Pool, "released")
 	s.opts.Recorder.Eventf(l, nil, "Normal", kobev1.ReasonReleased, "Release", "Released by %s (policy %s)", p.Identity, p.Policy)

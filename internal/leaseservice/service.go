@@ -62,6 +62,12 @@ type Options struct {
 	// ErrProxyNotConfigured, naming what to configure, when the server
 	// cannot proxy; nil means it never can.
 	ProxyEndpoint func(ctx context.Context) (base string, caPEM []byte, err error)
+	// Fence stops the API server of the member a lease held (see
+	// backend.Registry.Fence) before Release answers, so that no credential
+	// of the lease works after the answer even if the operator's leader,
+	// whose teardown fences too, dies right then. nil: only the teardown
+	// fences.
+	Fence func(ctx context.Context, inst *kobev1.ClusterInstance) error
 }
 
 // Service carries out lease and pool operations for authenticated callers.

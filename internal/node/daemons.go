@@ -136,10 +136,17 @@ func kernelDefaultsSet() (bool, string) {
 	return false, "kubelet sets machine-wide kernel settings: " + strings.Join(differ, ", ")
 }
 
+// webhookCacheTTL is how long kubelet keeps the member API server's answers
+// on who a caller is and what it may do (minutes by default): once a lease
+// ends and its member's API server is stopped, the lease's certificate and
+// the tokens minted inside must not keep working against a kubelet from a
+// cached answer. Not 0: kubelet reads 0 as "unset" and takes its defaults.
+const webhookCacheTTL = "1ms"
+
 // kubeletConfig is kubelet's configuration: cgroupfs under cgroupRoot,
 // cgroup v1 allowed, root dir and pod logs under Dir, the member's serving
 // certificate, webhook authentication and authorization with the member's
-// client CA, no DNS for pods (the machine's resolv.conf would send lookups
+// client CA and (next to) no caching of their answers, no DNS for pods (the machine's resolv.conf would send lookups
 // off the machine). Fixed ports: the node has its own network namespace.
 func kubeletConfig(c *Config, nodeIP, cgroupRoot, sock, podLogs string, protectKernelDefaults bool) ([]byte, error) {
 	cfg := map[string]any{
@@ -158,10 +165,15 @@ func kubeletConfig(c *Config, nodeIP, cgroupRoot, sock, podLogs string, protectK
 		"tlsPrivateKeyFile":        c.KubeletKey,
 		"authentication": map[string]any{
 			"anonymous": map[string]bool{"enabled": false},
-			"webhook":   map[string]bool{"enabled": true},
+			"webhook":   map[string]any{"enabled": true, "cacheTTL": webhookCacheTTL},
 			"x509":      map[string]string{"clientCAFile": c.ClientCAFile},
 		},
-		"authorization":       map[string]string{"mode": "Webhook"},
+		"authorization": map[string]any{
+			"mode": "Webhook",
+			"webhook": map[string]string{
+				"cacheAuthorizedTTL": webhookCacheTTL, "cacheUnauthorizedTTL": webhookCacheTTL,
+			},
+		},
 		"clusterDomain":       "cluster.local",
 		"resolvConf":          "",
 		"failSwapOn":          false,

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 func testConfig() *Config {
@@ -109,6 +110,23 @@ func TestDaemonConfigs(t *testing.T) {
 		authn["x509"].(map[string]any)["clientCAFile"] != c.ClientCAFile {
 		t.Errorf("kubelet authentication: %v", authn)
 	}
+	// A kubelet must not keep accepting a released lease's certificate or
+	// tokens from a cached answer of the member's API server. 0 (or unset)
+	// would give kubelet's defaults: minutes.
+	if mode := field(kl, "authorization", "mode"); mode != "Webhook" {
+		t.Errorf("kubelet authorization.mode = %v, want Webhook", mode)
+	}
+	for _, path := range [][]string{
+		{"authentication", "webhook", "cacheTTL"},
+		{"authorization", "webhook", "cacheAuthorizedTTL"},
+		{"authorization", "webhook", "cacheUnauthorizedTTL"},
+	} {
+		v := field(kl, path...)
+		s, _ := v.(string)
+		if d, err := time.ParseDuration(s); err != nil || d <= 0 || d > 100*time.Millisecond {
+			t.Errorf("kubelet %s = %v, want a positive duration of at most 100ms", strings.Join(path, "."), v)
+		}
+	}
 
 	var kp map[string]any
 	b, err = kubeProxyConfig(c, "198.19.192.10")
@@ -137,4 +155,17 @@ func TestValidRel(t *testing.T) {
 	if err := validRel("kobe/u/n0"); err != nil {
 		t.Error(err)
 	}
+}
+
+// field is the value at path in a decoded JSON object, nil if there is none.
+func field(m map[string]any, path ...string) any {
+	var v any = m
+	for _, k := range path {
+		o, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = o[k]
+	}
+	return v
 }

@@ -90,3 +90,18 @@ func (h holderCredentials) waitCut(t *testing.T, since time.Time, after string) 
 	}
 	return took
 }
+
+// waitCutOperatorKilled is waitCut with the operator killed (SIGKILL) at
+// once: the cut must not wait for the operator's teardown, which a leader
+// that dies right after answering never runs. The operator is started
+// again after the measure, for the tests that follow.
+func (h holderCredentials) waitCutOperatorKilled(t *testing.T, since time.Time, after string) time.Duration {
+	t.Helper()
+	s.killOperator()
+	defer func() {
+		if err := s.startOperator(); err != nil {
+			t.Errorf("starting the operator again: %v", err)
+		}
+	}()
+	return h.waitCut(t, since, after+", the operator killed right after it")
+}

@@ -84,8 +84,7 @@ type scope struct {
 }
 
 func (s *scope) member() backend.Member {
-	return backend.Member{Namespace: s.inst.Namespace, Name: s.inst.Name, UID: s.inst.UID, Pool: s.inst.Spec.PoolRef.Name, Spec: s.inst.Spec,
-		Created: s.inst.CreationTimestamp.Time}
+	return backend.MemberOf(s.inst)
 }
 
 // Reconcile moves the instance one step along its life: get, scope, one

@@ -24,7 +24,7 @@ func (r *Reconciler) fence(ctx context.Context, s *scope) {
 	if !ok || !needsFence(s.inst) {
 		return
 	}
-	if c, _ := checkHost(s.inst, s.backend); c == hostElsewhere {
+	if c, _ := backend.CheckHost(s.inst, s.backend); c == backend.HostElsewhere {
 		return // never passed to the backend of another host
 	}
 	if err := f.Fence(ctx, s.member()); err != nil {

@@ -11,45 +11,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+	"github.com/kunobi-ninja/kobe/internal/backend"
 )
-
-// hostBound is implemented by backends whose members live on the
-// operator's own host (the local backend): processes of this boot, files on
-// this disk. Another host's operator sees nothing of them, and would take a
-// running member for a dead one and report destroyed one it never touched.
-type hostBound interface {
-	// Host names this host and boot, e.g. "<hostname>/<boot id>".
-	Host() string
-}
-
-// hostCheck is what the host guard found.
-type hostCheck int
-
-const (
-	// hostHere: the member is this host's (or its backend is not host-bound).
-	hostHere hostCheck = iota
-	// hostUnrecorded: a member of a host-bound backend with no host recorded.
-	hostUnrecorded
-	// hostElsewhere: the member was started on another host.
-	hostElsewhere
-)
-
-// checkHost decides whether this operator may act on inst through b.
-func checkHost(inst *kobev1.ClusterInstance, b any) (hostCheck, string) {
-	hb, ok := b.(hostBound)
-	if !ok {
-		return hostHere, ""
-	}
-	switch recorded := inst.Annotations[kobev1.AnnotationHost]; recorded {
-	case hb.Host():
-		return hostHere, ""
-	case "":
-		return hostUnrecorded, ""
-	default:
-		return hostElsewhere, fmt.Sprintf("the member was started on host %q; this operator runs on %q and can neither observe nor destroy it: "+
-			"run the operator there, or, once its processes and data there are gone, remove the finalizer %s", recorded, hb.Host(), kobev1.FinalizerInstance)
-	}
-}
 
 // guardHost runs before any call to the member's backend. A member with no
 // host recorded gets this host's, before anything of it is started (a
@@ -60,11 +23,11 @@ func checkHost(inst *kobev1.ClusterInstance, b any) (hostCheck, string) {
 // stays until someone removes it, since nothing here destroyed it.
 // refused, when not empty, says why the reconcile must not call the backend.
 func (r *Reconciler) guardHost(ctx context.Context, s *scope) (refused string, err error) {
-	check, msg := checkHost(s.inst, s.backend)
+	check, msg := backend.CheckHost(s.inst, s.backend)
 	switch check {
-	case hostHere:
+	case backend.HostHere:
 		return "", nil
-	case hostUnrecorded:
+	case backend.HostUnrecorded:
 		return "", r.recordHost(ctx, s)
 	}
 	r.mark(s, kobev1.ConditionProvisioned, metav1.ConditionFalse, kobev1.ReasonHostMismatch, msg, corev1.EventTypeWarning)
@@ -75,7 +38,7 @@ func (r *Reconciler) guardHost(ctx context.Context, s *scope) (refused string, e
 // recordHost writes this host on the member, fenced by its resourceVersion.
 func (r *Reconciler) recordHost(ctx context.Context, s *scope) error {
 	before := s.inst.DeepCopy()
-	metav1.SetMetaDataAnnotation(&s.inst.ObjectMeta, kobev1.AnnotationHost, s.backend.(hostBound).Host())
+	metav1.SetMetaDataAnnotation(&s.inst.ObjectMeta, kobev1.AnnotationHost, s.backend.(backend.HostBound).Host())
 	if err := r.Client.Patch(ctx, s.inst, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 		return fmt.Errorf("recording the host of member %s: %w", s.inst.Name, err)
 	}

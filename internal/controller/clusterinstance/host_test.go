@@ -28,39 +28,6 @@ const (
 	otherHost = "runner-b/99999999-8888-7777-6666-555555555555"
 )
 
-func TestCheckHost(t *testing.T) {
-	withRecord := func(host string) *kobev1.ClusterInstance {
-		inst := &kobev1.ClusterInstance{}
-		if host != "" {
-			inst.Annotations = map[string]string{kobev1.AnnotationHost: host}
-		}
-		return inst
-	}
-	bound := hostFake{host: thisHost}
-	cases := []struct {
-		name string
-		inst *kobev1.ClusterInstance
-		b    any
-		want hostCheck
-	}{
-		{"recorded here", withRecord(thisHost), bound, hostHere},
-		{"not recorded", withRecord(""), bound, hostUnrecorded},
-		{"recorded on another host", withRecord(otherHost), bound, hostElsewhere},
-		{"same host name, another boot", withRecord("runner-a/00000000-2222-3333-4444-555555555555"), bound, hostElsewhere},
-		{"a prefix of this host", withRecord("runner-a"), bound, hostElsewhere},
-		{"a backend not tied to a host", withRecord(otherHost), &fakeBackend{}, hostHere},
-	}
-	for _, tc := range cases {
-		got, why := checkHost(tc.inst, tc.b)
-		if got != tc.want || (got == hostElsewhere) != (why != "") {
-			t.Errorf("%s: got %v %q, want %v", tc.name, got, why, tc.want)
-		}
-		if got == hostElsewhere && (!strings.Contains(why, otherHost) && !strings.Contains(why, "runner-a/0") && !strings.Contains(why, `"runner-a"`) || !strings.Contains(why, kobev1.FinalizerInstance)) {
-			t.Errorf("%s: the reason does not name the recorded host and the way out: %q", tc.name, why)
-		}
-	}
-}
-
 // TestMemberOnAnotherHost (issue 10): a member of a host-bound backend
 // records the host it is started on before anything is started. A member
 // recorded on another host is never passed to the backend (not observed,
