@@ -106,6 +106,27 @@ func TestLeasedMemberWithANode(t *testing.T) {
 		t.Errorf("a privileged pod through the proxy: %v: %s", err, out)
 	}
 
+	// The hostile holder's other ways around Pod Security, on the node
+	// pod of the kubernetes backend: each must be refused.
+	privileged := `{"metadata":{"labels":{"pod-security.kubernetes.io/enforce":"privileged"}}}`
+	for what, args := range map[string][]string{
+		"a privileged label through namespaces/status": {"patch", "namespace", "default", "--subresource=status", "--type=merge", "-p", privileged},
+		"a privileged ephemeral container":             {"patch", "pod", "pause", "--subresource=ephemeralcontainers", "--type=strategic", "-p", `{"spec":{"ephemeralContainers":[{"name":"root","image":"kobe.local/pause:v1","imagePullPolicy":"Never","securityContext":{"privileged":true}}]}}`},
+		"a hostPID pod": {"run", "hostpid", "--image=kobe.local/pause:v1", "--image-pull-policy=Never", "--restart=Never",
+			`--overrides={"apiVersion":"v1","spec":{"hostPID":true,"containers":[{"name":"c","image":"kobe.local/pause:v1","imagePullPolicy":"Never"}]}}`},
+	} {
+		if out, err := kubectl(t, kc, args...); err == nil {
+			t.Errorf("%s through the proxy was admitted: %s", what, out)
+		}
+	}
+	finalize := filepath.Join(f.work, "finalize.json")
+	if err := os.WriteFile(finalize, []byte(`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"default","labels":{"pod-security.kubernetes.io/enforce":"privileged"}},"spec":{"finalizers":["kubernetes"]}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := kubectl(t, kc, "replace", "--raw", "/api/v1/namespaces/default/finalize", "-f", finalize); err == nil {
+		t.Errorf("a privileged label through namespaces/finalize was admitted: %s", out)
+	}
+
 	if out, errOut, err := f.kobe(t, "release", l.ID); err != nil {
 		t.Fatalf("kobe release: %v\n%s%s", err, out, errOut)
 	}
