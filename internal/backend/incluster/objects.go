@@ -270,8 +270,9 @@ func applyPlacement(t kobev1.BackendType, m backend.Member, s *corev1.PodSpec, p
 }
 
 // Resources returns r with every CPU and memory request and limit that r
-// lacks taken from def; a limit below its request is raised to the request,
-// so a pool that asks for more than a default limit still gets a valid spec.
+// lacks taken from def, and any other resource def names (ephemeral
+// storage); a limit below its request is raised to the request, so a pool
+// that asks for more than a default limit still gets a valid spec.
 func Resources(r *corev1.ResourceRequirements, def corev1.ResourceRequirements) corev1.ResourceRequirements {
 	out := corev1.ResourceRequirements{Requests: corev1.ResourceList{}, Limits: corev1.ResourceList{}}
 	if r != nil {
@@ -282,7 +283,15 @@ func Resources(r *corev1.ResourceRequirements, def corev1.ResourceRequirements) 
 			out.Limits[k] = v.DeepCopy()
 		}
 	}
-	for _, k := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+	names := []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory}
+	for _, list := range []corev1.ResourceList{def.Requests, def.Limits} {
+		for k := range list {
+			if !slices.Contains(names, k) {
+				names = append(names, k)
+			}
+		}
+	}
+	for _, k := range names {
 		if _, ok := out.Requests[k]; !ok {
 			if lim, hasLim := out.Limits[k]; hasLim && lim.Cmp(def.Requests[k]) < 0 {
 				out.Requests[k] = lim.DeepCopy() // a pool's limit below kobe's request wins

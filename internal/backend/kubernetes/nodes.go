@@ -170,7 +170,7 @@ func (t Template) nodePods(in incluster.RenderInput, img Images) ([]corev1.Pod, 
 	}
 	var pods []corev1.Pod
 	for i := range n {
-		nodeRes := resources(res, DefaultResources.Node)
+		nodeRes := incluster.Resources(res, DefaultResources.Node)
 		p := corev1.Pod{Spec: corev1.PodSpec{
 			Containers: []corev1.Container{{
 				Name:            "node",

@@ -100,29 +100,6 @@ func plus(q resource.Quantity, more string) string {
 	return q.String()
 }
 
-// resources is incluster.Resources with ephemeral storage filled in the
-// same way: a pool's own request or limit wins, and a limit is never below
-// the request.
-func resources(r *corev1.ResourceRequirements, def corev1.ResourceRequirements) corev1.ResourceRequirements {
-	out := incluster.Resources(r, def)
-	const k = corev1.ResourceEphemeralStorage
-	if _, ok := out.Requests[k]; !ok {
-		if lim, hasLim := out.Limits[k]; hasLim && lim.Cmp(def.Requests[k]) < 0 {
-			out.Requests[k] = lim.DeepCopy()
-		} else {
-			out.Requests[k] = def.Requests[k].DeepCopy()
-		}
-	}
-	if _, ok := out.Limits[k]; !ok {
-		lim := def.Limits[k].DeepCopy()
-		if req := out.Requests[k]; lim.Cmp(req) < 0 {
-			lim = req.DeepCopy()
-		}
-		out.Limits[k] = lim
-	}
-	return out
-}
-
 // emptyDir is an emptyDir volume of at most size.
 func emptyDir(name string, size resource.Quantity) corev1.Volume {
 	return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: ptr.To(size.DeepCopy())}}}
@@ -290,7 +267,7 @@ func (t Template) Pods(in incluster.RenderInput) ([]corev1.Pod, error) {
 			"--log-level=warn",
 			fmt.Sprintf("--quota-backend-bytes=%d", etcdQuota.Value()),
 		},
-		Resources:    resources(res.Etcd, DefaultResources.Etcd),
+		Resources:    incluster.Resources(res.Etcd, DefaultResources.Etcd),
 		VolumeMounts: append([]corev1.VolumeMount{{Name: "etcd-data", MountPath: "/var/lib/etcd"}}, mounts...),
 	}
 	apiserver := corev1.Container{
@@ -327,7 +304,7 @@ func (t Template) Pods(in incluster.RenderInput) ([]corev1.Pod, error) {
 			"--profiling=false",
 		},
 		Ports:        []corev1.ContainerPort{{Name: "https", ContainerPort: in.APIPort, Protocol: corev1.ProtocolTCP}},
-		Resources:    resources(res.APIServer, DefaultResources.APIServer),
+		Resources:    incluster.Resources(res.APIServer, DefaultResources.APIServer),
 		VolumeMounts: append([]corev1.VolumeMount{{Name: "tmp", MountPath: "/tmp"}}, mounts...),
 		// Readiness only: a liveness probe would restart an API server that
 		// fails its checks and hide the failure from kobe's health checks,
@@ -354,7 +331,7 @@ func (t Template) Pods(in incluster.RenderInput) ([]corev1.Pod, error) {
 			"--secure-port=0",
 			"--profiling=false",
 		},
-		Resources:    resources(res.ControllerManager, DefaultResources.ControllerManager),
+		Resources:    incluster.Resources(res.ControllerManager, DefaultResources.ControllerManager),
 		VolumeMounts: append([]corev1.VolumeMount{{Name: "tmp", MountPath: "/tmp"}}, mounts...),
 	}
 	pod := corev1.Pod{Spec: corev1.PodSpec{
@@ -377,7 +354,7 @@ func (t Template) Pods(in incluster.RenderInput) ([]corev1.Pod, error) {
 				"--secure-port=0",
 				"--profiling=false",
 			},
-			Resources:    resources(nil, DefaultResources.Scheduler),
+			Resources:    incluster.Resources(nil, DefaultResources.Scheduler),
 			VolumeMounts: append([]corev1.VolumeMount{{Name: "tmp", MountPath: "/tmp"}}, mounts...),
 		})
 	}
