@@ -80,11 +80,18 @@ func CheckLease(l *kobev1.ClusterLease, inst *kobev1.ClusterInstance, pl *kobev1
 	if !lease.IsActive(l) {
 		return refuse(http.StatusGone, wire.ReasonLeaseEnded, "lease ended", "lease %s is %s; request a new lease", l.Name, l.Status.Phase)
 	}
+	// The member's write-once leaseRef is the bind's record; the lease's
+	// status is a copy, written after the API answered, so a caller using
+	// its kubeconfig at once may find it not yet there. Without the copy,
+	// inst is the member that names l (memberOf).
 	ref := l.Status.InstanceRef
-	if l.Status.Phase != kobev1.LeaseBound || ref == nil {
-		return refuse(http.StatusConflict, wire.ReasonLeaseNotBound, "lease not bound", "lease %s holds no member yet", l.Name)
+	if inst == nil || !binding.Names(inst, l) {
+		if ref == nil {
+			return refuse(http.StatusConflict, wire.ReasonLeaseNotBound, "lease not bound", "lease %s holds no member yet", l.Name)
+		}
+		return refuse(http.StatusConflict, wire.ReasonLeaseNotBound, "lease not bound", "lease %s's member no longer holds it", l.Name)
 	}
-	if inst == nil || inst.UID != ref.UID || !binding.Names(inst, l) {
+	if ref != nil && (l.Status.Phase != kobev1.LeaseBound || inst.UID != ref.UID) {
 		return refuse(http.StatusConflict, wire.ReasonLeaseNotBound, "lease not bound", "lease %s's member no longer holds it", l.Name)
 	}
 	if inst.DeletionTimestamp != nil {

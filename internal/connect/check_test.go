@@ -103,6 +103,24 @@ func TestCheckLease(t *testing.T) {
 			l.Status.Phase, l.Status.InstanceRef = kobev1.LeasePending, nil
 			return nil
 		}, http.StatusConflict},
+		{"no status copy yet, its member names it", func(l *kobev1.ClusterLease, i *kobev1.ClusterInstance) *kobev1.ClusterInstance {
+			l.Status = kobev1.ClusterLeaseStatus{}
+			return i
+		}, 0},
+		{"no status copy yet, still past the bind's end", func(l *kobev1.ClusterLease, i *kobev1.ClusterInstance) *kobev1.ClusterInstance {
+			l.Status = kobev1.ClusterLeaseStatus{}
+			i.Spec.LeaseRef.BoundAt = &metav1.Time{Time: now.Add(-31 * time.Minute)}
+			return i
+		}, http.StatusGone},
+		{"no status copy yet, the member names another lease", func(l *kobev1.ClusterLease, i *kobev1.ClusterInstance) *kobev1.ClusterInstance {
+			l.Status = kobev1.ClusterLeaseStatus{}
+			i.Spec.LeaseRef.UID = "other-lease"
+			return i
+		}, http.StatusConflict},
+		{"status names a member, but says Pending", func(l *kobev1.ClusterLease, i *kobev1.ClusterInstance) *kobev1.ClusterInstance {
+			l.Status.Phase = kobev1.LeasePending
+			return i
+		}, http.StatusConflict},
 		{"past its expiry, still Bound", func(l *kobev1.ClusterLease, i *kobev1.ClusterInstance) *kobev1.ClusterInstance {
 			l.Status.ExpiresAt = &metav1.Time{Time: now}
 			return i

@@ -29,8 +29,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+	"github.com/kunobi-ninja/kobe/internal/binding"
 	"github.com/kunobi-ninja/kobe/internal/credentials/leasecreds"
 	"github.com/kunobi-ninja/kobe/internal/credentials/memberaccess"
+	"github.com/kunobi-ninja/kobe/internal/index"
 	"github.com/kunobi-ninja/kobe/internal/wire"
 )
 
@@ -313,11 +315,18 @@ func (p *Proxy) target(ctx context.Context, l *kobev1.ClusterLease, certs []*x50
 	return &target{up: m.up, user: leasecreds.CommonName(l), notAfter: leasecreds.NotAfter(l, inst, pl), lease: l, member: inst.Name}, nil, nil
 }
 
-// memberOf reads from the cache the member l's status names (nil when it
-// is gone or l names none) and l's pool (nil when gone).
+// memberOf reads from the cache the member l's status names, or, before
+// the status copy is written, the one member whose leaseRef names l (nil
+// when gone or none), and l's pool (nil when gone).
 func (p *Proxy) memberOf(ctx context.Context, l *kobev1.ClusterLease) (*kobev1.ClusterInstance, *kobev1.ClusterPool, error) {
 	var inst *kobev1.ClusterInstance
-	if ref := l.Status.InstanceRef; ref != nil {
+	if ref := l.Status.InstanceRef; ref == nil {
+		var ms kobev1.ClusterInstanceList
+		if err := p.opts.Reader.List(ctx, &ms, client.InNamespace(l.Namespace), client.MatchingFields{index.InstanceLeaseUID: string(l.UID)}); err != nil {
+			return nil, nil, fmt.Errorf("listing members of lease %s: %w", l.Name, err)
+		}
+		inst = binding.Record(ms.Items, l)
+	} else {
 		inst = &kobev1.ClusterInstance{}
 		err := p.opts.Reader.Get(ctx, types.NamespacedName{Namespace: l.Namespace, Name: ref.Name}, inst)
 		if apierrors.IsNotFound(err) {
