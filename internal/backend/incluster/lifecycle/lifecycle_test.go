@@ -216,9 +216,12 @@ func TestInCluster(t *testing.T) {
 			want := map[string]corev1.ResourceRequirements{
 				"etcd":                    kubebackend.DefaultResources.Etcd,
 				"kube-controller-manager": kubebackend.DefaultResources.ControllerManager,
+				// The pool's CPU and memory; ephemeral storage from the defaults.
 				"kube-apiserver": {
-					Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("150m"), corev1.ResourceMemory: resource.MustParse("300Mi")},
-					Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("900Mi")},
+					Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("150m"), corev1.ResourceMemory: resource.MustParse("300Mi"),
+						corev1.ResourceEphemeralStorage: kubebackend.DefaultResources.APIServer.Requests[corev1.ResourceEphemeralStorage]},
+					Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("900Mi"),
+						corev1.ResourceEphemeralStorage: kubebackend.DefaultResources.APIServer.Limits[corev1.ResourceEphemeralStorage]},
 				},
 			}
 			for n, w := range want {
