@@ -136,6 +136,7 @@ type Authenticator struct {
 	// carry the same token.
 	reviewFlight singleflight.Group
 	reviewSlots  *semaphore.Weighted
+	reviewRate   *sourceLimiter
 	reviewer     TokenReviewer
 	issuers      *hostIssuers
 	maxTTL       time.Duration
@@ -177,6 +178,7 @@ func NewAuthenticator(opts Options) *Authenticator {
 		issuers: &hostIssuers{static: slices.Clone(opts.ServiceAccountIssuers), rest: opts.IssuerDiscovery,
 			clock: opts.Clock, log: opts.Logger},
 		reviewSlots: semaphore.NewWeighted(int64(opts.MaxConcurrentReviews)),
+		reviewRate:  newSourceLimiter(DefaultReviewsPerSource, DefaultReviewBurst),
 		maxTTL:      opts.DefaultMaxTTL,
 		maxLeases:   max(opts.DefaultMaxConcurrentLeases, 0),
 	}
@@ -254,6 +256,9 @@ type credential struct {
 	// tokens, or they are unknown (checked once, for the first
 	// serviceAccount policy).
 	hostChecked, hostIssued bool
+	// source is the caller's address: uncached TokenReviews are bounded
+	// per source.
+	source string
 }
 
 func (c *credential) describe() string {
@@ -280,6 +285,7 @@ func (a *Authenticator) Authenticate(ctx context.Context, r *http.Request, body 
 	if err != nil {
 		return nil, err
 	}
+	cred.source = sourceOf(r)
 	policies, err := a.policies(ctx)
 	if err != nil {
 		return nil, err

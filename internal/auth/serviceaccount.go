@@ -48,6 +48,12 @@ func (a *Authenticator) serviceAccountClaims(ctx context.Context, pol *kobev1.Ac
 	if e, ok := a.reviews.get(key, a.clock.Now()); ok {
 		return e.claims, e.err
 	}
+	// A token the cache has not seen costs the host a review: each source
+	// has a budget of them, so one caller's flood of fresh tokens leaves
+	// the review slots to the others.
+	if !a.reviewRate.allow(cred.source) {
+		return nil, fmt.Errorf("%w: too many new ServiceAccount tokens from %s", ErrBusy, cred.source)
+	}
 	v, _, _ := a.reviewFlight.Do(string(key[:]), func() (any, error) {
 		if e, ok := a.reviews.get(key, a.clock.Now()); ok {
 			return e, nil
