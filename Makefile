@@ -118,8 +118,8 @@ CP_IMAGE_CREATED     = $(or $(shell git log -1 --format=%ct -- hack/controlplane
 image-controlplane: controlplane $(IMAGE_TOOL) ## Build $(CONTROLPLANE_IMAGES): $(ETCD_IMAGE), registry.k8s.io/kube-apiserver:v$(K8S_VERSION), kube-controller-manager and kube-scheduler (members with nodes) from $(CONTROLPLANE_DIR) (skipped when up to date).
 	@$(MAKE) --no-print-directory $(CONTROLPLANE_IMAGES)
 
-$(IMAGE_DIR)/etcd.tar: $(CONTROLPLANE_DIR)/etcd $(IMAGE_TOOL)
-	$(IMAGE_TOOL) build --out $@.tmp --name $(ETCD_IMAGE) --file $<:/usr/local/bin/etcd \
+$(IMAGE_DIR)/etcd.tar: $(CONTROLPLANE_DIR)/etcd $(CONTROLPLANE_DIR)/etcdctl $(IMAGE_TOOL)
+	$(IMAGE_TOOL) build --out $@.tmp --name $(ETCD_IMAGE) --file $<:/usr/local/bin/etcd --file $(CONTROLPLANE_DIR)/etcdctl:/usr/local/bin/etcdctl \
 		--entrypoint /usr/local/bin/etcd --user 65532:65532 --platform linux/$(IMAGE_ARCH) --created $(CP_IMAGE_CREATED)
 	mv $@.tmp $@
 

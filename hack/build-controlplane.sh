@@ -31,7 +31,7 @@ found_kubectl=$(command -v kubectl || true)
 if [ -z "$found_kubectl" ] || [ "$found_kubectl" = "$out/kubectl" ]; then
 	kube_cmds+=(kubectl)
 fi
-want=("${kube_cmds[@]}" etcd kwok kwok-stages)
+want=("${kube_cmds[@]}" etcd etcdctl kwok kwok-stages)
 
 stamp=$out/.stamp
 key=$({
@@ -99,6 +99,9 @@ build_kube() {
 build_etcd() {
 	cd "$mods/etcd"
 	go build "${goflags[@]}" -o "$stage/etcd" .
+	# etcdctl, for the etcd image: the NetworkPolicy enforcement probe's
+	# clients run it (tools.go keeps it in the module).
+	go build "${goflags[@]}" -o "$stage/etcdctl" go.etcd.io/etcd/etcdctl/v3
 }
 build_kwok() {
 	cd "$mods/kwok"
@@ -115,7 +118,7 @@ build_kwok() {
 echo "building the control plane $k8s_version into $out (${want[*]}); the first time takes several minutes" >&2
 pids=() names=()
 job "download kubernetes" fetch kubernetes "${kube_pkgs[@]}"
-job "download etcd" fetch etcd .
+job "download etcd" fetch etcd . go.etcd.io/etcd/etcdctl/v3
 job "download kwok" fetch kwok sigs.k8s.io/kwok/cmd/kwok
 waitall
 job "build ${kube_cmds[*]}" build_kube
