@@ -18,6 +18,11 @@ const (
 	ConditionDemandCovered = "DemandCovered"
 	// ConditionNotImplemented (pool): a field is accepted but not acted on yet.
 	ConditionNotImplemented = "FieldNotImplemented"
+	// ConditionNetworkPolicyEnforced (kubernetes backend pool): a probe
+	// connection under a deny-all NetworkPolicy failed while one without
+	// succeeded, so the host cluster's CNI enforces the policy that
+	// isolates each member.
+	ConditionNetworkPolicyEnforced = "NetworkPolicyEnforced"
 
 	// ConditionProvisioned (instance): the backend reports the member built.
 	ConditionProvisioned = "Provisioned"
@@ -92,6 +97,21 @@ const (
 	// pool names runs a Job, which this operator cannot run; no member is
 	// built, and lease requests are refused as for an unavailable backend.
 	ReasonBootstrapJobsUnsupported = "BootstrapJobsUnsupported"
+	// ReasonNetworkPolicyEnforced (NetworkPolicyEnforced True): the probe
+	// connection under a deny-all policy failed, the control one did not.
+	ReasonNetworkPolicyEnforced = "NetworkPolicyEnforced"
+	// ReasonNetworkPolicyNotEnforced: the probe connection under a deny-all
+	// policy got through (NetworkPolicyEnforced False); as a Capacity
+	// reason, the pool builds and hands out nothing because enforcement is
+	// required and not proven (Unknown included).
+	ReasonNetworkPolicyNotEnforced = "NetworkPolicyNotEnforced"
+	// ReasonNetworkPolicyProbePending (NetworkPolicyEnforced Unknown): no
+	// probe has finished yet for the pool's etcd image.
+	ReasonNetworkPolicyProbePending = "NetworkPolicyProbePending"
+	// ReasonNetworkPolicyUnproven (NetworkPolicyEnforced Unknown): the
+	// probe proved nothing (its pods did not run, or the control connection
+	// failed too); the message says why.
+	ReasonNetworkPolicyUnproven = "NetworkPolicyUnproven"
 	// ReasonBootstrapsApplying: the pool's BootstrapConfigs are being
 	// applied (or one is missing, or a CRD of theirs is not served yet).
 	ReasonBootstrapsApplying = "BootstrapsApplying"

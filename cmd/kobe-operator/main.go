@@ -40,6 +40,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/controller/clusterpool"
 	"github.com/kunobi-ninja/kobe/internal/index"
 	"github.com/kunobi-ninja/kobe/internal/leaseservice"
+	"github.com/kunobi-ninja/kobe/internal/netpolprobe"
 	"github.com/kunobi-ninja/kobe/internal/replay"
 	kobescheme "github.com/kunobi-ninja/kobe/internal/scheme"
 	"github.com/kunobi-ninja/kobe/internal/sshsig"
@@ -95,6 +96,7 @@ type options struct {
 	disableLocal      bool
 	disableKubernetes bool
 	memberOperatorSel string
+	requireNetpol     bool
 	localProvisionMax time.Duration
 	enableSim         bool
 	pprofAddr         string
@@ -135,6 +137,7 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.Var(&o.localMinFreeDisk, "local-min-free-disk", "Free space the file system of --local-data-dir keeps, as a percentage of its size (5%) or a quantity (2Gi): below it local members are reported failed, the largest first, until their removal restores it, and no new one is created. 0 removes the floor.")
 	fs.BoolVar(&o.disableLocal, "disable-local-backend", false, "Do not wire the local backend.")
 	fs.BoolVar(&o.disableKubernetes, "disable-kubernetes-backend", false, "Do not wire the kubernetes backend (members as etcd, kube-apiserver and kube-controller-manager pods in --namespace of the host cluster).")
+	fs.BoolVar(&o.requireNetpol, "require-network-policy-enforcement", true, "Kubernetes backend pools build and hand out members only once a probe (pods in --namespace, the pool's etcd image) proved that the host cluster's CNI enforces NetworkPolicy, on which each member's isolation rests. false: members are handed out on a CNI that does not enforce it (not isolated from each other or from the host cluster's pods); pools still report the verdict (condition NetworkPolicyEnforced).")
 	fs.StringVar(&o.memberOperatorSel, "member-network-policy-operator-selector", "app.kubernetes.io/name=kobe", "Labels (k=v,...) of the operator's pods: each kubernetes-backend member's NetworkPolicy lets only them (and, for Direct access, anyone) reach its API port. The default matches the chart's pods.")
 	fs.BoolVar(&o.enableSim, "enable-sim-backend", false, "Wire the sim backend: pools with backend.type sim get simulated members, with no cluster behind them, whose kubeconfigs point at an address that answers nothing. For benchmarks, scale tests and demos only; never for real use.")
 	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "", "Serve Go's /debug/pprof on this address (e.g. 127.0.0.1:6060) for profiling; empty disables it.")
@@ -256,6 +259,7 @@ func run(ctx context.Context, o options) error {
 		}
 		backends[kobev1.BackendLocal] = lb
 	}
+	var netpol *netpolprobe.Prober
 	if !o.disableKubernetes {
 		sel, err := labels.ConvertSelectorToLabelsMap(o.memberOperatorSel)
 		if err != nil {
@@ -274,6 +278,14 @@ func run(ctx context.Context, o options) error {
 			return fmt.Errorf("wiring kubernetes backend: %w", err)
 		}
 		backends[kobev1.BackendKubernetes] = kb
+		netpol = &netpolprobe.Prober{Client: hc, Namespace: o.namespace, DefaultImage: kubebackend.DefaultEtcdImage,
+			Clock: clock.RealClock{}, Log: log.WithName("netpol-probe")}
+		if err := mgr.Add(netpol); err != nil {
+			return fmt.Errorf("adding NetworkPolicy probe: %w", err)
+		}
+		if !o.requireNetpol {
+			log.Info("WARNING: --require-network-policy-enforcement=false: kubernetes backend members are handed out even where the host cluster does not enforce NetworkPolicy, and then are not isolated")
+		}
 	}
 	if o.enableSim {
 		backends[kobev1.BackendSim] = sim.New(sim.Options{})
@@ -288,7 +300,7 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("creating clientset: %w", err)
 	}
 
-	if err := setupControllers(mgr, backends, binder, clk, o); err != nil {
+	if err := setupControllers(mgr, backends, binder, netpol, clk, o); err != nil {
 		return err
 	}
 
@@ -345,14 +357,19 @@ func run(ctx context.Context, o options) error {
 	return mgr.Start(ctx)
 }
 
-func setupControllers(mgr ctrl.Manager, backends backend.Registry, binder *binding.Binder, clk clock.Clock, o options) error {
+func setupControllers(mgr ctrl.Manager, backends backend.Registry, binder *binding.Binder, netpol *netpolprobe.Prober, clk clock.Clock, o options) error {
 	pools := &clusterpool.Reconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
 		Recorder: mgr.GetEventRecorder("kobe-pool"), Backends: backends, Clock: clk,
 		HostCaps: map[kobev1.BackendType]clusterpool.HostCap{
 			kobev1.BackendLocal: {Max: int32(o.localMaxMembers), Setting: "--local-max-members"},
 		},
-		BootstrapJobs: o.bootstrapJobs,
+		BootstrapJobs:        o.bootstrapJobs,
+		RequireNetworkPolicy: o.requireNetpol,
+	}
+	if netpol != nil {
+		// Only when set: a nil *Prober would be a non-nil interface.
+		pools.NetworkPolicy = netpol
 	}
 	if err := pools.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up pool controller: %w", err)

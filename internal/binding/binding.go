@@ -92,8 +92,14 @@ type Result struct {
 // A failure for which LostRace is false carries the API server's reason, or
 // wraps ErrUncertain when a write may have landed.
 func (b *Binder) Bind(ctx context.Context, l *kobev1.ClusterLease) (*Result, error) {
+	pl := b.pool(ctx, l)
+	if u := pool.NetworkPolicyRefusal(pl); u != nil {
+		// Members whose isolation is not proven wait with the lease, as
+		// if none were Ready, until the pool says otherwise.
+		return nil, fmt.Errorf("%w: %s", ErrNoReadyMember, u.Message)
+	}
 	if l.Spec.CleanupMode == kobev1.CleanupVerifiedDestroy {
-		if err := b.CheckCleanupMode(l.Spec.CleanupMode, b.pool(ctx, l)); err != nil {
+		if err := b.CheckCleanupMode(l.Spec.CleanupMode, pl); err != nil {
 			return nil, err
 		}
 	}

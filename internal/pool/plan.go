@@ -44,6 +44,25 @@ type Input struct {
 	// Capacity condition.
 	JobBundles  []string
 	JobsRefusal string
+	// NetworkPolicy is whether the host cluster enforces the NetworkPolicy
+	// that isolates a kubernetes backend member; nil when nobody judged it
+	// (other backends). It becomes the NetworkPolicyEnforced condition.
+	NetworkPolicy *NetworkPolicyCheck
+}
+
+// NetworkPolicyCheck is the prober's verdict as a pool sees it.
+type NetworkPolicyCheck struct {
+	// Condition is NetworkPolicyEnforced as the verdict states it (without
+	// observedGeneration and transition time).
+	Condition metav1.Condition
+	// Required: unless Condition is True the pool builds and hands out
+	// nothing (--require-network-policy-enforcement).
+	Required bool
+}
+
+// refuses reports whether c keeps the pool from building members.
+func (c *NetworkPolicyCheck) refuses() bool {
+	return c != nil && c.Required && c.Condition.Status != metav1.ConditionTrue
 }
 
 // HostBudget is a cap on the members of one backend type that this host
@@ -157,7 +176,7 @@ func Decide(in Input) Plan {
 	c := plan.Counters
 	wired := slices.Contains(in.Wired, p.Spec.Backend.Type)
 	// buildable: wired, and nothing the pool asks for is refused here.
-	buildable := wired && len(in.JobBundles) == 0
+	buildable := wired && len(in.JobBundles) == 0 && !in.NetworkPolicy.refuses()
 	deleting := !p.DeletionTimestamp.IsZero()
 
 	sz := sizeFor(p, c, in.QueueDepth)
@@ -188,6 +207,9 @@ func Decide(in Input) Plan {
 	plan.Conditions = []metav1.Condition{warmCond, capCond, provCond}
 	if dc := demandCoveredCondition(p, sz.warm); dc != nil {
 		plan.Conditions = append(plan.Conditions, *dc)
+	}
+	if in.NetworkPolicy != nil {
+		plan.Conditions = append(plan.Conditions, in.NetworkPolicy.Condition)
 	}
 	plan.Conditions = append(plan.Conditions, niCond, readyCond)
 
@@ -264,6 +286,11 @@ func capacityCondition(in *Input, plan *Plan, sz sizing, ch changes, wired bool,
 			// Never a default: simulated members' kubeconfigs point at nothing.
 			cond.Message += "; start the operator with --enable-sim-backend to serve simulated members (benchmarks and demos only)"
 		}
+	case in.NetworkPolicy.refuses():
+		np := in.NetworkPolicy.Condition
+		cond.Reason = kobev1.ReasonNetworkPolicyNotEnforced
+		cond.Message = fmt.Sprintf("the host cluster is not proven to enforce NetworkPolicy, which isolates each member (%s: %s): the pool builds and hands out no member; use a CNI that enforces it, or start the operator with --require-network-policy-enforcement=false to accept members that are not isolated",
+			np.Reason, np.Message)
 	case len(in.JobBundles) > 0:
 		cond.Reason = kobev1.ReasonBootstrapJobsUnsupported
 		cond.Message = fmt.Sprintf("BootstrapConfig %s runs a Job, which %s: the pool builds no member",

@@ -245,6 +245,29 @@ func TestDecide(t *testing.T) {
 			conds:       map[string]string{"Capacity": "False/BootstrapJobsUnsupported", "Ready": "False/BootstrapJobsUnsupported"},
 			msgContains: map[string]string{"Capacity": "BootstrapConfig helm runs a Job, which this operator does not run (its host cluster has no nodes; --bootstrap-jobs is off): the pool builds no member"}},
 	}, {
+		name: "NetworkPolicy not enforced and required: nothing created, Ready members kept, Degraded, both conditions say why",
+		in: Input{Pool: testPool(size(3)), Members: []kobev1.ClusterInstance{member(0, kobev1.InstanceReady)},
+			NetworkPolicy: netpol(metav1.ConditionFalse, kobev1.ReasonNetworkPolicyNotEnforced, true)},
+		want: want{next: 1, counters: Counters{Ready: 1}, phase: kobev1.PoolDegraded,
+			conds: map[string]string{"Capacity": "False/NetworkPolicyNotEnforced", "Ready": "False/NetworkPolicyNotEnforced",
+				"NetworkPolicyEnforced": "False/NetworkPolicyNotEnforced"},
+			msgContains: map[string]string{"Capacity": "not proven to enforce NetworkPolicy, which isolates each member (NetworkPolicyNotEnforced: verdict): the pool builds and hands out no member; use a CNI that enforces it, or start the operator with --require-network-policy-enforcement=false"}},
+	}, {
+		name: "NetworkPolicy not probed yet and required: fails closed",
+		in:   Input{Pool: testPool(), NetworkPolicy: netpol(metav1.ConditionUnknown, kobev1.ReasonNetworkPolicyProbePending, true)},
+		want: want{next: 0, phase: kobev1.PoolDegraded,
+			conds: map[string]string{"Capacity": "False/NetworkPolicyNotEnforced", "NetworkPolicyEnforced": "Unknown/NetworkPolicyProbePending"}},
+	}, {
+		name: "NetworkPolicy not enforced, not required (opted out): the pool fills and still says so",
+		in:   Input{Pool: testPool(), NetworkPolicy: netpol(metav1.ConditionFalse, kobev1.ReasonNetworkPolicyNotEnforced, false)},
+		want: want{create: []int32{0, 1}, next: 2, phase: kobev1.PoolFilling,
+			conds: map[string]string{"Capacity": "True/CapacityAvailable", "NetworkPolicyEnforced": "False/NetworkPolicyNotEnforced"}},
+	}, {
+		name: "NetworkPolicy enforced and required: the pool fills",
+		in:   Input{Pool: testPool(), NetworkPolicy: netpol(metav1.ConditionTrue, kobev1.ReasonNetworkPolicyEnforced, true)},
+		want: want{create: []int32{0, 1}, next: 2, phase: kobev1.PoolFilling,
+			conds: map[string]string{"Capacity": "True/CapacityAvailable", "NetworkPolicyEnforced": "True/NetworkPolicyEnforced"}},
+	}, {
 		name: "a member the backend cannot build makes the pool Degraded with BackendFailing",
 		in: Input{Pool: testPool(), Members: []kobev1.ClusterInstance{
 			member(0, kobev1.InstanceCreating, condition(kobev1.ConditionProvisioned, metav1.ConditionFalse, kobev1.ReasonBackendUnavailable)),
@@ -416,6 +439,12 @@ func TestDecide(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) { checkPlan(t, decide(tc.in), tc.want) })
 	}
+}
+
+func netpol(status metav1.ConditionStatus, reason string, required bool) *NetworkPolicyCheck {
+	return &NetworkPolicyCheck{Required: required, Condition: metav1.Condition{
+		Type: kobev1.ConditionNetworkPolicyEnforced, Status: status, Reason: reason, Message: "verdict",
+	}}
 }
 
 func equalInts(a, b []int32) bool {

@@ -17,7 +17,9 @@ const (
 	// CauseDeleting: the pool is being deleted.
 	CauseDeleting Cause = "PoolBeingDeleted"
 	// CauseBackendUnavailable: the pool reports its backend unavailable
-	// (condition Capacity False, reason BackendUnavailable).
+	// (condition Capacity False, reason BackendUnavailable), unable to run
+	// its bootstrap Jobs (BootstrapJobsUnsupported) or its members'
+	// isolation unproven (NetworkPolicyNotEnforced).
 	CauseBackendUnavailable Cause = "BackendUnavailable"
 	// CauseQuarantined: the pool is at its cap (scaling.maxClusters, or size
 	// for a fixed pool) and every member is Quarantined.
@@ -41,9 +43,10 @@ func CheckServiceable(p *kobev1.ClusterPool) *Unserviceable {
 	if !p.DeletionTimestamp.IsZero() {
 		return &Unserviceable{Cause: CauseDeleting, Message: fmt.Sprintf("pool %q is being deleted", p.Name)}
 	}
-	if c := meta.FindStatusCondition(p.Status.Conditions, kobev1.ConditionCapacity); c != nil &&
-		c.Status == metav1.ConditionFalse && (c.Reason == kobev1.ReasonBackendUnavailable || c.Reason == kobev1.ReasonBootstrapJobsUnsupported) &&
-		(c.ObservedGeneration == 0 || c.ObservedGeneration >= p.Generation) {
+	if u := NetworkPolicyRefusal(p); u != nil {
+		return u
+	}
+	if c := capacity(p); c != nil && (c.Reason == kobev1.ReasonBackendUnavailable || c.Reason == kobev1.ReasonBootstrapJobsUnsupported) {
 		what := "the backend of pool %q is unavailable: %s"
 		if c.Reason == kobev1.ReasonBootstrapJobsUnsupported {
 			what = "pool %q cannot build members in this operator: %s"
@@ -57,6 +60,31 @@ func CheckServiceable(p *kobev1.ClusterPool) *Unserviceable {
 			"pool %q is at its cap of %d members and every member is Quarantined: an administrator must inspect their receipts and retry their cleanup (kobe admin retry-cleanup)", p.Name, limit)}
 	}
 	return nil
+}
+
+// NetworkPolicyRefusal is why pool p hands out no member, its members'
+// isolation not being proven (condition Capacity False, reason
+// NetworkPolicyNotEnforced), or nil. It is the one check both lease
+// creation and binding make, so that a queued lease never gets a member
+// that a new one would be refused. p may be nil (unknown: no refusal).
+func NetworkPolicyRefusal(p *kobev1.ClusterPool) *Unserviceable {
+	if p == nil {
+		return nil
+	}
+	if c := capacity(p); c != nil && c.Reason == kobev1.ReasonNetworkPolicyNotEnforced {
+		return &Unserviceable{Cause: CauseBackendUnavailable, Message: fmt.Sprintf("pool %q hands out no member: %s", p.Name, c.Message)}
+	}
+	return nil
+}
+
+// capacity is p's Capacity condition when False and written for p's
+// generation (or one without a generation), else nil.
+func capacity(p *kobev1.ClusterPool) *metav1.Condition {
+	c := meta.FindStatusCondition(p.Status.Conditions, kobev1.ConditionCapacity)
+	if c == nil || c.Status != metav1.ConditionFalse || (c.ObservedGeneration != 0 && c.ObservedGeneration < p.Generation) {
+		return nil
+	}
+	return c
 }
 
 // memberCap is the most members a pool holds: scaling.maxClusters for a

@@ -45,6 +45,8 @@ func TestCheckServiceable(t *testing.T) {
 		{"being deleted wins over backend unavailable", testPool(beingDeleted, capacity(metav1.ConditionFalse, kobev1.ReasonBackendUnavailable, 1)), CauseDeleting},
 		{"backend unavailable", testPool(capacity(metav1.ConditionFalse, kobev1.ReasonBackendUnavailable, 1)), CauseBackendUnavailable},
 		{"a bundle runs a Job", testPool(capacity(metav1.ConditionFalse, kobev1.ReasonBootstrapJobsUnsupported, 1)), CauseBackendUnavailable},
+		{"members' NetworkPolicy not enforced", testPool(capacity(metav1.ConditionFalse, kobev1.ReasonNetworkPolicyNotEnforced, 1)), CauseBackendUnavailable},
+		{"NetworkPolicy verdict for an older generation is not trusted", testPool(generation(2), capacity(metav1.ConditionFalse, kobev1.ReasonNetworkPolicyNotEnforced, 1)), ""},
 		{"backend unavailable, condition without generation", testPool(capacity(metav1.ConditionFalse, kobev1.ReasonBackendUnavailable, 0)), CauseBackendUnavailable},
 		{"backend unavailable for an older generation is not trusted", testPool(generation(2), capacity(metav1.ConditionFalse, kobev1.ReasonBackendUnavailable, 1)), ""},
 		{"fixed pool at size, all quarantined", testPool(counters(0, 0, 0, 0, 2)), CauseQuarantined},

@@ -59,7 +59,8 @@ func TestDefaults(t *testing.T) {
 		"--api-bind-address=:8090", "--health-probe-bind-address=:8081", "--metrics-bind-address=:8080",
 		"--default-max-ttl=24h", "--max-queued-per-owner=10", "--audit-retention=720h", "--lease-retention=1h",
 		"--api-tls-cert-file=/etc/kobe/tls/tls.crt", "--api-tls-key-file=/etc/kobe/tls/tls.key", "--api-tls-ca-file=/etc/kobe/tls/ca.crt",
-		"--member-network-policy-operator-selector=app.kubernetes.io/instance=kobe,app.kubernetes.io/name=kobe"} {
+		"--member-network-policy-operator-selector=app.kubernetes.io/instance=kobe,app.kubernetes.io/name=kobe",
+		"--require-network-policy-enforcement=true"} {
 		if !slices.Contains(c.Args, want) {
 			t.Errorf("args %q lack %s", c.Args, want)
 		}
@@ -127,7 +128,8 @@ func TestEveryOptionalValue(t *testing.T) {
 		"--api-tls-cert-file=/etc/kobe/tls/tls.crt", "--api-tls-key-file=/etc/kobe/tls/tls.key",
 		"--api-audience=kobe:test", "--leader-elect-lease-duration=8s", "--default-max-ttl=2h",
 		"--max-queued-per-owner=5", "--audit-retention=48h", "--zap-log-level=debug", "--api-max-in-flight=50",
-		"--api-tls-ca-file=/etc/kobe/tls/ca.crt", "--connect-url=https://kobe.example.com", "--connect-max-in-flight=300"} {
+		"--api-tls-ca-file=/etc/kobe/tls/ca.crt", "--connect-url=https://kobe.example.com", "--connect-max-in-flight=300",
+		"--require-network-policy-enforcement=false"} {
 		if !slices.Contains(c.Args, want) {
 			t.Errorf("args %q lack %s", c.Args, want)
 		}

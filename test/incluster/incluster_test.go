@@ -17,6 +17,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -25,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+	"github.com/kunobi-ninja/kobe/internal/netpolprobe"
 	"github.com/kunobi-ninja/kobe/internal/testenv"
 )
 
@@ -101,11 +103,42 @@ func TestMembersInsideTheHostCluster(t *testing.T) {
 		}
 	}
 
+	t.Run("the pool says the bridge CNI does not enforce NetworkPolicy", func(t *testing.T) { f.networkPolicyNotEnforced(t) })
 	t.Run("lease through the connect proxy, then release cuts it", func(t *testing.T) { f.leaseAndRelease(t) })
 	t.Run("a deleted control-plane pod recycles its member", func(t *testing.T) { f.deletedPodRecycles(t) })
 	t.Run("an API server failing health checks recycles its member", func(t *testing.T) { f.frozenAPIServerRecycles(t) })
 	t.Run("bootstrap Jobs with parameters run before hand-out; a failing one fails its member", func(t *testing.T) { f.bootstrapJobs(t) })
 	t.Run("deleting the pool leaves no host object", func(t *testing.T) { f.deletePool(t) })
+}
+
+// networkPolicyNotEnforced: the operator's probe finds that the host's
+// bridge CNI lets a pod under a deny-all NetworkPolicy connect, the pool
+// reports it (NetworkPolicyEnforced False), and the probe's pods and policy
+// are gone afterwards. The operator runs with the requirement off, so the
+// pool still filled.
+func (f *fixture) networkPolicyNotEnforced(t *testing.T) {
+	ctx := t.Context()
+	testenv.Eventually(t, memberDeadline, "pool "+poolName+" NetworkPolicyEnforced False", func() error {
+		var p kobev1.ClusterPool
+		if err := f.c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: poolName}, &p); err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(p.Status.Conditions, kobev1.ConditionNetworkPolicyEnforced)
+		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != kobev1.ReasonNetworkPolicyNotEnforced {
+			return fmt.Errorf("condition %+v", c)
+		}
+		return nil
+	})
+	testenv.Eventually(t, time.Minute, "the probe's objects gone", func() error {
+		objs, err := f.hostObjects(ctx, netpolprobe.LabelProbe)
+		if err != nil {
+			return err
+		}
+		if len(objs) > 0 {
+			return fmt.Errorf("left: %v", objs)
+		}
+		return nil
+	})
 }
 
 func containsPrefix(list []string, prefix string) bool {

@@ -6,8 +6,10 @@ import (
 	"slices"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -20,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/backend"
@@ -28,6 +31,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/controller/patch"
 	"github.com/kunobi-ninja/kobe/internal/index"
 	"github.com/kunobi-ninja/kobe/internal/lease"
+	"github.com/kunobi-ninja/kobe/internal/netpolprobe"
 	"github.com/kunobi-ninja/kobe/internal/pool"
 )
 
@@ -72,6 +76,13 @@ type Reconciler struct {
 	// the cap and reports Capacity False, HostCapacityReached. Types not
 	// listed, or with Max 0, have no cap.
 	HostCaps map[kobev1.BackendType]HostCap
+	// NetworkPolicy says whether the host cluster enforces the
+	// NetworkPolicy that isolates each kubernetes backend member (the
+	// netpolprobe.Prober); nil: nobody judges it and no pool reports it.
+	NetworkPolicy NetworkPolicyProber
+	// RequireNetworkPolicy: a kubernetes backend pool whose verdict is not
+	// Enforced (Unknown included) builds and hands out nothing.
+	RequireNetworkPolicy bool
 
 	// expected holds this process's creates and deletes of members until
 	// the cache shows them.
@@ -101,6 +112,19 @@ type scope struct {
 	bundles map[string]string
 	// jobBundles names the bundles of the pool that run a Job (refused).
 	jobBundles []string
+	// netpol is the NetworkPolicy verdict for the pool; nil: not judged.
+	netpol *pool.NetworkPolicyCheck
+}
+
+// NetworkPolicyProber is what the pool controller needs of the
+// netpolprobe.Prober.
+type NetworkPolicyProber interface {
+	// Verdict is the latest verdict for an etcd image ("" the default).
+	Verdict(image string) netpolprobe.Verdict
+	// Request asks for a probe of the image soon.
+	Request(image string, pull corev1.PullPolicy)
+	// Changes tells that some verdict changed.
+	Changes() <-chan event.GenericEvent
 }
 
 // Reconcile converges one pool: get, scope, one deferred fenced status
@@ -163,6 +187,7 @@ func (r *Reconciler) decide(ctx context.Context, s *scope) error {
 		return err
 	}
 	s.queue = int32(len(lease.Queue(leases, s.pool.Name)))
+	s.netpol = r.networkPolicy(s.pool)
 	// Before the plan, which reads it: Predictive aims for its warm target
 	// and DemandCovered compares with it. The history is kept in the status
 	// (the deferred patch writes it), so a restart or failover keeps it.
@@ -194,8 +219,45 @@ func (r *Reconciler) plan(s *scope, members []kobev1.ClusterInstance) pool.Plan 
 	return pool.Decide(pool.Input{
 		Pool: p, Members: members, QueueDepth: s.queue, Wired: wired,
 		Backend: r.capabilities(p.Spec.Backend.Type), Now: s.conds.Now, SignalGrace: r.SignalGrace, Host: s.host,
-		Bundles: s.bundles, JobBundles: s.jobBundles, JobsRefusal: r.jobsRefusal(p),
+		Bundles: s.bundles, JobBundles: s.jobBundles, JobsRefusal: r.jobsRefusal(p), NetworkPolicy: s.netpol,
 	})
+}
+
+// networkPolicy is the prober's verdict for a kubernetes backend pool's
+// etcd image (the probe pods run it), nil for other pools. A probe is
+// asked for when none finished yet (start-up) and when the pool changed
+// since its condition was written.
+func (r *Reconciler) networkPolicy(p *kobev1.ClusterPool) *pool.NetworkPolicyCheck {
+	if r.NetworkPolicy == nil || p.Spec.Backend.Type != kobev1.BackendKubernetes {
+		return nil
+	}
+	var img string
+	var pull corev1.PullPolicy
+	if k := p.Spec.Backend.Kubernetes; k != nil && k.Images != nil {
+		img, pull = k.Images.Etcd, k.Images.PullPolicy
+	}
+	v := r.NetworkPolicy.Verdict(img)
+	if old := meta.FindStatusCondition(p.Status.Conditions, kobev1.ConditionNetworkPolicyEnforced); v.Pending || old == nil || old.ObservedGeneration < p.Generation {
+		r.NetworkPolicy.Request(img, pull)
+	}
+	return &pool.NetworkPolicyCheck{Condition: v.Condition(), Required: r.RequireNetworkPolicy}
+}
+
+// kubernetesPools wakes every kubernetes backend pool: a NetworkPolicy
+// verdict changed.
+func (r *Reconciler) kubernetesPools(ctx context.Context, _ client.Object) []reconcile.Request {
+	var pools kobev1.ClusterPoolList
+	if err := r.Client.List(ctx, &pools); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing pools after a NetworkPolicy verdict")
+		return nil
+	}
+	var out []reconcile.Request
+	for _, p := range pools.Items {
+		if p.Spec.Backend.Type == kobev1.BackendKubernetes {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&p)})
+		}
+	}
+	return out
 }
 
 // jobsRefusal says why this operator cannot run p's Job bundles, or ""
@@ -313,7 +375,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if workers <= 0 {
 		workers = 4
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		For(&kobev1.ClusterPool{}).
@@ -329,8 +391,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&kobev1.ClusterLease{}, handler.EnqueueRequestsFromMapFunc(poolOfLease),
 			builder.WithPredicates(predicate.Funcs{UpdateFunc: queueChanged})).
 		Watches(&kobev1.BootstrapConfig{}, handler.EnqueueRequestsFromMapFunc(r.poolsOfBundle),
-			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Complete(r)
+			builder.WithPredicates(predicate.GenerationChangedPredicate{}))
+	if r.NetworkPolicy != nil {
+		b = b.WatchesRawSource(source.Channel(r.NetworkPolicy.Changes(), handler.EnqueueRequestsFromMapFunc(r.kubernetesPools)))
+	}
+	return b.Complete(r)
 }
 
 // validate names every required dependency that is missing.

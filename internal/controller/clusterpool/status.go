@@ -38,9 +38,12 @@ func (r *Reconciler) setStatus(_ context.Context, s *scope) error {
 		}
 		s.conds.Mark(s.pool, eventType(cond), cond)
 	}
-	if meta.FindStatusCondition(plan.Conditions, kobev1.ConditionDemandCovered) == nil {
-		// Only scaling pools with a demand measurement report it.
-		meta.RemoveStatusCondition(&st.Conditions, kobev1.ConditionDemandCovered)
+	// Only scaling pools with a demand measurement report DemandCovered,
+	// only judged kubernetes backend pools NetworkPolicyEnforced.
+	for _, t := range []string{kobev1.ConditionDemandCovered, kobev1.ConditionNetworkPolicyEnforced} {
+		if meta.FindStatusCondition(plan.Conditions, t) == nil {
+			meta.RemoveStatusCondition(&st.Conditions, t)
+		}
 	}
 	return nil
 }

@@ -90,8 +90,14 @@ func (h *Helm) Uninstall(context.Context) error {
 // fill without real clusters.
 func Values(repository, tag string) map[string]any {
 	return map[string]any{
-		"image":    map[string]any{"repository": repository, "tag": tag, "pullPolicy": "Never"},
-		"backends": map[string]any{"sim": map[string]any{"enabled": true}},
+		"image": map[string]any{"repository": repository, "tag": tag, "pullPolicy": "Never"},
+		"backends": map[string]any{
+			"sim": map[string]any{"enabled": true},
+			// The real-node host's bridge CNI enforces no NetworkPolicy:
+			// its kubernetes pools would hand out nothing. Opted out here,
+			// on a single-tenant test host only.
+			"kubernetes": map[string]any{"requireNetworkPolicyEnforcement": false},
+		},
 	}
 }
 
