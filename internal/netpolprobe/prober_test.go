@@ -100,12 +100,18 @@ func TestProbe(t *testing.T) {
 			ns := env.NewNamespace(t)
 			clk := clocktesting.NewFakeClock(t0)
 			p := newProber(t, env, ns, clk)
+			// A probe that never ends fails the test in minutes, not at
+			// the package's timeout.
+			probeCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+			defer cancel()
 			if !tc.listenerUp {
-				// The listener is never Ready: once it exists, the deadline passes.
+				// The listener is never Ready: once it exists, the deadline
+				// passes. The clock moves until the probe ends, since the
+				// prober may take its start time after the listener exists.
 				go func() {
-					_ = testenv.Poll(ctx, time.Minute, func() error {
+					_ = testenv.Poll(probeCtx, time.Minute, func() error {
 						var pods corev1.PodList
-						if err := env.Client.List(ctx, &pods, client.InNamespace(ns)); err != nil {
+						if err := env.Client.List(probeCtx, &pods, client.InNamespace(ns)); err != nil {
 							return err
 						}
 						if len(pods.Items) == 0 {
@@ -113,7 +119,10 @@ func TestProbe(t *testing.T) {
 						}
 						return nil
 					})
-					clk.Step(DefaultDeadline)
+					for probeCtx.Err() == nil {
+						clk.Step(DefaultDeadline)
+						time.Sleep(200 * time.Millisecond)
+					}
 				}()
 			}
 			go kubelet(ctx, t, env.Client, ns, tc.listenerUp, tc.controlExit, tc.probeExit)
@@ -146,7 +155,8 @@ func TestProbe(t *testing.T) {
 					return nil
 				})
 			}()
-			v, err := p.Probe(ctx, "registry.example/etcd:probe", corev1.PullNever)
+			v, err := p.Probe(probeCtx, "registry.example/etcd:probe", corev1.PullNever)
+			cancel()
 			if err != nil {
 				t.Fatal(err)
 			}
