@@ -17,7 +17,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/kunobi-ninja/kobe/internal/testenv"
 )
@@ -33,7 +32,7 @@ var member = Ranges{
 
 // startGuarded starts a real kube-apiserver that loads the policy from its
 // static manifests directory, as members' API servers do, and returns a
-// system:masters client: what a lease holder has.
+// system:masters client.
 func startGuarded(t *testing.T) client.Client {
 	t.Helper()
 	dir := t.TempDir()
@@ -60,21 +59,17 @@ plugins:
 `, manifests)), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	env, stop, err := testenv.NewWith(dir, testenv.Options{APIServerFlags: map[string]string{"admission-control-config-file": config}})
+	if err != nil {
+		t.Fatalf("starting kube-apiserver with the policy: %v", err)
+	}
+	t.Cleanup(func() { _ = stop() })
 	scheme := testenv.Scheme()
 	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
-	te := &envtest.Environment{BinaryAssetsDirectory: testenv.BinDir(), Scheme: scheme}
-	te.ControlPlane.GetAPIServer().Configure().Set("admission-control-config-file", config)
-	if _, err := te.Start(); err != nil {
-		t.Fatalf("starting kube-apiserver with the policy: %v", err)
-	}
-	t.Cleanup(func() { _ = te.Stop() })
-	user, err := te.ControlPlane.AddUser(envtest.User{Name: "holder", Groups: []string{"system:masters"}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.New(user.Config(), client.Options{Scheme: te.Scheme})
+	// env.Config is system:masters: what a lease holder has.
+	c, err := client.New(env.Config, client.Options{Scheme: scheme})
 	if err != nil {
 		t.Fatal(err)
 	}
