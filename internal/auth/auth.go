@@ -178,7 +178,7 @@ func NewAuthenticator(opts Options) *Authenticator {
 		issuers: &hostIssuers{static: slices.Clone(opts.ServiceAccountIssuers), rest: opts.IssuerDiscovery,
 			clock: opts.Clock, log: opts.Logger},
 		reviewSlots: semaphore.NewWeighted(int64(opts.MaxConcurrentReviews)),
-		reviewRate:  newSourceLimiter(DefaultReviewsPerSource, DefaultReviewBurst),
+		reviewRate:  newSourceLimiter(DefaultRefusalsPerSource, DefaultRefusalBurst),
 		maxTTL:      opts.DefaultMaxTTL,
 		maxLeases:   max(opts.DefaultMaxConcurrentLeases, 0),
 	}

@@ -48,15 +48,17 @@ func (a *Authenticator) serviceAccountClaims(ctx context.Context, pol *kobev1.Ac
 	if e, ok := a.reviews.get(key, a.clock.Now()); ok {
 		return e.claims, e.err
 	}
-	// A token the cache has not seen costs the host a review: each source
-	// has a budget of them, so one caller's flood of fresh tokens leaves
-	// the review slots to the others.
-	if !a.reviewRate.allow(cred.source) {
-		return nil, fmt.Errorf("%w: too many new ServiceAccount tokens from %s", ErrBusy, cred.source)
-	}
 	v, _, _ := a.reviewFlight.Do(string(key[:]), func() (any, error) {
 		if e, ok := a.reviews.get(key, a.clock.Now()); ok {
 			return e, nil
+		}
+		// A token the cache has not seen costs the host a review: a source
+		// that has sent too many refused tokens gets none for a while, so
+		// one caller's flood of forged tokens leaves the review slots to
+		// the others. Checked here, once per shared review, so that a flood
+		// of one token costs its source one refusal.
+		if !a.reviewRate.mayReview(cred.source, a.clock.Now()) {
+			return reviewEntry{err: fmt.Errorf("%w: too many refused ServiceAccount tokens from %s", ErrBusy, cred.source)}, nil
 		}
 		// Reviews in flight are bounded, and one more is refused at once:
 		// a flood of forged tokens must not queue work on the host API
@@ -72,6 +74,9 @@ func (a *Authenticator) serviceAccountClaims(ctx context.Context, pol *kobev1.Ac
 		e, final := a.review(rctx, pol.Name, cred.bearer, audiences)
 		if final {
 			a.reviews.put(key, e, a.clock.Now())
+			if e.err != nil {
+				a.reviewRate.refused(cred.source, a.clock.Now())
+			}
 		}
 		return e, nil
 	})
