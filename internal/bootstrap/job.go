@@ -27,6 +27,22 @@ const (
 	DefaultJobTimeout = 10 * time.Minute
 )
 
+// JobsRefusal says why an operator cannot run the Job bundles of a pool of
+// backend t, or "" when it can. enabled is --bootstrap-jobs: the host
+// cluster has nodes to run them. The Job runs in the host cluster, so only
+// members whose API server pods of the host reach qualify: the kubernetes
+// backend's (a local member listens on the operator's loopback). The pool
+// says the reason in its conditions; a member fails on it.
+func JobsRefusal(enabled bool, t kobev1.BackendType) string {
+	switch {
+	case !enabled:
+		return "this operator does not run (its host cluster has no nodes to run them: --bootstrap-jobs is off)"
+	case t != kobev1.BackendKubernetes:
+		return fmt.Sprintf("runs in the host cluster, whose pods cannot reach a %s member's API server (only kubernetes backend members)", t)
+	}
+	return ""
+}
+
 // JobMember is what a bootstrap Job is made for: the ClusterInstance Name
 // and UID, which own the Job and its Secret.
 type JobMember struct {

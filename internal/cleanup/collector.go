@@ -2,22 +2,23 @@ package cleanup
 
 import (
 	"context"
-	"fmt"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/utils/clock"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+	"github.com/kunobi-ninja/kobe/internal/retention"
 )
 
 // Collector is a manager.Runnable (leader only) that deletes cleanup
-// receipts whose kobe.kunobi.ninja/keep-until has passed, every Interval.
-// It lists them live by label: receipts are few, and caching every
-// ConfigMap of the namespace to find them would cost more than the list.
+// receipts whose kobe.kunobi.ninja/keep-until has passed, every Interval
+// (retention.Janitor). It lists them live by label: receipts are few, and
+// caching every ConfigMap of the namespace to find them would cost more
+// than the list.
 type Collector struct {
 	Client client.Client
 	// Reader lists receipts (the manager's APIReader).
@@ -33,51 +34,32 @@ func (c *Collector) NeedLeaderElection() bool { return true }
 
 // Start collects at once and then every Interval until ctx ends.
 func (c *Collector) Start(ctx context.Context) error {
-	log := ctrl.LoggerFrom(ctx).WithName("receipts")
-	interval := c.Interval
-	if interval <= 0 {
-		interval = time.Hour
-	}
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	for {
-		if n, err := c.Collect(ctx); err != nil {
-			log.Error(err, "Collecting expired cleanup receipts")
-		} else if n > 0 {
-			log.Info("Deleted expired cleanup receipts", "count", n)
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
-		}
-	}
+	return c.janitor(log.FromContext(ctx).WithName("receipts")).Start(ctx)
 }
 
 // Collect deletes every receipt past its keep-until and says how many. A
 // receipt without a readable keep-until is kept: deleting a proof is the
 // one mistake that cannot be undone.
 func (c *Collector) Collect(ctx context.Context) (int, error) {
-	var list corev1.ConfigMapList
-	if err := c.Reader.List(ctx, &list, client.InNamespace(c.Namespace), client.MatchingLabels{kobev1.LabelCleanupReceipt: "true"}); err != nil {
-		return 0, fmt.Errorf("listing cleanup receipts: %w", err)
+	return c.janitor(logr.Discard()).Sweep(ctx)
+}
+
+func (c *Collector) janitor(logger logr.Logger) *retention.Janitor {
+	interval := c.Interval
+	if interval <= 0 {
+		interval = time.Hour
 	}
-	now := c.Clock.Now()
-	n := 0
-	for i := range list.Items {
-		cm := &list.Items[i]
-		until, err := time.Parse(time.RFC3339, cm.Annotations[kobev1.AnnotationKeepUntil])
-		if err != nil || now.Before(until) {
-			continue
-		}
-		err = c.Client.Delete(ctx, cm, client.Preconditions{UID: &cm.UID, ResourceVersion: &cm.ResourceVersion})
-		switch {
-		case err == nil:
-			n++
-		case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
-		default:
-			return n, fmt.Errorf("deleting cleanup receipt %s: %w", cm.Name, err)
-		}
+	return &retention.Janitor{
+		Kind: "cleanup receipt", Client: c.Client, Reader: c.Reader, Namespace: c.Namespace,
+		Labels:   client.MatchingLabels{kobev1.LabelCleanupReceipt: "true"},
+		NewList:  func() client.ObjectList { return &corev1.ConfigMapList{} },
+		Deadline: keepUntil,
+		Interval: interval, Clock: c.Clock, Log: logger,
 	}
-	return n, nil
+}
+
+// keepUntil reads a receipt's kobe.kunobi.ninja/keep-until.
+func keepUntil(o client.Object) (time.Time, bool) {
+	t, err := time.Parse(time.RFC3339, o.GetAnnotations()[kobev1.AnnotationKeepUntil])
+	return t, err == nil
 }

@@ -1,5 +1,6 @@
 // Package credentials groups who can reach a member and with what: pki mints
-// a member's certificate authorities and certificates, memberaccess keeps a
+// certificate authorities, certificates and kubeconfigs, membercerts composes
+// a member's certificate set from them for every backend, memberaccess keeps a
 // member's endpoint, CAs and admin kubeconfig in its access Secret, and
 // leasecreds mints the per-lease kubeconfig a lease holder receives.
 // Nothing here reconciles objects or serves HTTP; controllers and the API

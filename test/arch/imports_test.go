@@ -8,7 +8,6 @@ import (
 	"io"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -63,6 +62,69 @@ func controllerOf(path string) string {
 	return kind
 }
 
+// isTestKit reports whether path is test tooling: internal/testenv and
+// its packages, and the test kits kobe names "<something>test"
+// (apiclienttest, sshsigtest, nodetest, admissiontest).
+func isTestKit(path string) bool {
+	if under("internal/testenv")(path) {
+		return true
+	}
+	rest, ok := strings.CutPrefix(path, module+"/")
+	last := rest[strings.LastIndex(rest, "/")+1:]
+	return ok && last != "test" && strings.HasSuffix(last, "test")
+}
+
+// leaves import nothing of kobe: formats, crypto and helpers that the rest
+// builds on. Each imported no kobe package when the rule was written.
+var leaves = []string{
+	"internal/addressguard",
+	"internal/controller/conditions",
+	"internal/controller/deps",
+	"internal/controller/patch",
+	"internal/credentials/pki",
+	"internal/identity",
+	"internal/metrics",
+	"internal/node",
+	"internal/retention",
+	"internal/sshsig",
+	"internal/version",
+	"internal/wire",
+}
+
+func isLeaf(path string) bool {
+	return slices.ContainsFunc(leaves, func(l string) bool { return path == module+"/"+l })
+}
+
+// backends are the member backends; internal/backend (the interface) and
+// internal/backend/incluster (machinery shared by in-cluster backends) are
+// not backends.
+var backends = []string{"local", "kubernetes", "sim"}
+
+// backendOf names the backend a package belongs to ("" when none).
+func backendOf(path string) string {
+	for _, b := range backends {
+		if under("internal/backend/" + b)(path) {
+			return b
+		}
+	}
+	return ""
+}
+
+// runsControllers reports whether dep is controller-runtime's operator
+// machinery (a manager, controllers, webhooks), as opposed to its client.
+func runsControllers(dep, _ string) bool {
+	const cr = "sigs.k8s.io/controller-runtime"
+	if dep == cr || dep == cr+"/pkg/cache" {
+		return true
+	}
+	for _, p := range []string{"manager", "builder", "controller", "reconcile", "webhook"} {
+		if dep == cr+"/pkg/"+p || strings.HasPrefix(dep, cr+"/pkg/"+p+"/") {
+			return true
+		}
+	}
+	return false
+}
+
 var rules = []rule{
 	{
 		Name: "no package below the controllers imports a controller",
@@ -102,6 +164,46 @@ var rules = []rule{
 		Forbidden: func(dep, from string) bool {
 			return (strings.HasPrefix(dep, module+"/") && !strings.HasPrefix(dep, module+"/api/")) || clientSide(dep, from)
 		},
+		Transitive: true,
+	},
+	{
+		// Today no package outside the test kits imports one, so the
+		// rule names no exception.
+		Name:       "no test kit in production code: only test kits depend on internal/testenv or another test kit",
+		From:       func(p string) bool { return !isTestKit(p) },
+		Forbidden:  func(dep, _ string) bool { return isTestKit(dep) },
+		Transitive: true,
+	},
+	{
+		Name:      "leaf packages import nothing of kobe",
+		From:      isLeaf,
+		Forbidden: func(dep, _ string) bool { return strings.HasPrefix(dep, module+"/") },
+	},
+	{
+		Name: "a backend depends on no other backend (internal/backend and incluster are shared)",
+		From: func(p string) bool { return under("internal/backend")(p) && p != module+"/internal/backend" },
+		Forbidden: func(dep, from string) bool {
+			b := backendOf(dep)
+			return b != "" && b != backendOf(from)
+		},
+		Transitive: true,
+	},
+	{
+		// The CLI's way to kobe is the HTTP API. (kobe admin does use the
+		// host cluster's kubeconfig with a controller-runtime client, and
+		// the CLI reads kubeconfigs with client-go's clientcmd, so
+		// internal/cli itself may use both; see the next rule.)
+		Name: "the API client speaks HTTP only: no client-go, no controller-runtime",
+		From: func(p string) bool {
+			return under("internal/apiclient")(p) || under("internal/wire")(p) || under("internal/sshsig")(p)
+		},
+		Forbidden:  clientSide,
+		Transitive: true,
+	},
+	{
+		Name:       "the CLI runs no controller: no controller-runtime manager, controller, cache or webhook",
+		From:       func(p string) bool { return under("internal/cli")(p) || under("cmd/kobe")(p) },
+		Forbidden:  runsControllers,
 		Transitive: true,
 	},
 }
@@ -157,6 +259,21 @@ func TestRulesCatchViolations(t *testing.T) {
 		{"lease domain reaches controller-runtime", pkg{ImportPath: m("internal/lease"), Deps: []string{"sigs.k8s.io/controller-runtime/pkg/client"}}, 1},
 		{"api imports internal", pkg{ImportPath: m("api/v1alpha1"), Deps: []string{m("internal/lease")}}, 1},
 		{"cmd may import controllers", pkg{ImportPath: m("cmd/kobe-operator"), Imports: []string{m("internal/controller/clusterpool")}}, 0},
+		{"production code imports the test kit", pkg{ImportPath: m("internal/binding"), Deps: []string{m("internal/testenv")}}, 1},
+		{"production code reaches a test kit's subpackage", pkg{ImportPath: m("cmd/kobe-operator"), Deps: []string{m("internal/testenv/kobesuite")}}, 1},
+		{"production code imports another test kit", pkg{ImportPath: m("internal/apiserver"), Deps: []string{m("internal/sshsig/sshsigtest")}}, 1},
+		{"a test kit uses the test kit", pkg{ImportPath: m("internal/testenv/kobesuite"), Deps: []string{m("internal/testenv"), m("internal/apiclient/apiclienttest")}}, 0},
+		{"a leaf imports kobe", pkg{ImportPath: m("internal/credentials/pki"), Imports: []string{m("internal/backend")}}, 1},
+		{"a leaf imports outside kobe", pkg{ImportPath: m("internal/sshsig"), Imports: []string{"golang.org/x/crypto/ssh"}}, 0},
+		{"a backend imports another", pkg{ImportPath: m("internal/backend/local"), Deps: []string{m("internal/backend/kubernetes")}}, 1},
+		{"a backend reaches another's subpackage", pkg{ImportPath: m("internal/backend/sim"), Deps: []string{m("internal/backend/local/sub")}}, 1},
+		{"the shared machinery imports a backend", pkg{ImportPath: m("internal/backend/incluster"), Deps: []string{m("internal/backend/kubernetes")}}, 1},
+		{"a backend uses the shared packages and its own", pkg{ImportPath: m("internal/backend/kubernetes"), Deps: []string{m("internal/backend"), m("internal/backend/incluster"), m("internal/backend/kubernetes/sub")}}, 0},
+		{"the API client reaches client-go", pkg{ImportPath: m("internal/apiclient"), Deps: []string{"k8s.io/client-go/rest"}}, 1},
+		{"the CLI runs a manager", pkg{ImportPath: m("internal/cli"), Deps: []string{"sigs.k8s.io/controller-runtime/pkg/manager"}}, 1},
+		{"the CLI's binary reaches controller-runtime's root", pkg{ImportPath: m("cmd/kobe"), Deps: []string{"sigs.k8s.io/controller-runtime"}}, 1},
+		{"the operator's binary is not the CLI", pkg{ImportPath: m("cmd/kobe-operator"), Deps: []string{"sigs.k8s.io/controller-runtime/pkg/manager"}}, 0},
+		{"the CLI uses a client for kobe admin", pkg{ImportPath: m("internal/cli"), Deps: []string{"sigs.k8s.io/controller-runtime/pkg/client", "sigs.k8s.io/controller-runtime/pkg/cache/cacheapi", "k8s.io/client-go/tools/clientcmd"}}, 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -173,7 +290,12 @@ func TestImportRules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"internal/apiserver", "internal/pool", "internal/lease", "api/v1alpha1"} {
+	want := []string{"internal/apiserver", "internal/pool", "internal/lease", "api/v1alpha1", "internal/cli", "cmd/kobe", "internal/apiclient", "internal/testenv"}
+	for _, b := range backends {
+		want = append(want, "internal/backend/"+b)
+	}
+	want = append(want, leaves...)
+	for _, want := range want {
 		if !slices.ContainsFunc(pkgs, func(p pkg) bool { return p.ImportPath == module+"/"+want }) {
 			t.Fatalf("package %s not found: the rules would check nothing", want)
 		}
@@ -186,10 +308,9 @@ func TestImportRules(t *testing.T) {
 // listModule asks the go command for every package of the module with its
 // imports and dependencies.
 func listModule() ([]pkg, error) {
-	_, file, _, _ := runtime.Caller(0)
-	root := filepath.Join(filepath.Dir(file), "..", "..")
+	// The test runs in test/arch; ./... is the module from its root.
 	cmd := exec.Command("go", "list", "-json=ImportPath,Imports,Deps", "./...")
-	cmd.Dir = root
+	cmd.Dir = filepath.Join("..", "..")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

@@ -1,22 +1,16 @@
 package incluster
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"encoding/pem"
 	"fmt"
 	"net"
 	"net/url"
 	"strconv"
 	"strings"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kunobi-ninja/kobe/internal/backend"
-	"github.com/kunobi-ninja/kobe/internal/credentials/pki"
+	"github.com/kunobi-ninja/kobe/internal/credentials/membercerts"
 )
 
 // Keys of a member's PKI Secret. Pods see them as files in
@@ -50,10 +44,6 @@ const (
 var secretOnly = map[string]bool{KeyClientCAKey: true, KeyAdminKubeconfig: true}
 
 const (
-	// certValidity outlasts any member; caValidity every certificate.
-	certValidity = 10 * 365 * 24 * time.Hour
-	caValidity   = certValidity + 24*time.Hour
-
 	// MemberServiceIP is the "kubernetes" Service address inside the member
 	// (MemberServiceCIDR is the member's own Service range). Without nodes
 	// it is virtual; with node pods their kube-proxy gives it meaning inside
@@ -67,9 +57,6 @@ const (
 	// cluster's Service and pod addresses must lie outside it: a member
 	// whose Service ClusterIP falls inside is refused.
 	MemberNetwork = "198.19.240.0/20"
-
-	// AdminUser is the admin certificate's user, in system:masters.
-	AdminUser = "kobe-admin"
 )
 
 // endpoint is the member's API URL as callers reach it.
@@ -78,99 +65,61 @@ func endpoint(clusterIP string, port int32) string {
 }
 
 // serviceDNSNames are the names the member's host Service answers to (for
-// clusters with DNS) and the in-member names of its "kubernetes" Service.
+// clusters with DNS); membercerts adds the in-member names.
 func serviceDNSNames(svc, namespace string) []string {
-	return []string{
-		svc, svc + "." + namespace, svc + "." + namespace + ".svc", svc + "." + namespace + ".svc.cluster.local",
-		"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local",
-	}
+	return []string{svc, svc + "." + namespace, svc + "." + namespace + ".svc", svc + "." + namespace + ".svc.cluster.local"}
 }
 
-// newPKI makes a member's PKI for its Service's clusterIP and returns the
-// Secret's data.
+// newPKI makes a member's PKI (membercerts) for its Service's clusterIP and
+// returns the Secret's data.
 func newPKI(m backend.Member, clusterIP string, port int32, set Settings) (map[string][]byte, error) {
 	needs := set.PKI
 	ip := net.ParseIP(clusterIP)
 	if ip == nil {
 		return nil, fmt.Errorf("service ClusterIP %q is not an IP address", clusterIP)
 	}
-	serverCA, err := pki.NewCA("kobe-member-server-ca", caValidity)
-	if err != nil {
-		return nil, err
-	}
-	ips := []net.IP{ip, net.IPv4(127, 0, 0, 1), net.IPv6loopback, net.ParseIP(MemberServiceIP)}
-	servingCert, servingKey, err := serverCA.IssueServing("kube-apiserver", serviceDNSNames(serviceName(m), m.Namespace), ips, certValidity)
-	if err != nil {
-		return nil, err
-	}
-	clientCA, err := pki.NewCA("kobe-member-client-ca", caValidity)
-	if err != nil {
-		return nil, err
-	}
-	now := time.Now()
-	notBefore, notAfter := now.Add(-5*time.Minute), now.Add(certValidity)
-	adminCert, adminKey, err := clientCA.IssueClient(AdminUser, []string{"system:masters"}, notBefore, notAfter)
-	if err != nil {
-		return nil, err
-	}
-	adminKubeconfig, err := pki.Kubeconfig(pki.KubeconfigInput{
-		ClusterName: m.Name, Server: endpoint(clusterIP, port), CAData: serverCA.CertPEM,
-		UserName: AdminUser, ClientCertPEM: adminCert, ClientKeyPEM: adminKey,
+	certs, err := membercerts.New(membercerts.Request{
+		ServiceIP: net.ParseIP(MemberServiceIP), DNSNames: serviceDNSNames(serviceName(m), m.Namespace), IPs: []net.IP{ip},
 	})
 	if err != nil {
 		return nil, err
 	}
-	saKey, saPub, err := serviceAccountKeys()
+	adminKubeconfig, err := membercerts.AdminKubeconfig(certs.ServerCA.CertPEM, certs.AdminCert, certs.AdminKey, m.Name, endpoint(clusterIP, port))
 	if err != nil {
 		return nil, err
 	}
 	data := map[string][]byte{
-		KeyServerCACert: serverCA.CertPEM, KeyServingCert: servingCert, KeyServingKey: servingKey,
-		KeyClientCACert: clientCA.CertPEM, KeyClientCAKey: clientCA.KeyPEM,
-		KeySAKey: saKey, KeySAPub: saPub, KeyAdminKubeconfig: adminKubeconfig,
+		KeyServerCACert: certs.ServerCA.CertPEM, KeyServingCert: certs.ServingCert, KeyServingKey: certs.ServingKey,
+		KeyClientCACert: certs.ClientCA.CertPEM, KeyClientCAKey: certs.ClientCA.KeyPEM,
+		KeySAKey: certs.SAKey, KeySAPub: certs.SAPub, KeyAdminKubeconfig: adminKubeconfig,
 	}
 	for _, c := range []struct {
 		need bool
-		user string
+		id   membercerts.Identity
 		key  string
 	}{
-		{needs.ControllerManager, "system:kube-controller-manager", KeyControllerManagerKubeconfig},
-		{needs.Scheduler, "system:kube-scheduler", KeySchedulerKubeconfig},
+		{needs.ControllerManager, membercerts.ControllerManager, KeyControllerManagerKubeconfig},
+		{needs.Scheduler, membercerts.Scheduler, KeySchedulerKubeconfig},
 	} {
 		if !c.need {
 			continue
 		}
-		cert, key, err := clientCA.IssueClient(c.user, nil, notBefore, notAfter)
-		if err != nil {
-			return nil, err
-		}
-		kc, err := pki.Kubeconfig(pki.KubeconfigInput{
-			ClusterName: m.Name, Server: endpoint("127.0.0.1", port), CAData: serverCA.CertPEM,
-			UserName: c.user, ClientCertPEM: cert, ClientKeyPEM: key,
-		})
+		kc, err := membercerts.Kubeconfig(certs.ClientCA, certs.ServerCA.CertPEM, m.Name, endpoint("127.0.0.1", port), c.id)
 		if err != nil {
 			return nil, err
 		}
 		data[c.key] = kc
 	}
 	if needs.Etcd {
-		etcdCA, err := pki.NewCA("kobe-member-etcd-ca", caValidity)
+		etcd, err := membercerts.NewEtcd()
 		if err != nil {
 			return nil, err
 		}
-		srvCert, srvKey, err := etcdCA.IssueServing("etcd", []string{"localhost"}, []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}, certValidity)
-		if err != nil {
-			return nil, err
-		}
-		cliCert, cliKey, err := etcdCA.IssueClient("kube-apiserver-etcd-client", nil, notBefore, notAfter)
-		if err != nil {
-			return nil, err
-		}
-		data[KeyEtcdCACert], data[KeyEtcdServerCert], data[KeyEtcdServerKey] = etcdCA.CertPEM, srvCert, srvKey
-		data[KeyEtcdClientCert], data[KeyEtcdClientKey] = cliCert, cliKey
+		data[KeyEtcdCACert], data[KeyEtcdServerCert], data[KeyEtcdServerKey] = etcd.CA.CertPEM, etcd.ServerCert, etcd.ServerKey
+		data[KeyEtcdClientCert], data[KeyEtcdClientKey] = etcd.ClientCert, etcd.ClientKey
 	}
 	if needs.KubeletClient {
-		cert, key, err := clientCA.IssueClient("kube-apiserver-kubelet-client", []string{"system:masters"}, notBefore, notAfter)
+		cert, key, err := membercerts.Client(certs.ClientCA, membercerts.KubeletClient)
 		if err != nil {
 			return nil, err
 		}
@@ -186,7 +135,7 @@ func newPKI(m backend.Member, clusterIP string, port int32, set Settings) (map[s
 		return nil, fmt.Errorf("%d node configs for %d nodes", len(set.NodeConfigs), len(set.Nodes))
 	}
 	for i, name := range set.Nodes {
-		files, err := nodeFiles(m, name, endpoint(clusterIP, port), serverCA, clientCA, notBefore, notAfter)
+		files, err := nodeFiles(m, name, endpoint(clusterIP, port), certs)
 		if err != nil {
 			return nil, fmt.Errorf("node %s: %w", name, err)
 		}
@@ -198,59 +147,29 @@ func newPKI(m backend.Member, clusterIP string, port int32, set Settings) (map[s
 	return data, nil
 }
 
-// nodeFiles are one node pod's credentials: kubelet's kubeconfig
-// (system:node:<name>, which the Node authorizer and NodeRestriction hold
-// to its own node), kube-proxy's (system:kube-proxy, bound to
-// system:node-proxier by the API server's default RBAC), and kubelet's
-// serving certificate.
-func nodeFiles(m backend.Member, name, server string, serverCA, clientCA *pki.CA, notBefore, notAfter time.Time) (map[string][]byte, error) {
-	kubeconfig := func(user string, groups []string) ([]byte, error) {
-		cert, key, err := clientCA.IssueClient(user, groups, notBefore, notAfter)
-		if err != nil {
-			return nil, err
-		}
-		return pki.Kubeconfig(pki.KubeconfigInput{
-			ClusterName: m.Name, Server: server, CAData: serverCA.CertPEM,
-			UserName: user, ClientCertPEM: cert, ClientKeyPEM: key,
-		})
-	}
-	kubelet, err := kubeconfig("system:node:"+name, []string{"system:nodes"})
+// nodeFiles are one node pod's credentials: kubelet's kubeconfig and
+// kube-proxy's (membercerts.Kubelet and KubeProxy), and kubelet's serving
+// certificate.
+func nodeFiles(m backend.Member, name, server string, certs *membercerts.Set) (map[string][]byte, error) {
+	kubelet, err := membercerts.Kubeconfig(certs.ClientCA, certs.ServerCA.CertPEM, m.Name, server, membercerts.Kubelet(name))
 	if err != nil {
 		return nil, err
 	}
-	proxy, err := kubeconfig("system:kube-proxy", nil)
+	proxy, err := membercerts.Kubeconfig(certs.ClientCA, certs.ServerCA.CertPEM, m.Name, server, membercerts.KubeProxy)
 	if err != nil {
 		return nil, err
 	}
 	// The API server does not verify kubelets' serving certificates (no
 	// --kubelet-certificate-authority: a node pod's IP is not known before
 	// it is scheduled); it is signed by the server CA all the same.
-	cert, key, err := serverCA.IssueServing(name, []string{name}, nil, certValidity)
+	cert, key, err := membercerts.NodeServing(certs.ServerCA, name, nil)
 	if err != nil {
 		return nil, err
 	}
 	return map[string][]byte{
 		NodeKubeletKubeconfig: kubelet, NodeKubeProxyKubeconfig: proxy,
-		NodeKubeletCert: cert, NodeKubeletKey: key, NodeClientCACert: clientCA.CertPEM,
+		NodeKubeletCert: cert, NodeKubeletKey: key, NodeClientCACert: certs.ClientCA.CertPEM,
 	}, nil
-}
-
-// serviceAccountKeys makes the key pair that signs and verifies the
-// member's ServiceAccount tokens.
-func serviceAccountKeys() (keyPEM, pubPEM []byte, err error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, fmt.Errorf("generating ServiceAccount key: %w", err)
-	}
-	der, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		return nil, nil, fmt.Errorf("encoding ServiceAccount key: %w", err)
-	}
-	pubDER, err := x509.MarshalPKIXPublicKey(key.Public())
-	if err != nil {
-		return nil, nil, fmt.Errorf("encoding ServiceAccount public key: %w", err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pubDER}), nil
 }
 
 // accessFrom reads a member's Access from its PKI Secret.

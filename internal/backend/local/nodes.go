@@ -24,7 +24,7 @@ import (
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/addressguard"
 	"github.com/kunobi-ninja/kobe/internal/backend"
-	"github.com/kunobi-ninja/kobe/internal/credentials/pki"
+	"github.com/kunobi-ninja/kobe/internal/credentials/membercerts"
 	"github.com/kunobi-ninja/kobe/internal/node"
 	"github.com/kunobi-ninja/kobe/internal/podsecurity"
 	"github.com/kunobi-ninja/kobe/internal/version"
@@ -333,8 +333,7 @@ func writeKubeletClient(p paths) error {
 	if err != nil {
 		return err
 	}
-	now := time.Now()
-	certPEM, keyPEM, err := ca.IssueClient("kube-apiserver-kubelet-client", []string{"system:masters"}, now.Add(-5*time.Minute), now.Add(certValidity))
+	certPEM, keyPEM, err := membercerts.Client(ca, membercerts.KubeletClient)
 	if err != nil {
 		return err
 	}
@@ -361,23 +360,15 @@ func (b *Backend) writeNodeFiles(p paths, st *state, mn node.MemberNet, i int, i
 	}
 	nn := mn.Nodes[i]
 	name := NodeName(i)
-	now := time.Now()
 	server := localURL(mn.Gateway.String(), st.APIServerPort)
 	for _, kc := range []struct {
-		file, user string
-		groups     []string
+		file string
+		id   membercerts.Identity
 	}{
-		{nodeKubeletKubeconfig, "system:node:" + name, []string{"system:nodes"}},
-		{nodeProxyKubeconfig, "system:kube-proxy", nil},
+		{nodeKubeletKubeconfig, membercerts.Kubelet(name)},
+		{nodeProxyKubeconfig, membercerts.KubeProxy},
 	} {
-		certPEM, keyPEM, err := ca.IssueClient(kc.user, kc.groups, now.Add(-5*time.Minute), now.Add(certValidity))
-		if err != nil {
-			return nil, err
-		}
-		data, err := pki.Kubeconfig(pki.KubeconfigInput{
-			ClusterName: "member", Server: server, CAData: serverCA,
-			UserName: kc.user, ClientCertPEM: certPEM, ClientKeyPEM: keyPEM,
-		})
+		data, err := membercerts.Kubeconfig(ca, serverCA, "member", server, kc.id)
 		if err != nil {
 			return nil, err
 		}
@@ -385,7 +376,9 @@ func (b *Backend) writeNodeFiles(p paths, st *state, mn node.MemberNet, i int, i
 			return nil, err
 		}
 	}
-	certPEM, keyPEM, err := ca.IssueServing(name, []string{name}, []net.IP{net.IP(nn.Address.Addr().AsSlice())}, certValidity)
+	// Signed by the client CA: the member's API server verifies kubelets
+	// with it (--kubelet-certificate-authority).
+	certPEM, keyPEM, err := membercerts.NodeServing(ca, name, []net.IP{net.IP(nn.Address.Addr().AsSlice())})
 	if err != nil {
 		return nil, err
 	}

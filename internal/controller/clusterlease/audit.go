@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -17,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+	"github.com/kunobi-ninja/kobe/internal/retention"
 )
 
 // Audit records: who held which member, from when to when, under which
@@ -158,7 +160,8 @@ func (r *Reconciler) audit(ctx context.Context, s *scope) error {
 }
 
 // AuditJanitor deletes audit records older than Retention (by their
-// endedAt), at start and then every Interval, on the leader only.
+// endedAt), at start and then every Interval, on the leader only
+// (retention.Janitor).
 type AuditJanitor struct {
 	// Client deletes records; Reader lists them (the manager's APIReader:
 	// ConfigMaps are not cached).
@@ -179,49 +182,41 @@ func (j *AuditJanitor) NeedLeaderElection() bool { return true }
 // Start sweeps until ctx ends; a failed sweep is logged and retried at the
 // next interval.
 func (j *AuditJanitor) Start(ctx context.Context) error {
-	log := ctrl.LoggerFrom(ctx).WithName("audit-janitor")
-	interval := j.Interval
-	if interval <= 0 {
-		interval = time.Hour
-	}
-	for {
-		if deleted, err := j.Sweep(ctx); err != nil {
-			log.Error(err, "Deleting expired audit records failed", "deleted", deleted)
-		} else if deleted > 0 {
-			log.Info("Deleted expired audit records", "deleted", deleted, "retention", j.retention().String())
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(interval):
-		}
-	}
+	return j.janitor(ctrl.LoggerFrom(ctx).WithName("audit-janitor")).Start(ctx)
 }
 
 // Sweep deletes the audit records whose endedAt (or, unreadable, creation)
 // is older than Retention, and says how many it deleted.
 func (j *AuditJanitor) Sweep(ctx context.Context) (int, error) {
-	var list corev1.ConfigMapList
-	if err := j.Reader.List(ctx, &list, client.InNamespace(j.Namespace), client.MatchingLabels{AuditLabel: AuditLabelValue}); err != nil {
-		return 0, fmt.Errorf("listing audit records: %w", err)
+	return j.janitor(logr.Discard()).Sweep(ctx)
+}
+
+func (j *AuditJanitor) janitor(logger logr.Logger) *retention.Janitor {
+	interval := j.Interval
+	if interval <= 0 {
+		interval = time.Hour
 	}
-	now, deleted := j.Clock.Now(), 0
-	for i := range list.Items {
-		cm := &list.Items[i]
-		ended := cm.CreationTimestamp.Time
+	keep := j.retention()
+	return &retention.Janitor{
+		Kind: "audit record", Client: j.Client, Reader: j.Reader, Namespace: j.Namespace,
+		Labels:   client.MatchingLabels{AuditLabel: AuditLabelValue},
+		NewList:  func() client.ObjectList { return &corev1.ConfigMapList{} },
+		Deadline: func(o client.Object) (time.Time, bool) { return auditRecordExpiry(o, keep), true },
+		Interval: interval, Clock: j.Clock, Log: logger,
+	}
+}
+
+// auditRecordExpiry is when an audit record may be deleted: keep after the
+// lease ended, or after the record was written when that was earlier or
+// its endedAt cannot be read (a record is never kept longer than keep).
+func auditRecordExpiry(o client.Object, keep time.Duration) time.Time {
+	ended := o.GetCreationTimestamp().Time
+	if cm, ok := o.(*corev1.ConfigMap); ok {
 		if t, err := time.Parse(time.RFC3339, cm.Data[AuditKeyEndedAt]); err == nil && t.Before(ended) {
 			ended = t
 		}
-		if ended.Add(j.retention()).After(now) {
-			continue
-		}
-		uid := cm.UID
-		if err := j.Client.Delete(ctx, cm, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
-			return deleted, fmt.Errorf("deleting audit record %s: %w", cm.Name, err)
-		}
-		deleted++
 	}
-	return deleted, nil
+	return ended.Add(keep)
 }
 
 func (j *AuditJanitor) retention() time.Duration {

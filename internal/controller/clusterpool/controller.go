@@ -26,6 +26,7 @@ import (
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/backend"
+	"github.com/kunobi-ninja/kobe/internal/bootstrap"
 	"github.com/kunobi-ninja/kobe/internal/controller/conditions"
 	"github.com/kunobi-ninja/kobe/internal/controller/deps"
 	"github.com/kunobi-ninja/kobe/internal/controller/patch"
@@ -261,17 +262,9 @@ func (r *Reconciler) kubernetesPools(ctx context.Context, _ client.Object) []rec
 }
 
 // jobsRefusal says why this operator cannot run p's Job bundles, or ""
-// when it can: it runs them only with BootstrapJobs (a host cluster with
-// nodes) and for members whose API server pods of the host reach (the
-// kubernetes backend; a local member listens on the operator's loopback).
+// when it can (bootstrap.JobsRefusal).
 func (r *Reconciler) jobsRefusal(p *kobev1.ClusterPool) string {
-	switch {
-	case !r.BootstrapJobs:
-		return "this operator does not run (its host cluster has no nodes to run them: --bootstrap-jobs is off)"
-	case p.Spec.Backend.Type != kobev1.BackendKubernetes:
-		return fmt.Sprintf("runs in the host cluster, whose pods cannot reach a %s member's API server (only kubernetes backend members)", p.Spec.Backend.Type)
-	}
-	return ""
+	return bootstrap.JobsRefusal(r.BootstrapJobs, p.Spec.Backend.Type)
 }
 
 // capabilities asks the wired backend of type t what it can build; a type
