@@ -8,10 +8,8 @@ import (
 	"strings"
 
 	"github.com/kunobi-ninja/kobe/internal/auth"
-	"github.com/kunobi-ninja/kobe/internal/binding"
 	"github.com/kunobi-ninja/kobe/internal/lease"
 	"github.com/kunobi-ninja/kobe/internal/leaseservice"
-	"github.com/kunobi-ninja/kobe/internal/pool"
 	"github.com/kunobi-ninja/kobe/internal/wire"
 )
 
@@ -28,7 +26,8 @@ type failure struct {
 }
 
 // failures maps the errors of decoding and of package leaseservice to
-// answers, first match wins. Any other error is a 500.
+// answers, first match wins; a leaseservice.Refusal carries its own. Any
+// other error is a 500.
 var failures = []failure{
 	{errBadRequest, http.StatusBadRequest, wire.ReasonBadRequest, ""},
 	{leaseservice.ErrInvalid, http.StatusBadRequest, wire.ReasonBadRequest, ""},
@@ -39,33 +38,19 @@ var failures = []failure{
 	{lease.ErrExtensionLimit, http.StatusConflict, wire.ReasonExtensionLimitReached, ""},
 	{lease.ErrNotBound, http.StatusConflict, wire.ReasonExtensionRefused, ""},
 	{lease.ErrExpired, http.StatusConflict, wire.ReasonExtensionRefused, ""},
-	{leaseservice.ErrAliasInUse, http.StatusConflict, wire.ReasonAliasInUse, ""},
-	{binding.ErrCleanupModeUnsupported, http.StatusUnprocessableEntity, wire.ReasonCleanupModeUnsupported, ""},
 	{errBodyTooLarge, http.StatusRequestEntityTooLarge, wire.ReasonBodyTooLarge, ""},
-	{leaseservice.ErrLeaseLimit, http.StatusTooManyRequests, wire.ReasonConcurrentLeaseLimit, "30"},
-	{leaseservice.ErrQueueLimit, http.StatusTooManyRequests, wire.ReasonQueuedLeaseLimit, "30"},
 	{leaseservice.ErrProxyNotConfigured, http.StatusServiceUnavailable, wire.ReasonProxyNotConfigured, ""},
-}
-
-// unavailableReasons are the reasons of a 503 for each cause of an
-// unserviceable pool.
-var unavailableReasons = map[pool.Cause]string{
-	pool.CauseDeleting:           wire.ReasonPoolBeingDeleted,
-	pool.CauseBackendUnavailable: wire.ReasonBackendUnavailable,
-	pool.CauseQuarantined:        wire.ReasonPoolQuarantined,
 }
 
 // fail answers err. The error's text after its sentinel is the detail;
 // internal errors are logged and never shown.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
-	var unavailable *leaseservice.UnavailableError
-	if errors.As(err, &unavailable) {
-		w.Header().Set("Retry-After", wire.UnavailableRetryAfter)
-		reason, ok := unavailableReasons[unavailable.Cause]
-		if !ok {
-			reason = wire.ReasonInternalError
+	var refused *leaseservice.Refusal
+	if errors.As(err, &refused) {
+		if refused.RetryAfter != "" {
+			w.Header().Set("Retry-After", refused.RetryAfter)
 		}
-		writeError(w, http.StatusServiceUnavailable, reason, leaseservice.ErrPoolUnavailable.Error(), unavailable.Message+"; retry later")
+		writeError(w, refused.Code, refused.Reason, refused.Message, refused.Detail)
 		return
 	}
 	for _, f := range failures {

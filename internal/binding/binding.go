@@ -5,21 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/index"
+	"github.com/kunobi-ninja/kobe/internal/lease"
 	"github.com/kunobi-ninja/kobe/internal/pool"
 )
 
@@ -31,11 +27,6 @@ var ErrNoReadyMember = errors.New("no ready member")
 // The caller must not claim another member for the lease until a live read
 // shows which members name it (Members).
 var ErrUncertain = errors.New("member write outcome unknown")
-
-// ErrCleanupModeUnsupported: the pool's backend cannot prove a member
-// destroyed, so a VerifiedDestroy lease is refused before binding, never
-// silently downgraded (spec 000).
-var ErrCleanupModeUnsupported = errors.New("cleanupMode VerifiedDestroy is not supported by the pool's backend")
 
 // LostRace reports whether a failed Bind lost a race (the members it saw were
 // taken meanwhile), which retrying soon with fresh objects resolves, rather
@@ -171,8 +162,8 @@ func (b *Binder) candidates(ctx context.Context, l *kobev1.ClusterLease, members
 	for i := range members {
 		m := &members[i]
 		switch {
-		case !Available(m):
-		case !b.verifiable(m, l.Spec.CleanupMode):
+		case !lease.Bindable(m):
+		case !lease.ServesCleanup(m, l.Spec.CleanupMode, b.Verifiable):
 		case hash == "" || m.Spec.TemplateHash == hash:
 			current = append(current, m)
 		default:
@@ -185,32 +176,12 @@ func (b *Binder) candidates(ctx context.Context, l *kobev1.ClusterLease, members
 }
 
 // CheckCleanupMode refuses, before anything is bound, a cleanup mode that
-// pool p's backend cannot honour. p may be nil (not known yet): then only
-// a binder without any verifiable backend refuses, and Bind offers a
-// VerifiedDestroy lease only members it can prove destroyed.
+// pool p's backend cannot honour (lease.CheckCleanupMode, given b.Verifiable).
 func (b *Binder) CheckCleanupMode(mode kobev1.CleanupMode, p *kobev1.ClusterPool) error {
 	if mode != kobev1.CleanupVerifiedDestroy {
 		return nil
 	}
-	if b.Verifiable == nil {
-		return fmt.Errorf("%w: no backend wired in this operator can prove a member destroyed; use cleanupMode Standard", ErrCleanupModeUnsupported)
-	}
-	if p != nil && !b.Verifiable(p.Spec.Backend.Type) {
-		return fmt.Errorf("%w: pool %s uses backend %q, which cannot prove a member destroyed; use cleanupMode Standard, or a pool whose backend can (local, kubernetes)",
-			ErrCleanupModeUnsupported, p.Name, p.Spec.Backend.Type)
-	}
-	return nil
-}
-
-// verifiable reports whether inst may be handed to a lease with cleanup
-// mode: a VerifiedDestroy lease takes only members of a verifiable backend
-// whose creation manifest is recorded (the list its teardown proves).
-func (b *Binder) verifiable(inst *kobev1.ClusterInstance, mode kobev1.CleanupMode) bool {
-	if mode != kobev1.CleanupVerifiedDestroy {
-		return true
-	}
-	return b.Verifiable != nil && b.Verifiable(inst.Spec.Backend.Type) && inst.Status.CreationManifest != nil &&
-		len(inst.Status.CreationManifest.Resources) > 0
+	return lease.CheckCleanupMode(mode, p, b.Verifiable)
 }
 
 // pool is l's pool from the reader, nil when it cannot be read.
@@ -264,18 +235,13 @@ func (b *Binder) remember(uid types.UID) {
 	})
 }
 
-// Available reports whether a member can be bound now.
-func Available(inst *kobev1.ClusterInstance) bool {
-	return inst.DeletionTimestamp == nil && inst.Spec.LeaseRef == nil && inst.Status.Phase == kobev1.InstanceReady
-}
-
 // claim writes the member side of the binding, the only write of a bind. On
 // a conflict it re-reads the member once: a status write (health probe) may
 // have moved its resourceVersion without making it unavailable.
 func (b *Binder) claim(ctx context.Context, l *kobev1.ClusterLease, inst *kobev1.ClusterInstance) (*Result, error) {
 	boundAt := b.Clock.Now().UTC().Truncate(time.Second)
 	for try := 0; try < 2; try++ {
-		if !Available(inst) {
+		if !lease.Bindable(inst) {
 			return nil, fmt.Errorf("%w: member %s is no longer available", errMemberTaken, inst.Name)
 		}
 		SetMemberBinding(inst, l, boundAt)
@@ -311,135 +277,4 @@ func Uncertain(err error) bool {
 		return code == 0 || code >= 500
 	}
 	return true
-}
-
-// SetMemberBinding writes the member side of a binding into inst: the lease
-// reference with the moment the bind takes effect, the lease label, and the
-// lease as controller owner so that deleting the pool does not take a member
-// in use with it.
-func SetMemberBinding(inst *kobev1.ClusterInstance, l *kobev1.ClusterLease, boundAt time.Time) {
-	inst.Spec.LeaseRef = &kobev1.LeaseBinding{Name: l.Name, UID: l.UID, BoundAt: ptr.To(metav1.NewTime(boundAt.UTC().Truncate(time.Second))),
-		CleanupMode: l.Spec.CleanupMode}
-	if inst.Labels == nil {
-		inst.Labels = map[string]string{}
-	}
-	inst.Labels[kobev1.LabelLease] = l.Name
-	owners := make([]metav1.OwnerReference, 0, len(inst.OwnerReferences)+1)
-	for _, o := range inst.OwnerReferences {
-		if o.Controller != nil && *o.Controller {
-			continue
-		}
-		owners = append(owners, o)
-	}
-	owners = append(owners, metav1.OwnerReference{
-		APIVersion: kobev1.GroupVersion.String(), Kind: "ClusterLease",
-		Name: l.Name, UID: l.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(false),
-	})
-	inst.OwnerReferences = owners
-}
-
-// Names reports whether inst's write-once leaseRef names l: the member's
-// side of a bind, which alone makes the bind.
-func Names(inst *kobev1.ClusterInstance, l *kobev1.ClusterLease) bool {
-	return inst.Spec.LeaseRef != nil && inst.Spec.LeaseRef.UID != "" && inst.Spec.LeaseRef.UID == l.UID
-}
-
-// BoundAt is when inst's bind to l took effect: its leaseRef.boundAt, else
-// (a member bound before boundAt was recorded) the lease's creation, which
-// errs towards an earlier expiry.
-func BoundAt(inst *kobev1.ClusterInstance, l *kobev1.ClusterLease) time.Time {
-	if ref := inst.Spec.LeaseRef; ref != nil && ref.BoundAt != nil {
-		return ref.BoundAt.Time
-	}
-	return l.CreationTimestamp.Time
-}
-
-// RecordBound writes in memory the lease's copy of a bind that inst
-// confirms (Names): phase Bound, instanceRef, boundAt, expiresAt = boundAt +
-// ttl, and the Bound condition. The caller persists it with a fenced status
-// write; a lease already Bound to inst keeps its expiry (and extensions).
-func RecordBound(l *kobev1.ClusterLease, inst *kobev1.ClusterInstance, ttl time.Duration) {
-	ref := &kobev1.ObjectRef{Name: inst.Name, UID: inst.UID}
-	if l.Status.Phase == kobev1.LeaseBound && l.Status.InstanceRef != nil && *l.Status.InstanceRef == *ref && l.Status.ExpiresAt != nil {
-		return
-	}
-	at := metav1.NewTime(BoundAt(inst, l).UTC())
-	expires := metav1.NewTime(at.Add(ttl))
-	l.Status.Phase = kobev1.LeaseBound
-	l.Status.InstanceRef = ref
-	l.Status.BoundAt = &at
-	l.Status.ExpiresAt = &expires
-	l.Status.QueuePosition = 0
-	l.Status.ObservedGeneration = l.Generation
-	meta.SetStatusCondition(&l.Status.Conditions, metav1.Condition{
-		Type: kobev1.ConditionBound, Status: metav1.ConditionTrue, Reason: kobev1.ReasonBound,
-		Message: fmt.Sprintf("bound to %s", inst.Name), ObservedGeneration: l.Generation, LastTransitionTime: at,
-	})
-}
-
-// Record picks, among members, the one that is l's bind: the member its
-// status names when that member names l back, else (no status copy yet) the
-// only member that names l. Two members naming l (a claim the API server
-// applied after its binder gave up) with no status copy to choose between
-// them give nil: the lease controller records the earliest (Elect) and the
-// other is recycled.
-func Record(members []kobev1.ClusterInstance, l *kobev1.ClusterLease) *kobev1.ClusterInstance {
-	var found *kobev1.ClusterInstance
-	n := 0
-	for i := range members {
-		m := &members[i]
-		if !Names(m, l) {
-			continue
-		}
-		if ref := l.Status.InstanceRef; ref != nil && ref.UID == m.UID {
-			return m
-		}
-		found = m
-		n++
-	}
-	if l.Status.InstanceRef != nil || n != 1 {
-		return nil
-	}
-	return found
-}
-
-// Elect picks, among members, the one a lease's status copy should name
-// when several name l: the earliest bind, then the first by name. It is nil
-// when none names l.
-func Elect(members []kobev1.ClusterInstance, l *kobev1.ClusterLease) *kobev1.ClusterInstance {
-	var named []*kobev1.ClusterInstance
-	for i := range members {
-		if Names(&members[i], l) {
-			named = append(named, &members[i])
-		}
-	}
-	if len(named) == 0 {
-		return nil
-	}
-	return slices.MinFunc(named, func(a, b *kobev1.ClusterInstance) int {
-		if c := BoundAt(a, l).Compare(BoundAt(b, l)); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Name, b.Name)
-	})
-}
-
-// Unbind turns a lease whose status names a member that does not name it
-// back into a queued one, in memory; the caller persists it with a fenced
-// status write.
-func Unbind(l *kobev1.ClusterLease, now time.Time) {
-	l.Status.Phase = kobev1.LeasePending
-	l.Status.InstanceRef = nil
-	l.Status.BoundAt = nil
-	l.Status.ExpiresAt = nil
-	meta.SetStatusCondition(&l.Status.Conditions, metav1.Condition{
-		Type: kobev1.ConditionBound, Status: metav1.ConditionFalse, Reason: kobev1.ReasonQueued,
-		Message: "waiting for a ready member", ObservedGeneration: l.Generation, LastTransitionTime: metav1.NewTime(now.UTC()),
-	})
-}
-
-// Consistent reports whether both sides of a bind agree: the lease's status
-// names inst and inst's leaseRef names the lease.
-func Consistent(l *kobev1.ClusterLease, inst *kobev1.ClusterInstance) bool {
-	return l.Status.InstanceRef != nil && inst.UID == l.Status.InstanceRef.UID && Names(inst, l)
 }

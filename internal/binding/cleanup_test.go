@@ -13,6 +13,7 @@ import (
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/binding"
+	"github.com/kunobi-ninja/kobe/internal/lease"
 )
 
 // TestVerifiedDestroyBinds: a VerifiedDestroy lease is refused before
@@ -48,9 +49,9 @@ func TestVerifiedDestroyBinds(t *testing.T) {
 		{"verified on a backend that proves", kobev1.CleanupVerifiedDestroy, localOnly,
 			[]client.Object{pool(kobev1.BackendLocal), member("old", kobev1.BackendLocal, false), member("new", kobev1.BackendLocal, true)}, "new", nil, ""},
 		{"verified on sim", kobev1.CleanupVerifiedDestroy, localOnly,
-			[]client.Object{pool(kobev1.BackendSim), member("m", kobev1.BackendSim, true)}, "", binding.ErrCleanupModeUnsupported, `backend "sim"`},
+			[]client.Object{pool(kobev1.BackendSim), member("m", kobev1.BackendSim, true)}, "", lease.ErrCleanupModeUnsupported, `backend "sim"`},
 		{"verified with no verifying backend wired", kobev1.CleanupVerifiedDestroy, nil,
-			[]client.Object{pool(kobev1.BackendLocal), member("m", kobev1.BackendLocal, true)}, "", binding.ErrCleanupModeUnsupported, "no backend wired"},
+			[]client.Object{pool(kobev1.BackendLocal), member("m", kobev1.BackendLocal, true)}, "", lease.ErrCleanupModeUnsupported, "no backend wired"},
 		{"verified, only members without a manifest: wait", kobev1.CleanupVerifiedDestroy, localOnly,
 			[]client.Object{pool(kobev1.BackendLocal), member("m", kobev1.BackendLocal, false)}, "", binding.ErrNoReadyMember, ""},
 		{"verified, pool unreadable: a member whose backend proves", kobev1.CleanupVerifiedDestroy, localOnly,

@@ -1,9 +1,12 @@
 // Package binding binds a ClusterLease to one Ready ClusterInstance. It is
 // the only place that claims a member, and it is fenced so that no member
 // ever serves two leases, across goroutines, operator replicas and crashes.
-// It does not decide queue order or expiry (package lease) and it writes no
-// lease: it serves both the HTTP API's fast path and the lease controller,
-// which record the bind on the lease afterwards.
+// It does not decide queue order, expiry or whether a member may be bound
+// (package lease: Bindable, ServesCleanup) and it writes no lease: it serves
+// both the HTTP API's fast path and the lease controller, which record the
+// bind on the lease afterwards. The record of a bind is read and written in
+// memory by record.go; binding.go holds the Binder, which talks to the API
+// server.
 //
 // Protocol. The member's write-once spec.leaseRef {name, uid, boundAt} is
 // the record of a bind; the lease's status (phase Bound, instanceRef,

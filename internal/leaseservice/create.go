@@ -10,6 +10,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -21,7 +22,6 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/lease"
 	"github.com/kunobi-ninja/kobe/internal/metrics"
 	"github.com/kunobi-ninja/kobe/internal/pool"
-	"github.com/kunobi-ninja/kobe/internal/wire"
 )
 
 // CreateRequest asks for a lease.
@@ -36,72 +36,29 @@ type CreateRequest struct {
 	CleanupMode kobev1.CleanupMode
 }
 
-// Create requests a lease of req.Pool for p. The order of checks is fixed:
-// the request itself (ErrInvalid), the pool's authorisation
-// (ErrPoolNotAllowed) before any read, the pool's existence
-// (ErrPoolNotFound), whether it can ever serve (UnavailableError), then the
-// caller's alias (ErrAliasInUse) and lease limit (ErrLeaseLimit), exact on
-// every replica (admit). The lease is bound at once when a member is Ready
-// and nobody is queued ahead of it: the answer carries its kubeconfig after
-// two API writes (the lease, the member's claim; see bindNow), three with a
-// limit or an alias (the caller's ledger). Otherwise it takes a queue slot
+// Create requests a lease of req.Pool for p. It is admitted first (admit,
+// a pure judgement of what gatherAdmission read: the request, the pool's
+// authorisation before anything of the pool is read, its existence,
+// whether it can ever serve, the cleanup mode and connect proxy it needs),
+// then against the caller's alias (ErrAliasInUse) and lease limit
+// (ErrLeaseLimit), exact on every replica (reserve). Every refusal is a
+// *Refusal. The lease is bound at once when a member is Ready and nobody is
+// queued ahead of it: the answer carries its kubeconfig after two API
+// writes (the lease, the member's claim; see bindNow), three with a limit
+// or an alias (the caller's ledger). Otherwise it takes a queue slot
 // (ErrQueueLimit beyond Options.MaxQueuedPerOwner) and is left Pending with
 // its queue position, for the lease controller to bind.
 func (s *Service) Create(ctx context.Context, p *auth.Principal, req CreateRequest) (*Lease, error) {
 	start := s.opts.Clock.Now()
-	if req.Alias != "" {
-		if err := wire.ValidateAlias(req.Alias); err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
-		}
-	}
-	if req.TTL < 0 {
-		return nil, fmt.Errorf("%w: ttl must be greater than zero, got %s", ErrInvalid, req.TTL)
-	}
-	pl, err := s.Pool(ctx, p, req.Pool)
+	in, err := s.gatherAdmission(ctx, p, req)
 	if err != nil {
-		if errors.Is(err, ErrPoolNotAllowed) {
-			// No metric: the name is the caller's, not a pool known to
-			// exist, and must not mint a time series.
-			s.audit(p, "create", "", req.Pool, "refused: pool not allowed")
-		}
 		return nil, err
 	}
-	if pl.Status.ObservedGeneration < pl.Generation {
-		// The cache has not seen the operator's verdict on this version of
-		// the pool (created or changed a moment ago); the API server may
-		// have it. Read it there, so that a pool whose backend is
-		// unavailable refuses at once instead of queueing the lease.
-		fresh := &kobev1.ClusterPool{}
-		if err := s.opts.APIReader.Get(ctx, client.ObjectKeyFromObject(pl), fresh); err == nil {
-			pl = fresh
-		}
+	ttl, r := admit(in)
+	if r != nil {
+		return nil, s.refused(p, req.Pool, r)
 	}
-	if u := pool.CheckServiceable(pl); u != nil {
-		s.audit(p, "create", "", pl.Name, "refused: "+string(u.Cause))
-		metrics.LeaseRequest(pl.Name, "refused")
-		return nil, &UnavailableError{Unserviceable: *u}
-	}
-	// A cleanup the pool's backend cannot prove is refused before anything
-	// is written, never downgraded (spec 000).
-	if err := s.opts.Binder.CheckCleanupMode(req.CleanupMode, pl); err != nil {
-		s.audit(p, "create", "", pl.Name, "refused: cleanupMode "+string(req.CleanupMode))
-		metrics.LeaseRequest(pl.Name, "refused")
-		return nil, err
-	}
-	// A lease whose kubeconfig could never be minted is refused before
-	// anything is written.
-	if pool.AccessMode(&pl.Spec) == kobev1.AccessProxy {
-		if _, _, err := s.proxyEndpoint(ctx); err != nil {
-			s.audit(p, "create", "", pl.Name, "refused: no connect proxy")
-			metrics.LeaseRequest(pl.Name, "refused")
-			return nil, err
-		}
-	}
-	ttl := req.TTL
-	if ttl == 0 {
-		ttl = lease.PoolTTL(pl)
-	}
-	ttl, _ = p.ClampTTL(ttl)
+	pl := in.pool
 
 	// From here on the caller cannot cancel: a request that passed the
 	// checks above is carried out (its lease created, then bound or queued)
@@ -111,7 +68,7 @@ func (s *Service) Create(ctx context.Context, p *auth.Principal, req CreateReque
 	// controller's grace is over.
 	detached, cancel := context.WithTimeout(context.WithoutCancel(ctx), AfterAnswerTimeout)
 	defer cancel()
-	l, err := s.admit(detached, p, pl.Name, ttl, req.Alias, req.CleanupMode)
+	l, err := s.createLease(detached, p, pl.Name, ttl, req.Alias, req.CleanupMode)
 	if err != nil {
 		return nil, s.refused(p, pl.Name, err)
 	}
@@ -149,15 +106,15 @@ func (s *Service) Create(ctx context.Context, p *auth.Principal, req CreateReque
 	return out, nil
 }
 
-// admit creates the ClusterLease when the caller's alias is free and its
-// lease limit (its rule's maxConcurrentLeases, else the operator's default)
-// not reached. A caller with no limit who asks for no alias pays nothing
-// for it: the lease is created at once. Otherwise the lease is reserved in the caller's ledger first (see
-// ledger.go), which makes the limit and the alias exact across replicas
-// for one more API write. Within this process one requester reserves at a
+// createLease creates the ClusterLease when the caller's alias is free and
+// its lease limit (its rule's maxConcurrentLeases, else the operator's
+// default) not reached. A caller with no limit who asks for no alias pays
+// nothing for it: the lease is created at once. Otherwise the lease is
+// reserved in the caller's ledger first (see ledger.go), which makes the
+// limit and the alias exact across replicas for one more API write. Within this process one requester reserves at a
 // time, so that its concurrent requests do not race each other for the
 // ledger.
-func (s *Service) admit(ctx context.Context, p *auth.Principal, poolName string, ttl time.Duration, alias string, mode kobev1.CleanupMode) (*kobev1.ClusterLease, error) {
+func (s *Service) createLease(ctx context.Context, p *auth.Principal, poolName string, ttl time.Duration, alias string, mode kobev1.CleanupMode) (*kobev1.ClusterLease, error) {
 	l, err := s.newLease(p, poolName, ttl, alias, mode)
 	if err != nil {
 		return nil, err
@@ -235,14 +192,59 @@ func (s *Service) withdrawQueued(ctx context.Context, l *kobev1.ClusterLease) er
 	})
 }
 
-// refused audits and counts a request refused by a limit of its caller, and
+// refused audits and counts a refused request as its Refusal says, and
 // returns err.
 func (s *Service) refused(p *auth.Principal, pool string, err error) error {
-	if errors.Is(err, ErrLeaseLimit) || errors.Is(err, ErrAliasInUse) || errors.Is(err, ErrQueueLimit) {
-		s.audit(p, "create", "", pool, "refused: "+err.Error())
+	var r *Refusal
+	if !errors.As(err, &r) {
+		return err
+	}
+	if r.audit != "" {
+		s.audit(p, "create", "", pool, r.audit)
+	}
+	if r.counted {
 		metrics.LeaseRequest(pool, "refused")
 	}
 	return err
+}
+
+// gatherAdmission reads what admit judges a request on. It reads nothing
+// of a pool the caller may not use. A pool whose operator verdict the cache
+// has not seen yet (created or changed a moment ago) is read again from the
+// API server, so that a pool whose backend is unavailable refuses at once
+// instead of queueing the lease. Whether this server can offer a connect
+// proxy is asked only for a pool whose members are reached through one.
+func (s *Service) gatherAdmission(ctx context.Context, p *auth.Principal, req CreateRequest) (admissionInput, error) {
+	in := admissionInput{principal: p, req: req}
+	if s.opts.Binder != nil {
+		in.verifiable = s.opts.Binder.Verifiable
+	}
+	if validName("pool", req.Pool) != nil || allowPool(p, req.Pool) != nil {
+		return in, nil
+	}
+	pl := &kobev1.ClusterPool{}
+	key := types.NamespacedName{Namespace: s.opts.Namespace, Name: req.Pool}
+	if err := s.opts.Reader.Get(ctx, key, pl); err != nil {
+		if apierrors.IsNotFound(err) {
+			return in, nil
+		}
+		return in, fmt.Errorf("reading pool %s: %w", req.Pool, err)
+	}
+	if pl.Status.ObservedGeneration < pl.Generation {
+		fresh := &kobev1.ClusterPool{}
+		if err := s.opts.APIReader.Get(ctx, key, fresh); err == nil {
+			pl = fresh
+		}
+	}
+	in.pool = pl
+	if pool.AccessMode(&pl.Spec) == kobev1.AccessProxy {
+		_, _, err := s.proxyEndpoint(ctx)
+		if err != nil && !errors.Is(err, ErrProxyNotConfigured) {
+			return in, err
+		}
+		in.proxyErr = err
+	}
+	return in, nil
 }
 
 // newLease renders a new ClusterLease of p, stamped with the moment it was
@@ -367,7 +369,7 @@ func (s *Service) headOfQueue(ctx context.Context, l *kobev1.ClusterLease) bool 
 	}
 	available := 0
 	for i := range members.Items {
-		if binding.Available(&members.Items[i]) {
+		if lease.Bindable(&members.Items[i]) {
 			available++
 		}
 	}

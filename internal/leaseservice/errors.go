@@ -7,8 +7,8 @@ import (
 )
 
 // Errors of the service. Each is returned wrapped as "<sentinel>: <detail>",
-// where the detail is safe to show the caller and says what to do. Refused
-// extensions wrap lease.ErrNotBound, lease.ErrBadExtension, lease.ErrExpired
+// where the detail is safe to show the caller and says what to do; a
+// refused lease request is a *Refusal wrapping one. Refused extensions wrap lease.ErrNotBound, lease.ErrBadExtension, lease.ErrExpired
 // or lease.ErrExtensionLimit instead. Any other error is internal: log it,
 // never show it.
 var (

@@ -258,10 +258,10 @@ func (s *Service) reserve(ctx context.Context, p *auth.Principal, l *kobev1.Clus
 	limit, limited := p.MaxConcurrentLeases()
 	return s.updateLedger(ctx, ownerOf(p), alias, func(t tally) (map[string]ledgerEntry, error) {
 		if t.aliasHolder != "" {
-			return nil, fmt.Errorf("%w: your lease %s already has alias %q; release it or choose another alias", ErrAliasInUse, t.aliasHolder, alias)
+			return nil, aliasInUse(t.aliasHolder, alias)
 		}
 		if limited && t.held >= limit {
-			return nil, fmt.Errorf("%w: identity %q holds %d of %d allowed leases under policy %s%s; release one first", ErrLeaseLimit, p.Identity, t.held, limit, p.Policy, limitSource(p))
+			return nil, leaseLimit(p, t.held, limit)
 		}
 		entries := maps.Clone(t.keep)
 		entries[l.Name] = ledgerEntry{At: s.opts.Clock.Now().UTC(), Alias: alias}
@@ -300,7 +300,7 @@ func (s *Service) dropEntry(ctx context.Context, p *auth.Principal, name string)
 func (s *Service) takeQueueSlot(ctx context.Context, p *auth.Principal, l *kobev1.ClusterLease, alias string, max int32) error {
 	return s.updateLedger(ctx, ownerOf(p), "", func(t tally) (map[string]ledgerEntry, error) {
 		if t.queued >= max {
-			return nil, fmt.Errorf("%w: identity %q has %d leases waiting for a member under policy %s, the most allowed; wait for one to be bound or release one", ErrQueueLimit, p.Identity, t.queued, p.Policy)
+			return nil, queueLimit(p, t.queued)
 		}
 		entries := maps.Clone(t.keep)
 		entries[l.Name] = ledgerEntry{At: s.opts.Clock.Now().UTC(), Alias: alias, Queued: true}

@@ -129,17 +129,29 @@ func (s *Service) Pool(ctx context.Context, p *auth.Principal, name string) (*ko
 	if err := validName("pool", name); err != nil {
 		return nil, err
 	}
-	if !p.AllowsPool(name) {
-		return nil, fmt.Errorf("%w: identity %q may not lease from pool %q under policy %s", ErrPoolNotAllowed, p.Identity, name, p.Policy)
+	if err := allowPool(p, name); err != nil {
+		return nil, err
 	}
 	pool := &kobev1.ClusterPool{}
 	if err := s.opts.Reader.Get(ctx, types.NamespacedName{Namespace: s.opts.Namespace, Name: name}, pool); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("%w: there is no pool %q; GET /v1/pools lists the pools you may use", ErrPoolNotFound, name)
+			return nil, poolNotFound(name)
 		}
 		return nil, fmt.Errorf("reading pool %s: %w", name, err)
 	}
 	return pool, nil
+}
+
+// allowPool is ErrPoolNotAllowed when p may not use pool name.
+func allowPool(p *auth.Principal, name string) error {
+	if !p.AllowsPool(name) {
+		return fmt.Errorf("%w: identity %q may not lease from pool %q under policy %s", ErrPoolNotAllowed, p.Identity, name, p.Policy)
+	}
+	return nil
+}
+
+func poolNotFound(name string) error {
+	return fmt.Errorf("%w: there is no pool %q; GET /v1/pools lists the pools you may use", ErrPoolNotFound, name)
 }
 
 // Pools lists the pools p may use, by name.

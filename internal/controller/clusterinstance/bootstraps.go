@@ -48,7 +48,7 @@ func (r *Reconciler) applyBootstraps(ctx context.Context, s *scope, left time.Du
 	}
 	fail := func(msg string) (ctrl.Result, bool, error) {
 		r.setCondition(s, kobev1.ConditionBootstrapsComplete, metav1.ConditionFalse, kobev1.ReasonBootstrapFailed, msg)
-		res, err := r.recycle(ctx, s, kobev1.ReasonBootstrapFailed, msg, true)
+		res, err := r.recycleCreateFailure(ctx, s, kobev1.ReasonBootstrapFailed, msg)
 		return res, false, err
 	}
 	wait := func(msg string, after time.Duration) (ctrl.Result, bool, error) {
@@ -72,7 +72,7 @@ func (r *Reconciler) applyBootstraps(ctx context.Context, s *scope, left time.Du
 			return fail("bootstrap " + err.Error())
 		}
 		if bc.Spec.Job != nil {
-			if !r.BootstrapJobs || s.inst.Spec.Backend.Type != kobev1.BackendKubernetes {
+			if bootstrap.JobsRefusal(r.BootstrapJobs, s.inst.Spec.Backend.Type) != "" {
 				return fail(fmt.Sprintf("BootstrapConfig %s runs a Job, which this operator cannot run for a %s member (its pool says why)", ref.Name, s.inst.Spec.Backend.Type))
 			}
 			jobs = append(jobs, jobBundle{bc: bc, vals: vals})

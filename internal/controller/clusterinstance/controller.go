@@ -132,7 +132,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	case kobev1.InstanceLeased:
 		// A Leased phase without spec.leaseRef cannot happen (leaseRef is
 		// write-once); treat it as a lease that ended.
-		return r.recycle(ctx, s, kobev1.ReasonLeaseEnded, "member is Leased but names no lease", false)
+		return r.recycle(ctx, s, kobev1.ReasonLeaseEnded, "member is Leased but names no lease")
 	case kobev1.InstanceRecycling:
 		return r.recycleAgain(ctx, s)
 	}

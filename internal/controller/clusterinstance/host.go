@@ -66,5 +66,5 @@ func (r *Reconciler) reconcileElsewhere(ctx context.Context, s *scope, why strin
 			return ctrl.Result{RequeueAfter: elsewhereRecheck}, err
 		}
 	}
-	return r.recycle(ctx, s, kobev1.ReasonHostMismatch, why, false)
+	return r.recycle(ctx, s, kobev1.ReasonHostMismatch, why)
 }

@@ -29,7 +29,7 @@ func (r *Reconciler) watchLeased(ctx context.Context, s *scope) (ctrl.Result, er
 		return ctrl.Result{}, fmt.Errorf("observing leased member %s: %w", s.inst.Name, err)
 	}
 	if lost, why := leasedMemberLost(obs); lost {
-		return r.recycle(ctx, s, kobev1.ReasonInstanceLost, why, false)
+		return r.recycle(ctx, s, kobev1.ReasonInstanceLost, why)
 	}
 	return ctrl.Result{RequeueAfter: s.settings.interval}, nil
 }

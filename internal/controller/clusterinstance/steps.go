@@ -30,7 +30,7 @@ func (r *Reconciler) reconcileCreating(ctx context.Context, s *scope) (ctrl.Resu
 	left := creatingLeft(s.inst, s.settings.creatingTimeout, s.now)
 	if left <= 0 {
 		reason, msg := timeoutVerdict(s.inst, s.settings.creatingTimeout)
-		return r.recycle(ctx, s, reason, msg, true)
+		return r.recycleCreateFailure(ctx, s, reason, msg)
 	}
 	if !meta.IsStatusConditionTrue(s.inst.Status.Conditions, kobev1.ConditionProvisioned) {
 		if err := s.backend.Create(ctx, s.member()); err != nil {
@@ -53,7 +53,7 @@ func (r *Reconciler) reconcileCreating(ctx context.Context, s *scope) (ctrl.Resu
 	switch obs.State {
 	case backend.StateFailed:
 		r.setCondition(s, kobev1.ConditionProvisioned, metav1.ConditionFalse, kobev1.ReasonProvisionFailed, obs.Message)
-		return r.recycle(ctx, s, kobev1.ReasonProvisionFailed, "the backend reports the member failed: "+obs.Message, true)
+		return r.recycleCreateFailure(ctx, s, kobev1.ReasonProvisionFailed, "the backend reports the member failed: "+obs.Message)
 	case backend.StateReady:
 		if err := r.publishAccess(ctx, s, obs.Access); err != nil {
 			return ctrl.Result{}, err
@@ -193,7 +193,7 @@ func (r *Reconciler) reconcileReady(ctx context.Context, s *scope) (ctrl.Result,
 	r.setCondition(s, kobev1.ConditionHealthy, metav1.ConditionFalse, kobev1.ReasonProbeFailed, msg)
 	r.event(s, corev1.EventTypeWarning, kobev1.ReasonProbeFailed, "Probe", msg)
 	if recycle {
-		return r.recycle(ctx, s, kobev1.ReasonUnhealthy, msg, false)
+		return r.recycle(ctx, s, kobev1.ReasonUnhealthy, msg)
 	}
 	return ctrl.Result{RequeueAfter: s.settings.interval}, nil
 }
@@ -228,7 +228,7 @@ func (r *Reconciler) reconcileLeased(ctx context.Context, s *scope) (ctrl.Result
 		return ctrl.Result{}, err
 	}
 	if state == leaseEnded {
-		return r.recycle(ctx, s, kobev1.ReasonLeaseEnded, msg, false)
+		return r.recycle(ctx, s, kobev1.ReasonLeaseEnded, msg)
 	}
 	r.setPhase(s, kobev1.InstanceLeased, kobev1.ReasonBound, msg)
 	// The lease watch brings the end of the lease; the backend, the death
@@ -263,20 +263,30 @@ func (r *Reconciler) lookupLease(ctx context.Context, s *scope) (leaseState, str
 	return state, msg, nil
 }
 
-// recycle counts a pool failure if the member never became Ready, moves it
-// to Recycling and deletes the object; the finalizer destroys the member.
-// The count comes first: the pool controller, woken by the member's move,
-// must find the failure its create backoff reads, or it builds the
-// replacement at once. A bound member is fenced before anything is
-// written: its leaseRef is write-once, so no one can hand it out again,
-// and the fence is what ends its holder's access.
-func (r *Reconciler) recycle(ctx context.Context, s *scope, reason, msg string, failure bool) (ctrl.Result, error) {
+// recycle moves a member to Recycling and deletes the object; the
+// finalizer destroys the member. A bound member is fenced before anything
+// is written: its leaseRef is write-once, so no one can hand it out again,
+// and the fence is what ends its holder's access. The pool does not count
+// it as a failure: it was built (or is not this operator's to build).
+func (r *Reconciler) recycle(ctx context.Context, s *scope, reason, msg string) (ctrl.Result, error) {
 	r.fence(ctx, s)
-	if failure {
-		if err := r.countFailure(ctx, s, reason, msg); err != nil {
-			return ctrl.Result{}, err
-		}
+	return r.moveToRecycling(ctx, s, reason, msg)
+}
+
+// recycleCreateFailure recycles a member that never became Ready, counting
+// it in the pool's failure streak first: the pool controller, woken by the
+// member's move, must find the failure its create backoff reads, or it
+// builds the replacement at once.
+func (r *Reconciler) recycleCreateFailure(ctx context.Context, s *scope, reason, msg string) (ctrl.Result, error) {
+	r.fence(ctx, s)
+	if err := r.countFailure(ctx, s, reason, msg); err != nil {
+		return ctrl.Result{}, err
 	}
+	return r.moveToRecycling(ctx, s, reason, msg)
+}
+
+// moveToRecycling writes the move to Recycling, then deletes the object.
+func (r *Reconciler) moveToRecycling(ctx context.Context, s *scope, reason, msg string) (ctrl.Result, error) {
 	r.setPhase(s, kobev1.InstanceRecycling, reason, msg)
 	if err := s.patch.Status(ctx); err != nil || s.patch.Done() {
 		return ctrl.Result{}, err

@@ -62,7 +62,7 @@ func decideBindRetry(err error, failures int) bindRetry {
 		return bindRetry{Reason: bindLostRace, Wait: wait, Loud: failures >= bindLogAfter}
 	case errors.Is(err, binding.ErrUncertain):
 		return bindRetry{Reason: bindUncertain, Wait: wait, Err: fmt.Errorf("%s: %w", bindUncertain, err)}
-	case errors.Is(err, binding.ErrCleanupModeUnsupported):
+	case errors.Is(err, lease.ErrCleanupModeUnsupported):
 		return bindRetry{Reason: bindUnsupported, Err: reconcile.TerminalError(fmt.Errorf("%s: %w", bindUnsupported, err))}
 	default:
 		return bindRetry{Reason: bindRefused, Wait: wait, Err: fmt.Errorf("%s: %w", bindRefused, err)}

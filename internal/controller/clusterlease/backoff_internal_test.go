@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kunobi-ninja/kobe/internal/binding"
+	"github.com/kunobi-ninja/kobe/internal/lease"
 )
 
 func TestDecideBindRetry(t *testing.T) {
@@ -36,7 +37,7 @@ func TestDecideBindRetry(t *testing.T) {
 		{"a bind that keeps losing waits up to the cap", lost, 50, bindLostRace, 30 * time.Second, false, false, true},
 		{"refused by the API server: error with its reason", forbidden, 1, bindRefused, 200 * time.Millisecond, true, false, false},
 		{"refused again and again: the wait still grows", forbidden, 6, bindRefused, 6400 * time.Millisecond, true, false, false},
-		{"unsupported cleanup mode: never retried", binding.ErrCleanupModeUnsupported, 1, bindUnsupported, 0, true, true, false},
+		{"unsupported cleanup mode: never retried", lease.ErrCleanupModeUnsupported, 1, bindUnsupported, 0, true, true, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

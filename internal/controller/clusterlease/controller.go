@@ -123,7 +123,7 @@ func (r *Reconciler) leasesForInstance(ctx context.Context, o client.Object) []r
 	if inst.Spec.LeaseRef != nil {
 		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: inst.Namespace, Name: inst.Spec.LeaseRef.Name}})
 	}
-	if binding.Available(inst) {
+	if lease.Bindable(inst) {
 		var ls kobev1.ClusterLeaseList
 		if err := r.Client.List(ctx, &ls, client.InNamespace(inst.Namespace), client.MatchingFields{index.LeasePool: inst.Spec.PoolRef.Name}); err == nil {
 			for _, l := range lease.Queue(ls.Items, inst.Spec.PoolRef.Name) {

@@ -341,7 +341,7 @@ func (r *Reconciler) availableMembers(ctx context.Context, l *kobev1.ClusterLeas
 	}
 	var n int32
 	for i := range members.Items {
-		if binding.Available(&members.Items[i]) {
+		if lease.Bindable(&members.Items[i]) {
 			n++
 		}
 	}
