@@ -78,7 +78,7 @@ func (o *options) resolveListeners() error {
 		out *string
 	}
 	targets := []target{
-		{listener{flag: "api-bind-address", addr: o.apiAddr, defaultPort: "8090", tls: o.apiTLSCert != ""}, &o.apiAddr},
+		{listener{flag: "api-bind-address", addr: o.api.BindAddress, defaultPort: "8090", tls: o.api.TLSCertFile != ""}, &o.api.BindAddress},
 		{listener{flag: "metrics-bind-address", addr: o.metricsAddr, defaultPort: "8080", disableWith: "0"}, &o.metricsAddr},
 		{listener{flag: "health-probe-bind-address", addr: o.probeAddr, defaultPort: "8081", disableWith: "0"}, &o.probeAddr},
 	}

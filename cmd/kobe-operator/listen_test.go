@@ -6,6 +6,8 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/kunobi-ninja/kobe/internal/apiserver"
 )
 
 func TestResolveListenAddress(t *testing.T) {
@@ -67,17 +69,17 @@ func TestResolveListeners(t *testing.T) {
 		if err := o.resolveListeners(); err != nil {
 			t.Fatal(err)
 		}
-		if o.apiAddr != "127.0.0.1:8090" || o.metricsAddr != "127.0.0.1:8080" || o.probeAddr != "127.0.0.1:8081" || o.pprofAddr != "" {
-			t.Fatalf("got api %q metrics %q probes %q pprof %q", o.apiAddr, o.metricsAddr, o.probeAddr, o.pprofAddr)
+		if o.api.BindAddress != "127.0.0.1:8090" || o.metricsAddr != "127.0.0.1:8080" || o.probeAddr != "127.0.0.1:8081" || o.pprofAddr != "" {
+			t.Fatalf("got api %q metrics %q probes %q pprof %q", o.api.BindAddress, o.metricsAddr, o.probeAddr, o.pprofAddr)
 		}
 	})
 	t.Run("TLS opens the API only", func(t *testing.T) {
-		o := options{apiTLSCert: "c.pem", apiTLSKey: "k.pem"}
+		o := options{api: apiserver.Flags{TLSCertFile: "c.pem", TLSKeyFile: "k.pem"}}
 		if err := o.resolveListeners(); err != nil {
 			t.Fatal(err)
 		}
-		if o.apiAddr != ":8090" || o.metricsAddr != "127.0.0.1:8080" || o.probeAddr != "127.0.0.1:8081" {
-			t.Fatalf("got api %q metrics %q probes %q", o.apiAddr, o.metricsAddr, o.probeAddr)
+		if o.api.BindAddress != ":8090" || o.metricsAddr != "127.0.0.1:8080" || o.probeAddr != "127.0.0.1:8081" {
+			t.Fatalf("got api %q metrics %q probes %q", o.api.BindAddress, o.metricsAddr, o.probeAddr)
 		}
 	})
 	t.Run("pprof beyond loopback is refused", func(t *testing.T) {
@@ -87,7 +89,7 @@ func TestResolveListeners(t *testing.T) {
 		}
 	})
 	t.Run("make run's addresses keep working", func(t *testing.T) {
-		o := options{apiAddr: "127.0.0.1:8090", metricsAddr: "127.0.0.1:0", probeAddr: "127.0.0.1:0"}
+		o := options{api: apiserver.Flags{BindAddress: "127.0.0.1:8090"}, metricsAddr: "127.0.0.1:0", probeAddr: "127.0.0.1:0"}
 		if err := o.resolveListeners(); err != nil {
 			t.Fatal(err)
 		}
@@ -97,8 +99,8 @@ func TestResolveListeners(t *testing.T) {
 		if err := o.resolveListeners(); err != nil {
 			t.Fatal(err)
 		}
-		if o.apiAddr != ":8090" || o.metricsAddr != ":8080" || o.probeAddr != ":8081" || o.pprofAddr != ":6060" {
-			t.Fatalf("got api %q metrics %q probes %q pprof %q", o.apiAddr, o.metricsAddr, o.probeAddr, o.pprofAddr)
+		if o.api.BindAddress != ":8090" || o.metricsAddr != ":8080" || o.probeAddr != ":8081" || o.pprofAddr != ":6060" {
+			t.Fatalf("got api %q metrics %q probes %q pprof %q", o.api.BindAddress, o.metricsAddr, o.probeAddr, o.pprofAddr)
 		}
 	})
 }

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"os"
+	"time"
+
+	"github.com/kunobi-ninja/kobe/internal/apiserver"
+	"github.com/kunobi-ninja/kobe/internal/auth"
+	kubebackend "github.com/kunobi-ninja/kobe/internal/backend/kubernetes"
+	"github.com/kunobi-ninja/kobe/internal/backend/local"
+	"github.com/kunobi-ninja/kobe/internal/cleanup"
+	"github.com/kunobi-ninja/kobe/internal/controller/clusterlease"
+	"github.com/kunobi-ninja/kobe/internal/leaseservice"
+)
+
+// options are the operator's flags: its own, then one set per component,
+// which binds and validates its flags in the component's package.
+type options struct {
+	namespace         string
+	metricsAddr       string
+	probeAddr         string
+	pprofAddr         string
+	bindAllInterfaces bool
+	leaderElect       bool
+	leaderElectTimes  leaderElectTimings
+	enableSim         bool
+	sweep             sweepFlags
+
+	local          local.Flags
+	kubernetes     kubebackend.Flags
+	api            apiserver.Flags
+	auth           auth.Flags
+	leaseLimits    leaseservice.Flags
+	leaseRetention clusterlease.Flags
+	receipts       cleanup.Flags
+}
+
+func (o *options) bind(fs *flag.FlagSet) {
+	ns := os.Getenv("POD_NAMESPACE")
+	if ns == "" {
+		ns = "default"
+	}
+	fs.StringVar(&o.namespace, "namespace", ns, "Namespace whose pools, instances, leases and access policies the operator manages and the API serves.")
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", "", "Address of the controller metrics endpoint (default 127.0.0.1:8080; :8080 with --"+bindAllInterfacesFlag+"); 0 disables it.")
+	fs.StringVar(&o.probeAddr, "health-probe-bind-address", "", "Address of the /healthz and /readyz probes (default 127.0.0.1:8081; :8081 with --"+bindAllInterfacesFlag+"); 0 disables them.")
+	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "", "Serve Go's /debug/pprof on this address (e.g. 127.0.0.1:6060) for profiling; empty disables it.")
+	fs.BoolVar(&o.bindAllInterfaces, bindAllInterfacesFlag, false, "Let endpoints served over plain HTTP (metrics, probes, pprof, and the API without TLS) listen beyond loopback: on every interface by default, or on the non-loopback address given. Only where the network in front of them is trusted, e.g. a pod network behind a NetworkPolicy.")
+	fs.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader so that several replicas can run; only the leader reconciles.")
+	o.leaderElectTimes.bind(fs)
+	fs.BoolVar(&o.enableSim, "enable-sim-backend", false, "Wire the sim backend: pools with backend.type sim get simulated members, with no cluster behind them, whose kubeconfigs point at an address that answers nothing. For benchmarks, scale tests and demos only; never for real use.")
+	o.sweep.bind(fs)
+
+	o.local.Bind(fs)
+	o.kubernetes.Bind(fs)
+	o.api.Bind(fs)
+	o.auth.Bind(fs)
+	o.leaseLimits.Bind(fs)
+	o.leaseRetention.Bind(fs)
+	o.receipts.Bind(fs)
+}
+
+// validate returns the first refusal of any flag set, then resolves the
+// listen addresses (resolveListeners), which may refuse too.
+func (o *options) validate() error {
+	for _, check := range []func() error{
+		o.auth.Validate,
+		o.local.Validate,
+		o.leaseLimits.Validate,
+		o.receipts.Validate,
+		o.sweep.validate,
+		o.leaderElectTimes.validate,
+		o.kubernetes.Validate,
+		o.api.Validate,
+		o.leaseRetention.Validate,
+		o.resolveListeners,
+	} {
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sweepFlags are the periodic leak sweep's (clusterinstance.SweepRunnable).
+type sweepFlags struct {
+	interval time.Duration
+	delete   bool
+}
+
+func (s *sweepFlags) bind(fs *flag.FlagSet) {
+	fs.DurationVar(&s.interval, "leak-sweep-interval", 10*time.Minute, "How often the leader looks for members no ClusterInstance owns (local member directories and processes, the kubernetes backend's host objects) and reports them: a log line and the kobe_leaked_members metric. 0 sweeps only at start, where what it finds is always destroyed.")
+	fs.BoolVar(&s.delete, "leak-sweep-delete", false, "Destroy what the periodic leak sweep finds, as the start-up sweep does, instead of only reporting it.")
+}
+
+func (s sweepFlags) validate() error {
+	if s.interval < 0 {
+		return errors.New("--leak-sweep-interval must be 0 (at start only) or positive")
+	}
+	return nil
+}

@@ -1,0 +1,39 @@
+package apiserver
+
+import (
+	"flag"
+
+	"github.com/kunobi-ninja/kobe/internal/connect"
+)
+
+// Flags are the operator's flags of the lease API and its connect proxy.
+type Flags struct {
+	// BindAddress is Options.Addr as given: empty for the default, which
+	// the operator resolves with its listen rules (loopback unless TLS or
+	// --bind-all-interfaces).
+	BindAddress string
+	// TLSCertFile, TLSKeyFile, TLSCAFile, MaxInFlight, ConnectURL,
+	// ConnectMaxInFlight and ConnectMaxStreamsPerLease are Options' fields
+	// of the same names.
+	TLSCertFile, TLSKeyFile, TLSCAFile            string
+	MaxInFlight                                   int
+	ConnectURL                                    string
+	ConnectMaxInFlight, ConnectMaxStreamsPerLease int
+}
+
+// Bind registers the flags on fs with their defaults.
+func (f *Flags) Bind(fs *flag.FlagSet) {
+	fs.StringVar(&f.BindAddress, "api-bind-address", "", "Address of the lease HTTP API (default 127.0.0.1:8090; :8090 with --api-tls-cert-file or --bind-all-interfaces).")
+	fs.StringVar(&f.TLSCertFile, "api-tls-cert-file", "", "Serve the lease API over HTTPS with this certificate (and --api-tls-key-file); both files are read again when they change, so a renewed certificate is served without a restart.")
+	fs.StringVar(&f.TLSKeyFile, "api-tls-key-file", "", "Key of --api-tls-cert-file.")
+	fs.IntVar(&f.MaxInFlight, "api-max-in-flight", DefaultMaxInFlight, "Concurrent API requests served before answering 429.")
+	fs.StringVar(&f.TLSCAFile, "api-tls-ca-file", "", "PEM CA that verifies --api-tls-cert-file, put in the kubeconfigs of leases reached through the connect proxy (pools with access mode Proxy); empty leaves them to the system's trust roots.")
+	fs.StringVar(&f.ConnectURL, "connect-url", "", "Base URL (https://host[:port]) under which lease holders reach the connect proxy: Proxy-mode kubeconfigs point at <url>/connect/<lease>. Empty: https://<the Host of the API request that returned the kubeconfig>. Proxy access needs --api-tls-cert-file.")
+	fs.IntVar(&f.ConnectMaxStreamsPerLease, "connect-max-streams-per-lease", connect.DefaultMaxStreamsPerLease, "Concurrent connect proxy requests of one lease on this replica (watches, exec, attach, logs -f and port-forward sessions included) before answering 429, so that one lease cannot take every --connect-max-in-flight slot.")
+	fs.IntVar(&f.ConnectMaxInFlight, "connect-max-in-flight", connect.DefaultMaxInFlight, "Concurrent connect proxy requests (open watches and exec, attach, logs -f and port-forward sessions included) served before answering 429; separate from --api-max-in-flight.")
+}
+
+// Validate refuses nothing: the address is resolved by the operator's
+// listen rules, limits of 0 or less take the defaults (New), and Start
+// checks --connect-url against TLS and loads the certificate.
+func (f Flags) Validate() error { return nil }

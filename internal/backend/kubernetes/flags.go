@@ -1,0 +1,62 @@
+package kubernetes
+
+import (
+	"flag"
+	"fmt"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Flags are the operator's flags of the kubernetes backend and of what
+// its members need from the host cluster.
+type Flags struct {
+	// Disable leaves the backend unwired (--disable-kubernetes-backend).
+	Disable bool
+	// OperatorSelector is Options.OperatorSelector as k=v,...
+	OperatorSelector string
+	// RequireNetworkPolicyEnforcement holds members back until the host
+	// cluster's CNI is proven to enforce NetworkPolicy (the pool
+	// controller's RequireNetworkPolicy).
+	RequireNetworkPolicyEnforcement bool
+	// BootstrapJobs runs the Jobs of BootstrapConfigs for this backend's
+	// members (the pool and instance controllers' BootstrapJobs).
+	BootstrapJobs bool
+}
+
+// Bind registers the flags on fs with their defaults.
+func (f *Flags) Bind(fs *flag.FlagSet) {
+	fs.BoolVar(&f.Disable, "disable-kubernetes-backend", false, "Do not wire the kubernetes backend (members as etcd, kube-apiserver and kube-controller-manager pods in --namespace of the host cluster).")
+	fs.BoolVar(&f.RequireNetworkPolicyEnforcement, "require-network-policy-enforcement", true, "Kubernetes backend pools build and hand out members only once a probe (pods in --namespace, the pool's etcd image) proved that the host cluster's CNI enforces NetworkPolicy, on which each member's isolation rests. false: members are handed out on a CNI that does not enforce it (not isolated from each other or from the host cluster's pods); pools still report the verdict (condition NetworkPolicyEnforced).")
+	fs.StringVar(&f.OperatorSelector, "member-network-policy-operator-selector", "app.kubernetes.io/name=kobe", "Labels (k=v,...) of the operator's pods: each kubernetes-backend member's NetworkPolicy lets only them (and, for Direct access, anyone) reach its API port. The default matches the chart's pods.")
+	fs.BoolVar(&f.BootstrapJobs, "bootstrap-jobs", false, "Run the Jobs of BootstrapConfigs (in the operator's namespace of the host cluster, which must have nodes) for kubernetes backend members. Without it a pool naming a Job bundle builds no member and says why.")
+}
+
+// Validate refuses an operator selector that is not k=v,...; with the
+// backend disabled nothing reads it.
+func (f Flags) Validate() error {
+	if f.Disable {
+		return nil
+	}
+	_, err := f.operatorSelector()
+	return err
+}
+
+// Options are the backend's Options from the flags: c is its uncached
+// client and namespace the operator's.
+func (f Flags) Options(c client.Client, namespace string, log logr.Logger) (Options, error) {
+	sel, err := f.operatorSelector()
+	if err != nil {
+		return Options{}, err
+	}
+	return Options{Client: c, Namespace: namespace, OperatorSelector: sel, Log: log}, nil
+}
+
+func (f Flags) operatorSelector() (labels.Set, error) {
+	sel, err := labels.ConvertSelectorToLabelsMap(f.OperatorSelector)
+	if err != nil {
+		return nil, fmt.Errorf("--member-network-policy-operator-selector: %w", err)
+	}
+	return sel, nil
+}

@@ -1,0 +1,69 @@
+package kubernetes_test
+
+import (
+	"flag"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/go-logr/logr"
+
+	kubebackend "github.com/kunobi-ninja/kobe/internal/backend/kubernetes"
+)
+
+func parseFlags(t *testing.T, args ...string) kubebackend.Flags {
+	t.Helper()
+	var f kubebackend.Flags
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	f.Bind(fs)
+	if err := fs.Parse(args); err != nil {
+		t.Fatalf("parsing %q: %v", args, err)
+	}
+	return f
+}
+
+func TestFlagDefaults(t *testing.T) {
+	f := parseFlags(t)
+	want := kubebackend.Flags{OperatorSelector: "app.kubernetes.io/name=kobe", RequireNetworkPolicyEnforcement: true}
+	if f != want {
+		t.Errorf("defaults %+v, want %+v", f, want)
+	}
+	if err := f.Validate(); err != nil {
+		t.Fatalf("the defaults are refused: %v", err)
+	}
+	o, err := f.Options(nil, "kobe-system", logr.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Namespace != "kobe-system" || !reflect.DeepEqual(o.OperatorSelector, map[string]string{"app.kubernetes.io/name": "kobe"}) {
+		t.Errorf("options %+v", o)
+	}
+}
+
+func TestFlagRefusals(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+		// refused is the refusal; empty: accepted.
+		refused string
+	}{
+		{"several labels", []string{"--member-network-policy-operator-selector=app.kubernetes.io/instance=kobe,app.kubernetes.io/name=kobe"}, ""},
+		{"not k=v", []string{"--member-network-policy-operator-selector=kobe"}, "--member-network-policy-operator-selector:"},
+		{"not k=v, backend disabled", []string{"--member-network-policy-operator-selector=kobe", "--disable-kubernetes-backend"}, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := parseFlags(t, tc.args...)
+			err := f.Validate()
+			switch {
+			case tc.refused == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.refused != "" && (err == nil || !strings.Contains(err.Error(), tc.refused)):
+				t.Fatalf("got %v, want %q", err, tc.refused)
+			}
+			if _, err := f.Options(nil, "ns", logr.Discard()); tc.refused != "" && err == nil {
+				t.Error("Options accepted the selector Validate refused")
+			}
+		})
+	}
+}
