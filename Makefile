@@ -1,7 +1,8 @@
 # kobe: warm pools of Kubernetes clusters, leased instead of created.
 #
-#   make run    host control plane + CRDs + operator (local backend) + demo pool
-#   make test   everything CI runs (its layers run alone: make help)
+#   make run       host control plane + CRDs + operator (local backend) + demo pool
+#   make test      verify, lint, unit, integration and core end-to-end tests
+#   make test-all  make test, then the heavy, root-only and other modules' layers (CI)
 #
 SHELL := /usr/bin/env bash -o pipefail
 .SHELLFLAGS := -ec
@@ -18,13 +19,21 @@ VERSION         ?= $(shell git describe --tags --always --dirty 2>/dev/null || e
 # runs gave `make image` one tag and the recipes after it another.
 VERSION         := $(VERSION)
 LDFLAGS         := -X github.com/kunobi-ninja/kobe/internal/version.Version=$(VERSION)
-GO_TEST_FLAGS   ?= -race -count=1
+GO_TEST_FLAGS   ?= -count=1
+# One build flavour for every Go command the Makefile runs: static, paths
+# trimmed, as the images, the release archives and the control plane are
+# built. The Kubernetes libraries are then compiled once for tests, vet,
+# lint, make build and make image alike (the race detector needs cgo, so
+# it has its own target: make test-race).
+export CGO_ENABLED := 0
+export GOFLAGS     := -trimpath $(filter-out -trimpath,$(GOFLAGS))
+# The test layers beyond unit are build tags on the test files
+# (hack/test-packages.sh); vet and lint see every layer.
+TEST_TAGS       := integration,e2e,heavy,root,bench
 # Every Go module of the repository: kobe, its pinned tools, and the modules
 # that pin the test control plane.
 GO_MODULES      := . hack/tools hack/image test/chart hack/controlplane/kubernetes hack/controlplane/etcd hack/controlplane/kwok
 export CONTROLPLANE_DIR
-# The test layers (unit, integration, heavy, e2e) come from the import graph:
-# hack/test-packages.sh.
 # Tests find kubectl on PATH; the control-plane dir holds one when the machine has none.
 export PATH := $(PATH):$(CONTROLPLANE_DIR)
 
@@ -171,13 +180,17 @@ verify-generate: generate ## Fail when generated files are stale.
 ##@ Test
 
 .PHONY: test
-test: verify-generate fmt-check tidy-check vet lint controlplane ## Everything CI runs: generated files, formatting, tidy modules, vet, lint, then unit, integration and e2e tests and short fuzzing.
+test: verify-generate fmt-check tidy-check vet lint controlplane build ## The README's test command: generated files, formatting, tidy modules, vet, lint, then the unit, integration and core end-to-end layers.
 	$(MAKE) --no-print-directory test-unit
+	$(MAKE) --no-print-directory test-integration
+	$(MAKE) --no-print-directory test-e2e
+
+.PHONY: test-all
+test-all: test ## What CI runs: make test, then the modules of their own (chart, image builder, release), the heavy layer, the root-only real-node layer, chart install, run-cluster and fuzzing.
 	$(MAKE) --no-print-directory test-chart
 	$(MAKE) --no-print-directory test-chart-release
 	$(MAKE) --no-print-directory test-image
-	$(MAKE) --no-print-directory test-integration
-	$(MAKE) --no-print-directory test-e2e
+	$(MAKE) --no-print-directory test-heavy
 	$(MAKE) --no-print-directory test-node
 	$(MAKE) --no-print-directory test-chart-install
 	$(MAKE) --no-print-directory test-run-cluster
@@ -192,7 +205,7 @@ helm-lint: ## helm lint --strict of charts/kobe (Helm as a library), with defaul
 
 .PHONY: test-chart
 test-chart: controlplane ## Lint and render charts/kobe with Helm as a library (defaults, every optional value, RBAC as the chart README documents it, values typos refused), then a server-side dry run of every render and the ServiceAccount's rights on the test control plane.
-	cd test/chart && go test -vet=off -count=1 -timeout 10m .
+	cd test/chart && go test -tags integration -vet=off -count=1 -timeout 10m .
 
 # The image builder is a module of its own (hack/image). Not -race: its
 # tests spend their time in `make image`, not in goroutines of their own.
@@ -206,19 +219,28 @@ chart-crds: ## Copy config/crd/bases into the chart (charts/kobe/files/crds); ma
 	cp config/crd/bases/*.yaml charts/kobe/files/crds/
 
 .PHONY: test-unit
-test-unit: ## Tests that need no control plane (their test binary does not link internal/testenv).
-	pkgs=$$(hack/test-packages.sh unit); go test $(GO_TEST_FLAGS) -timeout 10m $$pkgs
+test-unit: ## The unit layer: go test ./..., no control plane, no root (the test files of the other layers carry build tags).
+	go test $(GO_TEST_FLAGS) -timeout 10m ./...
 
-# The heavy packages start many real clusters each: one at a time, after the
-# others, so a 2-core machine never runs two of them together.
 .PHONY: test-integration
-test-integration: controlplane ## Tests against the real control plane (internal/testenv), except e2e; the heavy packages one at a time.
-	pkgs=$$(hack/test-packages.sh integration); go test $(GO_TEST_FLAGS) -timeout 20m $$pkgs
-	pkgs=$$(hack/test-packages.sh heavy); go test $(GO_TEST_FLAGS) -p 1 -timeout 20m $$pkgs
+test-integration: controlplane ## The integration layer (tag integration): tests against a real kube-apiserver and etcd (internal/testenv).
+	pkgs=$$(hack/test-packages.sh integration); go test -tags integration $(GO_TEST_FLAGS) -timeout 20m $$pkgs
 
 .PHONY: test-e2e
-test-e2e: controlplane ## End to end: the real operator, CLI and make run (test/e2e, test/ha, test/run), one package at a time.
-	pkgs=$$(hack/test-packages.sh e2e); go test $(GO_TEST_FLAGS) -p 1 -timeout 20m $$pkgs
+test-e2e: controlplane build ## The core end-to-end layer (tag e2e): the real operator binary, CLI and make run (test/e2e, test/run), one package at a time.
+	pkgs=$$(hack/test-packages.sh e2e); go test -tags e2e $(GO_TEST_FLAGS) -p 1 -timeout 20m $$pkgs
+
+# The heavy packages start many real clusters or processes each: one at a
+# time, so a 2-core machine never runs two of them together.
+.PHONY: test-heavy
+test-heavy: controlplane build ## The heavy layer (tag heavy): the local backend's real members, the pool controller's many clusters, two operator replicas (test/ha), the connect proxy (test/connect), scaling (test/scaling).
+	pkgs=$$(hack/test-packages.sh heavy); go test -tags heavy $(GO_TEST_FLAGS) -p 1 -timeout 20m $$pkgs
+
+# The race detector needs cgo, so its build is a second compile of every
+# dependency: a target of its own, not part of make test.
+.PHONY: test-race
+test-race: controlplane ## The unit and integration layers with the race detector (a second, cgo build of every dependency).
+	CGO_ENABLED=1 go test -race -tags integration $(GO_TEST_FLAGS) -timeout 30m ./...
 
 .PHONY: fmt-check
 fmt-check: ## Fail when gofmt would change a file.
@@ -231,8 +253,8 @@ tidy-check: ## Fail when go mod tidy would change the go.mod or go.sum of any mo
 	done
 
 .PHONY: vet
-vet: ## go vet.
-	go vet ./...
+vet: ## go vet over every layer's files.
+	go vet -tags $(TEST_TAGS) ./...
 
 .PHONY: lint
 lint: $(GOLANGCI_LINT) ## golangci-lint.
@@ -244,13 +266,6 @@ lint: $(GOLANGCI_LINT) ## golangci-lint.
 .PHONY: build-test-modules
 build-test-modules:
 	out=$$(mktemp -d) && (cd test/chart && go test -vet=off -c -o $$out/ ./...) && (cd hack/image && go test -c -o $$out/ ./...) && rm -rf $$out
-
-# Compiles, without running or linking anything, the race-instrumented
-# packages that the tests link; .ci/run does this beside the control-plane and
-# tool builds. Main packages are left out: go build would link them each time.
-.PHONY: build-race
-build-race:
-	go build -race $$(go list -e -f '{{if and .GoFiles (ne .Name "main")}}{{.ImportPath}}{{end}}' ./...)
 
 # An execution count, not a duration: a wall-clock -fuzztime races Go's fuzz
 # coordinator on a busy machine and fails with "context deadline exceeded"
@@ -290,23 +305,23 @@ chart-push: chart-package ## Push the packaged chart to oci://$(REGISTRY)/charts
 	$(CHART_TOOL) push --version '$(VERSION)' --dir '$(DIST_DIR)' --to 'oci://$(REGISTRY)/charts' --created $(IMAGE_CREATED) $(CHART_PUSH_FLAGS)
 
 # test/chart/release: package, push to an in-process registry, pull back
-# (in make test: about 40 s warm, most of it linking Helm). test/action: the
-# GitHub Action's script against a fake GitHub and a real operator, and the
-# release archives; make test runs it in test-integration (it links testenv).
+# (about 40 s warm, most of it linking Helm). test/action: the GitHub
+# Action's script against a fake GitHub and a real operator, and the release
+# archives; it is in the integration layer, so make test runs it.
 .PHONY: test-chart-release
 test-chart-release: ## test/chart/release: the chart packaged twice gives one archive; pushed to an in-process OCI registry and pulled back, same digests and metadata; an unreachable registry named.
 	cd test/chart && go test -vet=off -count=1 -timeout 10m ./release/
 
 .PHONY: test-release
 test-release: controlplane test-chart-release ## The release tooling: test-chart-release, then the GitHub Action's script end to end and the release archives (test/action).
-	go test -count=1 -timeout 10m ./test/action/
+	go test -tags integration -count=1 -timeout 10m ./test/action/
 
 ##@ Real node
 
 # The real-node host cluster (internal/testenv/hostcluster, docs/host-cluster.md):
 # kubelet and kube-proxy from the control plane's module, containerd, runc,
-# CNI plugins, iptables and nftables from Debian. Needs root; `make test`
-# runs test-node after the e2e layer.
+# CNI plugins, iptables and nftables from Debian. Needs root; `make test-all`
+# runs test-node after the heavy layer.
 NODE_DIR ?= $(CURDIR)/bin/node/$(K8S_VERSION)
 
 .PHONY: node
@@ -319,24 +334,24 @@ node-deps: ## Install the node's Debian packages (containerd, runc, CNI plugins,
 
 .PHONY: test-node
 test-node: node-deps controlplane node image-pause image-testapp image-controlplane image-node build $(IMAGE_TOOL) ## The real-node layer (root): the host cluster, local members with real nodes (kobe-node; test/localnodes leases them and runs a Deployment), in-cluster members with node pods, the NodesReady probe; the machine as before after each.
-	pkgs=$$(hack/test-packages.sh node); \
+	pkgs=$$(hack/test-packages.sh root); \
 	IMAGE_DIR='$(IMAGE_DIR)' NODE_DIR='$(NODE_DIR)' HOSTCLUSTER_PAUSE_TAR='$(IMAGE_DIR)/pause.tar' HOSTCLUSTER_PAUSE_IMAGE='$(PAUSE_IMAGE)' \
-	HOSTCLUSTER_IMAGE_TOOL='$(IMAGE_TOOL)' CONTROLPLANE_IMAGE_DIR='$(IMAGE_DIR)' KOBE_CLI='$(CURDIR)/bin/kobe' go test $(GO_TEST_FLAGS) -p 1 -v -timeout 15m $$pkgs
+	HOSTCLUSTER_IMAGE_TOOL='$(IMAGE_TOOL)' CONTROLPLANE_IMAGE_DIR='$(IMAGE_DIR)' KOBE_CLI='$(CURDIR)/bin/kobe' go test -tags root $(GO_TEST_FLAGS) -p 1 -v -timeout 15m $$pkgs
 
 # charts/kobe installed on the real-node host cluster (test/chart/install,
 # docs/run-cluster.md): the image `make image` built, imported into the node
-# (never pulled), the CLI of `make build`. Needs root; not in `make test` yet.
+# (never pulled), the CLI of `make build`. Needs root; in `make test-all`.
 CHART_INSTALL_ENV := NODE_DIR='$(NODE_DIR)' HOSTCLUSTER_PAUSE_TAR='$(IMAGE_DIR)/pause.tar' HOSTCLUSTER_PAUSE_IMAGE='$(PAUSE_IMAGE)' \
 	KOBE_OPERATOR_TAR='$(IMAGE_DIR)/kobe-operator.tar' KOBE_IMAGE_REPOSITORY='$(REGISTRY)/kobe-operator' KOBE_IMAGE_TAG='$(TAG)' \
 	KOBE_CLI='$(CURDIR)/bin/kobe' CONTROLPLANE_IMAGE_DIR='$(IMAGE_DIR)'
 
 .PHONY: test-chart-install
 test-chart-install: node-deps controlplane node image image-pause image-controlplane build ## On the real-node host (root): helm install of charts/kobe (defaults: TLS self-signed) with the image of make image, kobe lease through its Service of a sim pool and of a pool naming no backend (kubernetes, through the connect proxy), helm upgrade keeps the leases and the CA, helm uninstall leaves what the chart README says; the machine as before.
-	cd test/chart && $(CHART_INSTALL_ENV) go test -count=1 -v -timeout 20m ./install/
+	cd test/chart && $(CHART_INSTALL_ENV) go test -tags root -count=1 -v -timeout 20m ./install/
 
 .PHONY: test-run-cluster
 test-run-cluster: node-deps controlplane node image image-pause image-controlplane build ## make run-cluster's program (root): it prints the export lines, kobe lease works with them (a sim pool, and a pool naming no backend through the connect proxy), Ctrl-C leaves the machine as before.
-	cd test/chart && $(CHART_INSTALL_ENV) go test -count=1 -v -timeout 15m ./cmd/kobe-run-cluster/
+	cd test/chart && $(CHART_INSTALL_ENV) go test -tags root -count=1 -v -timeout 15m ./cmd/kobe-run-cluster/
 
 ##@ Benchmarks
 
@@ -344,7 +359,7 @@ test-run-cluster: node-deps controlplane node image image-pause image-controlpla
 # alone writes the docs); BENCH_ARGS passes more -bench.* flags (test/bench).
 .PHONY: bench
 bench: controlplane build ## The real kobe-operator (sim backend) against a real API server: hand-out latency, cycles/s, API writes, refill, scale, overload; writes docs/benchmarks.md and docs/benchmarks.json.
-	BENCH='$(BENCH)' go test -count=1 -v -run='^TestBench$$' -timeout 90m ./test/bench/ -args -bench.write $(BENCH_ARGS)
+	BENCH='$(BENCH)' go test -tags bench -count=1 -v -run='^TestBench$$' -timeout 90m ./test/bench/ -args -bench.write $(BENCH_ARGS)
 
 ##@ Run
 

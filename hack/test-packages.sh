@@ -1,65 +1,34 @@
 #!/usr/bin/env bash
-# Prints the packages of one test layer, for the Makefile's test targets:
+# Prints the packages of one test layer of the kobe module, for the
+# Makefile's test targets. A layer beyond unit is a build tag: a test file
+# that needs more than Go carries `//go:build <layer>` on its first line, so
+# `go test ./...` runs the unit layer alone, as any user, with no control
+# plane (docs/development.md, "Which layer a test belongs to").
 #
-#   unit         tests that need no control plane: their test binary does
-#                not link internal/testenv
-#   integration  tests that start the real control plane (internal/testenv),
-#                except the heavy and end-to-end ones
-#   heavy        integration packages that start many real clusters each; run
-#                them one at a time (go test -p 1) on a 2-core machine
-#   e2e          the real operator binary, CLI and `make run` end to end,
-#                and two operator replicas (test/ha)
-#   node         the real-node host cluster (needs root, containerd, kubelet:
-#                `make test-node`, part of `make test`)
+#   integration  a real kube-apiserver and etcd (internal/testenv)
+#   e2e          the operator binary, CLI and `make run` end to end
+#   heavy        many real clusters at once, two operator replicas, the
+#                connect proxy under load, scaling; one package at a time
+#   root         the real-node host cluster (root, containerd, kubelet)
+#   bench        the `make bench` harness
 #
-# The sets come from `go list -deps -test`, so a new package lands in the
-# right layer without editing a list; only heavy and e2e are named here, and
-# test/bench (the `make bench` harness) is in no layer.
+# A package is in a layer when one of its test files carries that tag.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-module=$(go list -m)
-heavy=("$module/internal/backend/local" "$module/internal/controller/clusterpool")
-e2e=("$module/test/e2e" "$module/test/ha" "$module/test/connect" "$module/test/scaling")
-compgen -G "test/run/*_test.go" >/dev/null && e2e+=("$module/test/run")
-bench=("$module/test/bench")
-node=("$module/internal/testenv/hostcluster" "$module/internal/backend/local/nodetest" "$module/test/localnodes" "$module/internal/backend/incluster/lifecycle" "$module/test/incluster" "$module/internal/gates/realnode")
-
-# "<pkg> <1 if its test binary links testenv>" for every package with tests.
-classify() {
-	go list -e -test -f '{{if eq .Name "main"}}{{.ImportPath}}{{range .Deps}} {{.}}{{end}}{{end}}' ./... |
-		awk -v testenv="$module/internal/testenv" '
-			$1 ~ /\.test$/ {
-				uses = 0
-				for (i = 2; i <= NF; i++) if ($i == testenv) uses = 1
-				sub(/\.test$/, "", $1)
-				print $1, uses
-			}'
-}
-
-named() { # pkg, list...: whether pkg is in the list
-	local p=$1
-	shift
-	local n
-	for n in "$@"; do [ "$n" = "$p" ] && return 0; done
-	return 1
-}
-
 layer=${1:-}
 case $layer in
-heavy) printf '%s\n' "${heavy[@]}" ;;
-e2e) printf '%s\n' "${e2e[@]}" ;;
-node) printf '%s\n' "${node[@]}" ;;
-unit | integration)
-	classify | while read -r pkg uses; do
-		named "$pkg" "${heavy[@]}" "${e2e[@]}" "${bench[@]}" "${node[@]}" && continue
-		if { [ "$layer" = unit ] && [ "$uses" = 0 ]; } || { [ "$layer" = integration ] && [ "$uses" = 1 ]; }; then
-			echo "$pkg"
-		fi
-	done
-	;;
+integration | e2e | heavy | root | bench) ;;
 *)
-	echo "usage: $0 unit|integration|heavy|e2e|node" >&2
+	echo "usage: $0 integration|e2e|heavy|root|bench" >&2
 	exit 2
 	;;
 esac
+
+module=$(go list -m)
+git ls-files --cached --others --exclude-standard -- '*_test.go' |
+	while read -r f; do
+		# test/chart is a module of its own, with its own targets.
+		case $f in test/chart/* | hack/*) continue ;; esac
+		[ -f "$f" ] && [ "$(head -n 1 "$f")" = "//go:build $layer" ] && dirname "$f"
+	done | sort -u | sed "s|^|$module/|"

@@ -1,3 +1,5 @@
+//go:build integration
+
 package apiserver_test
 
 import (

@@ -1,3 +1,5 @@
+//go:build integration
+
 package apiserver_test
 
 import (
@@ -23,7 +25,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/wire"
 )
 
-// TestHangUpsGetNoForeignCredential replays issue 10's attack over HTTP:
+// TestHangUpsGetNoForeignCredential replays the hang-up attack over HTTP:
 // 60 POST /v1/leases against a pool of 4 Ready members, each caller hanging
 // up 5-60 ms in, then GET /v1/leases/{id} of every lease. Every kubeconfig
 // returned names a member whose write-once leaseRef, read live, names that

@@ -1,3 +1,5 @@
+//go:build integration
+
 package apiserver_test
 
 import (
@@ -26,7 +28,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/wire"
 )
 
-// Issue 10, "Identity and limits", tried as a hostile caller would: each
+// Identity and limits, tried as a hostile caller would: each
 // test adds its own policies (with audiences no other test uses) and its
 // own pool, and removes them when it ends.
 

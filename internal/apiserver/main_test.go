@@ -1,3 +1,5 @@
+//go:build integration
+
 package apiserver_test
 
 import (
@@ -35,6 +37,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/credentials/memberaccess"
 	"github.com/kunobi-ninja/kobe/internal/credentials/pki"
 	"github.com/kunobi-ninja/kobe/internal/index"
+	"github.com/kunobi-ninja/kobe/internal/lease"
 	"github.com/kunobi-ninja/kobe/internal/replay"
 	"github.com/kunobi-ninja/kobe/internal/testenv"
 	"github.com/kunobi-ninja/kobe/internal/testenv/oidcissuer"
@@ -399,7 +402,7 @@ func (f *fixture) waitForCache(ctx context.Context, c cache.Cache) error {
 		}
 		ready := 0
 		for i := range insts.Items {
-			if binding.Available(&insts.Items[i]) {
+			if lease.Bindable(&insts.Items[i]) {
 				ready++
 			}
 		}

@@ -11,7 +11,7 @@ import (
 
 // TestCoverage fails when the table stops covering a route, a status code
 // or a reason of the contract (shared/notes/http-api.md and the decisions
-// of issue 8).
+// recorded in cases.go).
 func TestCoverage(t *testing.T) {
 	cases := Cases()
 	routes := []string{

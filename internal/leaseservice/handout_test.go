@@ -1,3 +1,5 @@
+//go:build integration
+
 package leaseservice_test
 
 import (
@@ -158,14 +160,14 @@ func metricsClient(t *testing.T) rest.Interface {
 	return cs.CoreV1().RESTClient()
 }
 
-// TestHandOutCostsTwoWrites (issue 9): a hand-out answered Bound, with its
+// TestHandOutCostsTwoWrites: a hand-out answered Bound, with its
 // kubeconfig, costs exactly two API writes before the answer, counted from
 // the API server's own metrics: the ClusterLease create and the member's
 // claim. The lease's status copy, Events and metrics come after the answer
 // (held here by the Defer hook); once released, the status copy appears
 // with expiresAt = the member's boundAt + ttl. An alias or a concurrency
 // limit costs one more write before the lease's create, the caller's
-// ledger (issue 10: exact on every replica); a caller with neither pays
+// ledger (exact on every replica); a caller with neither pays
 // nothing for it.
 func TestHandOutCostsTwoWrites(t *testing.T) {
 	rc := metricsClient(t)
@@ -257,7 +259,7 @@ func kubeconfigMember(t *testing.T, kc []byte) (member, leaseName string) {
 	return ctx.Cluster, ctx.AuthInfo
 }
 
-// TestHangUpsNeverLeakACredential replays issue 10's attack at service
+// TestHangUpsNeverLeakACredential replays the hang-up attack at service
 // level: 60 lease requests against a pool of 4 Ready members whose callers
 // hang up 5-60 ms in, then a GET of every lease. Every kubeconfig returned
 // (by a POST that got its answer out, or by a GET) names a member whose
@@ -344,7 +346,7 @@ func TestHangUpsNeverLeakACredential(t *testing.T) {
 	}
 }
 
-// TestForgedStatusGetsNoKubeconfig (issue 10): a lease whose status is made
+// TestForgedStatusGetsNoKubeconfig: a lease whose status is made
 // to point at a Ready member by a direct status write gets no kubeconfig
 // from GET, cannot be extended, and the member is not handed to the next
 // request (the binder skips a member some lease's status names).
@@ -399,7 +401,7 @@ func TestForgedStatusGetsNoKubeconfig(t *testing.T) {
 	}
 }
 
-// TestAccessSecretMustBelongToMember (issue 10): a Secret with the member's
+// TestAccessSecretMustBelongToMember: a Secret with the member's
 // access Secret name but owned by another object mints nothing.
 func TestAccessSecretMustBelongToMember(t *testing.T) {
 	makePool(t, "impostor", 0)
@@ -453,7 +455,7 @@ func addMember(t *testing.T, pool, name string) *kobev1.ClusterInstance {
 		if err := fx.mgr.GetClient().Get(t.Context(), clientKey(name), got); err != nil {
 			return err
 		}
-		if !binding.Available(got) {
+		if !lease.Bindable(got) {
 			return fmt.Errorf("phase %s", got.Status.Phase)
 		}
 		return nil
@@ -461,7 +463,7 @@ func addMember(t *testing.T, pool, name string) *kobev1.ClusterInstance {
 	return inst
 }
 
-// TestInterruptedBind (issue 10): a bind cut between its writes, by a
+// TestInterruptedBind: a bind cut between its writes, by a
 // caller who hangs up or by a member write whose answer is lost, never ends
 // with a kubeconfig for a member that does not name the lease; the member
 // is either bound to the lease (and its kubeconfig served by GET) or
@@ -639,7 +641,7 @@ func makePoolB(b *testing.B, name string, members int) {
 		}
 		ready := 0
 		for i := range insts.Items {
-			if binding.Available(&insts.Items[i]) {
+			if lease.Bindable(&insts.Items[i]) {
 				ready++
 			}
 		}

@@ -1,3 +1,5 @@
+//go:build integration
+
 package leaseservice_test
 
 import (
@@ -28,7 +30,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/testenv"
 )
 
-// Issue 10: limits exact on every replica. Each test runs two replicas: two
+// Limits exact on every replica. Each test runs two replicas: two
 // services, each with its own manager, cache and in-process locks, against
 // the one API server, as two operator processes serving the API at once.
 

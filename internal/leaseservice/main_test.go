@@ -1,3 +1,5 @@
+//go:build integration
+
 package leaseservice_test
 
 import (
@@ -21,6 +23,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/credentials/memberaccess"
 	"github.com/kunobi-ninja/kobe/internal/credentials/pki"
 	"github.com/kunobi-ninja/kobe/internal/index"
+	"github.com/kunobi-ninja/kobe/internal/lease"
 	"github.com/kunobi-ninja/kobe/internal/leaseservice"
 	"github.com/kunobi-ninja/kobe/internal/testenv"
 )
@@ -160,7 +163,7 @@ func makePool(t *testing.T, name string, members int, mut ...func(*kobev1.Cluste
 		}
 		ready := 0
 		for i := range insts.Items {
-			if binding.Available(&insts.Items[i]) {
+			if lease.Bindable(&insts.Items[i]) {
 				ready++
 			}
 		}

@@ -91,3 +91,61 @@ func TestPollStopsWithItsContext(t *testing.T) {
 		t.Fatalf("Poll = %v; want the cancellation and the last error", err)
 	}
 }
+
+func TestConsistentlyFailsWhenTheConditionBreaksMidWindow(t *testing.T) {
+	calls := 0
+	start := time.Now()
+	msg := run(t, func(tb testing.TB) {
+		testenv.Consistently(tb, 10*time.Second, "no member created", func() error {
+			calls++
+			if calls == 3 {
+				return errors.New("member m-1 created")
+			}
+			return nil
+		})
+	})
+	if took := time.Since(start); took > 2*time.Second {
+		t.Fatalf("Consistently took %s: it must fail at the first error, not at the window's end", took)
+	}
+	if calls != 3 {
+		t.Fatalf("condition ran %d times; want a stop at the failing third call", calls)
+	}
+	if !strings.Contains(msg, "no member created") || !strings.Contains(msg, "member m-1 created") || !strings.Contains(msg, "10s") {
+		t.Fatalf("failure %q; want what had to hold, the window and the error", msg)
+	}
+}
+
+func TestConsistentlyPassesWhenTheConditionHoldsThroughout(t *testing.T) {
+	calls := 0
+	start := time.Now()
+	msg := run(t, func(tb testing.TB) {
+		testenv.Consistently(tb, 350*time.Millisecond, "no member created", func() error {
+			calls++
+			return nil
+		})
+	})
+	if msg != "" {
+		t.Fatalf("failure %q; want a pass", msg)
+	}
+	if took := time.Since(start); took < 350*time.Millisecond {
+		t.Fatalf("Consistently returned after %s, before its 350ms window ended", took)
+	}
+	if calls < 3 {
+		t.Fatalf("condition ran %d times in 350ms; want a check every %s and one at the end", calls, testenv.PollInterval)
+	}
+}
+
+func TestConsistentlyFailsAtTheWindowsEnd(t *testing.T) {
+	start := time.Now()
+	msg := run(t, func(tb testing.TB) {
+		testenv.Consistently(tb, 250*time.Millisecond, "the lease to stay Pending", func() error {
+			if time.Since(start) >= 250*time.Millisecond {
+				return errors.New("lease Bound")
+			}
+			return nil
+		})
+	})
+	if !strings.Contains(msg, "lease Bound") {
+		t.Fatalf("failure %q; want the change at the window's end to be seen", msg)
+	}
+}

@@ -4,7 +4,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
+	"slices"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -34,11 +35,25 @@ type Env struct {
 	EtcdURL string
 }
 
-// RepoRoot returns the repository root, found from this source file.
+// RepoRoot returns the repository root: the nearest directory above the
+// working directory (a test's package directory) whose go.mod declares the
+// kobe module. Not from this file's compiled path, which -trimpath removes.
 func RepoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..")
+	dir, err := os.Getwd()
+	if err != nil {
+		panic(fmt.Sprintf("testenv: no working directory: %v", err))
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		if mod, err := os.ReadFile(filepath.Join(d, "go.mod")); err == nil && slices.Contains(strings.Split(string(mod), "\n"), "module "+kobeModule) {
+			return d
+		}
+		if filepath.Dir(d) == d {
+			panic(fmt.Sprintf("testenv: no go.mod of %s above %s", kobeModule, dir))
+		}
+	}
 }
+
+const kobeModule = "github.com/kunobi-ninja/kobe"
 
 // BinDir is where the control-plane binaries are; CONTROLPLANE_DIR overrides it.
 func BinDir() string {

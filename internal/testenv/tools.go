@@ -34,11 +34,58 @@ func KubectlPath(t testing.TB) string {
 // and returns its trimmed combined output.
 func Kubectl(t testing.TB, kubeconfig string, args ...string) (string, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), kubectlTimeout)
+	cmd, cancel := kubectl(t, kubeconfig, args)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, KubectlPath(t), append([]string{"--kubeconfig", kubeconfig, "--request-timeout", "10s"}, args...)...)
 	out, err := cmd.CombinedOutput()
 	return strings.TrimSpace(string(out)), err
+}
+
+// KubectlStdout is Kubectl that returns only the trimmed standard output,
+// so that what a command printed can be compared exactly; standard error
+// (kubectl's warnings, "No resources found") goes into the error only.
+func KubectlStdout(t testing.TB, kubeconfig string, args ...string) (string, error) {
+	t.Helper()
+	cmd, cancel := kubectl(t, kubeconfig, args)
+	defer cancel()
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return strings.TrimSpace(stdout.String()), fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return strings.TrimSpace(stdout.String()), nil
+}
+
+// MustKubectl is KubectlStdout that fails the test when kubectl fails.
+func MustKubectl(t testing.TB, kubeconfig string, args ...string) string {
+	t.Helper()
+	out, err := KubectlStdout(t, kubeconfig, args...)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	return out
+}
+
+// kubectl is the command of Kubectl and KubectlStdout, bounded by the
+// test's context and kubectlTimeout.
+func kubectl(t testing.TB, kubeconfig string, args []string) (*exec.Cmd, context.CancelFunc) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), kubectlTimeout)
+	return exec.CommandContext(ctx, KubectlPath(t), append([]string{"--kubeconfig", kubeconfig, "--request-timeout", "10s"}, args...)...), cancel
+}
+
+// BuildCommands builds ./cmd/<name> of the repository into dir for each
+// name (usable from TestMain, hence no testing.TB). The build cache makes
+// a second build cheap, and a binary is always the tree's, never a stale
+// one from bin/.
+func BuildCommands(dir string, names ...string) error {
+	for _, name := range names {
+		c := exec.Command("go", "build", "-o", filepath.Join(dir, name), "./cmd/"+name)
+		c.Dir = RepoRoot()
+		if out, err := c.CombinedOutput(); err != nil {
+			return fmt.Errorf("building %s: %w\n%s", name, err, out)
+		}
+	}
+	return nil
 }
 
 // KubeconfigFile writes kubeconfig to a file of the test's temporary

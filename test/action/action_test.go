@@ -1,3 +1,5 @@
+//go:build integration
+
 // Package action tests the repository's GitHub Action (action.yml, whose
 // logic is action/run.sh) without GitHub and without network: the script
 // runs as the runner would run it, against an httptest server that plays

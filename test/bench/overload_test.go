@@ -1,3 +1,5 @@
+//go:build bench
+
 package bench
 
 import (
@@ -20,7 +22,7 @@ const overloadWaves = 5
 //     concurrent GET /v1/leases (authenticated), counting answers by code;
 //   - holds requests open: as many concurrent POST /v1/leases whose body
 //     never arrives. The API reads a body before a request takes a slot
-//     (issue 10), so every one of them is asked for its body and none holds
+//     (docs/auth.md, slow bodies), so every one of them is asked for its body and none holds
 //     a slot: 20 further GETs must all be served meanwhile;
 //
 // while a prober GETs /healthz on the probe port every 5 ms, whose latency

@@ -1,3 +1,5 @@
+//go:build bench
+
 package bench
 
 import (
@@ -26,7 +28,7 @@ const (
 // command is how the report is reproduced.
 const command = "make bench    # = make controlplane build, then go test -count=1 -v -run '^TestBench$' -timeout 90m ./test/bench/ -args -bench.write"
 
-// before are issue 8's figures (the in-process bench: the API server alone
+// before are the in-process bench's figures (2026-11-30: the API server alone
 // in the test process, no controllers; `make bench`, median of 3, an idle
 // machine of this kind), kept beside the new ones.
 var before = map[int][3]float64{ // callers -> p50 ms, p99 ms, hand-outs/s
@@ -48,7 +50,7 @@ type report struct {
 	Median       map[string]float64   `json:"median"`
 	PerRun       map[string][]float64 `json:"per_run"`
 	Goals        []goal               `json:"goals"`
-	Before       map[string]float64   `json:"before_issue8_in_process"`
+	Before       map[string]float64   `json:"before_in_process"`
 }
 
 type goal struct {
@@ -181,7 +183,7 @@ func (r *report) markdown() string {
 		w("### Hand-out latency: POST /v1/leases to a Bound kubeconfig\n\n")
 		w("Each concurrency level draws from its own sim pool (readyAfter 1s) holding a Ready member for every hand-out " +
 			"of the level, refilling in the background. A lease answered Pending all the same is polled (GET every 50 ms) " +
-			"until Bound, and its latency runs until then. \"Before\" is issue 8's " +
+			"until Bound, and its latency runs until then. \"Before\" is the earlier " +
 			"in-process bench (only the API in the test process, no controllers, three writes and an Event per hand-out).\n\n")
 		w("| callers | hand-outs | answered Pending | p50 | p95 | p99 | max | hand-outs/s | before: p50 / p99 / per s |\n|---|---|---|---|---|---|---|---|---|\n")
 		for _, c := range handoutCallers {

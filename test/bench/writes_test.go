@@ -1,3 +1,5 @@
+//go:build bench
+
 package bench
 
 import (
@@ -72,7 +74,7 @@ func measureWrites(ctx context.Context, b *bench, _ int) (figures, error) {
 	if len(byAnswer) == 0 {
 		return nil, fmt.Errorf("every one of %d single hand-outs was answered Pending", writesSamples)
 	}
-	// A caller with a limit pays one more write, its ledger (issue 10).
+	// A caller with a limit pays one more write, its ledger (docs/limits.md).
 	var byAnswerLimited []float64
 	for range writesLimitedSamples {
 		n, _, err := b.writesByAnswer(ctx, op, limited, pool)

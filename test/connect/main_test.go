@@ -1,3 +1,5 @@
+//go:build heavy
+
 // Package connect tests kobe's connect proxy end to end: the real
 // kobe-operator binary serving its API over TLS, the local backend's real
 // members in a pool with access mode Proxy, the real kobe CLI, and kubectl

@@ -1,3 +1,5 @@
+//go:build integration
+
 // Package crd_test checks kobe's CustomResourceDefinitions against a real
 // kube-apiserver: the samples in config/samples apply unchanged, invalid
 // objects are rejected with messages that say what is wrong, defaults are
@@ -5,11 +7,7 @@
 package crd_test
 
 import (
-	"bytes"
-	"fmt"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -45,21 +43,13 @@ func newNamespace(t *testing.T, env *testenv.Env, name string) string {
 	return name
 }
 
-// kubectl runs kubectl as the admin of env and returns its standard output;
-// a failure carries the standard error.
+// kubectl runs kubectl as the admin of env and returns its standard output
+// (testenv.KubectlStdout), with a discovery cache of its own: discovery
+// never comes from another test run.
 func kubectl(t *testing.T, env *testenv.Env, args ...string) (string, error) {
 	t.Helper()
-	cmd := exec.CommandContext(t.Context(), "kubectl", append([]string{
-		"--kubeconfig", env.Kubeconfig,
-		// A cache of its own: discovery never comes from another test run.
-		"--cache-dir", filepath.Join(filepath.Dir(env.Kubeconfig), "kubectl-cache"),
-	}, args...)...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return stdout.String(), fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, stderr.String())
-	}
-	return stdout.String(), nil
+	cache := filepath.Join(filepath.Dir(env.Kubeconfig), "kubectl-cache")
+	return testenv.KubectlStdout(t, env.Kubeconfig, append([]string{"--cache-dir", cache}, args...)...)
 }
 
 // object builds a kobe object of kind named name in namespace ns whose spec

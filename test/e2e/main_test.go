@@ -1,3 +1,5 @@
+//go:build e2e
+
 // Package e2e runs kobe end to end: the real kobe-operator binary with the
 // local backend against a real host API server, the real HTTP API, the real
 // kobe CLI, and kubectl against the kubeconfigs leases return.
@@ -15,7 +17,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -29,6 +30,7 @@ import (
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/testenv"
 	"github.com/kunobi-ninja/kobe/internal/testenv/memberproc"
+	"github.com/kunobi-ninja/kobe/internal/testenv/operatorproc"
 	"github.com/kunobi-ninja/kobe/internal/wire"
 )
 
@@ -48,9 +50,7 @@ type suite struct {
 	bin      string // directory with kobe-operator and kobe
 	apiURL   string
 	token    string
-	operator *exec.Cmd
-	opLog    *os.File
-	apiPort  int
+	operator *operatorproc.Process
 }
 
 var s *suite
@@ -99,15 +99,7 @@ func runSuite(m *testing.M) (int, error) {
 }
 
 func (s *suite) build() error {
-	root := testenv.RepoRoot()
-	for _, cmd := range []string{"kobe-operator", "kobe"} {
-		c := exec.Command("go", "build", "-o", filepath.Join(s.bin, cmd), "./cmd/"+cmd)
-		c.Dir = root
-		if out, err := c.CombinedOutput(); err != nil {
-			return fmt.Errorf("building %s: %w\n%s", cmd, err, out)
-		}
-	}
-	return nil
+	return testenv.BuildCommands(s.bin, "kobe-operator", "kobe")
 }
 
 // install creates the demo token, its AccessPolicy and the dev pool.
@@ -146,72 +138,44 @@ func newPool(name string, size int32) *kobev1.ClusterPool {
 	}
 }
 
-// startOperator starts kobe-operator and waits for its API to answer.
+// startOperator starts kobe-operator and waits for its API to answer; after
+// killOperator it starts it again on the same ports.
 func (s *suite) startOperator() error {
-	if s.apiPort == 0 {
-		p, err := testenv.FreePort()
-		if err != nil {
-			return err
-		}
-		s.apiPort = p
-		s.apiURL = fmt.Sprintf("http://127.0.0.1:%d", p)
+	var p *operatorproc.Process
+	var err error
+	if s.operator == nil {
+		p, err = operatorproc.Start(operatorproc.Options{
+			Binary: filepath.Join(s.bin, "kobe-operator"), Kubeconfig: s.env.Kubeconfig, Namespace: namespace,
+			Dir: s.work, DataDir: s.dataRoot,
+			Args: []string{
+				"--lease-retention", "1h",
+				// TestConcurrentLeases queues 15 leases of one caller at once,
+				// beyond the default cap of 10 (covered in test/ha).
+				"--max-queued-per-owner", "20",
+				// TestConcurrentLeases holds more leases as one caller than the default cap.
+				"--default-max-concurrent-leases", "0",
+				// TestLeakSweepReports waits for a periodic sweep.
+				"--leak-sweep-interval", "2s",
+			},
+		})
+	} else {
+		p, err = s.operator.Restart()
 	}
-	logFile, err := os.OpenFile(filepath.Join(s.work, "operator.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(filepath.Join(s.bin, "kobe-operator"),
-		"--kubeconfig", s.env.Kubeconfig,
-		"--namespace", namespace,
-		"--api-bind-address", fmt.Sprintf("127.0.0.1:%d", s.apiPort),
-		"--metrics-bind-address", "0",
-		"--health-probe-bind-address", "127.0.0.1:0",
-		"--local-bin-dir", testenv.BinDir(),
-		"--local-data-dir", s.dataRoot,
-		"--lease-retention", "1h",
-		// TestConcurrentLeases queues 15 leases of one caller at once,
-		// beyond the default cap of 10 (covered in test/ha).
-		"--max-queued-per-owner", "20",
-		// TestConcurrentLeases holds more leases as one caller than the default cap.
-		"--default-max-concurrent-leases", "0",
-		// TestLeakSweepReports waits for a periodic sweep.
-		"--leak-sweep-interval", "2s",
-	)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("starting operator: %w", err)
-	}
-	s.operator, s.opLog = cmd, logFile
-	err = testenv.Poll(context.Background(), 60*time.Second, func() error {
-		resp, err := http.Get(s.apiURL + "/readyz")
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("/readyz answers %d", resp.StatusCode)
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("operator API did not become ready: %w; log: %s", err, s.tail())
-	}
-	return nil
+	s.operator, s.apiURL = p, p.APIURL
+	return p.WaitReady(context.Background(), 60*time.Second)
 }
 
 // killOperator kills the operator with SIGKILL, as a crash would.
-func (s *suite) killOperator() {
-	_ = s.operator.Process.Signal(syscall.SIGKILL)
-	_ = s.operator.Wait()
-	_ = s.opLog.Close()
-}
+func (s *suite) killOperator() { s.operator.Kill() }
 
 func (s *suite) tail() string {
-	b, _ := os.ReadFile(filepath.Join(s.work, "operator.log"))
-	if len(b) > 6000 {
-		b = b[len(b)-6000:]
+	if s.operator == nil {
+		return ""
 	}
-	return string(b)
+	return s.operator.Tail(6000)
 }
 
 // teardown deletes every lease, pool and member through the operator, then

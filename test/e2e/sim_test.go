@@ -1,3 +1,5 @@
+//go:build e2e
+
 package e2e
 
 import (
@@ -7,11 +9,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -29,103 +28,52 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/backend/sim"
 	"github.com/kunobi-ninja/kobe/internal/credentials/memberaccess"
 	"github.com/kunobi-ninja/kobe/internal/testenv"
+	"github.com/kunobi-ninja/kobe/internal/testenv/operatorproc"
 	"github.com/kunobi-ninja/kobe/internal/wire"
 )
 
 // simOperator is a kobe-operator process of its own, serving one namespace
 // of the suite's API server beside the suite's operator.
 type simOperator struct {
-	cmd    *exec.Cmd
-	apiURL string
-	log    string
+	*operatorproc.Process
 }
 
 // startSimOperator starts the real kobe-operator binary for namespace ns
 // with extra flags, and waits for its API to answer.
 func startSimOperator(t *testing.T, ns string, extra ...string) *simOperator {
 	t.Helper()
-	port, err := testenv.FreePort()
+	p, err := operatorproc.Start(operatorproc.Options{
+		Binary: filepath.Join(s.bin, "kobe-operator"), Kubeconfig: s.env.Kubeconfig, Namespace: ns, Dir: t.TempDir(), Args: extra,
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	op := &simOperator{apiURL: fmt.Sprintf("http://127.0.0.1:%d", port), log: filepath.Join(dir, "operator.log")}
-	logFile, err := os.Create(op.log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	args := append([]string{
-		"--kubeconfig", s.env.Kubeconfig,
-		"--namespace", ns,
-		"--api-bind-address", fmt.Sprintf("127.0.0.1:%d", port),
-		"--metrics-bind-address", "0",
-		"--health-probe-bind-address", "127.0.0.1:0",
-		"--local-bin-dir", testenv.BinDir(),
-		"--local-data-dir", filepath.Join(dir, "members"),
-	}, extra...)
-	op.cmd = exec.Command(filepath.Join(s.bin, "kobe-operator"), args...)
-	op.cmd.Stdout, op.cmd.Stderr = logFile, logFile
-	if err := op.cmd.Start(); err != nil {
-		t.Fatalf("starting operator: %v", err)
-	}
+	op := &simOperator{p}
 	t.Cleanup(func() {
 		op.stop(t)
-		_ = logFile.Close()
 		if t.Failed() {
 			t.Logf("operator %v log:\n%s", extra, op.tail())
 		}
 	})
-	err = testenv.Poll(t.Context(), 60*time.Second, func() error {
-		resp, err := http.Get(op.apiURL + "/readyz")
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("/readyz answers %d", resp.StatusCode)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("operator API did not become ready: %v; log:\n%s", err, op.tail())
+	if err := p.WaitReady(t.Context(), 60*time.Second); err != nil {
+		t.Fatal(err)
 	}
 	return op
 }
 
 // stop sends SIGTERM and waits, then kills; it may be called twice.
 func (op *simOperator) stop(t *testing.T) {
-	if op.cmd.ProcessState != nil {
-		return
-	}
-	_ = op.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan error, 1)
-	go func() { done <- op.cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Logf("operator exited after SIGTERM: %v", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Errorf("operator did not stop within 20s of SIGTERM; killing it")
-		_ = op.cmd.Process.Kill()
-		if err := <-done; err != nil {
-			t.Logf("operator killed: %v", err)
-		}
+	if err := op.Stop(); err != nil {
+		t.Error(err)
 	}
 }
 
-func (op *simOperator) tail() string {
-	b, _ := os.ReadFile(op.log)
-	if len(b) > 6000 {
-		b = b[len(b)-6000:]
-	}
-	return string(b)
-}
+func (op *simOperator) tail() string { return op.Tail(6000) }
 
 // post calls POST /v1/leases on this operator.
 func (op *simOperator) post(t *testing.T, token, body string) (int, []byte, http.Header) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, op.apiURL+"/v1/leases", strings.NewReader(body))
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, op.APIURL+"/v1/leases", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,16 +178,19 @@ func TestSimBackendNeedsItsFlag(t *testing.T) {
 
 	// Let the operator run a few seconds with the pool (readyAfter is 1s):
 	// nothing may be created.
-	if d := time.Until(applied.Add(4 * time.Second)); d > 0 {
-		time.Sleep(d)
-	}
-	if ev := drain(w); len(ev) > 0 {
-		t.Fatalf("the operator without --enable-sim-backend created members: %v", ev)
-	}
-	var none kobev1.ClusterInstanceList
-	if err := c.List(ctx, &none, client.InNamespace(ns)); err != nil || len(none.Items) > 0 {
-		t.Fatalf("members in the namespace of the operator without --enable-sim-backend: %d (%v)", len(none.Items), err)
-	}
+	testenv.Consistently(t, max(time.Until(applied.Add(4*time.Second)), 0), "no member from the operator without --enable-sim-backend", func() error {
+		if ev := drain(w); len(ev) > 0 {
+			return fmt.Errorf("members created: %v", ev)
+		}
+		var none kobev1.ClusterInstanceList
+		if err := c.List(ctx, &none, client.InNamespace(ns)); err != nil {
+			return fmt.Errorf("listing members: %w", err)
+		}
+		if len(none.Items) > 0 {
+			return fmt.Errorf("members in the namespace: %d", len(none.Items))
+		}
+		return nil
+	})
 	if strings.Contains(without.tail(), "enable-sim-backend is set") {
 		t.Error("the operator without the flag logged that the sim backend is enabled")
 	}

@@ -20,6 +20,6 @@
 // managedFields tell which replica wrote what (replicaWrites). Logs are in a
 // temporary directory, printed in part when a test fails; with
 // KOBE_HA_LOG_DIR set they are kept there, one directory per test. The package
-// runs in `make test-e2e` with -p 1: tests here must not use t.Parallel, and
+// runs in `make test-heavy` with -p 1: tests here must not use t.Parallel, and
 // should keep to a few minutes in all on a 2-core machine.
 package ha

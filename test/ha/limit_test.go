@@ -1,3 +1,5 @@
+//go:build heavy
+
 package ha
 
 import (
@@ -84,7 +86,7 @@ func (c *cluster) release(t *testing.T, token string, ids []string) {
 	}
 }
 
-// TestLimitsExactOnTwoProcesses (issue 10): with two real kobe-operator
+// TestLimitsExactOnTwoProcesses: with two real kobe-operator
 // processes serving the API, 20 concurrent requests of a caller with
 // maxConcurrentLeases 3, spread over both, admit exactly 3 leases and
 // refuse 17 with 429 ConcurrentLeaseLimit, round after round; with one

@@ -1,3 +1,5 @@
+//go:build root
+
 package incluster
 
 import (
@@ -71,7 +73,7 @@ func (f *fixture) bootstrapJobs(t *testing.T) {
 		return nil
 	})
 	l, kc := f.lease(t, "jobs")
-	out, err := kubectl(t, kc, "-n", "default", "get", "configmap", "bootstrapped", "-o", "jsonpath={.data.branch} {.data.pool}")
+	out, err := testenv.Kubectl(t, kc, "-n", "default", "get", "configmap", "bootstrapped", "-o", "jsonpath={.data.branch} {.data.pool}")
 	if err != nil || strings.TrimSpace(out) != "release-2 jobs" {
 		t.Errorf("the Job's ConfigMap in the leased member: %q, %v; want the pool's parameter and name", out, err)
 	}

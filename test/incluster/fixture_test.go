@@ -1,19 +1,17 @@
+//go:build root
+
 package incluster
 
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -149,9 +147,8 @@ func (f *fixture) startOperator(t *testing.T) {
 	}
 	f.op, err = operatorproc.Start(operatorproc.Options{
 		Binary: bin, Kubeconfig: f.hc.Kubeconfig, Namespace: namespace, Dir: f.work,
+		TLS: &operatorproc.TLS{CertFile: certFile, KeyFile: keyFile, CAFile: f.caFile},
 		Args: []string{
-			"--api-tls-cert-file", certFile, "--api-tls-key-file", keyFile,
-			"--api-tls-ca-file", f.caFile,
 			// The host cluster has a node: BootstrapConfigs' Jobs run.
 			"--bootstrap-jobs",
 			// The host's bridge CNI enforces no NetworkPolicy: required, no
@@ -171,26 +168,10 @@ func (f *fixture) startOperator(t *testing.T) {
 			t.Logf("operator log (tail):\n%s", f.op.Tail(8000))
 		}
 	})
-	f.apiURL = strings.Replace(f.op.APIURL, "http://", "https://", 1)
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(ca.CertPEM)
-	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
-	testenv.Eventually(t, time.Minute, "the operator's API answers /readyz over TLS", func() error {
-		select {
-		case <-f.op.Exited():
-			return fmt.Errorf("operator exited:\n%s", f.op.Tail(4000))
-		default:
-		}
-		resp, err := hc.Get(f.apiURL + "/readyz")
-		if err != nil {
-			return err
-		}
-		_ = resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("/readyz: %s", resp.Status)
-		}
-		return nil
-	})
+	f.apiURL = f.op.APIURL
+	if err := f.op.WaitReady(t.Context(), time.Minute); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // kobe runs the CLI against the fixture's API with its token and CA.
@@ -238,19 +219,6 @@ func (f *fixture) hostObjects(ctx context.Context, selector string) ([]string, e
 		}
 	}
 	return found, nil
-}
-
-// kubectl runs kubectl with a kubeconfig, bounded in time.
-func kubectl(t *testing.T, kubeconfig string, args ...string) (string, error) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, testenv.KubectlPath(t), append([]string{"--kubeconfig", kubeconfig, "--request-timeout", "10s"}, args...)...)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return string(out), fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, out)
-	}
-	return string(out), nil
 }
 
 var errStillThere = errors.New("still there")

@@ -1,3 +1,5 @@
+//go:build root
+
 package incluster
 
 import (
@@ -71,7 +73,7 @@ func namesOf[T any](items []T, name func(T) string) []string {
 	return out
 }
 
-// TestMembersInsideTheHostCluster is issue 12's end to end: a pool of 2 with
+// TestMembersInsideTheHostCluster is the kubernetes backend end to end: a pool of 2 with
 // the kubernetes backend on the real-node host reaches READY 2; a lease
 // through the CLI returns a kubeconfig through the connect proxy, with which
 // kubectl lists namespaces, applies a Deployment and holds a watch; after
@@ -263,14 +265,14 @@ func (f *fixture) leaseAndRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if out, err := kubectl(t, kc, "get", "ns"); err != nil || !strings.Contains(out, "kube-system") {
+	if out, err := testenv.Kubectl(t, kc, "get", "ns"); err != nil || !strings.Contains(out, "kube-system") {
 		t.Fatalf("kubectl get ns through the proxy: %v\n%s", err, out)
 	}
 	manifest := filepath.Join(f.work, "deploy.yaml")
 	if err := os.WriteFile(manifest, []byte(deployment), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := kubectl(t, kc, "apply", "-f", manifest); err != nil {
+	if out, err := testenv.Kubectl(t, kc, "apply", "-f", manifest); err != nil {
 		t.Fatalf("kubectl apply through the proxy: %v\n%s", err, out)
 	}
 
@@ -294,7 +296,7 @@ func (f *fixture) leaseAndRelease(t *testing.T) {
 		}
 	}()
 	expectLine(t, lines, "web   1", 20*time.Second)
-	if out, err := kubectl(t, kc, "scale", "deployment", "web", "--replicas", "3"); err != nil {
+	if out, err := testenv.Kubectl(t, kc, "scale", "deployment", "web", "--replicas", "3"); err != nil {
 		t.Fatalf("kubectl scale through the proxy: %v\n%s", err, out)
 	}
 	expectLine(t, lines, "web   3", 20*time.Second)
@@ -352,7 +354,7 @@ func (f *fixture) leaseAndRelease(t *testing.T) {
 		t.Errorf("the watch closed %v after kobe release returned, want within 1s", d)
 	}
 	// kubectl says why: the refusal is a Kubernetes Status.
-	if out, err := kubectl(t, kc, "get", "ns"); err == nil || !strings.Contains(out, "lease ended") {
+	if out, err := testenv.Kubectl(t, kc, "get", "ns"); err == nil || !strings.Contains(out, "lease ended") {
 		t.Errorf("kubectl get ns after release: err %v, want a refusal saying the lease ended:\n%s", err, out)
 	}
 

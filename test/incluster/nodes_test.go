@@ -1,3 +1,5 @@
+//go:build root
+
 package incluster
 
 import (
@@ -24,7 +26,7 @@ const (
 	nodeImage = "kobe.local/kobe-node:v1"
 )
 
-// TestLeasedMemberWithANode is issue 13's in-cluster item through the
+// TestLeasedMemberWithANode is a member with a node pod through the
 // operator: a pool of the kubernetes backend with nodes: 1 (the node image
 // of make image-node, imported, never pulled) reaches READY 1 with the
 // operator's readiness gates; `kobe lease` returns a kubeconfig through the
@@ -77,9 +79,9 @@ func TestLeasedMemberWithANode(t *testing.T) {
 	t.Logf("pool with a node READY 1 in %v", time.Since(began).Round(time.Millisecond))
 
 	l, kc := f.lease(t, nodePoolName)
-	out, err := kubectl(t, kc, "get", "nodes", "-o", `jsonpath={range .items[*]}{.metadata.name} {.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}`)
+	out, err := testenv.Kubectl(t, kc, "get", "nodes", "-o", `jsonpath={range .items[*]}{.metadata.name} {.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}`)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatal(err, out)
 	}
 	if lines := strings.Fields(out); len(lines) != 2 || !strings.HasSuffix(lines[0], "-node-0") || lines[1] != "True" {
 		t.Fatalf("the member's nodes through the proxy: %q, want one node-0, Ready", out)
@@ -90,17 +92,17 @@ func TestLeasedMemberWithANode(t *testing.T) {
 		t.Fatal(err)
 	}
 	began = time.Now()
-	if out, err := kubectl(t, kc, "apply", "-f", pod); err != nil {
+	if out, err := testenv.Kubectl(t, kc, "apply", "-f", pod); err != nil {
 		t.Fatal(out, err)
 	}
-	if out, err := kubectl(t, kc, "wait", "--for=condition=Ready", "--timeout=20s", "pod/pause"); err != nil {
+	if out, err := testenv.Kubectl(t, kc, "wait", "--for=condition=Ready", "--timeout=20s", "pod/pause"); err != nil {
 		t.Fatal(out, err)
 	}
 	t.Logf("a pod applied through the proxy Ready in %v", time.Since(began).Round(time.Millisecond))
-	if out, err := kubectl(t, kc, "logs", "pause"); err != nil {
+	if out, err := testenv.Kubectl(t, kc, "logs", "pause"); err != nil {
 		t.Errorf("kubectl logs through the proxy: %v: %s", err, out)
 	}
-	out, err = kubectl(t, kc, "run", "priv", "--image=kobe.local/pause:v1", "--image-pull-policy=Never", "--restart=Never",
+	out, err = testenv.Kubectl(t, kc, "run", "priv", "--image=kobe.local/pause:v1", "--image-pull-policy=Never", "--restart=Never",
 		`--overrides={"apiVersion":"v1","spec":{"containers":[{"name":"priv","image":"kobe.local/pause:v1","imagePullPolicy":"Never","securityContext":{"privileged":true}}]}}`)
 	if err == nil || !strings.Contains(out, `violates PodSecurity "baseline:latest": privileged`) {
 		t.Errorf("a privileged pod through the proxy: %v: %s", err, out)
@@ -115,7 +117,7 @@ func TestLeasedMemberWithANode(t *testing.T) {
 		"a hostPID pod": {"run", "hostpid", "--image=kobe.local/pause:v1", "--image-pull-policy=Never", "--restart=Never",
 			`--overrides={"apiVersion":"v1","spec":{"hostPID":true,"containers":[{"name":"c","image":"kobe.local/pause:v1","imagePullPolicy":"Never"}]}}`},
 	} {
-		if out, err := kubectl(t, kc, args...); err == nil {
+		if out, err := testenv.Kubectl(t, kc, args...); err == nil {
 			t.Errorf("%s through the proxy was admitted: %s", what, out)
 		}
 	}
@@ -123,7 +125,7 @@ func TestLeasedMemberWithANode(t *testing.T) {
 	if err := os.WriteFile(finalize, []byte(`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"default","labels":{"pod-security.kubernetes.io/enforce":"privileged"}},"spec":{"finalizers":["kubernetes"]}}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := kubectl(t, kc, "replace", "--raw", "/api/v1/namespaces/default/finalize", "-f", finalize); err == nil {
+	if out, err := testenv.Kubectl(t, kc, "replace", "--raw", "/api/v1/namespaces/default/finalize", "-f", finalize); err == nil {
 		t.Errorf("a privileged label through namespaces/finalize was admitted: %s", out)
 	}
 

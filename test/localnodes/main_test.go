@@ -1,6 +1,8 @@
-// Package localnodes is issue 13's end to end: leased `local` members with
+//go:build root
+
+// Package localnodes is the end to end test of leased `local` members with
 // a real node (kubelet, containerd and kube-proxy in namespaces of their
-// own) run a user's Deployment of an image the pool preloads; kubectl logs,
+// own): they run a user's Deployment of an image the pool preloads; kubectl logs,
 // exec and port-forward work with the lease's kubeconfig, Direct and
 // through the connect proxy; a ClusterIP Service answers from a pod; two
 // members cannot reach each other's pods; Pod Security keeps a lease holder

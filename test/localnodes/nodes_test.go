@@ -1,3 +1,5 @@
+//go:build root
+
 package localnodes
 
 import (
@@ -154,12 +156,12 @@ func runWorkload(t *testing.T, pool string) *workload {
 	w.member = memberOf(t, w.lease.ID)
 
 	// The node is there and Ready the moment the lease is handed out.
-	nodes := kubectl(t, w, "get", "nodes", "-o", "jsonpath={range .items[*]}{.metadata.name} {.status.conditions[?(@.type==\"Ready\")].status}{\"\\n\"}{end}")
+	nodes := testenv.MustKubectl(t, w.kubeconfig, "get", "nodes", "-o", "jsonpath={range .items[*]}{.metadata.name} {.status.conditions[?(@.type==\"Ready\")].status}{\"\\n\"}{end}")
 	if lines := strings.Split(nodes, "\n"); len(lines) != 1 || !strings.HasSuffix(lines[0], " True") {
 		t.Fatalf("the leased member's nodes are not one Ready node:\n%s", nodes)
 	}
 	// The readiness probe pod was deleted before hand-out.
-	if pods := kubectl(t, w, "get", "pods", "-A", "-o", "name"); pods != "" {
+	if pods := testenv.MustKubectl(t, w.kubeconfig, "get", "pods", "-A", "-o", "name"); pods != "" {
 		t.Errorf("the leased member already runs pods: %s", pods)
 	}
 
@@ -175,9 +177,9 @@ func runWorkload(t *testing.T, pool string) *workload {
 	}
 	t.Logf("Deployment Available %v after kubectl apply", time.Since(applyStarted).Round(time.Millisecond))
 
-	w.podName = kubectl(t, w, "get", "pods", "-l", "app=testapp", "-o", "jsonpath={.items[0].metadata.name}")
-	w.podIP = kubectl(t, w, "get", "pods", "-l", "app=testapp", "-o", "jsonpath={.items[0].status.podIP}")
-	w.clusterIP = kubectl(t, w, "get", "service", "testapp", "-o", "jsonpath={.spec.clusterIP}")
+	w.podName = testenv.MustKubectl(t, w.kubeconfig, "get", "pods", "-l", "app=testapp", "-o", "jsonpath={.items[0].metadata.name}")
+	w.podIP = testenv.MustKubectl(t, w.kubeconfig, "get", "pods", "-l", "app=testapp", "-o", "jsonpath={.items[0].status.podIP}")
+	w.clusterIP = testenv.MustKubectl(t, w.kubeconfig, "get", "service", "testapp", "-o", "jsonpath={.spec.clusterIP}")
 	for what, ip := range map[string]string{"pod IP": w.podIP, "ClusterIP": w.clusterIP} {
 		a, err := netip.ParseAddr(ip)
 		if inRegions := err == nil && (node.PodRegion.Contains(a) || node.ServiceRegion.Contains(a)); !inRegions {
@@ -185,7 +187,7 @@ func runWorkload(t *testing.T, pool string) *workload {
 		}
 	}
 
-	if logs := kubectl(t, w, "logs", "deployment/testapp"); !strings.Contains(logs, "serving on :8080 as "+w.podName) {
+	if logs := testenv.MustKubectl(t, w.kubeconfig, "logs", "deployment/testapp"); !strings.Contains(logs, "serving on :8080 as "+w.podName) {
 		t.Errorf("kubectl logs: %q", logs)
 	}
 	// exec, and the Service from another pod of the member.
@@ -436,36 +438,12 @@ func memberDir(t *testing.T, m *kobev1.ClusterInstance) string {
 	return d
 }
 
-func kubectl(t *testing.T, w *workload, args ...string) string {
-	t.Helper()
-	out, err := kubectlStdout(t, w, args...)
-	if err != nil {
-		t.Fatalf("kubectl %s (%s): %v\n%s", strings.Join(args, " "), w.pool, err, out)
-	}
-	return out
-}
-
-// kubectlStdout runs kubectl with w's kubeconfig and returns its standard
-// output; kubectl's own warnings on standard error (for example websocket
-// "Unknown stream id" lines of exec) go into the error only, so that what
-// a command printed can be compared exactly.
-func kubectlStdout(t *testing.T, w *workload, args ...string) (string, error) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, testenv.KubectlPath(t), append([]string{"--kubeconfig", w.kubeconfig, "--request-timeout", "10s"}, args...)...)
-	var stdout, stderr strings.Builder
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return strings.TrimSpace(stdout.String()), fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr.String()))
-	}
-	return strings.TrimSpace(stdout.String()), nil
-}
-
 // execIn runs /testapp args in w's client pod and returns what it printed.
 func execIn(t *testing.T, w *workload, args ...string) (string, error) {
 	t.Helper()
-	return kubectlStdout(t, w, append([]string{"exec", "client", "--", "/testapp"}, args...)...)
+	// Only standard output: kubectl's websocket warnings ("Unknown stream
+	// id") go to standard error.
+	return testenv.KubectlStdout(t, w.kubeconfig, append([]string{"exec", "client", "--", "/testapp"}, args...)...)
 }
 
 func describe(t *testing.T, w *workload) string {

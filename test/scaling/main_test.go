@@ -1,3 +1,5 @@
+//go:build heavy
+
 // Package scaling tests end to end how pools size themselves, follow their
 // template and report failures: the real kobe-operator binary with the sim
 // backend (and the local backend for a template rollout), leases through the

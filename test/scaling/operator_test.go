@@ -1,12 +1,11 @@
+//go:build heavy
+
 package scaling
 
 import (
 	"fmt"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
@@ -15,16 +14,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
-	"github.com/kunobi-ninja/kobe/internal/testenv"
+	"github.com/kunobi-ninja/kobe/internal/testenv/operatorproc"
 )
 
 // operator is a kobe-operator process of a test's own, serving one
 // namespace with the sim backend only, so that the test can restart it
 // without disturbing the scenarios that share the suite's operator.
 type operator struct {
-	ns, log string
-	cmd     *exec.Cmd
-	api     *api
+	ns   string
+	proc *operatorproc.Process
+	api  *api
 }
 
 // ownNamespace creates a namespace with a token AccessPolicy for any pool
@@ -56,89 +55,47 @@ func ownNamespace(t *testing.T) (ns, token string) {
 // the clean-ups registered later, which need it.
 func startOperator(t *testing.T, ns, token string) *operator {
 	t.Helper()
-	op := &operator{ns: ns, log: filepath.Join(t.TempDir(), "operator.log")}
-	op.api = &api{token: token, http: http.DefaultClient}
+	p, err := operatorproc.Start(operatorproc.Options{
+		Binary: filepath.Join(s.Bin, "kobe-operator"), Kubeconfig: s.Env.Kubeconfig, Namespace: ns, Dir: t.TempDir(),
+		Args: []string{"--enable-sim-backend", "--disable-local-backend", "--disable-kubernetes-backend"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := &operator{ns: ns, proc: p, api: &api{url: p.APIURL, token: token, http: http.DefaultClient}}
 	t.Cleanup(func() {
 		op.stop(t)
 		if t.Failed() {
-			t.Logf("log of the operator of %s:\n%s", ns, op.tail())
+			t.Logf("log of the operator of %s:\n%s", ns, op.proc.Tail(8000))
 		}
 	})
-	op.start(t)
+	op.waitReady(t)
 	return op
 }
 
-// start runs the operator on a free port; after stop, it is a restart.
-func (op *operator) start(t *testing.T) {
+// restart stops the operator and starts it again on the same ports.
+func (op *operator) restart(t *testing.T) {
 	t.Helper()
-	port, err := testenv.FreePort()
+	op.stop(t)
+	p, err := op.proc.Restart()
 	if err != nil {
 		t.Fatal(err)
 	}
-	op.api.url = fmt.Sprintf("http://127.0.0.1:%d", port)
-	logFile, err := os.OpenFile(op.log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
+	op.proc = p
+	op.waitReady(t)
+}
+
+func (op *operator) waitReady(t *testing.T) {
+	t.Helper()
+	if err := op.proc.WaitReady(t.Context(), time.Minute); err != nil {
 		t.Fatal(err)
-	}
-	// The child holds its own descriptor; the test's copy can go.
-	defer logFile.Close()
-	op.cmd = exec.Command(filepath.Join(s.Bin, "kobe-operator"),
-		"--kubeconfig", s.Env.Kubeconfig,
-		"--namespace", op.ns,
-		"--api-bind-address", fmt.Sprintf("127.0.0.1:%d", port),
-		"--metrics-bind-address", "0",
-		"--health-probe-bind-address", "127.0.0.1:0",
-		"--enable-sim-backend",
-		"--disable-local-backend",
-		"--disable-kubernetes-backend",
-	)
-	op.cmd.Stdout, op.cmd.Stderr = logFile, logFile
-	if err := op.cmd.Start(); err != nil {
-		t.Fatalf("starting operator: %v", err)
-	}
-	err = testenv.Poll(t.Context(), time.Minute, func() error {
-		resp, err := http.Get(op.api.url + "/readyz")
-		if err != nil {
-			return err
-		}
-		_ = resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("/readyz answers %d", resp.StatusCode)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("operator API did not become ready: %v; log:\n%s", err, op.tail())
 	}
 }
 
 // stop sends SIGTERM and waits (SIGKILL after 20 s); a second call does
 // nothing.
 func (op *operator) stop(t *testing.T) {
-	if op.cmd == nil || op.cmd.ProcessState != nil {
-		return
+	if err := op.proc.Stop(); err != nil {
+		t.Errorf("operator of %s: %v", op.ns, err)
 	}
-	_ = op.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan error, 1)
-	go func() { done <- op.cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Logf("operator of %s exited after SIGTERM: %v", op.ns, err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Errorf("operator of %s did not stop within 20s of SIGTERM; killing it", op.ns)
-		_ = op.cmd.Process.Kill()
-		if err := <-done; err != nil {
-			t.Logf("operator of %s killed: %v", op.ns, err)
-		}
-	}
-}
-
-func (op *operator) tail() string {
-	b, _ := os.ReadFile(op.log)
-	if len(b) > 8000 {
-		b = b[len(b)-8000:]
-	}
-	return string(b)
 }

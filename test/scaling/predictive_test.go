@@ -1,3 +1,5 @@
+//go:build heavy
+
 package scaling
 
 import (
@@ -108,8 +110,7 @@ func TestPredictiveTargetFollowsArrivalsAndSurvivesRestart(t *testing.T) {
 
 	// A restart: the history is in the API, not in the operator.
 	pre := mustPool(t, ns, name).Status.Demand
-	op.stop(t)
-	op.start(t)
+	op.restart(t)
 	t.Logf("%s: operator restarted", since(start))
 	after := arrive(1)[0]
 	if after.CreatedAt == nil {

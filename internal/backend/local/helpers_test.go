@@ -1,3 +1,5 @@
+//go:build heavy
+
 package local
 
 import (
@@ -118,21 +120,6 @@ func runningUnder(t testing.TB, dir string) []memberproc.Process {
 		t.Fatal(err)
 	}
 	return ps
-}
-
-// kubectl runs kubectl against a kubeconfig.
-func kubectl(t *testing.T, kubeconfig []byte, args ...string) (string, error) {
-	t.Helper()
-	return testenv.Kubectl(t, testenv.KubeconfigFile(t, kubeconfig), args...)
-}
-
-func mustKubectl(t *testing.T, kubeconfig []byte, args ...string) string {
-	t.Helper()
-	out, err := kubectl(t, kubeconfig, args...)
-	if err != nil {
-		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return out
 }
 
 // Helper operator: TestMain runs it instead of the tests when

@@ -1,3 +1,5 @@
+//go:build heavy
+
 package local
 
 import (
@@ -65,11 +67,11 @@ func TestMemberLifecycle(t *testing.T) {
 	}
 
 	t.Run("kubectl with the admin kubeconfig", func(t *testing.T) {
-		kc := acc.AdminKubeconfig
-		mustKubectl(t, kc, "create", "namespace", "ci")
-		mustKubectl(t, kc, "-n", "ci", "create", "deployment", "web", "--image=registry.k8s.io/pause:3.10", "--replicas=2")
+		kc := testenv.KubeconfigFile(t, acc.AdminKubeconfig)
+		testenv.MustKubectl(t, kc, "create", "namespace", "ci")
+		testenv.MustKubectl(t, kc, "-n", "ci", "create", "deployment", "web", "--image=registry.k8s.io/pause:3.10", "--replicas=2")
 		testenv.Eventually(t, 30*time.Second, "ReplicaSet of the Deployment", func() error {
-			out, err := kubectl(t, kc, "-n", "ci", "get", "replicasets", "-l", "app=web", "-o", "name")
+			out, err := testenv.Kubectl(t, kc, "-n", "ci", "get", "replicasets", "-l", "app=web", "-o", "name")
 			if err != nil {
 				return errors.New(out)
 			}
@@ -79,14 +81,14 @@ func TestMemberLifecycle(t *testing.T) {
 			return nil
 		})
 		testenv.Eventually(t, 30*time.Second, "default ServiceAccount of the namespace", func() error {
-			out, err := kubectl(t, kc, "-n", "ci", "get", "serviceaccount", "default", "-o", "name")
+			out, err := testenv.Kubectl(t, kc, "-n", "ci", "get", "serviceaccount", "default", "-o", "name")
 			if err != nil {
 				return errors.New(out)
 			}
 			return nil
 		})
 		testenv.Eventually(t, 30*time.Second, "kube-root-ca.crt ConfigMap of the namespace", func() error {
-			out, err := kubectl(t, kc, "-n", "ci", "get", "configmap", "kube-root-ca.crt", "-o", "name")
+			out, err := testenv.Kubectl(t, kc, "-n", "ci", "get", "configmap", "kube-root-ca.crt", "-o", "name")
 			if err != nil {
 				return errors.New(out)
 			}
@@ -104,14 +106,15 @@ func TestMemberLifecycle(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		kc, err := pki.Kubeconfig(pki.KubeconfigInput{ClusterName: "lease", Server: acc.Endpoint, CAData: acc.CACert, UserName: "lease-holder", ClientCertPEM: certPEM, ClientKeyPEM: keyPEM})
+		kcData, err := pki.Kubeconfig(pki.KubeconfigInput{ClusterName: "lease", Server: acc.Endpoint, CAData: acc.CACert, UserName: "lease-holder", ClientCertPEM: certPEM, ClientKeyPEM: keyPEM})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if out := mustKubectl(t, kc, "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"); out != "lease-holder" {
+		kc := testenv.KubeconfigFile(t, kcData)
+		if out := testenv.MustKubectl(t, kc, "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"); out != "lease-holder" {
 			t.Errorf("kubectl auth whoami = %q, want lease-holder", out)
 		}
-		mustKubectl(t, kc, "create", "configmap", "from-lease", "--from-literal=a=b")
+		testenv.MustKubectl(t, kc, "create", "configmap", "from-lease", "--from-literal=a=b")
 
 		// A certificate from another CA is refused.
 		other, err := pki.NewCA("other", time.Hour)
@@ -122,11 +125,12 @@ func TestMemberLifecycle(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		kc, err = pki.Kubeconfig(pki.KubeconfigInput{ClusterName: "lease", Server: acc.Endpoint, CAData: acc.CACert, ClientCertPEM: certPEM, ClientKeyPEM: keyPEM})
+		kcData, err = pki.Kubeconfig(pki.KubeconfigInput{ClusterName: "lease", Server: acc.Endpoint, CAData: acc.CACert, ClientCertPEM: certPEM, ClientKeyPEM: keyPEM})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if out, err := kubectl(t, kc, "get", "configmaps"); err == nil || !strings.Contains(out, "Unauthorized") {
+		kc = testenv.KubeconfigFile(t, kcData)
+		if out, err := testenv.Kubectl(t, kc, "get", "configmaps"); err == nil || !strings.Contains(out, "Unauthorized") {
 			t.Errorf("kubectl with a foreign certificate: err=%v out=%q, want Unauthorized", err, out)
 		}
 	})
@@ -158,11 +162,12 @@ func TestMemberLifecycle(t *testing.T) {
 			t.Errorf("TokenReview status %+v, want authenticated as system:serviceaccount:default:ci-runner", rev.Status)
 		}
 		// The token also works as a bearer credential.
-		kc, err := pki.Kubeconfig(pki.KubeconfigInput{ClusterName: "sa", Server: acc.Endpoint, CAData: acc.CACert, Token: tr.Status.Token})
+		kcData, err := pki.Kubeconfig(pki.KubeconfigInput{ClusterName: "sa", Server: acc.Endpoint, CAData: acc.CACert, Token: tr.Status.Token})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if out := mustKubectl(t, kc, "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"); out != "system:serviceaccount:default:ci-runner" {
+		kc := testenv.KubeconfigFile(t, kcData)
+		if out := testenv.MustKubectl(t, kc, "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"); out != "system:serviceaccount:default:ci-runner" {
 			t.Errorf("kubectl auth whoami with the token = %q", out)
 		}
 	})
@@ -286,7 +291,7 @@ func TestAdoptAfterOperatorCrash(t *testing.T) {
 	createInHelper(t, b, interrupted, false)
 
 	obs := waitFor(t, b, ready, backend.StateReady, 10*time.Second)
-	if out := mustKubectl(t, obs.Access.AdminKubeconfig, "get", "namespace", "default", "-o", "name"); out != "namespace/default" {
+	if out := testenv.MustKubectl(t, testenv.KubeconfigFile(t, obs.Access.AdminKubeconfig), "get", "namespace", "default", "-o", "name"); out != "namespace/default" {
 		t.Errorf("kubectl against the adopted member: %q", out)
 	}
 	// The helper died before the controller-manager could be started; the
@@ -591,13 +596,13 @@ func TestSchedulingMember(t *testing.T) {
 		t.Fatal(err)
 	}
 	obs := waitFor(t, b, m, backend.StateReady, readyDeadline)
-	kc := obs.Access.AdminKubeconfig
-	if out := mustKubectl(t, kc, "get", "node", FakeNodeName, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`); out != "True" {
+	kc := testenv.KubeconfigFile(t, obs.Access.AdminKubeconfig)
+	if out := testenv.MustKubectl(t, kc, "get", "node", FakeNodeName, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`); out != "True" {
 		t.Errorf("node %s Ready = %q, want True", FakeNodeName, out)
 	}
-	mustKubectl(t, kc, "create", "deployment", "web", "--image=registry.k8s.io/pause:3.10", "--replicas=3")
+	testenv.MustKubectl(t, kc, "create", "deployment", "web", "--image=registry.k8s.io/pause:3.10", "--replicas=3")
 	testenv.Eventually(t, 60*time.Second, "3 Running pods", func() error {
-		out, err := kubectl(t, kc, "get", "pods", "-l", "app=web", "-o", "jsonpath={range .items[*]}{.status.phase}{\" \"}{end}")
+		out, err := testenv.Kubectl(t, kc, "get", "pods", "-l", "app=web", "-o", "jsonpath={range .items[*]}{.status.phase}{\" \"}{end}")
 		if err != nil {
 			return errors.New(out)
 		}

@@ -1,3 +1,5 @@
+//go:build integration
+
 package clusterinstance
 
 import (
@@ -28,7 +30,7 @@ const (
 	otherHost = "runner-b/99999999-8888-7777-6666-555555555555"
 )
 
-// TestMemberOnAnotherHost (issue 10): a member of a host-bound backend
+// TestMemberOnAnotherHost: a member of a host-bound backend
 // records the host it is started on before anything is started. A member
 // recorded on another host is never passed to the backend (not observed,
 // not destroyed, never reported Destroyed), says why in a condition and
@@ -98,11 +100,12 @@ func TestMemberOnAnotherHost(t *testing.T) {
 		}
 		h.fake.forget(ns + "/" + m.Name)
 		h.waitEvent(t, ns, m.Name, kobev1.ReasonHostMismatch)
-		time.Sleep(3 * time.Second) // three health intervals: a wrong InstanceLost would show
-		got, _ := h.get(t, m)
-		if got == nil || got.Status.Phase != kobev1.InstanceLeased || h.hasEvent(t, ns, m.Name, kobev1.ReasonInstanceLost) {
-			t.Fatalf("a leased member on another host was taken for lost: %+v", got)
-		}
+		// Three health intervals: a wrong InstanceLost would show.
+		testenv.Consistently(t, 3*time.Second, "a leased member on another host to stay Leased", func() error {
+			got, _ := h.get(t, m)
+			return holds(got != nil && got.Status.Phase == kobev1.InstanceLeased && !h.hasEvent(t, ns, m.Name, kobev1.ReasonInstanceLost),
+				fmt.Sprintf("a leased member on another host was taken for lost: %+v", got))
+		})
 
 		l.Status.Phase = kobev1.LeaseReleased
 		if err := h.c.Status().Update(t.Context(), l); err != nil {
@@ -129,18 +132,18 @@ func (h *harness) requireHeldNotDestroyed(t *testing.T, m *kobev1.ClusterInstanc
 		cur, ok := h.get(t, m)
 		return holds(ok && cur.DeletionTimestamp != nil && len(cur.Finalizers) == 1, fmt.Sprintf("present %v", ok))
 	})
-	time.Sleep(2 * time.Second) // a window in which a wrong destroy would happen: ten poll intervals
-	if cur, ok := h.get(t, m); !ok || len(cur.Finalizers) != 1 {
-		t.Fatalf("the member recorded elsewhere was let go: present %v", ok)
-	}
+	// A window in which a wrong destroy would happen: ten poll intervals.
 	key := m.Namespace + "/" + m.Name
-	if n := h.fake.count(h.fake.deletes, key); n != 0 {
-		t.Errorf("backend Delete called %d times for a member on another host", n)
-	}
-	if calls := h.fake.callsOf(key); slices.Contains(calls, "fence") {
-		t.Errorf("backend calls %v for a member on another host, want no fence", calls)
-	}
-	if h.hasEvent(t, m.Namespace, m.Name, kobev1.ReasonDestroyed) {
-		t.Error("a member on another host was reported Destroyed")
-	}
+	testenv.Consistently(t, 2*time.Second, "the member recorded elsewhere to stay held, untouched", func() error {
+		if cur, ok := h.get(t, m); !ok || len(cur.Finalizers) != 1 {
+			return fmt.Errorf("the member recorded elsewhere was let go: present %v", ok)
+		}
+		if n := h.fake.count(h.fake.deletes, key); n != 0 {
+			return fmt.Errorf("backend Delete called %d times for a member on another host", n)
+		}
+		if calls := h.fake.callsOf(key); slices.Contains(calls, "fence") {
+			return fmt.Errorf("backend calls %v for a member on another host, want no fence", calls)
+		}
+		return holds(!h.hasEvent(t, m.Namespace, m.Name, kobev1.ReasonDestroyed), "a member on another host was reported Destroyed")
+	})
 }

@@ -1,3 +1,5 @@
+//go:build integration
+
 package clusterinstance
 
 import (
@@ -38,7 +40,7 @@ func (f *fakeBackend) forget(name string) {
 	delete(f.state, name)
 }
 
-// TestLeasedMemberDeathIsObserved (issue 10, InstanceLost): a leased member
+// TestLeasedMemberDeathIsObserved (InstanceLost): a leased member
 // whose backend reports it Failed or gone is recycled with reason
 // InstanceLost, within about a health interval; one the backend reports
 // well stays Leased, however its holder's use makes /readyz answer.

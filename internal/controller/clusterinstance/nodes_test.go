@@ -1,3 +1,5 @@
+//go:build integration
+
 package clusterinstance
 
 import (
@@ -78,10 +80,12 @@ func TestMemberWithNodesWaitsForTheProbe(t *testing.T) {
 		}
 		return holds(pod.DeletionTimestamp != nil, "not deleted yet")
 	})
-	time.Sleep(time.Second) // several evaluations: still not Ready while the pod is there
-	if got, c := nodesReady(); got.Status.Phase != kobev1.InstanceCreating || c == nil || c.Status != metav1.ConditionFalse {
-		t.Fatalf("member %s with NodesReady %+v while its probe pod still exists", got.Status.Phase, c)
-	}
+	// Several evaluations: still not Ready while the pod is there.
+	testenv.Consistently(t, time.Second, "the member not Ready while its probe pod exists", func() error {
+		got, c := nodesReady()
+		return holds(got.Status.Phase == kobev1.InstanceCreating && c != nil && c.Status == metav1.ConditionFalse,
+			fmt.Sprintf("member %s with NodesReady %+v while its probe pod still exists", got.Status.Phase, c))
+	})
 	if err := c.Delete(ctx, pod, client.GracePeriodSeconds(0)); err != nil { // the kubelet's part
 		t.Fatal(err)
 	}

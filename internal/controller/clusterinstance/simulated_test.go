@@ -1,3 +1,5 @@
+//go:build integration
+
 package clusterinstance
 
 import (
@@ -121,14 +123,10 @@ func TestSimulatedMembers(t *testing.T) {
 	stop()
 	stop = start(t)
 	defer stop()
-	deadline := time.Now().Add(3 * time.Second)
-	for time.Now().Before(deadline) {
+	testenv.Consistently(t, 3*time.Second, "the member to stay Ready after the restart", func() error {
 		cur, ok := h.get(t, m)
-		if !ok || cur.Status.Phase != kobev1.InstanceReady {
-			t.Fatalf("after restart: member %v", cur)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return holds(ok && cur.Status.Phase == kobev1.InstanceReady, fmt.Sprintf("after restart: member %v", cur))
+	})
 	after := secret()
 	if after.ResourceVersion != before.ResourceVersion || string(after.Data[memberaccess.KeyClientCACert]) != string(before.Data[memberaccess.KeyClientCACert]) {
 		t.Errorf("access Secret rewritten after restart (resourceVersion %s -> %s)", before.ResourceVersion, after.ResourceVersion)

@@ -2,6 +2,7 @@ package clusterinstance
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -96,11 +97,13 @@ func TestPeriodicSweepReportsLeaks(t *testing.T) {
 					}
 					return nil
 				})
-				time.Sleep(100 * time.Millisecond) // several periodic sweeps
-				ms, sweeps := b.state()
-				if !slices.Contains(ms, "leaked-later") || sweeps != 1 {
-					t.Errorf("members %v after %d Sweep calls: a report-only sweep destroyed something", ms, sweeps)
-				}
+				// Several periodic sweeps.
+				testenv.Consistently(t, 100*time.Millisecond, "a report-only sweep to destroy nothing", func() error {
+					if ms, sweeps := b.state(); !slices.Contains(ms, "leaked-later") || sweeps != 1 {
+						return fmt.Errorf("members %v after %d Sweep calls: a report-only sweep destroyed something", ms, sweeps)
+					}
+					return nil
+				})
 				return
 			}
 			testenv.Eventually(t, 5*time.Second, "the leak removed", func() error {

@@ -1,3 +1,5 @@
+//go:build integration
+
 package clusterlease_test
 
 import (
@@ -84,7 +86,7 @@ func auditRecordOf(t *testing.T, c client.Client, l *kobev1.ClusterLease) (*core
 	return cm, err
 }
 
-// TestAuditRecordOutlivesTheLease (issue 10, audit): a bound lease that
+// TestAuditRecordOutlivesTheLease (audit): a bound lease that
 // ends leaves a record of who held which member, from when to when, under
 // which policy; the lease is deleted after its retention and the record
 // stays. A lease that never held a member leaves none.

@@ -1,3 +1,5 @@
+//go:build integration
+
 package clusterlease_test
 
 import (
@@ -13,7 +15,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/binding"
 )
 
-// TestForgedLaterExpiryIsCapped (issue 10): a status.expiresAt written
+// TestForgedLaterExpiryIsCapped: a status.expiresAt written
 // later than the lease can last (by anyone with clusterleases/status),
 // with a forged extension count and boundAt besides, does not keep the
 // lease: it ends at boundAt (the member's write-once record) + ttl + the

@@ -1,3 +1,5 @@
+//go:build integration
+
 package clusterlease_test
 
 import (
@@ -13,7 +15,7 @@ import (
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 )
 
-// TestLeaseEndsWhenItsMemberIsLost (issue 10, InstanceLost): a Bound lease
+// TestLeaseEndsWhenItsMemberIsLost (InstanceLost): a Bound lease
 // whose member dies ends at once with reason InstanceLost, whichever way
 // the death shows: the instance controller recycles the member (its
 // backend reported it Failed or gone), someone deletes it (it lingers

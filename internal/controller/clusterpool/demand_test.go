@@ -1,3 +1,5 @@
+//go:build heavy
+
 package clusterpool
 
 import (
@@ -154,15 +156,17 @@ func waitDemand(t *testing.T, c client.Client, p *kobev1.ClusterPool, leases []*
 		}
 		return nil
 	})
-	// Counted once: it stays as it is while nothing new arrives.
-	// A deliberate wait: a lease counted twice would show only later.
-	time.Sleep(3 * time.Second)
-	got := &kobev1.ClusterPool{}
-	if err := c.Get(t.Context(), client.ObjectKeyFromObject(p), got); err != nil {
-		t.Fatal(err)
-	}
-	if got.Status.Demand == nil || fmt.Sprint(got.Status.Demand.Arrivals) != fmt.Sprint(d.Arrivals) {
-		t.Errorf("arrivals moved with no new lease: %+v, then %+v", d.Arrivals, got.Status.Demand)
-	}
+	// Counted once: it stays as it is while nothing new arrives (a lease
+	// counted twice would show only later).
+	testenv.Consistently(t, 3*time.Second, "the arrivals to stay as they are with no new lease", func() error {
+		got := &kobev1.ClusterPool{}
+		if err := c.Get(t.Context(), client.ObjectKeyFromObject(p), got); err != nil {
+			return err
+		}
+		if got.Status.Demand == nil || fmt.Sprint(got.Status.Demand.Arrivals) != fmt.Sprint(d.Arrivals) {
+			return fmt.Errorf("arrivals moved with no new lease: %+v, then %+v", d.Arrivals, got.Status.Demand)
+		}
+		return nil
+	})
 	return d
 }

@@ -1,3 +1,5 @@
+//go:build heavy
+
 package clusterpool
 
 import (
@@ -122,13 +124,12 @@ func TestHostCap(t *testing.T) {
 	// create beyond the cap would show within it.
 	stable := func(want int) {
 		t.Helper()
-		deadline := time.Now().Add(3 * time.Second)
-		for time.Now().Before(deadline) {
+		testenv.Consistently(t, 3*time.Second, fmt.Sprintf("%d local members", want), func() error {
 			if n, names := localCount(); n != want {
-				t.Fatalf("%d local members, want %d: %v", n, want, names)
+				return fmt.Errorf("%d local members, want %d: %v", n, want, names)
 			}
-			time.Sleep(100 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 
 	testenv.Eventually(t, 30*time.Second, "both pools filled up to the cap and one says HostCapacityReached", func() error {

@@ -18,7 +18,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -30,6 +29,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/credentials/pki"
 	"github.com/kunobi-ninja/kobe/internal/testenv"
 	"github.com/kunobi-ninja/kobe/internal/testenv/memberproc"
+	"github.com/kunobi-ninja/kobe/internal/testenv/operatorproc"
 )
 
 // Namespace is where the suite's policy, pools and members live.
@@ -49,8 +49,7 @@ type Suite struct {
 	Roots           *x509.CertPool
 
 	stopEnv  func() error
-	operator *exec.Cmd
-	opLog    *os.File
+	operator *operatorproc.Process
 }
 
 // New builds kobe-operator, kobe and every extra command (./cmd/<name>)
@@ -58,12 +57,8 @@ type Suite struct {
 // and serving certificate (127.0.0.1, localhost).
 func New(work string, extraCommands ...string) (*Suite, error) {
 	s := &Suite{Work: work, Bin: filepath.Join(work, "bin"), DataRoot: filepath.Join(work, "members")}
-	for _, cmd := range append([]string{"kobe-operator", "kobe"}, extraCommands...) {
-		c := exec.Command("go", "build", "-o", filepath.Join(s.Bin, cmd), "./cmd/"+cmd)
-		c.Dir = testenv.RepoRoot()
-		if out, err := c.CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("building %s: %w\n%s", cmd, err, out)
-		}
+	if err := testenv.BuildCommands(s.Bin, append([]string{"kobe-operator", "kobe"}, extraCommands...)...); err != nil {
+		return nil, err
 	}
 	ca, err := pki.NewCA("kobe-api-test-ca", 24*time.Hour)
 	if err != nil {
@@ -112,54 +107,20 @@ func (s *Suite) CreatePolicy(ctx context.Context, identity string, rule kobev1.A
 	return nil
 }
 
-// StartOperator starts kobe-operator on a free loopback port with the
-// suite's TLS and the local backend on DataRoot, plus extra flags, and waits
-// for its API's /readyz.
+// StartOperator starts kobe-operator (operatorproc) with the suite's TLS
+// and the local backend on DataRoot, plus extra flags, and waits for its
+// API's /readyz.
 func (s *Suite) StartOperator(extra ...string) error {
-	port, err := testenv.FreePort()
-	if err != nil {
-		return err
-	}
-	s.APIURL = fmt.Sprintf("https://127.0.0.1:%d", port)
-	logFile, err := os.OpenFile(filepath.Join(s.Work, "operator.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
-	args := append([]string{
-		"--kubeconfig", s.Env.Kubeconfig,
-		"--namespace", Namespace,
-		"--api-bind-address", fmt.Sprintf("127.0.0.1:%d", port),
-		"--api-tls-cert-file", filepath.Join(s.Work, "tls.crt"),
-		"--api-tls-key-file", filepath.Join(s.Work, "tls.key"),
-		"--api-tls-ca-file", s.CAFile,
-		"--metrics-bind-address", "0",
-		"--health-probe-bind-address", "127.0.0.1:0",
-		"--local-bin-dir", testenv.BinDir(),
-		"--local-data-dir", s.DataRoot,
-	}, extra...)
-	cmd := exec.Command(filepath.Join(s.Bin, "kobe-operator"), args...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
-		_ = logFile.Close()
-		return fmt.Errorf("starting operator: %w", err)
-	}
-	s.operator, s.opLog = cmd, logFile
-	c := s.HTTPClient()
-	err = testenv.Poll(context.Background(), 60*time.Second, func() error {
-		resp, err := c.Get(s.APIURL + "/readyz")
-		if err != nil {
-			return err
-		}
-		_ = resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("/readyz answers %d", resp.StatusCode)
-		}
-		return nil
+	p, err := operatorproc.Start(operatorproc.Options{
+		Binary: filepath.Join(s.Bin, "kobe-operator"), Kubeconfig: s.Env.Kubeconfig, Namespace: Namespace,
+		Dir: s.Work, DataDir: s.DataRoot, Args: extra,
+		TLS: &operatorproc.TLS{CertFile: filepath.Join(s.Work, "tls.crt"), KeyFile: filepath.Join(s.Work, "tls.key"), CAFile: s.CAFile},
 	})
 	if err != nil {
-		return fmt.Errorf("operator API did not become ready: %w; log: %s", err, s.Tail())
+		return err
 	}
-	return nil
+	s.operator, s.APIURL = p, p.APIURL
+	return p.WaitReady(context.Background(), 60*time.Second)
 }
 
 // HTTPClient trusts the API's CA.
@@ -169,11 +130,10 @@ func (s *Suite) HTTPClient() *http.Client {
 
 // Tail is the end of the operator's log.
 func (s *Suite) Tail() string {
-	b, _ := os.ReadFile(filepath.Join(s.Work, "operator.log"))
-	if len(b) > 8000 {
-		b = b[len(b)-8000:]
+	if s.operator == nil {
+		return ""
 	}
-	return string(b)
+	return s.operator.Tail(8000)
 }
 
 // Kobe runs the CLI against the suite's API with its token, trusting its
@@ -244,16 +204,7 @@ func (s *Suite) Teardown() error {
 func (s *Suite) Stop() error {
 	var errs []error
 	if s.operator != nil {
-		_ = s.operator.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = s.operator.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			_ = s.operator.Process.Kill()
-			<-done
-		}
-		_ = s.opLog.Close()
+		_ = s.operator.Stop() // SIGKILL after 20 s; not counted as a failure
 	}
 	if s.stopEnv != nil {
 		if err := s.stopEnv(); err != nil && !strings.Contains(err.Error(), "already") {

@@ -2,6 +2,8 @@ package operatorproc
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net/http"
 	"os"
@@ -19,13 +21,10 @@ import (
 // the binary's path. The build cache makes a second build cheap, and the
 // binary is always the tree's, never a stale bin/kobe-operator.
 func Build(dir string) (string, error) {
-	out := filepath.Join(dir, "kobe-operator")
-	c := exec.Command("go", "build", "-o", out, "./cmd/kobe-operator")
-	c.Dir = testenv.RepoRoot()
-	if b, err := c.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building kobe-operator: %w\n%s", err, b)
+	if err := testenv.BuildCommands(dir, "kobe-operator"); err != nil {
+		return "", err
 	}
-	return out, nil
+	return filepath.Join(dir, "kobe-operator"), nil
 }
 
 // Options describe one operator process.
@@ -37,13 +36,26 @@ type Options struct {
 	Kubeconfig string
 	// Namespace the operator serves.
 	Namespace string
-	// Dir holds the process's log (<Name>.log) and local member data.
+	// Dir holds the process's log (<Name>.log) and, unless DataDir says
+	// otherwise, the local backend's member data (<Name>-members).
 	Dir string
+	// DataDir is --local-data-dir when the test looks into it.
+	DataDir string
 	// Name tells this process apart in file names and messages; default
 	// "operator".
 	Name string
+	// TLS, when set, serves the lease API over HTTPS: APIURL is then
+	// https://, and WaitReady and GetStatus trust TLS.CAFile.
+	TLS *TLS
 	// Args are extra flags, after the ones Start sets (a later flag wins).
 	Args []string
+}
+
+// TLS are the PEM files of the API's serving certificate.
+type TLS struct {
+	CertFile, KeyFile string
+	// CAFile signed CertFile; it is also --api-tls-ca-file.
+	CAFile string
 }
 
 // Process is a running kobe-operator.
@@ -54,6 +66,9 @@ type Process struct {
 	// lease API, the metrics endpoint and the /healthz and /readyz probes.
 	APIURL, MetricsURL, ProbeURL string
 
+	opts    Options
+	ports   [3]int // API, metrics, probes
+	client  *http.Client
 	cmd     *exec.Cmd
 	done    chan struct{}
 	mu      sync.Mutex
@@ -67,7 +82,10 @@ func Start(o Options) (*Process, error) {
 	if o.Name == "" {
 		o.Name = "operator"
 	}
-	ports := make([]int, 3)
+	if o.DataDir == "" {
+		o.DataDir = filepath.Join(o.Dir, o.Name+"-members")
+	}
+	var ports [3]int
 	for i := range ports {
 		p, err := testenv.FreePort()
 		if err != nil {
@@ -75,28 +93,42 @@ func Start(o Options) (*Process, error) {
 		}
 		ports[i] = p
 	}
+	return start(o, ports)
+}
+
+// Restart starts the operator again, after Stop or Kill, with the same
+// options and ports (clients keep their URLs); the log goes on in the same
+// file.
+func (p *Process) Restart() (*Process, error) {
+	select {
+	case <-p.done:
+	default:
+		return nil, fmt.Errorf("restarting %s: it still runs", p.Name)
+	}
+	return start(p.opts, p.ports)
+}
+
+func start(o Options, ports [3]int) (*Process, error) {
+	client, scheme, err := apiClient(o.TLS)
+	if err != nil {
+		return nil, err
+	}
 	p := &Process{
 		Name:       o.Name,
 		LogPath:    filepath.Join(o.Dir, o.Name+".log"),
-		APIURL:     fmt.Sprintf("http://127.0.0.1:%d", ports[0]),
+		APIURL:     fmt.Sprintf("%s://127.0.0.1:%d", scheme, ports[0]),
 		MetricsURL: fmt.Sprintf("http://127.0.0.1:%d", ports[1]),
 		ProbeURL:   fmt.Sprintf("http://127.0.0.1:%d", ports[2]),
+		opts:       o,
+		ports:      ports,
+		client:     client,
 		done:       make(chan struct{}),
 	}
 	logFile, err := os.OpenFile(p.LogPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		return nil, err
 	}
-	args := append([]string{
-		"--kubeconfig", o.Kubeconfig,
-		"--namespace", o.Namespace,
-		"--api-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[0]),
-		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[1]),
-		"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[2]),
-		"--local-bin-dir", testenv.BinDir(),
-		"--local-data-dir", filepath.Join(o.Dir, o.Name+"-members"),
-	}, o.Args...)
-	p.cmd = exec.Command(o.Binary, args...)
+	p.cmd = exec.Command(o.Binary, args(o, ports)...)
 	p.cmd.Dir = o.Dir
 	p.cmd.SysProcAttr = procAttr()
 	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
@@ -113,6 +145,40 @@ func Start(o Options) (*Process, error) {
 		close(p.done)
 	}()
 	return p, nil
+}
+
+// args are the operator's flags: Start's, then o.Args.
+func args(o Options, ports [3]int) []string {
+	a := []string{
+		"--kubeconfig", o.Kubeconfig,
+		"--namespace", o.Namespace,
+		"--api-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[0]),
+		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[1]),
+		"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[2]),
+		"--local-bin-dir", testenv.BinDir(),
+		"--local-data-dir", o.DataDir,
+	}
+	if o.TLS != nil {
+		a = append(a, "--api-tls-cert-file", o.TLS.CertFile, "--api-tls-key-file", o.TLS.KeyFile, "--api-tls-ca-file", o.TLS.CAFile)
+	}
+	return append(a, o.Args...)
+}
+
+// apiClient is the HTTP client for the API and its URL scheme: one that
+// trusts tls's CA when the API serves TLS.
+func apiClient(tlsFiles *TLS) (*http.Client, string, error) {
+	if tlsFiles == nil {
+		return http.DefaultClient, "http", nil
+	}
+	ca, err := os.ReadFile(tlsFiles.CAFile)
+	if err != nil {
+		return nil, "", fmt.Errorf("reading the API's CA: %w", err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(ca) {
+		return nil, "", fmt.Errorf("no PEM certificate in %s", tlsFiles.CAFile)
+	}
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}}}, "https", nil
 }
 
 // WaitReady waits until GET /readyz on the API port answers 200, failing
@@ -137,7 +203,8 @@ func (p *Process) WaitReady(ctx context.Context, within time.Duration) error {
 	return nil
 }
 
-// GetStatus GETs url with a 5 s bound and returns the status code.
+// GetStatus GETs url with a 5 s bound and returns the status code; it
+// trusts the API's CA when it serves TLS.
 func (p *Process) GetStatus(ctx context.Context, url string) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -145,7 +212,7 @@ func (p *Process) GetStatus(ctx context.Context, url string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := p.client.Do(req)
 	if err != nil {
 		return 0, err
 	}

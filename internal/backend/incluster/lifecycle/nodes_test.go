@@ -1,3 +1,5 @@
+//go:build root
+
 package lifecycle_test
 
 import (
@@ -68,7 +70,7 @@ func buildNodeImage(t *testing.T) string {
 	return out
 }
 
-// TestNodePods is issue 13's in-cluster item: a member of the kubernetes
+// TestNodePods: a member of the kubernetes
 // backend with one node pod on the real-node host. The node registers
 // Ready; a Deployment of an image preloaded through the node image reaches
 // Available as containers nested in the node pod; kubectl logs and exec
