@@ -30,5 +30,5 @@ git ls-files --cached --others --exclude-standard -- '*_test.go' |
 	while read -r f; do
 		# test/chart is a module of its own, with its own targets.
 		case $f in test/chart/* | hack/*) continue ;; esac
-		[ -f "$f" ] && [ "$(head -n 1 "$f")" = "//go:build $layer" ] && dirname "$f"
+		if [ -f "$f" ] && [ "$(head -n 1 "$f")" = "//go:build $layer" ]; then dirname "$f"; fi
 	done | sort -u | sed "s|^|$module/|"
