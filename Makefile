@@ -186,7 +186,10 @@ test: verify-generate fmt-check tidy-check vet lint controlplane build ## The RE
 	$(MAKE) --no-print-directory test-e2e
 
 .PHONY: test-all
-test-all: test ## What CI runs: make test, then the modules of their own (chart, image builder, release), the heavy layer, the root-only real-node layer, chart install, run-cluster and fuzzing.
+test-all: test test-extra ## What CI runs: make test, then make test-extra.
+
+.PHONY: test-extra
+test-extra: ## What test-all adds to make test: the modules of their own (chart, image builder, release), the heavy layer, the root-only real-node layer, chart install, run-cluster and fuzzing.
 	$(MAKE) --no-print-directory test-chart
 	$(MAKE) --no-print-directory test-chart-release
 	$(MAKE) --no-print-directory test-image
