@@ -236,8 +236,10 @@ test-e2e: controlplane build ## The core end-to-end layer (tag e2e): the real op
 # The heavy packages start many real clusters or processes each: one at a
 # time, so a 2-core machine never runs two of them together.
 .PHONY: test-heavy
-test-heavy: controlplane build ## The heavy layer (tag heavy): the local backend's real members, the pool controller's many clusters, two operator replicas (test/ha), the connect proxy (test/connect), scaling (test/scaling).
+test-heavy: controlplane build ## The heavy layer (tag heavy): the local backend's real members, the pool controller's many clusters, two operator replicas (test/ha), the connect proxy (test/connect), scaling (test/scaling), test/e2e's slow failure paths (tag e2e && heavy).
 	pkgs=$$(hack/test-packages.sh heavy); go test -tags heavy $(GO_TEST_FLAGS) -p 1 -timeout 20m $$pkgs
+	tests=$$(grep -h '^func Test' $$(grep -lx '//go:build e2e && heavy' test/e2e/*_test.go) | sed 's/^func \(Test[A-Za-z0-9_]*\).*/\1/' | paste -sd'|'); \
+	go test -tags e2e,heavy $(GO_TEST_FLAGS) -timeout 20m -run "^($$tests)$$" ./test/e2e
 
 # The race detector needs cgo, so its build is a second compile of every
 # dependency: a target of its own, not part of make test.
