@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -56,12 +57,24 @@ func startOutside(t *testing.T) *outside {
 			t.Fatalf("ip %s: %v %s", strings.Join(args, " "), err, out)
 		}
 	}
-	cleanup := func() {
+	// `ip netns add` makes /run/netns (a bind mount of itself) when the
+	// machine has none; the suite requires the machine as it was, so the
+	// cleanup removes it again in that case.
+	_, statErr := os.Stat("/run/netns")
+	hadNetnsDir := statErr == nil
+	removeNetns := func() {
 		_ = exec.Command("ip", "route", "del", outsidePublic+"/32").Run()
 		_ = exec.Command("ip", "link", "del", outsideHostIf).Run()
 		_ = exec.Command("ip", "netns", "del", outsideNetns).Run()
 	}
-	cleanup()
+	cleanup := func() {
+		removeNetns()
+		if !hadNetnsDir {
+			_ = syscall.Unmount("/run/netns", syscall.MNT_DETACH)
+			_ = os.Remove("/run/netns")
+		}
+	}
+	removeNetns()
 	ip("netns", "add", outsideNetns)
 	ip("link", "add", outsideHostIf, "type", "veth", "peer", "name", "eth0", "netns", outsideNetns)
 	ip("addr", "add", outsideHostIP+"/30", "dev", outsideHostIf)
