@@ -90,15 +90,23 @@ func TestFailingBindBacksOff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A try is one call of the binder: it lists the pool's members, then
+	// writes a claim (a claim that meets a Conflict re-reads the member and
+	// writes once more in the same try). The first write after a list is a
+	// try; telling tries apart by the time between writes failed on a loaded
+	// machine, where the re-read alone took over 100ms.
+	var listed sync.Map // pool -> listed since its last recorded try
 	faulty := interceptor.NewClient(direct, interceptor.Funcs{
 		Update: func(ctx context.Context, c client.WithWatch, o client.Object, opts ...client.UpdateOption) error {
 			if inst, ok := o.(*kobev1.ClusterInstance); ok && inst.Namespace == ns && inst.Spec.LeaseRef != nil {
-				switch inst.Labels[kobev1.LabelPool] {
-				case "race":
+				pool := inst.Labels[kobev1.LabelPool]
+				if _, first := listed.LoadAndDelete(pool); first {
 					tried.add(inst.Spec.LeaseRef.Name)
+				}
+				switch pool {
+				case "race":
 					return apierrors.NewConflict(schema.GroupResource{Group: kobev1.GroupVersion.Group, Resource: "clusterinstances"}, inst.Name, errors.New("someone else wrote first"))
 				case "refused":
-					tried.add(inst.Spec.LeaseRef.Name)
 					return forbidden
 				}
 			}
@@ -119,7 +127,7 @@ func TestFailingBindBacksOff(t *testing.T) {
 	clk := clock.RealClock{}
 	r := &clusterlease.Reconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
-		Binder:   &binding.Binder{Client: faulty, Reader: mgr.GetClient(), Clock: clk},
+		Binder:   &binding.Binder{Client: faulty, Reader: &poolListSpy{Reader: mgr.GetClient(), listed: &listed}, Clock: clk},
 		Recorder: mgr.GetEventRecorder("test"), Clock: clk,
 		Retention: time.Hour,
 	}
@@ -138,12 +146,12 @@ func TestFailingBindBacksOff(t *testing.T) {
 	const tries = 5 // at 0, 0.2, 0.6, 1.4 and 3.0 s
 	for _, name := range []string{"race-lease", "refused-lease"} {
 		h.eventually(20*time.Second, fmt.Sprintf("%d tries to bind %s", tries, name), func() error {
-			if n := len(firstOfEach(tried.of(name))); n < tries {
+			if n := len(tried.of(name)); n < tries {
 				return fmt.Errorf("%d tries so far", n)
 			}
 			return nil
 		})
-		at := firstOfEach(tried.of(name))
+		at := tried.of(name)
 		if len(at) < tries {
 			t.Fatalf("%s: %d separate tries, want %d: %v", name, len(at), tries, tried.of(name))
 		}
@@ -198,17 +206,23 @@ func TestFailingBindBacksOff(t *testing.T) {
 	}
 }
 
-// firstOfEach keeps the first member write of each try: one try writes a
-// member once or twice (a conflict is retried once after a re-read), well
-// within 100ms, while tries are at least 200ms apart.
-func firstOfEach(at []time.Time) []time.Time {
-	var out []time.Time
-	for _, t := range at {
-		if len(out) == 0 || t.Sub(out[len(out)-1]) > 100*time.Millisecond {
-			out = append(out, t)
+// poolListSpy marks a pool in listed whenever its members are listed by
+// pool (the binder's first step).
+type poolListSpy struct {
+	client.Reader
+	listed *sync.Map
+}
+
+func (s *poolListSpy) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if _, ok := list.(*kobev1.ClusterInstanceList); ok {
+		lo := (&client.ListOptions{}).ApplyOptions(opts)
+		if lo.FieldSelector != nil {
+			if pool, found := lo.FieldSelector.RequiresExactMatch(index.InstancePool); found {
+				s.listed.Store(pool, true)
+			}
 		}
 	}
-	return out
+	return s.Reader.List(ctx, list, opts...)
 }
 
 // TestSetupRefusesMissingDependencies: a Reconciler without one of its
