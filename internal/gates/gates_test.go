@@ -18,11 +18,13 @@ import (
 // TestGates runs the built-in gates against a real API server, standing in
 // for a member, and an unreachable one.
 func TestGates(t *testing.T) {
-	env := testenv.Start(t)
+	env := testenv.Shared(t)
 	kubeconfig, err := os.ReadFile(env.Kubeconfig)
 	if err != nil {
 		t.Fatal(err)
 	}
+	removeWhenDone(t, env.Client, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: "default"}},
+		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}})
 	all := []string{kobev1.GateAPIServerReachable, kobev1.GateInClusterToken, kobev1.GateDefaultServiceAccount, kobev1.GateNodesReady, "ExternalSignal"}
 	eval := func(conds []metav1.Condition) map[string]Result {
 		out := map[string]Result{}

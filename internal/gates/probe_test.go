@@ -3,6 +3,7 @@
 package gates
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strings"
@@ -24,20 +25,39 @@ import (
 // it writes the probe pods' status and removes them once deleted. kube-system
 // enforces Pod Security restricted, so the probe pod must pass it.
 func TestNodeProbe(t *testing.T) {
-	env := testenv.Start(t)
+	env := testenv.Shared(t)
 	kubeconfig, err := os.ReadFile(env.Kubeconfig)
 	if err != nil {
 		t.Fatal(err)
 	}
 	c, ctx := env.Client, t.Context()
+	// What the test may make outside a namespace of its own.
+	var made []client.Object
+	for _, n := range []string{"n1", "n2", "kwok"} {
+		made = append(made, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}},
+			&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: ProbePodName(n), Namespace: ProbeNamespace}})
+	}
+	removeWhenDone(t, c, append(made, &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: "sandbox", Namespace: ProbeNamespace}})...)
 	ks := &corev1.Namespace{}
 	if err := c.Get(ctx, client.ObjectKey{Name: ProbeNamespace}, ks); err != nil {
 		t.Fatal(err)
 	}
+	labels := ks.Labels
 	ks.Labels = map[string]string{"pod-security.kubernetes.io/enforce": "restricted"}
 	if err := c.Update(ctx, ks); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		ctx := context.Background() // t.Context() is done by now
+		err := c.Get(ctx, client.ObjectKeyFromObject(ks), ks)
+		if err == nil {
+			ks.Labels = labels
+			err = c.Update(ctx, ks)
+		}
+		if err != nil {
+			t.Errorf("restoring the labels of %s: %v", ProbeNamespace, err)
+		}
+	})
 	bad := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "privileged", Namespace: ProbeNamespace},
 		Spec: corev1.PodSpec{NodeName: "n1", Containers: []corev1.Container{{Name: "c", Image: "kobe.local/pause:test"}}}}
 	if err := c.Create(ctx, bad); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "restricted") {

@@ -26,7 +26,7 @@ import (
 // real API server standing in for a member: each fails while what it waits
 // for is missing, says what is missing, and passes once it is there.
 func TestResourceGates(t *testing.T) {
-	env := testenv.Start(t)
+	env := testenv.Shared(t)
 	kubeconfig, err := os.ReadFile(env.Kubeconfig)
 	if err != nil {
 		t.Fatal(err)
@@ -74,6 +74,7 @@ func TestResourceGates(t *testing.T) {
 		if err := c.Create(t.Context(), crd); err != nil {
 			t.Fatal(err)
 		}
+		removeWhenDone(t, c, crd)
 		testenv.Eventually(t, 30*time.Second, "the CRD to be Established", func() error {
 			if r := eval(t, widgets); !r.Passed {
 				return fmt.Errorf("%s", r.Message)
@@ -88,12 +89,13 @@ func TestResourceGates(t *testing.T) {
 	})
 
 	t.Run("DeploymentReady", func(t *testing.T) {
-		g := kobev1.ReadinessGate{Type: kobev1.GateDeploymentReady, Deployment: &kobev1.DeploymentGate{Namespace: "default", Name: "ingress"}}
-		expect(t, eval(t, g), false, "Deployment default/ingress does not exist yet")
+		ns := env.NewNamespace(t)
+		g := kobev1.ReadinessGate{Type: kobev1.GateDeploymentReady, Deployment: &kobev1.DeploymentGate{Namespace: ns, Name: "ingress"}}
+		expect(t, eval(t, g), false, "Deployment "+ns+"/ingress does not exist yet")
 
 		labels := map[string]string{"app": "ingress"}
 		d := &appsv1.Deployment{
-			ObjectMeta: metav1.ObjectMeta{Name: "ingress", Namespace: "default"},
+			ObjectMeta: metav1.ObjectMeta{Name: "ingress", Namespace: ns},
 			Spec: appsv1.DeploymentSpec{
 				Replicas: ptr.To[int32](2),
 				Selector: &metav1.LabelSelector{MatchLabels: labels},

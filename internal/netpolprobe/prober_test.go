@@ -84,7 +84,7 @@ func newProber(t *testing.T, env *testenv.Env, ns string, clk *clocktesting.Fake
 // pods did, the pods are those a restricted namespace admits, the policy
 // guards the probe pod and not the control one, and nothing is left.
 func TestProbe(t *testing.T) {
-	env := testenv.Start(t)
+	env := testenv.Shared(t)
 	cases := []struct {
 		name                   string
 		listenerUp             bool
@@ -217,7 +217,7 @@ func checkObjects(t *testing.T, pods []corev1.Pod, policy *networkingv1.NetworkP
 // TestProberStart checks the runnable: a requested image is probed, its
 // verdict read back and a change told; the default image stands for "".
 func TestProberStart(t *testing.T) {
-	env := testenv.Start(t)
+	env := testenv.Shared(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	ns := env.NewNamespace(t)

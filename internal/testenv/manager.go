@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -116,4 +118,40 @@ func (e *Env) NewNamespace(t testing.TB) string {
 		t.Fatalf("creating namespace: %v", err)
 	}
 	return ns.Name
+}
+
+// Namespaces are namespaces made before a manager starts, for a test whose
+// subtests each want a namespace of their own: a manager's cache is limited
+// to namespaces it knows when it is built (NewManager), so they are made up
+// front and handed out with Take.
+type Namespaces struct {
+	mu    sync.Mutex
+	names []string
+	taken int
+}
+
+// NewNamespaces creates n namespaces with generated names.
+func (e *Env) NewNamespaces(t testing.TB, n int) *Namespaces {
+	t.Helper()
+	ns := &Namespaces{}
+	for range n {
+		ns.names = append(ns.names, e.NewNamespace(t))
+	}
+	return ns
+}
+
+// All returns every namespace, for NewManager.
+func (n *Namespaces) All() []string { return slices.Clone(n.names) }
+
+// Take returns a namespace no one has taken yet; the test fails when all
+// are taken.
+func (n *Namespaces) Take(t testing.TB) string {
+	t.Helper()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.taken == len(n.names) {
+		t.Fatalf("all %d namespaces made up front are taken: make more", len(n.names))
+	}
+	n.taken++
+	return n.names[n.taken-1]
 }

@@ -19,7 +19,7 @@ import (
 // on the real control plane and checks that its cache serves objects there
 // and refuses other namespaces.
 func TestManagerCachesItsNamespaces(t *testing.T) {
-	env := testenv.Start(t)
+	env := testenv.Shared(t)
 	ns, other := env.NewNamespace(t), env.NewNamespace(t)
 	if ns == other {
 		t.Fatalf("NewNamespace returned %q twice", ns)

@@ -58,7 +58,7 @@ func TestControlPlaneReportsItsRelease(t *testing.T) {
 		}
 	})
 
-	env := testenv.Start(t)
+	env := testenv.Shared(t)
 	t.Run("/version", func(t *testing.T) {
 		dc, err := discovery.NewDiscoveryClientForConfig(env.Config)
 		if err != nil {

@@ -13,7 +13,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -25,9 +24,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
@@ -182,7 +179,13 @@ type harness struct {
 	env  *testenv.Env
 	c    client.Client
 	fake *fakeBackend
+	// namespaces are those the harness's manager watches, one per subtest.
+	namespaces *testenv.Namespaces
 }
+
+// harnessNamespaces is how many namespaces a harness makes for its subtests:
+// its manager must know them before it starts.
+const harnessNamespaces = 12
 
 func startHarness(t *testing.T) *harness {
 	return startHarnessWith(t, func(f *fakeBackend) backend.Backend { return f })
@@ -191,23 +194,21 @@ func startHarness(t *testing.T) *harness {
 // startHarnessWith wires the backend wrap makes of the fake (host_test.go
 // gives it a host).
 func startHarnessWith(t *testing.T, wrap func(*fakeBackend) backend.Backend) *harness {
-	env := testenv.Start(t)
-	if os.Getenv("KOBE_TEST_LOG") != "" {
-		ctrl.SetLogger(zap.New(zap.UseDevMode(true)))
-	} else {
-		ctrl.SetLogger(logr.Discard())
-	}
+	env := testenv.Shared(t)
 	kubeconfig, err := os.ReadFile(env.Kubeconfig)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The "member" is the test API server: its default ServiceAccount is
-	// what InClusterToken needs (there is no controller manager here).
-	if err := env.Client.Create(t.Context(), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: "default"}}); err != nil {
+	// what InClusterToken needs (there is no controller manager here). The
+	// first harness of the test binary creates it.
+	err = env.Client.Create(t.Context(), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: "default"}})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
 	fake := newFake(kubeconfig, env.Config.Host)
-	mgr := env.NewManager(t)
+	namespaces := env.NewNamespaces(t, harnessNamespaces)
+	mgr := env.NewManager(t, namespaces.All()...)
 	if err := index.Setup(t.Context(), mgr); err != nil {
 		t.Fatal(err)
 	}
@@ -217,11 +218,12 @@ func startHarnessWith(t *testing.T, wrap func(*fakeBackend) backend.Backend) *ha
 		t.Fatal(err)
 	}
 	testenv.StartManager(t, mgr)
-	return &harness{env: env, c: env.Client, fake: fake}
+	return &harness{env: env, c: env.Client, fake: fake, namespaces: namespaces}
 }
 
-// namespace creates a namespace for one subtest.
-func (h *harness) namespace(t *testing.T) string { return h.env.NewNamespace(t) }
+// namespace hands one subtest a namespace of its own that the harness's
+// manager watches.
+func (h *harness) namespace(t *testing.T) string { return h.namespaces.Take(t) }
 
 // poolAndMember creates a pool (no pool controller runs here) and one member
 // of it named like the pool controller would.

@@ -8,13 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
@@ -36,8 +34,7 @@ func (kubernetesFake) Type() kobev1.BackendType { return kobev1.BackendKubernete
 // an operator restarted without --bootstrap-jobs still deletes them with
 // the member.
 func TestBootstrapJobsOwnedAndCleanedWithoutTheFlag(t *testing.T) {
-	env := testenv.Start(t)
-	ctrl.SetLogger(logr.Discard())
+	env := testenv.Shared(t)
 	ctx := t.Context()
 	c := env.Client
 	kubeconfig, err := os.ReadFile(env.Kubeconfig)
@@ -45,10 +42,11 @@ func TestBootstrapJobsOwnedAndCleanedWithoutTheFlag(t *testing.T) {
 		t.Fatal(err)
 	}
 	fake := newFake(kubeconfig, env.Config.Host)
+	ns := env.NewNamespace(t)
 	// run starts an instance controller, with or without bootstrap Jobs.
 	run := func(jobs bool) (stop func() error) {
 		t.Helper()
-		mgr := env.NewManager(t)
+		mgr := env.NewManager(t, ns)
 		if err := index.Setup(ctx, mgr); err != nil {
 			t.Fatal(err)
 		}
@@ -65,7 +63,6 @@ func TestBootstrapJobsOwnedAndCleanedWithoutTheFlag(t *testing.T) {
 		return stop
 	}
 
-	ns := env.NewNamespace(t)
 	bc := &kobev1.BootstrapConfig{ObjectMeta: metav1.ObjectMeta{Name: "tools", Namespace: ns},
 		Spec: kobev1.BootstrapConfigSpec{Job: &kobev1.BootstrapJob{Image: "tools:1", Args: []string{"install"}}}}
 	p := &kobev1.ClusterPool{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: ns},

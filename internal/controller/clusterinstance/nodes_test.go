@@ -3,6 +3,7 @@
 package clusterinstance
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -52,6 +53,12 @@ func TestMemberWithNodesWaitsForTheProbe(t *testing.T) {
 	if err := c.Create(ctx, node); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		// Nodes are the whole API server's, which the package's tests share.
+		if err := c.Delete(context.Background(), node); client.IgnoreNotFound(err) != nil {
+			t.Errorf("removing node %s: %v", node.Name, err)
+		}
+	})
 	node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastHeartbeatTime: metav1.Now()}}
 	if err := c.Status().Update(ctx, node); err != nil {
 		t.Fatal(err)

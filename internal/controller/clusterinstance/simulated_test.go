@@ -7,13 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
@@ -30,10 +28,10 @@ import (
 // member is not probed (so it stays Ready), and the access Secret written
 // once is kept across an operator restart.
 func TestSimulatedMembers(t *testing.T) {
-	env := testenv.Start(t)
-	ctrl.SetLogger(logr.Discard())
+	env := testenv.Shared(t)
+	ns := env.NewNamespace(t)
 	start := func(t *testing.T) func() {
-		mgr := env.NewManager(t)
+		mgr := env.NewManager(t, ns)
 		if err := index.Setup(t.Context(), mgr); err != nil {
 			t.Fatal(err)
 		}
@@ -55,7 +53,6 @@ func TestSimulatedMembers(t *testing.T) {
 	}
 	stop := start(t)
 	h := &harness{env: env, c: env.Client}
-	ns := env.NewNamespace(t)
 	const seeded = "Seeded"
 	p, m := h.poolAndMember(t, ns, func(p *kobev1.ClusterPool) {
 		p.Spec.Backend = kobev1.BackendSpec{Type: kobev1.BackendSim, Sim: &kobev1.SimBackendSpec{ReadyAfter: &metav1.Duration{Duration: 2 * time.Second}}}

@@ -39,7 +39,7 @@ func (c *countingReader) List(ctx context.Context, list client.ObjectList, opts 
 // members live first. No instance controller runs: the members are made by
 // hand and stay as they are.
 func TestPoolListsLiveOnlyToAct(t *testing.T) {
-	env := testenv.Start(t)
+	env := testenv.Shared(t)
 	ns := env.NewNamespace(t)
 	ctx := t.Context()
 	mgr := env.NewManager(t, ns)

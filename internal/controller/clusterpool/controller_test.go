@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -22,9 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/backend"
@@ -48,17 +45,18 @@ type harness struct {
 	env      *testenv.Env
 	c        client.Client
 	dataRoot string
+	// namespaces are those startHarness's manager watches, one per subtest.
+	namespaces *testenv.Namespaces
 }
+
+// harnessNamespaces is how many namespaces startHarness makes for its
+// subtests: its manager must know them before it starts.
+const harnessNamespaces = 4
 
 // startHarness runs the pool and instance controllers in a manager in this
 // process, against a real API server, with the real local backend.
 func startHarness(t *testing.T) *harness {
-	env := testenv.Start(t)
-	if os.Getenv("KOBE_TEST_LOG") != "" {
-		ctrl.SetLogger(zap.New(zap.UseDevMode(true)))
-	} else {
-		ctrl.SetLogger(logr.Discard())
-	}
+	env := testenv.Shared(t)
 	dataRoot := t.TempDir()
 	lb, err := local.New(local.Options{BinDir: testenv.BinDir(), DataRoot: dataRoot})
 	if err != nil {
@@ -73,7 +71,8 @@ func startHarness(t *testing.T) *harness {
 			t.Logf("final sweep removed %v (%v)", removed, err)
 		}
 	})
-	mgr := env.NewManager(t)
+	namespaces := env.NewNamespaces(t, harnessNamespaces)
+	mgr := env.NewManager(t, namespaces.All()...)
 	if err := index.Setup(t.Context(), mgr); err != nil {
 		t.Fatal(err)
 	}
@@ -89,14 +88,19 @@ func startHarness(t *testing.T) *harness {
 	if err := instances.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
+	// The sweep judges ownership from the live members of every namespace,
+	// other tests' too: that only adds owners, never makes one of this
+	// backend's members (under its own dataRoot) look orphaned.
 	if err := mgr.Add(&clusterinstance.SweepRunnable{Backends: backends, Reader: mgr.GetAPIReader(), Cache: mgr.GetCache()}); err != nil {
 		t.Fatal(err)
 	}
 	testenv.StartManager(t, mgr)
-	return &harness{env: env, c: env.Client, dataRoot: dataRoot}
+	return &harness{env: env, c: env.Client, dataRoot: dataRoot, namespaces: namespaces}
 }
 
-func (h *harness) namespace(t *testing.T) string { return h.env.NewNamespace(t) }
+// namespace hands one subtest a namespace of its own that the harness's
+// manager watches.
+func (h *harness) namespace(t *testing.T) string { return h.namespaces.Take(t) }
 
 func (h *harness) createPool(t *testing.T, ns, name string, mut func(*kobev1.ClusterPool)) *kobev1.ClusterPool {
 	p := &kobev1.ClusterPool{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},

@@ -8,10 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
@@ -26,8 +24,7 @@ import (
 // The leases stay queued (no lease controller runs), so the pool grows to
 // maxClusters; that is not what is tested here.
 func TestDemandMeasuredAndKept(t *testing.T) {
-	env := testenv.Start(t)
-	ctrl.SetLogger(logr.Discard())
+	env := testenv.Shared(t)
 	ctx, c := t.Context(), env.Client
 	ns := env.NewNamespace(t)
 	start := func() (stop func()) {

@@ -9,12 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
@@ -42,11 +40,14 @@ func (unbuildable) Delete(context.Context, backend.Member) (bool, error) { retur
 // the cap, the pool held back says so, and creation resumes as soon as a
 // member goes away.
 func TestHostCap(t *testing.T) {
-	env := testenv.Start(t)
-	ctrl.SetLogger(logr.Discard())
+	env := testenv.Shared(t)
 	c := env.Client
 	ctx := t.Context()
-	mgr := env.NewManager(t)
+	nsStray, nsA, nsB := env.NewNamespace(t), env.NewNamespace(t), env.NewNamespace(t)
+	// The host's members are those of the namespaces the manager watches:
+	// the API server is shared with other tests.
+	namespaces := []string{nsStray, nsA, nsB}
+	mgr := env.NewManager(t, namespaces...)
 	if err := index.Setup(ctx, mgr); err != nil {
 		t.Fatal(err)
 	}
@@ -69,11 +70,9 @@ func TestHostCap(t *testing.T) {
 		}
 		return m
 	}
-	nsStray := env.NewNamespace(t)
 	strayLocal := stray(nsStray, "stray-local", kobev1.BackendLocal)
 	stray(nsStray, "stray-kubernetes", kobev1.BackendKubernetes)
 
-	nsA, nsB := env.NewNamespace(t), env.NewNamespace(t)
 	var pools []*kobev1.ClusterPool
 	for _, ns := range []string{nsA, nsB} {
 		p := &kobev1.ClusterPool{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: ns},
@@ -90,13 +89,21 @@ func TestHostCap(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	localCount := func() (int, []string) {
-		var list kobev1.ClusterInstanceList
-		if err := c.List(ctx, &list); err != nil {
-			t.Fatal(err)
+	// members lists the members of the test's namespaces.
+	members := func(opts ...client.ListOption) []kobev1.ClusterInstance {
+		var out []kobev1.ClusterInstance
+		for _, ns := range namespaces {
+			var list kobev1.ClusterInstanceList
+			if err := c.List(ctx, &list, append(opts, client.InNamespace(ns))...); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, list.Items...)
 		}
+		return out
+	}
+	localCount := func() (int, []string) {
 		var names []string
-		for _, m := range list.Items {
+		for _, m := range members() {
 			if m.Spec.Backend.Type == kobev1.BackendLocal {
 				names = append(names, m.Namespace+"/"+m.Name)
 			}
@@ -163,12 +170,8 @@ func TestHostCap(t *testing.T) {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 30*time.Second, "creation resumed into the freed place", func() error {
-		var list kobev1.ClusterInstanceList
-		if err := c.List(ctx, &list, client.MatchingLabels{kobev1.LabelPool: "p"}); err != nil {
-			return err
-		}
-		if len(list.Items) != limit {
-			return fmt.Errorf("%d members of the local pools, want %d", len(list.Items), limit)
+		if n := len(members(client.MatchingLabels{kobev1.LabelPool: "p"})); n != limit {
+			return fmt.Errorf("%d members of the local pools, want %d", n, limit)
 		}
 		return nil
 	})

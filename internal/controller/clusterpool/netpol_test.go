@@ -8,13 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
@@ -61,11 +59,11 @@ func (f *verdicts) set(v netpolprobe.Verdict) {
 // enforced and says so in both conditions, and fills once the verdict is
 // Enforced; a local pool is not judged.
 func TestNetworkPolicyRequired(t *testing.T) {
-	env := testenv.Start(t)
-	ctrl.SetLogger(logr.Discard())
+	env := testenv.Shared(t)
 	c := env.Client
 	ctx := t.Context()
-	mgr := env.NewManager(t)
+	ns := env.NewNamespace(t)
+	mgr := env.NewManager(t, ns)
 	if err := index.Setup(ctx, mgr); err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +77,6 @@ func TestNetworkPolicyRequired(t *testing.T) {
 	}
 	testenv.StartManager(t, mgr)
 
-	ns := env.NewNamespace(t)
 	kp := &kobev1.ClusterPool{ObjectMeta: metav1.ObjectMeta{Name: "k", Namespace: ns},
 		Spec: kobev1.ClusterPoolSpec{Size: ptr.To[int32](2), Backend: kobev1.BackendSpec{Type: kobev1.BackendKubernetes,
 			Kubernetes: &kobev1.KubernetesBackendSpec{Images: &kobev1.KubernetesImages{Etcd: "mirror.example/etcd:3", PullPolicy: corev1.PullNever}}}}}

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -146,8 +145,7 @@ func TestRolloutAndScaleDown(t *testing.T) {
 // startSimControllers runs the pool and instance controllers with the sim
 // backend against a real API server, for a namespace of the test's own.
 func startSimControllers(t *testing.T) (*harness, string) {
-	env := testenv.Start(t)
-	ctrl.SetLogger(logr.Discard())
+	env := testenv.Shared(t)
 	ns := env.NewNamespace(t)
 	mgr := env.NewManager(t, ns)
 	addSimControllers(t, mgr)
