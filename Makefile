@@ -239,11 +239,21 @@ test-integration: controlplane ## The integration layer (tag integration): tests
 test-e2e: controlplane build ## The core end-to-end layer (tag e2e): the real operator binary, CLI and make run (test/e2e, test/run), one package at a time.
 	pkgs=$$(hack/test-packages.sh e2e); go test -tags e2e $(GO_TEST_FLAGS) -p 1 -timeout 20m $$pkgs
 
-# The heavy packages start many real clusters or processes each: one at a
-# time, so a 2-core machine never runs two of them together.
+# The heavy packages start many real clusters or processes each, and wait
+# as much as they compute (a watch kept open past the server's timeouts,
+# leader elections, TTLs): run side by side, and beside test/e2e's slow
+# failure paths (tag e2e && heavy; only those tests of the package), they
+# keep two cores busy.
 .PHONY: test-heavy
-test-heavy: controlplane build ## The heavy layer (tag heavy): the local backend's real members, the pool controller's many clusters, two operator replicas (test/ha), the connect proxy (test/connect), scaling (test/scaling), test/e2e's slow failure paths (tag e2e && heavy).
-	pkgs=$$(hack/test-packages.sh heavy); go test -tags heavy $(GO_TEST_FLAGS) -p 1 -timeout 20m $$pkgs
+test-heavy: controlplane build ## The heavy layer (tag heavy): the local backend's real members, the pool controller's many clusters, two operator replicas (test/ha), the connect proxy (test/connect), scaling (test/scaling), test/e2e's slow failure paths (tag e2e && heavy), side by side.
+	$(MAKE) --no-print-directory -j2 --output-sync=target test-heavy-packages test-heavy-e2e
+
+.PHONY: test-heavy-packages
+test-heavy-packages:
+	pkgs=$$(hack/test-packages.sh heavy); go test -tags heavy $(GO_TEST_FLAGS) -p $(TEST_PARALLEL) -timeout 20m $$pkgs
+
+.PHONY: test-heavy-e2e
+test-heavy-e2e:
 	tests=$$(grep -h '^func Test' $$(grep -lx '//go:build e2e && heavy' test/e2e/*_test.go) | sed 's/^func \(Test[A-Za-z0-9_]*\).*/\1/' | paste -sd'|'); \
 	go test -tags e2e,heavy $(GO_TEST_FLAGS) -timeout 20m -run "^($$tests)$$" ./test/e2e
 
