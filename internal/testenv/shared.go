@@ -6,6 +6,10 @@ import (
 	"os"
 	"sync"
 	"testing"
+
+	"github.com/go-logr/logr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 )
 
 // shared is a test binary's one control plane: started by the first test
@@ -25,7 +29,13 @@ var pkgShared shared
 // Main runs a package's tests and then stops the control plane Shared
 // started, if any test asked for one; it exits with m.Run's code. Call it
 // from TestMain, in a file with the build tag of the tests that use Shared.
+// The controllers' log is discarded unless KOBE_TEST_LOG is set.
 func Main(m *testing.M) {
+	if os.Getenv("KOBE_TEST_LOG") != "" {
+		ctrl.SetLogger(zap.New(zap.UseDevMode(true)))
+	} else {
+		ctrl.SetLogger(logr.Discard())
+	}
 	os.Exit(pkgShared.run(m))
 }
 
