@@ -197,13 +197,15 @@ test: verify-generate fmt-check tidy-check vet lint controlplane build ## The RE
 .PHONY: test-all
 test-all: test test-extra ## What CI runs: make test, then make test-extra.
 
-# test-extra runs side by side what shares no machine state and leaves a
-# core idle: the heavy layer (86 % of two cores busy) beside the builds
-# only the root layer needs; the root layer (61 %; its packages one at a
-# time, as they share the node) beside the other modules' tests and fuzzing.
+# test-extra builds what only it needs (kubelet, the images, the other
+# modules' test binaries), runs the heavy layer (86 % of two cores busy on
+# its own: running builds beside it starved kube-apiserver starts), then the
+# root layer (61 %; its packages one at a time, as they share the node)
+# beside the other modules' tests and fuzzing.
 .PHONY: test-extra
 test-extra: ## What test-all adds to make test: the heavy layer, the root-only real-node layer, the modules of their own (chart, image builder, release), fuzzing, chart install and run-cluster.
-	$(MAKE) --no-print-directory -j2 --output-sync=target test-heavy node image image-pause image-testapp image-controlplane image-node build-test-modules
+	$(MAKE) --no-print-directory -j2 --output-sync=target node image image-pause image-testapp image-controlplane image-node build-test-modules
+	$(MAKE) --no-print-directory test-heavy
 	$(MAKE) --no-print-directory -j2 --output-sync=target test-node test-modules-and-fuzz
 	$(MAKE) --no-print-directory test-chart-install
 	$(MAKE) --no-print-directory test-run-cluster

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
@@ -88,6 +89,10 @@ func New(dir string) (env *Env, stop func() error, err error) {
 	return NewWith(dir, Options{})
 }
 
+// controlPlaneStartTimeout bounds how long etcd and kube-apiserver may take
+// to answer after they start.
+const controlPlaneStartTimeout = 90 * time.Second
+
 // Options change the control plane NewWith brings up.
 type Options struct {
 	// APIServerFlags are kube-apiserver flags (name without dashes: value)
@@ -109,6 +114,10 @@ func NewWith(dir string, o Options) (env *Env, stop func() error, err error) {
 		CRDDirectoryPaths:     []string{filepath.Join(RepoRoot(), "config", "crd", "bases")},
 		ErrorIfCRDPathMissing: true,
 		Scheme:                scheme,
+		// envtest's 20 s is too short when the heavy layer's packages boot
+		// members side by side on two cores: kube-apiserver missed it five
+		// times in a row there. A stuck start still fails within minutes.
+		ControlPlaneStartTimeout: controlPlaneStartTimeout,
 	}
 	for name, value := range o.APIServerFlags {
 		te.ControlPlane.GetAPIServer().Configure().Set(name, value)
