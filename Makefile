@@ -198,15 +198,15 @@ test: verify-generate fmt-check tidy-check vet lint controlplane build ## The RE
 test-all: test test-extra ## What CI runs: make test, then make test-extra.
 
 # test-extra builds what only it needs (kubelet, the images, the other
-# modules' test binaries), runs the heavy layer (86 % of two cores busy on
-# its own: running builds beside it starved kube-apiserver starts), then the
-# root layer (61 %; its packages one at a time, as they share the node)
-# beside the other modules' tests and fuzzing.
+# modules' test binaries), then runs each layer on its own: the heavy layer
+# already keeps two cores busy, and the root layer's timing checks (a cut
+# within 2 s) need the machine to themselves.
 .PHONY: test-extra
 test-extra: ## What test-all adds to make test: the heavy layer, the root-only real-node layer, the modules of their own (chart, image builder, release), fuzzing, chart install and run-cluster.
 	$(MAKE) --no-print-directory -j2 --output-sync=target node image image-pause image-testapp image-controlplane image-node build-test-modules
 	$(MAKE) --no-print-directory test-heavy
-	$(MAKE) --no-print-directory -j2 --output-sync=target test-node test-modules-and-fuzz
+	$(MAKE) --no-print-directory test-node
+	$(MAKE) --no-print-directory test-modules-and-fuzz
 	$(MAKE) --no-print-directory test-chart-install
 	$(MAKE) --no-print-directory test-run-cluster
 
@@ -253,19 +253,16 @@ test-e2e: controlplane build ## The core end-to-end layer (tag e2e): the real op
 
 # The heavy packages start many real clusters or processes each, and wait
 # as much as they compute (a watch kept open past the server's timeouts,
-# leader elections, TTLs): run side by side, and beside test/e2e's slow
-# failure paths (tag e2e && heavy; only those tests of the package), they
-# keep two cores busy.
+# leader elections, TTLs): three side by side keep two cores about 70 %
+# busy. More at once (four, beside test/e2e's slow failure paths) pushed
+# the load past 20 and timing checks over their bounds (an upgraded
+# connection closed 2 s after a release, want 1 s). test/e2e's slow failure
+# paths (tag e2e && heavy; only those tests of the package) follow.
+HEAVY_PARALLEL ?= 3
+
 .PHONY: test-heavy
-test-heavy: controlplane build ## The heavy layer (tag heavy): the local backend's real members, the pool controller's many clusters, two operator replicas (test/ha), the connect proxy (test/connect), scaling (test/scaling), test/e2e's slow failure paths (tag e2e && heavy), side by side.
-	$(MAKE) --no-print-directory -j2 --output-sync=target test-heavy-packages test-heavy-e2e
-
-.PHONY: test-heavy-packages
-test-heavy-packages:
-	pkgs=$$(hack/test-packages.sh heavy); go test -tags heavy $(GO_TEST_FLAGS) -p $(TEST_PARALLEL) -timeout 20m $$pkgs
-
-.PHONY: test-heavy-e2e
-test-heavy-e2e:
+test-heavy: controlplane build ## The heavy layer (tag heavy): the local backend's real members, the pool controller's many clusters, two operator replicas (test/ha), the connect proxy (test/connect), scaling (test/scaling), three side by side; then test/e2e's slow failure paths (tag e2e && heavy).
+	pkgs=$$(hack/test-packages.sh heavy); go test -tags heavy $(GO_TEST_FLAGS) -p $(HEAVY_PARALLEL) -timeout 20m $$pkgs
 	tests=$$(grep -h '^func Test' $$(grep -lx '//go:build e2e && heavy' test/e2e/*_test.go) | sed 's/^func \(Test[A-Za-z0-9_]*\).*/\1/' | paste -sd'|'); \
 	go test -tags e2e,heavy $(GO_TEST_FLAGS) -timeout 20m -run "^($$tests)$$" ./test/e2e
 
