@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
@@ -292,7 +293,7 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 		t.Fatal(err)
 	}
 	lap("helm uninstall --wait")
-	checkUninstalled(t, c)
+	checkUninstalled(t, c, hc)
 	lap("nothing of the release left")
 
 	stopped = true
@@ -431,7 +432,7 @@ func boundLease(t *testing.T, c client.Client, id, member string) string {
 // (helm.sh/resource-policy: keep), the user's AccessPolicy and its Secret,
 // the operator's audit records and lease ledgers (ConfigMaps), and its
 // leader-election Lease.
-func checkUninstalled(t *testing.T, c client.Client) {
+func checkUninstalled(t *testing.T, c client.Client, hc *hostcluster.Cluster) {
 	t.Helper()
 	ctx := t.Context()
 	in := client.InNamespace(namespace)
@@ -442,12 +443,30 @@ func checkUninstalled(t *testing.T, c client.Client) {
 		}
 		return len(mustItems(t, list))
 	}
-	testenv.Eventually(t, time.Minute, "the release's pods and ReplicaSets gone", func() error {
-		if n, m := count(&corev1.PodList{}, in), count(&appsv1.ReplicaSetList{}, in); n+m > 0 {
-			return fmt.Errorf("%d pods, %d ReplicaSets", n, m)
+	// A pod's grace period (30 s) plus the operator's own shutdown bound
+	// how long its pods may take to go; 2 minutes leaves room for a busy
+	// kubelet.
+	var left []string
+	if err := testenv.Poll(ctx, 2*time.Minute, func() error {
+		var pods corev1.PodList
+		if err := c.List(ctx, &pods, in); err != nil {
+			return err
+		}
+		left = left[:0]
+		for _, p := range pods.Items {
+			left = append(left, p.Name)
+		}
+		if m := count(&appsv1.ReplicaSetList{}, in); len(pods.Items)+m > 0 {
+			described := make([]string, 0, len(pods.Items))
+			for _, p := range pods.Items {
+				described = append(described, describePod(&p))
+			}
+			return fmt.Errorf("%d ReplicaSets, pods: %s", m, strings.Join(described, "; "))
 		}
 		return nil
-	})
+	}); err != nil {
+		t.Fatalf("waiting for the release's pods and ReplicaSets gone: %v\nkubelet on them:\n%s", err, kubeletLines(hc, left))
+	}
 	for what, list := range map[string]client.ObjectList{
 		"Deployments": &appsv1.DeploymentList{}, "Services": &corev1.ServiceList{}, "Roles": &rbacv1.RoleList{},
 		"NetworkPolicies": &networkingv1.NetworkPolicyList{},
@@ -603,4 +622,36 @@ func (k *cli) json(v any, args ...string) {
 	if err := json.Unmarshal(out, v); err != nil {
 		k.t.Fatalf("kobe %s -o json: %v\n%s", strings.Join(args, " "), err, out)
 	}
+}
+
+// describePod says what a failure message needs to know about a pod that
+// should be gone: name, owner, phase and whether and since when it is
+// being deleted.
+func describePod(p *corev1.Pod) string {
+	owner := "no owner"
+	if ref := metav1.GetControllerOf(p); ref != nil {
+		owner = ref.Kind + "/" + ref.Name
+	}
+	deleting := "not deleted"
+	if p.DeletionTimestamp != nil {
+		deleting = fmt.Sprintf("deleting since %s (grace %ds, finalizers %v)",
+			p.DeletionTimestamp.Format(time.RFC3339), ptr.Deref(p.DeletionGracePeriodSeconds, -1), p.Finalizers)
+	}
+	return fmt.Sprintf("%s (%s, %s, node %q, %s)", p.Name, owner, p.Status.Phase, p.Spec.NodeName, deleting)
+}
+
+// kubeletLines returns the host kubelet's last log lines that name one of
+// pods, so that a pod stuck terminating says why.
+func kubeletLines(hc *hostcluster.Cluster, pods []string) string {
+	b, err := os.ReadFile(filepath.Join(hc.Dir, "logs", "kubelet.log"))
+	if err != nil {
+		return err.Error()
+	}
+	var lines []string
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if slices.ContainsFunc(pods, func(p string) bool { return strings.Contains(line, p) }) {
+			lines = append(lines, line)
+		}
+	}
+	return strings.Join(lines[max(0, len(lines)-40):], "\n")
 }
