@@ -233,6 +233,7 @@ func setupControllers(mgr ctrl.Manager, backends backend.Registry, binder *bindi
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Binder: binder,
 		Recorder: mgr.GetEventRecorder("kobe-lease"), Clock: clk,
 		Retention: o.leaseRetention.Retention, AuditRetention: o.leaseRetention.AuditRetention,
+		Fence: backends.Fence,
 	}
 	if err := leases.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up lease controller: %w", err)

@@ -28,7 +28,7 @@ import (
 // ControllerName names the controller.
 const ControllerName = "clusterlease"
 
-// Reconciler reconciles ClusterLeases. Every field but Retention and AuditRetention is required; SetupWithManager refuses to start without them.
+// Reconciler reconciles ClusterLeases. Every field but Retention, AuditRetention and Fence is required; SetupWithManager refuses to start without them.
 type Reconciler struct {
 	Client client.Client
 	// APIReader confirms, around the cache, a binding that looks broken.
@@ -42,6 +42,10 @@ type Reconciler struct {
 	// kept (audit.go); DefaultAuditRetention when zero. AuditJanitor
 	// deletes records past it.
 	AuditRetention time.Duration
+	// Fence stops the API server of the member a lease held as soon as the
+	// lease has ended (backend.Registry.Fence). Optional: without it the
+	// member's teardown alone cuts its holder's access, a watch hop later.
+	Fence func(context.Context, *kobev1.ClusterInstance) error
 
 	// failures paces the retries of binds that keep failing.
 	failures bindFailures

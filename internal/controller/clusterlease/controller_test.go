@@ -6,6 +6,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -40,6 +42,25 @@ type harness struct {
 
 var shared struct {
 	env *testenv.Env
+	// fenced records, by member name, when the lease controller asked to
+	// fence it (Reconciler.Fence).
+	fencedMu sync.Mutex
+	fenced   map[string][]time.Time
+}
+
+// recordFence is the shared lease controller's Reconciler.Fence.
+func recordFence(_ context.Context, inst *kobev1.ClusterInstance) error {
+	shared.fencedMu.Lock()
+	defer shared.fencedMu.Unlock()
+	shared.fenced[inst.Name] = append(shared.fenced[inst.Name], time.Now())
+	return nil
+}
+
+// fencesOf returns when the member named name was fenced.
+func fencesOf(name string) []time.Time {
+	shared.fencedMu.Lock()
+	defer shared.fencedMu.Unlock()
+	return slices.Clone(shared.fenced[name])
 }
 
 // TestMain runs one control plane and one lease controller (watching
@@ -74,8 +95,9 @@ func TestMain(m *testing.M) {
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
 			Binder:   &binding.Binder{Client: mgr.GetClient(), Reader: mgr.GetClient(), Clock: clk},
 			Recorder: mgr.GetEventRecorder("test"), Clock: clk,
-			Retention: time.Hour,
+			Retention: time.Hour, Fence: recordFence,
 		}
+		shared.fenced = map[string][]time.Time{}
 		if err := r.SetupWithManager(mgr); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
@@ -244,10 +266,13 @@ func TestQueueOrderFollowsQueuedAt(t *testing.T) {
 func TestLeasesEnd(t *testing.T) {
 	h := start(t)
 	h.pool("ends", 2*time.Second)
-	h.member("ends")
+	held := h.member("ends")
 	h.lease("short", "ends", 3*time.Second)
 	h.eventually(15*time.Second, "short to bind", phaseIs(h, "short", kobev1.LeaseBound, -1))
 	h.lease("waits", "ends", time.Hour)
+	if f := fencesOf(held.Name); len(f) != 0 {
+		t.Errorf("member %s fenced while its lease is bound: %v", held.Name, f)
+	}
 
 	h.eventually(20*time.Second, "short to expire", phaseIs(h, "short", kobev1.LeaseExpired, -1))
 	short := h.get("short")
@@ -260,6 +285,15 @@ func TestLeasesEnd(t *testing.T) {
 	if c := meta.FindStatusCondition(short.Status.Conditions, kobev1.ConditionBound); c == nil || c.Status != metav1.ConditionFalse || c.Reason != kobev1.ReasonExpired {
 		t.Errorf("short's Bound condition after it ended = %+v, want False Expired", c)
 	}
+	// The lease controller cuts access itself as the end lands, without
+	// waiting for the member's teardown (there is no instance controller
+	// here to do it).
+	h.eventually(5*time.Second, "short's member fenced", func() error {
+		if f := fencesOf(held.Name); len(f) != 1 || f[0].Before(short.Status.EndedAt.Time.Truncate(time.Second)) {
+			return fmt.Errorf("fenced at %v, ended at %s; want once, after the end", f, short.Status.EndedAt)
+		}
+		return nil
+	})
 
 	h.eventually(20*time.Second, "waits to time out in the queue", phaseIs(h, "waits", kobev1.LeaseExpired, -1))
 	if r := endedBecause(h.get("waits")); r != kobev1.ReasonQueueTimeout {

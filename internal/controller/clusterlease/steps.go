@@ -384,6 +384,7 @@ func (r *Reconciler) end(ctx context.Context, s *scope, phase kobev1.LeasePhase,
 	if reason == kobev1.ReasonInstanceLost || reason == kobev1.ReasonCleanupModeUnsupported {
 		eventType = corev1.EventTypeWarning
 	}
+	r.fenceMember(ctx, s)
 	s.log.Info("Lease ended", "phase", phase, "reason", reason)
 	s.cond.Event(s.lease, eventType, reason, "End", msg)
 	return nil
