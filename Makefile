@@ -182,18 +182,16 @@ verify-generate: generate ## Fail when generated files are stale.
 
 ##@ Test
 
-# make test runs the unit and integration layers as ONE go test: each
-# package's test binary is linked once, not once per layer, and packages
-# that wait overlap those that compute. The e2e layer follows on its own:
-# its timing checks (credentials cut within 2 s of a lease's expiry) missed
-# their bound at the load the integration packages make (3 s, load 7-11).
+# make test runs the unit, integration and core e2e layers as ONE go test:
+# each package's test binary is linked once, not once per layer, and
+# packages that wait (test/e2e waits on members and TTLs) overlap those that
+# compute.
 TEST_PARALLEL ?= 4
 
 .PHONY: test
-test: verify-generate fmt-check tidy-check vet lint controlplane build ## The README's test command: generated files, formatting, tidy modules, vet, lint, then the unit and integration layers in one go test, then the core end-to-end layer.
-	pkgs="$$(hack/test-packages.sh integration) ./..."; \
-	go test -tags integration $(GO_TEST_FLAGS) -p $(TEST_PARALLEL) -timeout 20m $$pkgs
-	$(MAKE) --no-print-directory test-e2e
+test: verify-generate fmt-check tidy-check vet lint controlplane build ## The README's test command: generated files, formatting, tidy modules, vet, lint, then the unit, integration and core end-to-end layers in one go test.
+	pkgs="$$(hack/test-packages.sh integration) $$(hack/test-packages.sh e2e) ./..."; \
+	go test -tags integration,e2e $(GO_TEST_FLAGS) -p $(TEST_PARALLEL) -timeout 20m $$pkgs
 
 .PHONY: test-all
 test-all: test test-extra ## What CI runs: make test, then make test-extra.

@@ -289,7 +289,7 @@ func TestLeasesEnd(t *testing.T) {
 	// waiting for the member's teardown (there is no instance controller
 	// here to do it).
 	h.eventually(5*time.Second, "short's member fenced", func() error {
-		if f := fencesOf(held.Name); len(f) != 1 || f[0].Before(short.Status.EndedAt.Time.Truncate(time.Second)) {
+		if f := fencesOf(held.Name); len(f) != 1 || f[0].Before(short.Status.EndedAt.Truncate(time.Second)) {
 			return fmt.Errorf("fenced at %v, ended at %s; want once, after the end", f, short.Status.EndedAt)
 		}
 		return nil
