@@ -1,7 +1,6 @@
 package auth_test
 
 import (
-	"flag"
 	"math"
 	"reflect"
 	"strconv"
@@ -15,21 +14,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/kunobi-ninja/kobe/internal/auth"
+	"github.com/kunobi-ninja/kobe/internal/testenv/flagtest"
 )
 
-func parseFlags(t *testing.T, args ...string) auth.Flags {
-	t.Helper()
-	var f auth.Flags
-	fs := flag.NewFlagSet("test", flag.ContinueOnError)
-	f.Bind(fs)
-	if err := fs.Parse(args); err != nil {
-		t.Fatalf("parsing %q: %v", args, err)
-	}
-	return f
-}
-
 func TestFlagDefaults(t *testing.T) {
-	f := parseFlags(t)
+	f := flagtest.Parse[auth.Flags](t)
 	want := auth.Flags{DefaultMaxTTL: 24 * time.Hour, DefaultMaxConcurrentLeases: 10}
 	if !reflect.DeepEqual(f, want) {
 		t.Errorf("defaults %+v, want %+v", f, want)
@@ -37,7 +26,7 @@ func TestFlagDefaults(t *testing.T) {
 	if err := f.Validate(); err != nil {
 		t.Fatalf("the defaults are refused: %v", err)
 	}
-	f = parseFlags(t, "--service-account-issuer=https://a", "--service-account-issuer=https://b")
+	f = flagtest.Parse[auth.Flags](t, "--service-account-issuer=https://a", "--service-account-issuer=https://b")
 	if want := []string{"https://a", "https://b"}; !reflect.DeepEqual(f.ServiceAccountIssuers, want) {
 		t.Errorf("issuers %q, want %q", f.ServiceAccountIssuers, want)
 	}
@@ -61,13 +50,8 @@ func TestFlagRefusals(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			err := parseFlags(t, tc.args...).Validate()
-			switch {
-			case tc.refused == "" && err != nil:
-				t.Fatalf("refused: %v", err)
-			case tc.refused != "" && (err == nil || err.Error() != tc.refused):
-				t.Fatalf("got %v, want %q", err, tc.refused)
-			}
+			_, err := flagtest.Validate[auth.Flags](t, tc.args...)
+			flagtest.Refused(t, err, tc.refused)
 		})
 	}
 }

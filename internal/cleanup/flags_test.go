@@ -1,11 +1,11 @@
 package cleanup_test
 
 import (
-	"flag"
 	"testing"
 	"time"
 
 	"github.com/kunobi-ninja/kobe/internal/cleanup"
+	"github.com/kunobi-ninja/kobe/internal/testenv/flagtest"
 )
 
 func TestFlags(t *testing.T) {
@@ -24,22 +24,11 @@ func TestFlags(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			var f cleanup.Flags
-			fs := flag.NewFlagSet("test", flag.ContinueOnError)
-			f.Bind(fs)
-			if err := fs.Parse(tc.args); err != nil {
-				t.Fatal(err)
-			}
+			f, err := flagtest.Validate[cleanup.Flags](t, tc.args...)
 			if f.ReceiptRetention != tc.want {
 				t.Errorf("parsed %s, want %s", f.ReceiptRetention, tc.want)
 			}
-			err := f.Validate()
-			switch {
-			case tc.refused == "" && err != nil:
-				t.Fatalf("refused: %v", err)
-			case tc.refused != "" && (err == nil || err.Error() != tc.refused):
-				t.Fatalf("got %v, want %q", err, tc.refused)
-			}
+			flagtest.Refused(t, err, tc.refused)
 		})
 	}
 }

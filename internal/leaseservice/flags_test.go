@@ -1,12 +1,12 @@
 package leaseservice_test
 
 import (
-	"flag"
 	"math"
 	"strconv"
 	"testing"
 
 	"github.com/kunobi-ninja/kobe/internal/leaseservice"
+	"github.com/kunobi-ninja/kobe/internal/testenv/flagtest"
 )
 
 func TestFlags(t *testing.T) {
@@ -25,22 +25,11 @@ func TestFlags(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			var f leaseservice.Flags
-			fs := flag.NewFlagSet("test", flag.ContinueOnError)
-			f.Bind(fs)
-			if err := fs.Parse(tc.args); err != nil {
-				t.Fatal(err)
-			}
+			f, err := flagtest.Validate[leaseservice.Flags](t, tc.args...)
 			if f.MaxQueuedPerOwner != tc.want {
 				t.Errorf("parsed %d, want %d", f.MaxQueuedPerOwner, tc.want)
 			}
-			err := f.Validate()
-			switch {
-			case tc.refused == "" && err != nil:
-				t.Fatalf("refused: %v", err)
-			case tc.refused != "" && (err == nil || err.Error() != tc.refused):
-				t.Fatalf("got %v, want %q", err, tc.refused)
-			}
+			flagtest.Refused(t, err, tc.refused)
 		})
 	}
 }

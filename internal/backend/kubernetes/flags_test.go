@@ -1,29 +1,17 @@
 package kubernetes_test
 
 import (
-	"flag"
 	"reflect"
-	"strings"
 	"testing"
 
 	"github.com/go-logr/logr"
 
 	kubebackend "github.com/kunobi-ninja/kobe/internal/backend/kubernetes"
+	"github.com/kunobi-ninja/kobe/internal/testenv/flagtest"
 )
 
-func parseFlags(t *testing.T, args ...string) kubebackend.Flags {
-	t.Helper()
-	var f kubebackend.Flags
-	fs := flag.NewFlagSet("test", flag.ContinueOnError)
-	f.Bind(fs)
-	if err := fs.Parse(args); err != nil {
-		t.Fatalf("parsing %q: %v", args, err)
-	}
-	return f
-}
-
 func TestFlagDefaults(t *testing.T) {
-	f := parseFlags(t)
+	f := flagtest.Parse[kubebackend.Flags](t)
 	want := kubebackend.Flags{OperatorSelector: "app.kubernetes.io/name=kobe", RequireNetworkPolicyEnforcement: true}
 	if f != want {
 		t.Errorf("defaults %+v, want %+v", f, want)
@@ -53,14 +41,8 @@ func TestFlagRefusals(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			f := parseFlags(t, tc.args...)
-			err := f.Validate()
-			switch {
-			case tc.refused == "" && err != nil:
-				t.Fatalf("refused: %v", err)
-			case tc.refused != "" && (err == nil || !strings.Contains(err.Error(), tc.refused)):
-				t.Fatalf("got %v, want %q", err, tc.refused)
-			}
+			f, err := flagtest.Validate[kubebackend.Flags](t, tc.args...)
+			flagtest.Refused(t, err, tc.refused)
 			if _, err := f.Options(nil, "ns", logr.Discard()); tc.refused != "" && err == nil {
 				t.Error("Options accepted the selector Validate refused")
 			}

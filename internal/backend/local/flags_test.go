@@ -1,34 +1,22 @@
 package local_test
 
 import (
-	"flag"
 	"math"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
 
 	"github.com/kunobi-ninja/kobe/internal/backend/local"
+	"github.com/kunobi-ninja/kobe/internal/testenv/flagtest"
 )
 
-func parseFlags(t *testing.T, args ...string) local.Flags {
-	t.Helper()
-	var f local.Flags
-	fs := flag.NewFlagSet("test", flag.ContinueOnError)
-	f.Bind(fs)
-	if err := fs.Parse(args); err != nil {
-		t.Fatalf("parsing %q: %v", args, err)
-	}
-	return f
-}
-
 func TestFlagDefaults(t *testing.T) {
-	f := parseFlags(t)
+	f := flagtest.Parse[local.Flags](t)
 	if f.Disable {
 		t.Error("disabled by default")
 	}
@@ -49,7 +37,7 @@ func TestFlagDefaults(t *testing.T) {
 }
 
 func TestFlagsToOptions(t *testing.T) {
-	f := parseFlags(t, "--disable-local-backend", "--local-data-dir=/d", "--local-node-agent=/bin/kobe-node",
+	f := flagtest.Parse[local.Flags](t, "--disable-local-backend", "--local-data-dir=/d", "--local-node-agent=/bin/kobe-node",
 		"--local-member-disk-limit=1Gi", "--local-min-free-disk=2Gi", "--local-max-members=0")
 	if !f.Disable {
 		t.Error("--disable-local-backend not set")
@@ -74,13 +62,8 @@ func TestFlagRefusals(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.value, func(t *testing.T) {
-			err := parseFlags(t, "--local-max-members="+tc.value).Validate()
-			switch {
-			case tc.refused == "" && err != nil:
-				t.Fatalf("refused: %v", err)
-			case tc.refused != "" && (err == nil || !strings.Contains(err.Error(), tc.refused)):
-				t.Fatalf("got %v, want %q", err, tc.refused)
-			}
+			_, err := flagtest.Validate[local.Flags](t, "--local-max-members="+tc.value)
+			flagtest.Refused(t, err, tc.refused)
 		})
 	}
 }

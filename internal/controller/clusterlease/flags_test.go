@@ -1,33 +1,22 @@
 package clusterlease_test
 
 import (
-	"flag"
 	"testing"
 	"time"
 
 	"github.com/kunobi-ninja/kobe/internal/controller/clusterlease"
+	"github.com/kunobi-ninja/kobe/internal/testenv/flagtest"
 )
 
 func TestFlagDefaults(t *testing.T) {
-	var f clusterlease.Flags
-	fs := flag.NewFlagSet("test", flag.ContinueOnError)
-	f.Bind(fs)
-	if err := fs.Parse(nil); err != nil {
-		t.Fatal(err)
-	}
+	f, err := flagtest.Validate[clusterlease.Flags](t)
 	if want := (clusterlease.Flags{Retention: time.Hour, AuditRetention: 720 * time.Hour}); f != want {
 		t.Errorf("defaults %+v, want %+v", f, want)
 	}
-	if err := f.Validate(); err != nil {
-		t.Fatalf("the defaults are refused: %v", err)
-	}
-	if err := fs.Parse([]string{"--lease-retention=0s", "--audit-retention=48h"}); err != nil {
-		t.Fatal(err)
-	}
+	flagtest.Refused(t, err, "")
+	f, err = flagtest.Validate[clusterlease.Flags](t, "--lease-retention=0s", "--audit-retention=48h")
 	if want := (clusterlease.Flags{AuditRetention: 48 * time.Hour}); f != want {
 		t.Errorf("parsed %+v, want %+v", f, want)
 	}
-	if err := f.Validate(); err != nil {
-		t.Fatalf("refused: %v", err)
-	}
+	flagtest.Refused(t, err, "")
 }
