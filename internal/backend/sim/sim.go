@@ -13,7 +13,7 @@ import (
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/backend"
-	"github.com/kunobi-ninja/kobe/internal/credentials/pki"
+	"github.com/kunobi-ninja/kobe/internal/credentials/membercerts"
 )
 
 // Endpoint is every simulated member's API server URL. Port 1 on the
@@ -22,14 +22,6 @@ import (
 // address never routes off the machine. A TEST-NET address would instead
 // hang until a timeout, or leave the host through its default route.
 const Endpoint = "https://127.0.0.1:1"
-
-const (
-	// caValidity is how long a simulated member's CAs are valid; like a
-	// local member's, it only has to outlast any lease.
-	caValidity = 10 * 365 * 24 * time.Hour
-	// adminUser is the user of the operator's admin certificate.
-	adminUser = "kobe-admin"
-)
 
 // Options configure the simulated backend.
 type Options struct {
@@ -132,40 +124,24 @@ func Fails(uid types.UID, failurePercent int32) bool {
 	return binary.BigEndian.Uint64(h.Sum(sum[:0]))%100 < uint64(failurePercent)
 }
 
-// NewAccess mints a simulated member's access material, as a real member's
-// is made: a serving CA (its key is not kept; nothing is served), a client
-// CA whose key signs lease certificates, and an admin kubeconfig for
-// Endpoint with a system:masters certificate from that client CA.
+// NewAccess mints a simulated member's access material as a real member's
+// is made (membercerts.NewAuthorities): a serving CA (nothing is served with
+// it), a client CA whose key signs lease certificates, and an admin
+// kubeconfig for Endpoint.
 func NewAccess() (*backend.Access, error) {
-	serverCA, err := pki.NewCA("kobe-sim-server-ca", caValidity)
+	a, err := membercerts.NewAuthorities()
 	if err != nil {
 		return nil, err
 	}
-	clientCA, err := pki.NewCA("kobe-sim-client-ca", caValidity)
-	if err != nil {
-		return nil, err
-	}
-	now := time.Now()
-	certPEM, keyPEM, err := clientCA.IssueClient(adminUser, []string{"system:masters"}, now.Add(-5*time.Minute), clientCA.Cert.NotAfter)
-	if err != nil {
-		return nil, err
-	}
-	kc, err := pki.Kubeconfig(pki.KubeconfigInput{
-		ClusterName:   "kobe-sim-member",
-		Server:        Endpoint,
-		CAData:        serverCA.CertPEM,
-		UserName:      adminUser,
-		ClientCertPEM: certPEM,
-		ClientKeyPEM:  keyPEM,
-	})
+	kc, err := membercerts.AdminKubeconfig(a.ServerCA.CertPEM, a.AdminCert, a.AdminKey, "kobe-sim-member", Endpoint)
 	if err != nil {
 		return nil, err
 	}
 	return &backend.Access{
 		Endpoint:        Endpoint,
-		CACert:          serverCA.CertPEM,
-		ClientCACert:    clientCA.CertPEM,
-		ClientCAKey:     clientCA.KeyPEM,
+		CACert:          a.ServerCA.CertPEM,
+		ClientCACert:    a.ClientCA.CertPEM,
+		ClientCAKey:     a.ClientCA.KeyPEM,
 		AdminKubeconfig: kc,
 	}, nil
 }

@@ -87,31 +87,19 @@ type Request struct {
 	IPs      []net.IP
 }
 
-// Set is what every member has from its start: the server CA and the API
-// server's serving certificate, the client CA (whose key signs lease
-// credentials) with the admin's certificate, and the ServiceAccount key
-// pair. Everything is PEM.
-type Set struct {
-	ServerCA                *pki.CA
-	ServingCert, ServingKey []byte
-	ClientCA                *pki.CA
-	AdminCert, AdminKey     []byte
-	// SAKey signs the member's ServiceAccount tokens; SAPub verifies them.
-	SAKey, SAPub []byte
+// Authorities are what every member has, whether it serves or not (a
+// simulated member serves nothing): the server CA that lease kubeconfigs
+// trust, the client CA whose key signs lease credentials, and the admin's
+// certificate from it. Everything is PEM.
+type Authorities struct {
+	ServerCA            *pki.CA
+	ClientCA            *pki.CA
+	AdminCert, AdminKey []byte
 }
 
-// New makes a member's Set for r.
-func New(r Request) (*Set, error) {
-	if r.ServiceIP == nil {
-		return nil, errors.New("making a member's certificates: no Service IP")
-	}
+// NewAuthorities makes a member's Authorities.
+func NewAuthorities() (*Authorities, error) {
 	serverCA, err := pki.NewCA(ServerCAName, CAValidity)
-	if err != nil {
-		return nil, err
-	}
-	dnsNames := append(append([]string{}, inMemberDNSNames...), r.DNSNames...)
-	ips := append([]net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback, r.ServiceIP}, r.IPs...)
-	servingCert, servingKey, err := serverCA.IssueServing(servingName, dnsNames, ips, CertValidity)
 	if err != nil {
 		return nil, err
 	}
@@ -123,15 +111,39 @@ func New(r Request) (*Set, error) {
 	if err != nil {
 		return nil, err
 	}
+	return &Authorities{ServerCA: serverCA, ClientCA: clientCA, AdminCert: adminCert, AdminKey: adminKey}, nil
+}
+
+// Set is what every member that serves has from its start: its
+// Authorities, the API server's serving certificate and the ServiceAccount
+// key pair. Everything is PEM.
+type Set struct {
+	Authorities
+	ServingCert, ServingKey []byte
+	// SAKey signs the member's ServiceAccount tokens; SAPub verifies them.
+	SAKey, SAPub []byte
+}
+
+// New makes a member's Set for r.
+func New(r Request) (*Set, error) {
+	if r.ServiceIP == nil {
+		return nil, errors.New("making a member's certificates: no Service IP")
+	}
+	a, err := NewAuthorities()
+	if err != nil {
+		return nil, err
+	}
+	dnsNames := append(append([]string{}, inMemberDNSNames...), r.DNSNames...)
+	ips := append([]net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback, r.ServiceIP}, r.IPs...)
+	servingCert, servingKey, err := a.ServerCA.IssueServing(servingName, dnsNames, ips, CertValidity)
+	if err != nil {
+		return nil, err
+	}
 	saKey, saPub, err := ServiceAccountKeys()
 	if err != nil {
 		return nil, err
 	}
-	return &Set{
-		ServerCA: serverCA, ServingCert: servingCert, ServingKey: servingKey,
-		ClientCA: clientCA, AdminCert: adminCert, AdminKey: adminKey,
-		SAKey: saKey, SAPub: saPub,
-	}, nil
+	return &Set{Authorities: *a, ServingCert: servingCert, ServingKey: servingKey, SAKey: saKey, SAPub: saPub}, nil
 }
 
 // Client issues id's certificate from ca, valid from a little before now
