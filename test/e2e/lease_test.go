@@ -1,4 +1,4 @@
-//go:build e2e
+//go:build e2e && !heavy
 
 package e2e
 
@@ -24,29 +24,6 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/testenv/memberproc"
 	"github.com/kunobi-ninja/kobe/internal/wire"
 )
-
-// leaseCLI runs `kobe lease POOL -o json` and returns the lease and the
-// kubeconfig path it wrote.
-func leaseCLI(t *testing.T, pool string, extra ...string) (wire.Lease, string) {
-	t.Helper()
-	kc := filepath.Join(t.TempDir(), "kubeconfig")
-	out, errOut, err := kobe(t, append([]string{"lease", pool, "--kubeconfig", kc, "-o", "json"}, extra...)...)
-	if err != nil {
-		t.Fatalf("kobe lease %s: %v\nstdout: %s\nstderr: %s\noperator:\n%s", pool, err, out, errOut, s.tail())
-	}
-	var l wire.Lease
-	if err := json.Unmarshal([]byte(out), &l); err != nil {
-		t.Fatalf("kobe lease -o json printed %q: %v", out, err)
-	}
-	st, err := os.Stat(kc)
-	if err != nil {
-		t.Fatalf("kubeconfig not written: %v", err)
-	}
-	if st.Mode().Perm() != 0o600 {
-		t.Errorf("kubeconfig mode %o, want 0600", st.Mode().Perm())
-	}
-	return l, kc
-}
 
 func clientCertNotAfter(t *testing.T, kubeconfig string) time.Time {
 	t.Helper()

@@ -344,3 +344,26 @@ func instanceGone(t *testing.T, name string) error {
 	}
 	return nil
 }
+
+// leaseCLI runs `kobe lease POOL -o json` and returns the lease and the
+// kubeconfig path it wrote.
+func leaseCLI(t *testing.T, pool string, extra ...string) (wire.Lease, string) {
+	t.Helper()
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	out, errOut, err := kobe(t, append([]string{"lease", pool, "--kubeconfig", kc, "-o", "json"}, extra...)...)
+	if err != nil {
+		t.Fatalf("kobe lease %s: %v\nstdout: %s\nstderr: %s\noperator:\n%s", pool, err, out, errOut, s.tail())
+	}
+	var l wire.Lease
+	if err := json.Unmarshal([]byte(out), &l); err != nil {
+		t.Fatalf("kobe lease -o json printed %q: %v", out, err)
+	}
+	st, err := os.Stat(kc)
+	if err != nil {
+		t.Fatalf("kubeconfig not written: %v", err)
+	}
+	if st.Mode().Perm() != 0o600 {
+		t.Errorf("kubeconfig mode %o, want 0600", st.Mode().Perm())
+	}
+	return l, kc
+}
