@@ -28,6 +28,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/binding"
 	"github.com/kunobi-ninja/kobe/internal/cachetrim"
 	"github.com/kunobi-ninja/kobe/internal/cleanup"
+	"github.com/kunobi-ninja/kobe/internal/connect"
 	"github.com/kunobi-ninja/kobe/internal/controller/accesspolicy"
 	"github.com/kunobi-ninja/kobe/internal/controller/clusterinstance"
 	"github.com/kunobi-ninja/kobe/internal/controller/clusterlease"
@@ -175,16 +176,30 @@ func run(ctx context.Context, o options) error {
 		DefaultMaxConcurrentLeases: int32(o.auth.DefaultMaxConcurrentLeases),
 	})
 	cacheSynced := watchCacheSync(ctx, mgr.GetCache())
-	api := apiserver.New(apiserver.Options{
-		Addr: o.api.BindAddress, Namespace: o.namespace,
-		Client: mgr.GetClient(), Reader: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
-		Binder: binder, Auth: authn, Recorder: mgr.GetEventRecorder("kobe-api"), Clock: clk,
-		Log: log.WithName("api"), Version: version.Version, MaxInFlight: o.api.MaxInFlight,
-		TLSCertFile: o.api.TLSCertFile, TLSKeyFile: o.api.TLSKeyFile, TLSCAFile: o.api.TLSCAFile,
-		ConnectURL: o.api.ConnectURL, ConnectMaxInFlight: o.api.ConnectMaxInFlight, ConnectMaxStreamsPerLease: o.api.ConnectMaxStreamsPerLease,
-		Ready: cacheSynced.Load, MaxQueuedPerOwner: int32(o.leaseLimits.MaxQueuedPerOwner),
-		Informers: mgr.GetCache(), Fence: backends.Fence,
+	apiLog := log.WithName("api")
+	leases := leaseservice.New(leaseservice.Options{
+		Namespace: o.namespace, Client: mgr.GetClient(), Reader: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
+		Binder: binder, Recorder: mgr.GetEventRecorder("kobe-api"), Clock: clk, Log: apiLog,
+		MaxQueuedPerOwner: int32(o.leaseLimits.MaxQueuedPerOwner), Fence: backends.Fence,
+		ProxyEndpoint: apiserver.ProxyEndpoint(apiserver.ProxyEndpointOptions{
+			TLSCertFile: o.api.TLSCertFile, TLSKeyFile: o.api.TLSKeyFile, TLSCAFile: o.api.TLSCAFile,
+			ConnectURL: o.api.ConnectURL, Log: apiLog,
+		}),
 	})
+	proxy := connect.New(connect.Options{
+		Namespace: o.namespace, Reader: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Informers: mgr.GetCache(),
+		Clock: clk, Log: apiLog.WithName("connect"),
+		MaxInFlight: o.api.ConnectMaxInFlight, MaxStreamsPerLease: o.api.ConnectMaxStreamsPerLease,
+	})
+	api, err := apiserver.New(apiserver.Options{
+		Addr: o.api.BindAddress, Namespace: o.namespace, Leases: leases, Connect: proxy,
+		Auth: authn, Log: apiLog, Version: version.Version, MaxInFlight: o.api.MaxInFlight,
+		TLSCertFile: o.api.TLSCertFile, TLSKeyFile: o.api.TLSKeyFile, ConnectURL: o.api.ConnectURL,
+		Ready: cacheSynced.Load,
+	})
+	if err != nil {
+		return fmt.Errorf("wiring API server: %w", err)
+	}
 	if err := mgr.Add(api); err != nil {
 		return fmt.Errorf("adding API server: %w", err)
 	}

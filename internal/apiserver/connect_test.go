@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
-
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -73,9 +71,11 @@ func TestConnectURLChecked(t *testing.T) {
 		{"without TLS", "https://kobe.example.com", "", "", "needs the API served over TLS"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := apiserver.New(apiserver.Options{Addr: "127.0.0.1:0", Namespace: ns, Log: logr.Discard(),
-				TLSCertFile: tt.certFile, TLSKeyFile: tt.keyFile, ConnectURL: tt.url})
-			err := srv.Start(t.Context())
+			srv, err := newServer(fx.mgr, apiserver.Options{Addr: "127.0.0.1:0", TLSCertFile: tt.certFile, TLSKeyFile: tt.keyFile, ConnectURL: tt.url})
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = srv.Start(t.Context())
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("Start: %v, want an error saying %q", err, tt.want)
 			}

@@ -12,9 +12,10 @@ type Flags struct {
 	// the operator resolves with its listen rules (loopback unless TLS or
 	// --bind-all-interfaces).
 	BindAddress string
-	// TLSCertFile, TLSKeyFile, TLSCAFile, MaxInFlight, ConnectURL,
-	// ConnectMaxInFlight and ConnectMaxStreamsPerLease are Options' fields
-	// of the same names.
+	// TLSCertFile, TLSKeyFile, MaxInFlight and ConnectURL are Options'
+	// fields of the same names; TLSCAFile is ProxyEndpointOptions'.
+	// ConnectMaxInFlight and ConnectMaxStreamsPerLease are the connect
+	// proxy's MaxInFlight and MaxStreamsPerLease.
 	TLSCertFile, TLSKeyFile, TLSCAFile            string
 	MaxInFlight                                   int
 	ConnectURL                                    string
@@ -34,6 +35,7 @@ func (f *Flags) Bind(fs *flag.FlagSet) {
 }
 
 // Validate refuses nothing: the address is resolved by the operator's
-// listen rules, limits of 0 or less take the defaults (New), and Start
-// checks --connect-url against TLS and loads the certificate.
+// listen rules, limits of 0 or less take the defaults (New and
+// connect.New), and Start checks --connect-url against TLS and loads the
+// certificate.
 func (f Flags) Validate() error { return nil }

@@ -16,7 +16,7 @@ import (
 // answers 429 with Retry-After and a JSON error, while the infrastructure
 // routes stay exempt.
 func TestInFlightLimit(t *testing.T) {
-	s := New(Options{MaxInFlight: 2, Log: logr.Discard()})
+	s := newIdleServer(t, Options{MaxInFlight: 2, Log: logr.Discard()})
 	release := make(chan struct{})
 	var entered sync.WaitGroup
 	blocking := s.limitInFlight(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {

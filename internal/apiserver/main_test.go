@@ -34,10 +34,12 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/auth"
 	"github.com/kunobi-ninja/kobe/internal/backend"
 	"github.com/kunobi-ninja/kobe/internal/binding"
+	"github.com/kunobi-ninja/kobe/internal/connect"
 	"github.com/kunobi-ninja/kobe/internal/credentials/memberaccess"
 	"github.com/kunobi-ninja/kobe/internal/credentials/pki"
 	"github.com/kunobi-ninja/kobe/internal/index"
 	"github.com/kunobi-ninja/kobe/internal/lease"
+	"github.com/kunobi-ninja/kobe/internal/leaseservice"
 	"github.com/kunobi-ninja/kobe/internal/replay"
 	"github.com/kunobi-ninja/kobe/internal/testenv"
 	"github.com/kunobi-ninja/kobe/internal/testenv/oidcissuer"
@@ -191,14 +193,8 @@ func setup(dir string) (_ *fixture, _ func(), err error) {
 		return nil, nil, err
 	}
 	f.mgr = mgr
-	clk := clock.RealClock{}
-	srv := apiserver.New(apiserver.Options{
-		Addr:      "127.0.0.1:0",
-		Namespace: ns,
-		Client:    mgr.GetClient(),
-		Reader:    mgr.GetClient(),
-		APIReader: mgr.GetAPIReader(),
-		Binder:    &binding.Binder{Client: mgr.GetClient(), Reader: mgr.GetClient(), Clock: clk},
+	srv, err := newServer(mgr, apiserver.Options{
+		Addr: "127.0.0.1:0",
 		Auth: auth.NewAuthenticator(auth.Options{
 			Reader:        mgr.GetCache(),
 			Namespace:     ns,
@@ -206,11 +202,11 @@ func setup(dir string) (_ *fixture, _ func(), err error) {
 			SSHAudience:   sshAudience,
 			SSHNonces:     &replay.Store{Client: mgr.GetClient(), Namespace: ns},
 		}),
-		Recorder: mgr.GetEventRecorder("kobe-apiserver-test"),
-		Clock:    clk,
-		Log:      logr.Discard(),
-		Version:  testVersion,
+		Version: testVersion,
 	})
+	if err != nil {
+		return nil, nil, err
+	}
 	if err := mgr.Add(srv); err != nil {
 		return nil, nil, err
 	}
@@ -237,6 +233,24 @@ func setup(dir string) (_ *fixture, _ func(), err error) {
 		return nil, nil, err
 	}
 	return f, stop, nil
+}
+
+// newServer builds an API server of ns as the operator does: its lease
+// service and connect proxy read through mgr, and leases reach the connect
+// proxy as opts' TLS files and ConnectURL say. Nothing is logged.
+func newServer(mgr ctrl.Manager, opts apiserver.Options) (*apiserver.Server, error) {
+	clk := clock.RealClock{}
+	opts.Namespace, opts.Log = ns, logr.Discard()
+	opts.Leases = leaseservice.New(leaseservice.Options{
+		Namespace: ns, Client: mgr.GetClient(), Reader: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
+		Binder:   &binding.Binder{Client: mgr.GetClient(), Reader: mgr.GetClient(), Clock: clk},
+		Recorder: mgr.GetEventRecorder("kobe-apiserver-test"), Clock: clk, Log: opts.Log,
+		ProxyEndpoint: apiserver.ProxyEndpoint(apiserver.ProxyEndpointOptions{
+			TLSCertFile: opts.TLSCertFile, TLSKeyFile: opts.TLSKeyFile, ConnectURL: opts.ConnectURL, Log: opts.Log,
+		}),
+	})
+	opts.Connect = connect.New(connect.Options{Namespace: ns, Reader: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Clock: clk, Log: opts.Log})
+	return apiserver.New(opts)
 }
 
 // createWorld creates the pools with their Ready members, the

@@ -17,7 +17,7 @@ import (
 // there is the JSON 404 of any unknown route and carries no kobe_ series.
 func TestNoMetricsOnTheAPIPort(t *testing.T) {
 	metrics.LeaseRequest("secret-pool", "refused") // a series a leak would show
-	s := New(Options{Log: logr.Discard()})
+	s := newIdleServer(t, Options{Log: logr.Discard()})
 	for _, path := range []string{"/metrics", "/metrics/"} {
 		rec := httptest.NewRecorder()
 		s.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))

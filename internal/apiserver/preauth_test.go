@@ -16,12 +16,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	authnv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -29,7 +27,6 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/apiclient"
 	"github.com/kunobi-ninja/kobe/internal/apiserver"
 	"github.com/kunobi-ninja/kobe/internal/auth"
-	"github.com/kunobi-ninja/kobe/internal/binding"
 	"github.com/kunobi-ninja/kobe/internal/leaseservice"
 	"github.com/kunobi-ninja/kobe/internal/testenv"
 	"github.com/kunobi-ninja/kobe/internal/wire"
@@ -42,15 +39,10 @@ import (
 func startServer(t *testing.T, opts auth.Options) string {
 	t.Helper()
 	opts.Reader, opts.Namespace = fx.mgr.GetCache(), ns
-	clk := clock.RealClock{}
-	srv := apiserver.New(apiserver.Options{
-		Addr: "127.0.0.1:0", Namespace: ns,
-		Client: fx.mgr.GetClient(), Reader: fx.mgr.GetClient(), APIReader: fx.mgr.GetAPIReader(),
-		Binder:   &binding.Binder{Client: fx.mgr.GetClient(), Reader: fx.mgr.GetClient(), Clock: clk},
-		Auth:     auth.NewAuthenticator(opts),
-		Recorder: fx.mgr.GetEventRecorder("kobe-apiserver-test"),
-		Clock:    clk, Log: logr.Discard(), Version: testVersion,
-	})
+	srv, err := newServer(fx.mgr, apiserver.Options{Addr: "127.0.0.1:0", Auth: auth.NewAuthenticator(opts), Version: testVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Start(ctx) }()

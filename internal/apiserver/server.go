@@ -13,15 +13,9 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"k8s.io/client-go/tools/events"
-	"k8s.io/utils/clock"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/auth"
-	"github.com/kunobi-ninja/kobe/internal/binding"
 	"github.com/kunobi-ninja/kobe/internal/connect"
 	"github.com/kunobi-ninja/kobe/internal/credentials/leasecreds"
 	"github.com/kunobi-ninja/kobe/internal/leaseservice"
@@ -50,15 +44,14 @@ type Options struct {
 	Addr string
 	// Namespace holds the pools, leases and policies the API serves.
 	Namespace string
-	// Client writes; Reader reads from the cache; APIReader reads uncached.
-	Client    client.Client
-	Reader    client.Reader
-	APIReader client.Reader
-	Binder    *binding.Binder
-	Auth      Authenticator
-	Recorder  events.EventRecorder
-	Clock     clock.PassiveClock
-	Log       logr.Logger
+	// Leases carries out the lease and pool operations the handlers
+	// decode and encode (required). Its ProxyEndpoint is ProxyEndpoint's,
+	// which reads the Host that the server puts in each request's context.
+	Leases *leaseservice.Service
+	// Connect serves /connect/<lease>/... (required). Start starts it.
+	Connect *connect.Proxy
+	Auth    Authenticator
+	Log     logr.Logger
 	// Version is reported by /v1/status.
 	Version string
 	// MaxInFlight bounds concurrent requests (429 beyond it); infrastructure
@@ -74,28 +67,9 @@ type Options struct {
 	// TLSCertFile and TLSKeyFile serve HTTPS when both are set; they are
 	// read again when they change (see Start).
 	TLSCertFile, TLSKeyFile string
-	// MaxQueuedPerOwner is leaseservice.Options.MaxQueuedPerOwner.
-	MaxQueuedPerOwner int32
-	// ConnectURL is the base URL (https://host[:port]) under which lease
-	// kubeconfigs of Proxy-mode members reach the connect proxy
-	// (<ConnectURL>/connect/<lease>); empty derives it from each request's
-	// Host (https://<Host>). Proxy access needs TLS (TLSCertFile).
+	// ConnectURL is ProxyEndpointOptions.ConnectURL, which Start checks:
+	// it must be usable in kubeconfigs, and needs TLS.
 	ConnectURL string
-	// TLSCAFile is the PEM CA that verifies the serving certificate, put in
-	// Proxy-mode kubeconfigs; empty leaves them to the system's roots. It
-	// is read again for every kubeconfig, so a rotated CA is handed out.
-	TLSCAFile string
-	// ConnectMaxInFlight bounds concurrent connect requests, apart from
-	// MaxInFlight (connect.DefaultMaxInFlight).
-	ConnectMaxInFlight int
-	// ConnectMaxStreamsPerLease bounds one lease's concurrent connect
-	// requests (connect.DefaultMaxStreamsPerLease).
-	ConnectMaxStreamsPerLease int
-	// Informers deliver the lease and member events that close a lease's
-	// connect streams when it ends (the manager's cache).
-	Informers cache.Informers
-	// Fence is leaseservice.Options.Fence.
-	Fence func(ctx context.Context, inst *kobev1.ClusterInstance) error
 }
 
 // Server is the HTTP API.
@@ -112,8 +86,15 @@ type Server struct {
 	connect       *connect.Proxy
 }
 
-// New builds the server and its routes.
-func New(opts Options) *Server {
+// New builds the server and its routes. It refuses Options without the
+// services that the routes call.
+func New(opts Options) (*Server, error) {
+	if opts.Leases == nil {
+		return nil, errors.New("the API server needs its lease service (Options.Leases)")
+	}
+	if opts.Connect == nil {
+		return nil, errors.New("the API server needs its connect proxy (Options.Connect)")
+	}
 	if opts.MaxInFlight <= 0 {
 		opts.MaxInFlight = DefaultMaxInFlight
 	}
@@ -123,29 +104,12 @@ func New(opts Options) *Server {
 	if opts.BodyReadTimeout <= 0 {
 		opts.BodyReadTimeout = DefaultBodyReadTimeout
 	}
-	if opts.Clock == nil {
-		opts.Clock = clock.RealClock{}
-	}
 	if opts.Ready == nil {
 		opts.Ready = func() bool { return true }
 	}
-	s := &Server{opts: opts, inFlight: make(chan struct{}, opts.MaxInFlight)}
-	s.leases = leaseservice.New(leaseservice.Options{
-		Namespace: opts.Namespace, Client: opts.Client, Reader: opts.Reader, APIReader: opts.APIReader,
-		Binder: opts.Binder, Recorder: opts.Recorder, Clock: opts.Clock, Log: opts.Log,
-		MaxQueuedPerOwner: opts.MaxQueuedPerOwner, ProxyEndpoint: s.proxyEndpoint, Fence: opts.Fence,
-	})
-	timers, ok := opts.Clock.(clock.WithDelayedExecution)
-	if !ok {
-		timers = clock.RealClock{}
-	}
-	s.connect = connect.New(connect.Options{
-		Namespace: opts.Namespace, Reader: opts.Reader, APIReader: opts.APIReader, Informers: opts.Informers,
-		Clock: timers, Log: opts.Log.WithName("connect"), MaxInFlight: opts.ConnectMaxInFlight,
-		MaxStreamsPerLease: opts.ConnectMaxStreamsPerLease,
-	})
+	s := &Server{opts: opts, leases: opts.Leases, connect: opts.Connect, inFlight: make(chan struct{}, opts.MaxInFlight)}
 	s.handler = s.routes()
-	return s
+	return s, nil
 }
 
 // Handler returns the root handler (for tests and embedding).
@@ -205,7 +169,7 @@ func (s *Server) routes() http.Handler {
 // without a restart.
 func (s *Server) Start(ctx context.Context) error {
 	if s.opts.ConnectURL != "" {
-		if !s.serveTLS() {
+		if !servesTLS(s.opts.TLSCertFile, s.opts.TLSKeyFile) {
 			return errors.New("--connect-url needs the API served over TLS: add --api-tls-cert-file and --api-tls-key-file")
 		}
 		if _, err := leasecreds.ProxyServer(s.opts.ConnectURL, "lease"); err != nil {
@@ -216,7 +180,7 @@ func (s *Server) Start(ctx context.Context) error {
 		return err
 	}
 	var certs *certwatcher.CertWatcher
-	if s.serveTLS() {
+	if servesTLS(s.opts.TLSCertFile, s.opts.TLSKeyFile) {
 		var err error
 		if certs, err = certwatcher.New(s.opts.TLSCertFile, s.opts.TLSKeyFile); err != nil {
 			return fmt.Errorf("loading the lease API's TLS certificate: %w", err)

@@ -15,8 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
-
 	"github.com/kunobi-ninja/kobe/internal/apiserver"
 	"github.com/kunobi-ninja/kobe/internal/credentials/pki"
 	"github.com/kunobi-ninja/kobe/internal/testenv"
@@ -126,7 +124,10 @@ func writeFile(t *testing.T, path string, b []byte) {
 // loopback port until the test ends, and returns its address.
 func startTLSServer(t *testing.T, certFile, keyFile string) string {
 	t.Helper()
-	srv := apiserver.New(apiserver.Options{Addr: "127.0.0.1:0", Namespace: ns, Log: logr.Discard(), TLSCertFile: certFile, TLSKeyFile: keyFile})
+	srv, err := newServer(fx.mgr, apiserver.Options{Addr: "127.0.0.1:0", TLSCertFile: certFile, TLSKeyFile: keyFile})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Start(ctx) }()

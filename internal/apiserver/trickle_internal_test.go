@@ -45,7 +45,7 @@ func TestTricklingBodiesHoldNoSlot(t *testing.T) {
 			},
 		},
 	).Build()
-	s := New(Options{
+	s := newIdleServer(t, Options{
 		Namespace: ns, MaxInFlight: maxInFlight, BodyReadTimeout: 3 * time.Second, Log: logr.Discard(),
 		Auth: auth.NewAuthenticator(auth.Options{Reader: reader, Namespace: ns}),
 	})
