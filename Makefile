@@ -202,8 +202,15 @@ test-all: test test-extra ## What CI runs: make test, then make test-extra.
 # within 2 s) need the CPU when they ask for it, so only work at nice 19
 # runs beside them.
 .PHONY: test-extra
-test-extra: ## What test-all adds to make test: the heavy layer, the root-only real-node layer, the modules of their own (chart, image builder, release), fuzzing, chart install and run-cluster.
+test-extra: test-extra-builds ## What test-all adds to make test: the heavy layer, the root-only real-node layer, the modules of their own (chart, image builder, release), fuzzing, chart install and run-cluster.
+	$(MAKE) --no-print-directory test-extra-tests
+
+.PHONY: test-extra-builds
+test-extra-builds: ## What only test-extra needs built: kubelet, the images, the other modules' test binaries.
 	$(MAKE) --no-print-directory -j2 --output-sync=target node image image-pause image-testapp image-controlplane image-node build-test-modules
+
+.PHONY: test-extra-tests
+test-extra-tests: ## test-extra without its builds (.ci/run builds them beside make test).
 	$(MAKE) --no-print-directory test-heavy
 	$(MAKE) --no-print-directory test-node-beside-modules
 	$(MAKE) --no-print-directory test-chart-install
