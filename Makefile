@@ -276,14 +276,17 @@ test-e2e: controlplane build ## The core end-to-end layer (tag e2e): the real op
 # leader elections, TTLs): three side by side keep two cores about 70 %
 # busy. Four at once pushed the load past 20 and timing checks over their
 # bounds (an upgraded connection closed 2 s after a release, want 1 s).
-# test/e2e is one of them: with the tags e2e,heavy it builds only its slow
-# failure paths (its core tests are tagged e2e && !heavy).
+# test/e2e is one of them, for its slow failure paths (files tagged
+# e2e && heavy): -run names the tests of the heavy files only, so neither
+# test/e2e's core tests nor the heavy packages' unit tests, which make test
+# ran, run again.
 HEAVY_PARALLEL ?= 3
 
 .PHONY: test-heavy
 test-heavy: controlplane build ## The heavy layer (tag heavy): the local backend's real members, the pool controller's many clusters, two operator replicas (test/ha), the connect proxy (test/connect), scaling (test/scaling) and test/e2e's slow failure paths (tag e2e && heavy), three packages side by side.
 	pkgs="$$(hack/test-packages.sh heavy) ./test/e2e"; \
-	go test -tags heavy,e2e $(GO_TEST_FLAGS) -p $(HEAVY_PARALLEL) -timeout 20m $$pkgs
+	tests=$$(hack/test-packages.sh --tests heavy); \
+	go test -tags heavy,e2e $(GO_TEST_FLAGS) -p $(HEAVY_PARALLEL) -timeout 20m -run "^($$tests)$$" $$pkgs
 
 # The race detector needs cgo, so its build is a second compile of every
 # dependency: a target of its own, not part of make test.

@@ -13,22 +13,47 @@
 #   bench        the `make bench` harness
 #
 # A package is in a layer when one of its test files carries that tag.
+# With --tests it prints the layer's test names instead (for go test -run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+tests=0
+if [ "${1:-}" = --tests ]; then
+	tests=1
+	shift
+fi
 layer=${1:-}
 case $layer in
 integration | e2e | heavy | root | bench) ;;
 *)
-	echo "usage: $0 integration|e2e|heavy|root|bench" >&2
+	echo "usage: $0 [--tests] integration|e2e|heavy|root|bench" >&2
 	exit 2
 	;;
 esac
 
+# layer_files lists the test files of the kobe module whose build line is
+# the layer's tag alone or, with --tests, ends in "&& <layer>" (test/e2e's
+# slow failure paths are "e2e && heavy").
+layer_files() {
+	git ls-files --cached --others --exclude-standard -- '*_test.go' |
+		while read -r f; do
+			# test/chart is a module of its own, with its own targets.
+			case $f in test/chart/* | hack/*) continue ;; esac
+			[ -f "$f" ] || continue
+			line=$(head -n 1 "$f")
+			if [ "$line" = "//go:build $layer" ] || { [ $tests = 1 ] && [ "${line% && $layer}" != "$line" ]; }; then
+				echo "$f"
+			fi
+		done
+}
+
+if [ $tests = 1 ]; then
+	# --tests: the names of the layer's Test functions, joined by | for
+	# go test -run "^(...)$".
+	layer_files | xargs -r grep -h '^func Test' | sed 's/^func \(Test[A-Za-z0-9_]*\).*/\1/' |
+		grep -vx TestMain | sort -u | paste -sd'|'
+	exit 0
+fi
+
 module=$(go list -m)
-git ls-files --cached --others --exclude-standard -- '*_test.go' |
-	while read -r f; do
-		# test/chart is a module of its own, with its own targets.
-		case $f in test/chart/* | hack/*) continue ;; esac
-		if [ -f "$f" ] && [ "$(head -n 1 "$f")" = "//go:build $layer" ]; then dirname "$f"; fi
-	done | sort -u | sed "s|^|$module/|"
+layer_files | xargs -r -n1 dirname | sort -u | sed "s|^|$module/|"

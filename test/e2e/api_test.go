@@ -1,4 +1,4 @@
-//go:build e2e && !heavy
+//go:build e2e
 
 package e2e
 
