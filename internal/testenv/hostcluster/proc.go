@@ -128,9 +128,30 @@ func stopPID(pid int) error {
 		return err
 	}
 	if !waitGone(pid, stopTimeout) {
-		return fmt.Errorf("pid %d still running after SIGKILL", pid)
+		return fmt.Errorf("pid %d still running after SIGKILL (%s)", pid, processState(pid))
 	}
 	return nil
+}
+
+// processState says what a process that outlives SIGKILL is doing: its
+// name, state (D: in the kernel, uninterruptible), where it waits, and its
+// cgroup (a frozen or CPU-throttled pod cgroup delays its exit).
+func processState(pid int) string {
+	read := func(name string) string {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/%s", pid, name))
+		if err != nil {
+			return "?"
+		}
+		return strings.TrimSpace(string(b))
+	}
+	state := "?"
+	for line := range strings.SplitSeq(read("status"), "\n") {
+		if v, ok := strings.CutPrefix(line, "State:"); ok {
+			state = strings.TrimSpace(v)
+		}
+	}
+	cgroup, _, _ := strings.Cut(read("cgroup"), "\n")
+	return fmt.Sprintf("comm %s, state %s, wchan %s, cgroup %s", read("comm"), state, read("wchan"), cgroup)
 }
 
 // waitGone waits until pid has exited (or is a zombie) or d has passed.

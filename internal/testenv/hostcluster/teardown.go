@@ -160,6 +160,9 @@ func teardown(ctx context.Context, dir string) error {
 	return errors.Join(errs...)
 }
 
+// strayKillTimeout is how long killStrays waits for each process it killed.
+const strayKillTimeout = 30 * time.Second
+
 // killStrays kills what outlives containerd: its shims (whose command
 // line names containerd's socket under dir) and the processes in the
 // pods' cgroups.
@@ -200,9 +203,17 @@ func killStrays(dir string) error {
 	for _, pid := range pids {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
+	// A frozen process takes SIGKILL only when thawed. runc freezes a
+	// container's cgroup while it signals every process in it and thaws it
+	// after; a runc or shim killed in between (as above, or by a crash)
+	// leaves the cgroup frozen for good, its processes asleep in
+	// __refrigerator (seen: an exec probe's etcdctl).
+	thawPodCgroups()
 	for _, pid := range pids {
-		if !waitGone(pid, stopTimeout) {
-			return fmt.Errorf("pid %d still running after SIGKILL", pid)
+		// A process of a pod exits inside its cgroup's CPU quota, which a
+		// busy machine stretches: longer than a daemon's stopTimeout.
+		if !waitGone(pid, strayKillTimeout) {
+			return fmt.Errorf("pid %d still running %s after SIGKILL (%s)", pid, strayKillTimeout, processState(pid))
 		}
 	}
 	return nil
@@ -469,6 +480,27 @@ func nftHasRules(body string) bool {
 		}
 	}
 	return false
+}
+
+// thawPodCgroups thaws every cgroup under the pods' cgroup directories:
+// freezer.state in the v1 freezer hierarchy, cgroup.freeze in v2. Errors
+// are left to the caller's wait, which names a process still stuck.
+func thawPodCgroups() {
+	for _, root := range cgroupRoots() {
+		for _, d := range cgroupDirs {
+			_ = filepath.WalkDir(filepath.Join(root, d), func(path string, e os.DirEntry, err error) error {
+				if err != nil || !e.IsDir() {
+					return nil
+				}
+				for file, thawed := range map[string]string{"freezer.state": "THAWED", "cgroup.freeze": "0"} {
+					if _, err := os.Stat(filepath.Join(path, file)); err == nil {
+						_ = os.WriteFile(filepath.Join(path, file), []byte(thawed), 0o644)
+					}
+				}
+				return nil
+			})
+		}
+	}
 }
 
 // cgroupRoots are the mounted cgroup hierarchies (v1 controllers, and the

@@ -3,6 +3,8 @@
 package hostcluster
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -100,5 +102,59 @@ func TestSnapshotDiff(t *testing.T) {
 		if !strings.Contains(d, want) {
 			t.Errorf("diff %q lacks %q", d, want)
 		}
+	}
+}
+
+// TestProcessState: what a stuck process's error says about it (comm is
+// cut at 15 characters by the kernel), read from
+// this test's own process.
+func TestProcessState(t *testing.T) {
+	got := processState(os.Getpid())
+	for _, want := range []string{"comm hostcluster.tes", "state ", "wchan ", "cgroup "} {
+		if !strings.Contains(got, want) {
+			t.Errorf("processState = %q, want it to contain %q", got, want)
+		}
+	}
+	if strings.Contains(got, "state ?") {
+		t.Errorf("processState = %q: no state read", got)
+	}
+}
+
+// TestThawPodCgroups: a pod cgroup left frozen (its processes cannot take
+// SIGKILL) is thawed by the teardown, in the v1 freezer hierarchy or in v2,
+// whichever this machine has.
+func TestThawPodCgroups(t *testing.T) {
+	root, file, frozen, thawed := "/sys/fs/cgroup/freezer", "freezer.state", "FROZEN", "THAWED"
+	if _, err := os.Stat(root); err != nil {
+		root, file, frozen, thawed = "/sys/fs/cgroup", "cgroup.freeze", "1", "0"
+	}
+	parent := filepath.Join(root, "k8s.io")
+	if _, err := os.Stat(parent); os.IsNotExist(err) {
+		if err := os.Mkdir(parent, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = os.Remove(parent) })
+	}
+	dir := filepath.Join(parent, "kobe-thaw-test")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.Remove(dir) })
+	state := func() string {
+		b, err := os.ReadFile(filepath.Join(dir, file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(b))
+	}
+	if err := os.WriteFile(filepath.Join(dir, file), []byte(frozen), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := state(); got != frozen {
+		t.Fatalf("%s = %q after freezing, want %q", file, got, frozen)
+	}
+	thawPodCgroups()
+	if got := state(); got != thawed {
+		t.Errorf("%s = %q after thawPodCgroups, want %q", file, got, thawed)
 	}
 }
