@@ -181,25 +181,17 @@ func killStrays(dir string) error {
 			pids = append(pids, pid)
 		}
 	}
-	for _, root := range cgroupRoots() {
-		for _, d := range cgroupDirs {
-			_ = filepath.WalkDir(filepath.Join(root, d), func(path string, e os.DirEntry, err error) error {
-				if err != nil || !e.IsDir() {
-					return nil
-				}
-				b, err := os.ReadFile(filepath.Join(path, "cgroup.procs"))
-				if err != nil {
-					return nil
-				}
-				for _, f := range strings.Fields(string(b)) {
-					if pid, err := strconv.Atoi(f); err == nil {
-						pids = append(pids, pid)
-					}
-				}
-				return nil
-			})
+	eachPodCgroup(func(path string) {
+		b, err := os.ReadFile(filepath.Join(path, "cgroup.procs"))
+		if err != nil {
+			return
 		}
-	}
+		for _, f := range strings.Fields(string(b)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				pids = append(pids, pid)
+			}
+		}
+	})
 	for _, pid := range pids {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
@@ -486,16 +478,23 @@ func nftHasRules(body string) bool {
 // freezer.state in the v1 freezer hierarchy, cgroup.freeze in v2. Errors
 // are left to the caller's wait, which names a process still stuck.
 func thawPodCgroups() {
+	eachPodCgroup(func(path string) {
+		for file, thawed := range map[string]string{"freezer.state": "THAWED", "cgroup.freeze": "0"} {
+			if _, err := os.Stat(filepath.Join(path, file)); err == nil {
+				_ = os.WriteFile(filepath.Join(path, file), []byte(thawed), 0o644)
+			}
+		}
+	})
+}
+
+// eachPodCgroup calls f with every cgroup directory under the pods'
+// cgroup directories (cgroupDirs) of every hierarchy, parents first.
+func eachPodCgroup(f func(path string)) {
 	for _, root := range cgroupRoots() {
 		for _, d := range cgroupDirs {
 			_ = filepath.WalkDir(filepath.Join(root, d), func(path string, e os.DirEntry, err error) error {
-				if err != nil || !e.IsDir() {
-					return nil
-				}
-				for file, thawed := range map[string]string{"freezer.state": "THAWED", "cgroup.freeze": "0"} {
-					if _, err := os.Stat(filepath.Join(path, file)); err == nil {
-						_ = os.WriteFile(filepath.Join(path, file), []byte(thawed), 0o644)
-					}
+				if err == nil && e.IsDir() {
+					f(path)
 				}
 				return nil
 			})
