@@ -163,6 +163,18 @@ tools: $(CONTROLLER_GEN) $(GOLANGCI_LINT) ## Build the pinned developer tools (h
 tidy: ## go mod tidy in every module.
 	@for m in $(GO_MODULES); do echo "go mod tidy in $$m"; (cd $$m && go mod tidy); done
 
+# The modules share one version of every dependency they build, so that Go's
+# build cache compiles a shared package (client-go, x/net, protobuf...) once
+# for all of them: on a cold machine the control plane's build then reuses
+# what kobe's own compiled. etcd's own modules move with the etcd release
+# hack/controlplane/etcd pins (and its image tag), not with the client
+# Kubernetes uses.
+MODALIGN = go run ./hack/modalign -skip go.etcd.io/etcd/
+
+.PHONY: align-modules
+align-modules: ## Raise every dependency two modules share to the highest version either uses (go get, go mod tidy).
+	$(MODALIGN) $(GO_MODULES)
+
 ##@ Generate
 
 .PHONY: generate
@@ -299,10 +311,11 @@ fmt-check: ## Fail when gofmt would change a file.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed: $$out" >&2; exit 1; fi
 
 .PHONY: tidy-check
-tidy-check: ## Fail when go mod tidy would change the go.mod or go.sum of any module.
+tidy-check: ## Fail when go mod tidy would change the go.mod or go.sum of any module, or when two modules build different versions of a dependency (make align-modules).
 	@for m in $(GO_MODULES); do \
 		(cd $$m && go mod tidy -diff) || { echo "$$m: go.mod/go.sum are not tidy: run 'make tidy' and commit the result" >&2; exit 1; }; \
 	done
+	@$(MODALIGN) -check $(GO_MODULES)
 
 .PHONY: vet
 vet: ## go vet over every layer's files.
