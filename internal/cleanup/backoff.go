@@ -1,10 +1,10 @@
 package cleanup
 
 import (
-	"strings"
 	"time"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+	"github.com/kunobi-ninja/kobe/internal/truncate"
 )
 
 // Backoff of a Quarantined member's retries: 30 s after the first failed
@@ -33,11 +33,9 @@ func Backoff(attempts int32) time.Duration {
 func RetryWait(inst *kobev1.ClusterInstance, now time.Time) (time.Duration, string) {
 	st := inst.Status.Cleanup
 	req := inst.Annotations[kobev1.AnnotationRetryCleanup]
-	if len(req) > maxRetryRequest {
-		// status.cleanup.retryRequest's bound; a rune cut in two would
-		// come back from the API server changed and never match.
-		req = strings.ToValidUTF8(req[:maxRetryRequest], "")
-	}
+	// status.cleanup.retryRequest's bound; a rune cut in two would come
+	// back from the API server changed and never match.
+	req = truncate.UTF8(req, maxRetryRequest)
 	if req != "" && (st == nil || st.RetryRequest != req) {
 		return 0, req
 	}

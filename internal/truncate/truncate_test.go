@@ -1,13 +1,13 @@
-package clusterinstance
+package truncate
 
 import (
 	"testing"
 	"unicode/utf8"
 )
 
-// TestTruncateUTF8: status.lastFailure.message stays within the CRD's bound
-// and valid UTF-8 whatever the backend said.
-func TestTruncateUTF8(t *testing.T) {
+// TestUTF8: a status message stays within its CRD bound and valid UTF-8
+// whatever a backend said.
+func TestUTF8(t *testing.T) {
 	cases := []struct {
 		name, in string
 		n        int
@@ -22,9 +22,9 @@ func TestTruncateUTF8(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := truncateUTF8(tc.in, tc.n)
+			got := UTF8(tc.in, tc.n)
 			if got != tc.want || len(got) > tc.n || !utf8.ValidString(got) {
-				t.Errorf("truncateUTF8(%q, %d) = %q, want %q", tc.in, tc.n, got, tc.want)
+				t.Errorf("UTF8(%q, %d) = %q, want %q", tc.in, tc.n, got, tc.want)
 			}
 		})
 	}

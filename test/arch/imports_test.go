@@ -87,6 +87,7 @@ var leaves = []string{
 	"internal/node",
 	"internal/retention",
 	"internal/sshsig",
+	"internal/truncate",
 	"internal/version",
 	"internal/wire",
 }
