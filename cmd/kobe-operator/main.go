@@ -181,22 +181,19 @@ func run(ctx context.Context, o options) error {
 		Namespace: o.namespace, Client: mgr.GetClient(), Reader: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
 		Binder: binder, Recorder: mgr.GetEventRecorder("kobe-api"), Clock: clk, Log: apiLog,
 		MaxQueuedPerOwner: int32(o.leaseLimits.MaxQueuedPerOwner), Fence: backends.Fence,
-		ProxyEndpoint: apiserver.ProxyEndpoint(apiserver.ProxyEndpointOptions{
-			TLSCertFile: o.api.TLSCertFile, TLSKeyFile: o.api.TLSKeyFile, TLSCAFile: o.api.TLSCAFile,
-			ConnectURL: o.api.ConnectURL, Log: apiLog,
-		}),
+		ProxyEndpoint: o.api.ProxyEndpoint(apiLog),
 	})
-	proxy := connect.New(connect.Options{
+	connectOpts := connect.Options{
 		Namespace: o.namespace, Reader: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Informers: mgr.GetCache(),
 		Clock: clk, Log: apiLog.WithName("connect"),
-		MaxInFlight: o.api.ConnectMaxInFlight, MaxStreamsPerLease: o.api.ConnectMaxStreamsPerLease,
-	})
-	api, err := apiserver.New(apiserver.Options{
-		Addr: o.api.BindAddress, Namespace: o.namespace, Leases: leases, Connect: proxy,
-		Auth: authn, Log: apiLog, Version: version.Version, MaxInFlight: o.api.MaxInFlight,
-		TLSCertFile: o.api.TLSCertFile, TLSKeyFile: o.api.TLSKeyFile, ConnectURL: o.api.ConnectURL,
-		Ready: cacheSynced.Load,
-	})
+	}
+	o.api.ApplyConnect(&connectOpts)
+	apiOpts := apiserver.Options{
+		Namespace: o.namespace, Leases: leases, Connect: connect.New(connectOpts),
+		Auth: authn, Log: apiLog, Version: version.Version, Ready: cacheSynced.Load,
+	}
+	o.api.Apply(&apiOpts)
+	api, err := apiserver.New(apiOpts)
 	if err != nil {
 		return fmt.Errorf("wiring API server: %w", err)
 	}

@@ -1,7 +1,10 @@
 package apiserver
 
 import (
+	"context"
 	"flag"
+
+	"github.com/go-logr/logr"
 
 	"github.com/kunobi-ninja/kobe/internal/connect"
 )
@@ -13,9 +16,10 @@ type Flags struct {
 	// --bind-all-interfaces).
 	BindAddress string
 	// TLSCertFile, TLSKeyFile, MaxInFlight and ConnectURL are Options'
-	// fields of the same names; TLSCAFile is ProxyEndpointOptions'.
+	// fields of the same names (Apply); TLSCAFile is ProxyEndpointOptions'
+	// (ProxyEndpoint, which shares the TLS files and ConnectURL).
 	// ConnectMaxInFlight and ConnectMaxStreamsPerLease are the connect
-	// proxy's MaxInFlight and MaxStreamsPerLease.
+	// proxy's MaxInFlight and MaxStreamsPerLease (ApplyConnect).
 	TLSCertFile, TLSKeyFile, TLSCAFile            string
 	MaxInFlight                                   int
 	ConnectURL                                    string
@@ -39,3 +43,24 @@ func (f *Flags) Bind(fs *flag.FlagSet) {
 // connect.New), and Start checks --connect-url against TLS and loads the
 // certificate.
 func (f Flags) Validate() error { return nil }
+
+// Apply sets the server's options that come from the flags: the address,
+// the TLS files, the connect URL and the in-flight limit.
+func (f Flags) Apply(o *Options) {
+	o.Addr, o.MaxInFlight = f.BindAddress, f.MaxInFlight
+	o.TLSCertFile, o.TLSKeyFile, o.ConnectURL = f.TLSCertFile, f.TLSKeyFile, f.ConnectURL
+}
+
+// ApplyConnect sets the connect proxy's limits from the flags.
+func (f Flags) ApplyConnect(o *connect.Options) {
+	o.MaxInFlight, o.MaxStreamsPerLease = f.ConnectMaxInFlight, f.ConnectMaxStreamsPerLease
+}
+
+// ProxyEndpoint is where Proxy-mode kubeconfigs point (ProxyEndpoint), from
+// the same TLS files and connect URL that Apply gives the server, so the
+// two cannot disagree.
+func (f Flags) ProxyEndpoint(log logr.Logger) func(ctx context.Context) (string, []byte, error) {
+	return ProxyEndpoint(ProxyEndpointOptions{
+		TLSCertFile: f.TLSCertFile, TLSKeyFile: f.TLSKeyFile, TLSCAFile: f.TLSCAFile, ConnectURL: f.ConnectURL, Log: log,
+	})
+}

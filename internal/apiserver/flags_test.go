@@ -1,10 +1,16 @@
 package apiserver_test
 
 import (
+	"errors"
+	"os"
+	"path/filepath"
 	"testing"
+
+	"github.com/go-logr/logr"
 
 	"github.com/kunobi-ninja/kobe/internal/apiserver"
 	"github.com/kunobi-ninja/kobe/internal/connect"
+	"github.com/kunobi-ninja/kobe/internal/leaseservice"
 	"github.com/kunobi-ninja/kobe/internal/testenv/flagtest"
 )
 
@@ -22,5 +28,36 @@ func TestFlagDefaults(t *testing.T) {
 		ConnectURL: "https://kobe.example", MaxInFlight: 5, ConnectMaxInFlight: 6, ConnectMaxStreamsPerLease: 7}
 	if f != want {
 		t.Errorf("parsed %+v, want %+v", f, want)
+	}
+}
+
+// TestFlagsApply: the flags reach the server, the connect proxy and the
+// proxy endpoint, and the server and the endpoint get the same TLS files and
+// connect URL.
+func TestFlagsApply(t *testing.T) {
+	dir := t.TempDir()
+	ca := filepath.Join(dir, "ca.pem")
+	if err := os.WriteFile(ca, []byte("the CA"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f := flagtest.Parse[apiserver.Flags](t, "--api-bind-address=:8443", "--api-tls-cert-file=c", "--api-tls-key-file=k", "--api-tls-ca-file="+ca,
+		"--connect-url=https://kobe.example", "--api-max-in-flight=5", "--connect-max-in-flight=6", "--connect-max-streams-per-lease=7")
+	var o apiserver.Options
+	f.Apply(&o)
+	if o.Addr != ":8443" || o.TLSCertFile != "c" || o.TLSKeyFile != "k" || o.ConnectURL != "https://kobe.example" || o.MaxInFlight != 5 {
+		t.Errorf("server options %+v", o)
+	}
+	var c connect.Options
+	f.ApplyConnect(&c)
+	if c.MaxInFlight != 6 || c.MaxStreamsPerLease != 7 {
+		t.Errorf("connect options: max in flight %d, per lease %d; want 6, 7", c.MaxInFlight, c.MaxStreamsPerLease)
+	}
+	url, caPEM, err := f.ProxyEndpoint(logr.Discard())(t.Context())
+	if err != nil || url != "https://kobe.example" || string(caPEM) != "the CA" {
+		t.Errorf("proxy endpoint = %q, %q, %v; want the connect URL and the CA file", url, caPEM, err)
+	}
+	f.TLSCertFile = ""
+	if _, _, err := f.ProxyEndpoint(logr.Discard())(t.Context()); !errors.Is(err, leaseservice.ErrProxyNotConfigured) {
+		t.Errorf("proxy endpoint without TLS: %v, want ErrProxyNotConfigured", err)
 	}
 }
