@@ -763,6 +763,16 @@ type ClusterPoolStatus struct {
 	// +optional
 	LastFailure *MemberFailure `json:"lastFailure,omitempty"`
 
+	// countedFailures names the failed members, not yet gone, that failures
+	// already counts: the pool controller counts a failed member once and
+	// names it here; the member is deleted only once it is named, and its
+	// name leaves when the member is gone.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MaxLength=253
+	CountedFailures []string `json:"countedFailures,omitempty"`
+
 	// outdated counts unbound Ready or Creating members that the pool
 	// replaces: built from an older template (rollout.onTemplateChange
 	// Recreate) or Ready for longer than maxIdle.

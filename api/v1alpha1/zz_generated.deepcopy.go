@@ -963,6 +963,11 @@ func (in *ClusterPoolStatus) DeepCopyInto(out *ClusterPoolStatus) {
 		*out = new(MemberFailure)
 		(*in).DeepCopyInto(*out)
 	}
+	if in.CountedFailures != nil {
+		in, out := &in.CountedFailures, &out.CountedFailures
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.LastPressure != nil {
 		in, out := &in.LastPressure, &out.LastPressure
 		*out = (*in).DeepCopy()

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
@@ -48,36 +47,6 @@ func createBackoff(st *kobev1.ClusterPoolStatus, hash string, now time.Time) tim
 	return max(0, lf.Time.Add(backoffAfter(st.Failures)).Sub(now))
 }
 
-// uncountedWait is how long creates wait, at most, for the pool's count of
-// a failure the pool already sees on the member.
-const uncountedWait = time.Second
-
-// uncountedFailure names a member that failed (it left Creating for
-// Recycling with a failure reason, never having been Ready) after the pool's
-// lastFailure: the member's change reached the pool's cache before the
-// pool's count of it, which the member's controller writes first (two
-// watches keep no order between them). Creates wait for the count, or the
-// replacement would skip the backoff the count starts.
-func uncountedFailure(st *kobev1.ClusterPoolStatus, members []kobev1.ClusterInstance) string {
-	for i := range members {
-		m := &members[i]
-		if m.Status.Phase != kobev1.InstanceRecycling || m.Status.TimeToReady != nil || m.Status.LastPhaseChange == nil {
-			continue
-		}
-		c := meta.FindStatusCondition(m.Status.Conditions, kobev1.ConditionReady)
-		if c == nil || !failureReasons[c.Reason] {
-			continue
-		}
-		// The count and the member's move share one instant (both are
-		// written to the second): a counted member is not after it, unless
-		// its move was retried (then it is the last failure).
-		if lf := st.LastFailure; lf == nil || (lf.Member != m.Name && m.Status.LastPhaseChange.After(lf.Time.Time)) {
-			return m.Name
-		}
-	}
-	return ""
-}
-
 // failureReasons are the reasons a member leaves Creating with that count as
 // a pool failure.
 var failureReasons = map[string]bool{
@@ -88,10 +57,7 @@ var failureReasons = map[string]bool{
 }
 
 // backoffMessage is the Capacity message while creates wait.
-func backoffMessage(st *kobev1.ClusterPoolStatus, uncounted string, left time.Duration) string {
-	if uncounted != "" {
-		return fmt.Sprintf("member %s failed to become Ready; creates wait for the pool's count of it, which sets the backoff", uncounted)
-	}
+func backoffMessage(st *kobev1.ClusterPoolStatus, left time.Duration) string {
 	lf := st.LastFailure
 	return fmt.Sprintf("%d members failed to become Ready in a row, the last %s (%s: %s); the pool waits %s after a failure before it creates the next member: %s left",
 		st.Failures, lf.Member, lf.Reason, lf.Message, backoffAfter(st.Failures), left.Round(time.Second))

@@ -111,25 +111,20 @@ func TestDecideBackoff(t *testing.T) {
 		want: want{create: []int32{0, 1}, next: 2, phase: kobev1.PoolDegraded,
 			conds: map[string]string{"Provisioning": "False/CreateFailures"}},
 	}, {
-		name: "a member failed after the pool's last counted failure: creates wait for its count instead of skipping the backoff",
+		name: "a member failed after the pool's last counted failure: counted before the plan, creates wait the longer backoff",
 		in:   Input{Pool: testPool(failed(1, 30*time.Second, "")), Members: []kobev1.ClusterInstance{failedMember(0, kobev1.ReasonProvisionFailed, 0)}},
-		want: want{next: 1, counters: Counters{Recycling: 1}, phase: kobev1.PoolDegraded, requeue: time.Second,
+		want: want{next: 1, counters: Counters{Recycling: 1}, phase: kobev1.PoolDegraded, requeue: 10 * time.Second,
 			conds:       map[string]string{"Capacity": "False/CreateBackoff"},
-			msgContains: map[string]string{"Capacity": "member pool-ci-0 failed to become Ready; creates wait for the pool's count of it"}},
+			msgContains: map[string]string{"Capacity": "2 members failed to become Ready in a row, the last pool-ci-0"}},
 	}, {
-		name: "the first failure, before any count: creates wait too",
+		name: "the first failure, counted before the plan: creates wait 5s",
 		in:   Input{Pool: testPool(), Members: []kobev1.ClusterInstance{failedMember(0, kobev1.ReasonCreatingTimeout, 0)}},
-		want: want{next: 1, counters: Counters{Recycling: 1}, phase: kobev1.PoolFilling, requeue: time.Second,
+		want: want{next: 1, counters: Counters{Recycling: 1}, phase: kobev1.PoolDegraded, requeue: 5 * time.Second,
 			conds: map[string]string{"Capacity": "False/CreateBackoff"}},
 	}, {
-		name: "a counted failure (moved in the second of the count) does not hold creates past the backoff",
-		in:   Input{Pool: testPool(failed(1, 30*time.Second, "")), Members: []kobev1.ClusterInstance{failedMember(0, kobev1.ReasonProvisionFailed, 30*time.Second)}},
-		want: want{create: []int32{1, 2}, next: 3, counters: Counters{Recycling: 1}, phase: kobev1.PoolDegraded,
-			conds: map[string]string{"Capacity": "True/CapacityAvailable"}},
-	}, {
-		name: "the last failure itself, its move retried after the count, does not hold creates",
-		in: Input{Pool: testPool(failed(1, 30*time.Second, ""), func(p *kobev1.ClusterPool) { p.Status.LastFailure.Member = "pool-ci-0" }),
-			Members: []kobev1.ClusterInstance{failedMember(0, kobev1.ReasonProvisionFailed, 0)}},
+		name: "a failure counted before does not hold creates past its backoff",
+		in: Input{Pool: testPool(failed(1, 30*time.Second, ""), func(p *kobev1.ClusterPool) { p.Status.CountedFailures = []string{"pool-ci-0"} }),
+			Members: []kobev1.ClusterInstance{failedMember(0, kobev1.ReasonProvisionFailed, 30*time.Second)}},
 		want: want{create: []int32{1, 2}, next: 3, counters: Counters{Recycling: 1}, phase: kobev1.PoolDegraded,
 			conds: map[string]string{"Capacity": "True/CapacityAvailable"}},
 	}, {
@@ -144,6 +139,10 @@ func TestDecideBackoff(t *testing.T) {
 			conds: map[string]string{"Provisioning": "True/MembersSucceeding"}},
 	}}
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) { checkPlan(t, decide(tc.in), tc.want) })
+		t.Run(tc.name, func(t *testing.T) {
+			// As the pool controller does: the streak first, then the plan.
+			CountFailures(&tc.in.Pool.Status, tc.in.Members)
+			checkPlan(t, decide(tc.in), tc.want)
+		})
 	}
 }

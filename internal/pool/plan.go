@@ -298,7 +298,7 @@ func capacityCondition(in *Input, plan *Plan, sz sizing, ch changes, wired bool,
 	case failing != "":
 		cond.Reason, cond.Message = kobev1.ReasonBackendFailing, failing
 	case ch.backoff > 0:
-		cond.Reason, cond.Message = kobev1.ReasonCreateBackoff, backoffMessage(&p.Status, ch.uncounted, ch.backoff)
+		cond.Reason, cond.Message = kobev1.ReasonCreateBackoff, backoffMessage(&p.Status, ch.backoff)
 	case ch.hostCapped:
 		cond.Reason = kobev1.ReasonHostCapacityReached
 		cond.Message = fmt.Sprintf("wanted %d members more; this host holds %d %s members of the %d that %s allows, so the pool creates %d; it resumes as members go away",

@@ -126,9 +126,7 @@ type changes struct {
 	create, wanted int32
 	remove         []Removal
 	// backoff is how long creates still wait after consecutive failures.
-	backoff time.Duration
-	// uncounted names a failed member the pool's status does not count yet.
-	uncounted          string
+	backoff            time.Duration
 	capped, hostCapped bool
 	oneAtATime         bool
 	// scaleDownIn is how long until surplus Ready members may go, idleIn
@@ -156,9 +154,7 @@ func decideChanges(in *Input, sz sizing, r *roster, c Counters, hash string) cha
 	fresh := have - r.staleReady
 	ch.wanted = max(0, min(sz.target-fresh, sz.target+maxSurge(&in.Pool.Spec)-have))
 	if ch.wanted > 0 {
-		if ch.uncounted = uncountedFailure(&in.Pool.Status, in.Members); ch.uncounted != "" {
-			ch.backoff = uncountedWait
-		} else if ch.backoff = createBackoff(&in.Pool.Status, hash, in.Now); ch.backoff == 0 {
+		if ch.backoff = createBackoff(&in.Pool.Status, hash, in.Now); ch.backoff == 0 {
 			ch.create, ch.capped, ch.hostCapped = capCreates(in, ch.wanted, sz.maxClusters)
 		}
 	}

@@ -48,7 +48,7 @@ func (r *Reconciler) applyBootstraps(ctx context.Context, s *scope, left time.Du
 	}
 	fail := func(msg string) (ctrl.Result, bool, error) {
 		r.setCondition(s, kobev1.ConditionBootstrapsComplete, metav1.ConditionFalse, kobev1.ReasonBootstrapFailed, msg)
-		res, err := r.recycleCreateFailure(ctx, s, kobev1.ReasonBootstrapFailed, msg)
+		res, err := r.recycle(ctx, s, kobev1.ReasonBootstrapFailed, msg)
 		return res, false, err
 	}
 	wait := func(msg string, after time.Duration) (ctrl.Result, bool, error) {

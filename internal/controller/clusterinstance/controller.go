@@ -176,6 +176,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named(ControllerName).
 		For(&kobev1.ClusterInstance{}).
 		Watches(&kobev1.ClusterLease{}, handler.EnqueueRequestsFromMapFunc(r.instancesOfLease)).
+		Watches(&kobev1.ClusterPool{}, handler.EnqueueRequestsFromMapFunc(countedMembers)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		Complete(r)
 }
@@ -185,6 +186,20 @@ func (r *Reconciler) validate() error {
 	return deps.Require(ControllerName, map[string]bool{
 		"Client": r.Client == nil, "Recorder": r.Recorder == nil, "Backends": r.Backends == nil, "Clock": r.Clock == nil,
 	})
+}
+
+// countedMembers maps a pool to the failed members its status names as
+// counted: each waits for that before its finalizer goes (countWait).
+func countedMembers(_ context.Context, o client.Object) []reconcile.Request {
+	p, ok := o.(*kobev1.ClusterPool)
+	if !ok {
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(p.Status.CountedFailures))
+	for _, name := range p.Status.CountedFailures {
+		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: p.Namespace, Name: name}})
+	}
+	return reqs
 }
 
 // instancesOfLease maps a lease to the member it holds (status.instanceRef)

@@ -3,6 +3,7 @@ package clusterinstance
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -11,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+	"github.com/kunobi-ninja/kobe/internal/pool"
 )
 
 // finalize destroys a deleted member: Recycling until the backend reports
@@ -62,6 +64,37 @@ func (r *Reconciler) finalize(ctx context.Context, s *scope) (ctrl.Result, error
 	if err := r.deleteAccessSecret(ctx, s); err != nil {
 		return ctrl.Result{}, err
 	}
+	if wait := countWait(s); wait > 0 {
+		// The pool's watch wakes this member when the count lands.
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
 	r.event(s, corev1.EventTypeNormal, kobev1.ReasonDestroyed, "Destroy", "the backend reports nothing of the member is left")
 	return ctrl.Result{}, s.patch.RemoveFinalizer(ctx, kobev1.FinalizerInstance)
 }
+
+// countWaitMax bounds how long a destroyed member that failed to become
+// Ready waits for its pool to count it: a pool controller that is down
+// must not keep members forever.
+const countWaitMax = 2 * time.Minute
+
+// countWait is how long the finalizer still waits before it goes: a member
+// that failed to become Ready stays until its pool's status names it in
+// countedFailures (pool.CountFailures), so that no failure is lost from the
+// streak that paces the pool's creates. 0: it need not wait (no failure, its
+// pool gone or being deleted, already counted, or waited countWaitMax).
+func countWait(s *scope) time.Duration {
+	if _, _, failed := pool.Failed(s.inst); !failed || s.pool == nil || !s.pool.DeletionTimestamp.IsZero() ||
+		slices.Contains(s.pool.Status.CountedFailures, s.inst.Name) {
+		return 0
+	}
+	left := countWaitMax - s.now.Sub(s.inst.Status.LastPhaseChange.Time)
+	if left <= 0 {
+		s.log.Info("Pool did not count the member's failure in time; destroying it uncounted", "pool", s.pool.Name, "waited", countWaitMax)
+		return 0
+	}
+	return min(left, countPoll)
+}
+
+// countPoll is how often a member waiting for its count looks again if no
+// pool event wakes it first.
+const countPoll = 5 * time.Second

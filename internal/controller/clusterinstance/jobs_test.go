@@ -56,6 +56,7 @@ func TestBootstrapJobsOwnedAndCleanedWithoutTheFlag(t *testing.T) {
 		if err := r.SetupWithManager(mgr); err != nil {
 			t.Fatal(err)
 		}
+		setupPoolCounter(t, mgr) // the recycled member waits for its count
 		stop, err := testenv.RunManager(mgr)
 		if err != nil {
 			t.Fatal(err)

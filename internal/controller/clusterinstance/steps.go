@@ -24,13 +24,13 @@ import (
 
 // reconcileCreating builds the member, publishes its access Secret once the
 // backend reports it Ready, then runs its readiness gates. A member that
-// fails, or is still Creating after creatingTimeout, is recycled and counted
-// as a pool failure.
+// fails, or is still Creating after creatingTimeout, is recycled with a
+// failure reason, which the pool counts.
 func (r *Reconciler) reconcileCreating(ctx context.Context, s *scope) (ctrl.Result, error) {
 	left := creatingLeft(s.inst, s.settings.creatingTimeout, s.now)
 	if left <= 0 {
 		reason, msg := timeoutVerdict(s.inst, s.settings.creatingTimeout)
-		return r.recycleCreateFailure(ctx, s, reason, msg)
+		return r.recycle(ctx, s, reason, msg)
 	}
 	if !meta.IsStatusConditionTrue(s.inst.Status.Conditions, kobev1.ConditionProvisioned) {
 		if err := s.backend.Create(ctx, s.member()); err != nil {
@@ -53,7 +53,7 @@ func (r *Reconciler) reconcileCreating(ctx context.Context, s *scope) (ctrl.Resu
 	switch obs.State {
 	case backend.StateFailed:
 		r.setCondition(s, kobev1.ConditionProvisioned, metav1.ConditionFalse, kobev1.ReasonProvisionFailed, obs.Message)
-		return r.recycleCreateFailure(ctx, s, kobev1.ReasonProvisionFailed, "the backend reports the member failed: "+obs.Message)
+		return r.recycle(ctx, s, kobev1.ReasonProvisionFailed, "the backend reports the member failed: "+obs.Message)
 	case backend.StateReady:
 		if err := r.publishAccess(ctx, s, obs.Access); err != nil {
 			return ctrl.Result{}, err
@@ -146,28 +146,7 @@ func (r *Reconciler) runGates(ctx context.Context, s *scope, left time.Duration)
 	}
 	r.setPhase(s, kobev1.InstanceReady, kobev1.ReasonGatePassed,
 		fmt.Sprintf("all %d readiness gates passed: %s", len(results), strings.Join(kobev1.GateKeys(s.settings.gates), ", ")))
-	if err := r.endFailureStreak(ctx, s); err != nil {
-		return ctrl.Result{}, err
-	}
 	return ctrl.Result{RequeueAfter: s.settings.interval}, nil
-}
-
-// endFailureStreak resets the pool's failure streak once this member's move
-// to Ready is written, so that a write that fails (stale member) resets
-// nothing. A pool without a streak (the cached view) costs nothing.
-func (r *Reconciler) endFailureStreak(ctx context.Context, s *scope) error {
-	if s.pool == nil || (s.pool.Status.Failures == 0 && s.pool.Status.CreatingTimeouts == 0) {
-		return nil
-	}
-	if err := s.patch.Status(ctx); err != nil || s.patch.Done() {
-		return err
-	}
-	if err := r.resetFailures(ctx, s); err != nil {
-		// The member is Ready now and does not pass here again: retrying
-		// the reconcile would not retry the reset.
-		s.log.Error(err, "Failure streak not reset")
-	}
-	return nil
 }
 
 // reconcileReady probes a warm member every health interval; failureThreshold
@@ -266,22 +245,12 @@ func (r *Reconciler) lookupLease(ctx context.Context, s *scope) (leaseState, str
 // recycle moves a member to Recycling and deletes the object; the
 // finalizer destroys the member. A bound member is fenced before anything
 // is written: its leaseRef is write-once, so no one can hand it out again,
-// and the fence is what ends its holder's access. The pool does not count
-// it as a failure: it was built (or is not this operator's to build).
+// and the fence is what ends its holder's access. A member that never
+// became Ready leaves with a failure reason: the pool controller counts it
+// in the pool's failure streak (pool.Failed), and the finalizer waits for
+// that count.
 func (r *Reconciler) recycle(ctx context.Context, s *scope, reason, msg string) (ctrl.Result, error) {
 	r.fence(ctx, s)
-	return r.moveToRecycling(ctx, s, reason, msg)
-}
-
-// recycleCreateFailure recycles a member that never became Ready, counting
-// it in the pool's failure streak first: the pool controller, woken by the
-// member's move, must find the failure its create backoff reads, or it
-// builds the replacement at once.
-func (r *Reconciler) recycleCreateFailure(ctx context.Context, s *scope, reason, msg string) (ctrl.Result, error) {
-	r.fence(ctx, s)
-	if err := r.countFailure(ctx, s, reason, msg); err != nil {
-		return ctrl.Result{}, err
-	}
 	return r.moveToRecycling(ctx, s, reason, msg)
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/cleanup"
 	"github.com/kunobi-ninja/kobe/internal/credentials/memberaccess"
 	"github.com/kunobi-ninja/kobe/internal/lease"
+	"github.com/kunobi-ninja/kobe/internal/truncate"
 )
 
 // Kinds of the checks the controller adds to a backend's: the lease's
@@ -106,7 +107,7 @@ func (r *Reconciler) finalizeVerified(ctx context.Context, s *scope) (ctrl.Resul
 		s.inst.Status.Cleanup = st
 	}
 	last := metav1.NewTime(s.now)
-	st.LastAttempt, st.Receipt, st.Message = &last, name, truncateUTF8(receipt.Summary(), maxFailureMessage)
+	st.LastAttempt, st.Receipt, st.Message = &last, name, truncate.UTF8(receipt.Summary(), maxCleanupMessage)
 	if retryRequest != "" {
 		st.RetryRequest = retryRequest
 	}
@@ -262,3 +263,6 @@ func equalLeaseStatus(a, b *kobev1.ClusterLease) bool {
 	return a.Status.Phase == b.Status.Phase && a.Status.CleanupReceipt != nil && b.Status.CleanupReceipt != nil &&
 		*a.Status.CleanupReceipt == *b.Status.CleanupReceipt
 }
+
+// maxCleanupMessage is status.cleanup.message's bound in the CRD.
+const maxCleanupMessage = 1024

@@ -32,6 +32,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/controller/patch"
 	"github.com/kunobi-ninja/kobe/internal/index"
 	"github.com/kunobi-ninja/kobe/internal/lease"
+	"github.com/kunobi-ninja/kobe/internal/metrics"
 	"github.com/kunobi-ninja/kobe/internal/netpolprobe"
 	"github.com/kunobi-ninja/kobe/internal/pool"
 )
@@ -193,6 +194,10 @@ func (r *Reconciler) decide(ctx context.Context, s *scope) error {
 	// and DemandCovered compares with it. The history is kept in the status
 	// (the deferred patch writes it), so a restart or failover keeps it.
 	s.pool.Status.Demand, s.demandRequeue = pool.MeasureDemand(s.pool, leases, members, s.conds.Now)
+	// Before the plan too: the create backoff reads the failure streak.
+	if err := r.countFailures(ctx, s, members); err != nil || s.patch.Done() {
+		return err
+	}
 	s.plan = r.plan(s, members)
 	if !acts(s.plan) || r.expected.seen(s.pool.UID, members, s.conds.Now) {
 		return nil
@@ -200,7 +205,28 @@ func (r *Reconciler) decide(ctx context.Context, s *scope) error {
 	if members, err = r.members(ctx, s.pool, r.APIReader); err != nil {
 		return err
 	}
+	if err := r.countFailures(ctx, s, members); err != nil || s.patch.Done() {
+		return err
+	}
 	s.plan = r.plan(s, members)
+	return nil
+}
+
+// countFailures counts members that failed to become Ready into the pool's
+// failure streak (pool.CountFailures) and, when it counted any, writes the
+// status at once: the failed members wait for it before they go, and the
+// metric counts a failure once its count has landed.
+func (r *Reconciler) countFailures(ctx context.Context, s *scope, members []kobev1.ClusterInstance) error {
+	counted := pool.CountFailures(&s.pool.Status, members)
+	if len(counted) == 0 {
+		return nil
+	}
+	if err := s.patch.Status(ctx); err != nil || s.patch.Done() {
+		return err
+	}
+	for _, f := range counted {
+		metrics.MemberFailure(s.pool.Namespace, s.pool.Name, f.Reason)
+	}
 	return nil
 }
 

@@ -15,8 +15,8 @@ import (
 
 // setStatus writes the plan's counters, phase and conditions into the pool,
 // and tells condition reason changes as events (Ready, the summary, tells
-// none). status.failures, creatingTimeouts and lastFailure are not touched:
-// the instance controller owns them.
+// none). The failure streak (status.failures, creatingTimeouts,
+// lastFailure, countedFailures) is already counted by decide.
 func (r *Reconciler) setStatus(_ context.Context, s *scope) error {
 	st, plan := &s.pool.Status, s.plan
 	st.Phase = plan.Phase
