@@ -97,6 +97,11 @@ const (
 	// pool names runs a Job, which this operator cannot run; no member is
 	// built, and lease requests are refused as for an unavailable backend.
 	ReasonBootstrapJobsUnsupported = "BootstrapJobsUnsupported"
+	// ReasonVersionUnavailable (pool Capacity): cluster.version names a
+	// Kubernetes version the pool's backend cannot build in this operator;
+	// no member is built or handed out (never one of another version), and
+	// lease requests are refused as for an unavailable backend.
+	ReasonVersionUnavailable = "VersionUnavailable"
 	// ReasonNetworkPolicyEnforced (NetworkPolicyEnforced True): the probe
 	// connection under a deny-all policy failed, the control one did not.
 	ReasonNetworkPolicyEnforced = "NetworkPolicyEnforced"

@@ -84,9 +84,10 @@ type Result struct {
 // wraps ErrUncertain when a write may have landed.
 func (b *Binder) Bind(ctx context.Context, l *kobev1.ClusterLease) (*Result, error) {
 	pl := b.pool(ctx, l)
-	if u := pool.NetworkPolicyRefusal(pl); u != nil {
-		// Members whose isolation is not proven wait with the lease, as
-		// if none were Ready, until the pool says otherwise.
+	if u := pool.HandOutRefusal(pl); u != nil {
+		// Members whose isolation is not proven, or of a version other than
+		// the one the pool asks for, wait with the lease, as if none were
+		// Ready, until the pool says otherwise.
 		return nil, fmt.Errorf("%w: %s", ErrNoReadyMember, u.Message)
 	}
 	if l.Spec.CleanupMode == kobev1.CleanupVerifiedDestroy {

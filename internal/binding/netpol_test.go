@@ -15,8 +15,9 @@ import (
 )
 
 // TestBindRefusesUnprovenIsolation: a pool that reports its members'
-// NetworkPolicy not enforced (Capacity False, NetworkPolicyNotEnforced)
-// hands a queued lease none of its Ready members; the lease waits as for a
+// NetworkPolicy not enforced (Capacity False, NetworkPolicyNotEnforced), or
+// a cluster.version this operator cannot build (VersionUnavailable: its
+// Ready members are of another), hands a queued lease none of them; the lease waits as for a
 // lost race. A verdict written for an older generation of the pool, or a
 // pool with capacity, binds.
 func TestBindRefusesUnprovenIsolation(t *testing.T) {
@@ -41,6 +42,7 @@ func TestBindRefusesUnprovenIsolation(t *testing.T) {
 		bind bool
 	}{
 		{"not enforced: no member", capacity(metav1.ConditionFalse, kobev1.ReasonNetworkPolicyNotEnforced, 2), false},
+		{"a version not built here: no member of another one", capacity(metav1.ConditionFalse, kobev1.ReasonVersionUnavailable, 2), false},
 		{"a verdict of an older generation is not trusted", capacity(metav1.ConditionFalse, kobev1.ReasonNetworkPolicyNotEnforced, 1), true},
 		{"capacity available", capacity(metav1.ConditionTrue, kobev1.ReasonCapacityAvailable, 2), true},
 	} {

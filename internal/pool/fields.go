@@ -21,10 +21,6 @@ func NotImplemented(spec *kobev1.ClusterPoolSpec, wired bool, b Capabilities) []
 	if !wired {
 		return out
 	}
-	if v := spec.Cluster.Version; v != "" && len(b.KubernetesVersions) > 0 &&
-		!slices.Contains(b.KubernetesVersions, strings.TrimPrefix(v, "v")) {
-		out = append(out, fmt.Sprintf("cluster.version %q (the %s backend runs Kubernetes %s only)", v, spec.Backend.Type, strings.Join(b.KubernetesVersions, ", ")))
-	}
 	if s := spec.Cluster.Servers; s != nil && b.MaxServers > 0 && *s > b.MaxServers {
 		out = append(out, fmt.Sprintf("cluster.servers %d (the %s backend runs %d server per member)", *s, spec.Backend.Type, b.MaxServers))
 	}
@@ -32,6 +28,20 @@ func NotImplemented(spec *kobev1.ClusterPoolSpec, wired bool, b Capabilities) []
 		out = append(out, "backend.local.scheduling (this local backend runs no kube-scheduler or nodes)")
 	}
 	return out
+}
+
+// VersionRefusal says why the pool's cluster.version cannot be built by its
+// backend in this operator, naming the versions it can build; "" when it can
+// (or the backend honours any version, or none is asked for). A refused
+// version is never replaced by another: the pool builds and hands out
+// nothing.
+func VersionRefusal(spec *kobev1.ClusterPoolSpec, b Capabilities) string {
+	v := spec.Cluster.Version
+	if v == "" || len(b.KubernetesVersions) == 0 || slices.Contains(b.KubernetesVersions, strings.TrimPrefix(v, "v")) {
+		return ""
+	}
+	return fmt.Sprintf("cluster.version %q is not a Kubernetes version the %s backend of this operator builds (it has %s)",
+		v, spec.Backend.Type, strings.Join(b.KubernetesVersions, ", "))
 }
 
 // notImplementedCondition names the fields NotImplemented finds, if any.

@@ -176,7 +176,7 @@ func Decide(in Input) Plan {
 	c := plan.Counters
 	wired := slices.Contains(in.Wired, p.Spec.Backend.Type)
 	// buildable: wired, and nothing the pool asks for is refused here.
-	buildable := wired && len(in.JobBundles) == 0 && !in.NetworkPolicy.refuses()
+	buildable := wired && len(in.JobBundles) == 0 && !in.NetworkPolicy.refuses() && VersionRefusal(&p.Spec, in.Backend) == ""
 	deleting := !p.DeletionTimestamp.IsZero()
 
 	sz := sizeFor(p, c, in.QueueDepth)
@@ -286,6 +286,9 @@ func capacityCondition(in *Input, plan *Plan, sz sizing, ch changes, wired bool,
 			// Never a default: simulated members' kubeconfigs point at nothing.
 			cond.Message += "; start the operator with --enable-sim-backend to serve simulated members (benchmarks and demos only)"
 		}
+	case VersionRefusal(&p.Spec, in.Backend) != "":
+		cond.Reason = kobev1.ReasonVersionUnavailable
+		cond.Message = VersionRefusal(&p.Spec, in.Backend) + ": the pool builds and hands out no member; set cluster.version to one of those, or give the operator binaries of that version"
 	case in.NetworkPolicy.refuses():
 		np := in.NetworkPolicy.Condition
 		cond.Reason = kobev1.ReasonNetworkPolicyNotEnforced

@@ -414,9 +414,9 @@ func TestDecide(t *testing.T) {
 			p.Spec.Cluster.Version = "v1.31.3"
 			p.Spec.Backend.Local = &kobev1.LocalBackendSpec{Scheduling: true}
 		}), Backend: Capabilities{KubernetesVersions: []string{"1.37.2"}}},
-		want: want{next: 0, phase: kobev1.PoolHealthy,
-			conds:       map[string]string{"FieldNotImplemented": "True/FieldNotImplemented"},
-			msgContains: map[string]string{"FieldNotImplemented": `set but not acted on: snapshot (members are not restored from Velero backups); cluster.version "v1.31.3" (the local backend runs Kubernetes 1.37.2 only); backend.local.scheduling`}},
+		want: want{next: 0, phase: kobev1.PoolDegraded,
+			conds:       map[string]string{"FieldNotImplemented": "True/FieldNotImplemented", "Capacity": "False/VersionUnavailable"},
+			msgContains: map[string]string{"FieldNotImplemented": `set but not acted on: snapshot (members are not restored from Velero backups); backend.local.scheduling`}},
 	}, {
 		name: "cluster.version matching the local backend is implemented",
 		in: Input{Pool: testPool(size(0), func(p *kobev1.ClusterPool) { p.Spec.Cluster.Version = "v1.37.2" }),
@@ -428,8 +428,16 @@ func TestDecide(t *testing.T) {
 			p.Spec.Cluster.Version = "1.36.0"
 			p.Spec.Cluster.Servers = ptr.To[int32](3)
 		}), Backend: Capabilities{KubernetesVersions: []string{"1.37.2", "1.38.0"}, MaxServers: 1}},
-		want: want{phase: kobev1.PoolHealthy, conds: map[string]string{"FieldNotImplemented": "True/FieldNotImplemented"},
-			msgContains: map[string]string{"FieldNotImplemented": `cluster.version "1.36.0" (the local backend runs Kubernetes 1.37.2, 1.38.0 only); cluster.servers 3 (the local backend runs 1 server per member)`}},
+		want: want{phase: kobev1.PoolDegraded, conds: map[string]string{"FieldNotImplemented": "True/FieldNotImplemented", "Capacity": "False/VersionUnavailable"},
+			msgContains: map[string]string{"FieldNotImplemented": `set but not acted on: cluster.servers 3 (the local backend runs 1 server per member)`,
+				"Capacity": `cluster.version "1.36.0" is not a Kubernetes version the local backend of this operator builds (it has 1.37.2, 1.38.0): the pool builds and hands out no member`}},
+	}, {
+		name: "a version the backend cannot build: no member is built, not even of another version; Ready ones are kept but not handed out",
+		in: Input{Pool: testPool(func(p *kobev1.ClusterPool) { p.Spec.Cluster.Version = "1.36.0" }),
+			Members: []kobev1.ClusterInstance{member(0, kobev1.InstanceReady)},
+			Backend: Capabilities{KubernetesVersions: []string{"1.37.2"}}},
+		want: want{next: 1, counters: Counters{Ready: 1}, phase: kobev1.PoolDegraded,
+			conds: map[string]string{"Capacity": "False/VersionUnavailable"}},
 	}, {
 		name: "a version the backend lists among several is implemented",
 		in: Input{Pool: testPool(size(0), func(p *kobev1.ClusterPool) { p.Spec.Cluster.Version = "v1.38.0" }),

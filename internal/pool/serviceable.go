@@ -18,8 +18,9 @@ const (
 	CauseDeleting Cause = "PoolBeingDeleted"
 	// CauseBackendUnavailable: the pool reports its backend unavailable
 	// (condition Capacity False, reason BackendUnavailable), unable to run
-	// its bootstrap Jobs (BootstrapJobsUnsupported) or its members'
-	// isolation unproven (NetworkPolicyNotEnforced).
+	// its bootstrap Jobs (BootstrapJobsUnsupported), its members'
+	// isolation unproven (NetworkPolicyNotEnforced) or its Kubernetes
+	// version not built here (VersionUnavailable).
 	CauseBackendUnavailable Cause = "BackendUnavailable"
 	// CauseQuarantined: the pool is at its cap (scaling.maxClusters, or size
 	// for a fixed pool) and every member is Quarantined.
@@ -43,7 +44,7 @@ func CheckServiceable(p *kobev1.ClusterPool) *Unserviceable {
 	if !p.DeletionTimestamp.IsZero() {
 		return &Unserviceable{Cause: CauseDeleting, Message: fmt.Sprintf("pool %q is being deleted", p.Name)}
 	}
-	if u := NetworkPolicyRefusal(p); u != nil {
+	if u := HandOutRefusal(p); u != nil {
 		return u
 	}
 	if c := capacity(p); c != nil && (c.Reason == kobev1.ReasonBackendUnavailable || c.Reason == kobev1.ReasonBootstrapJobsUnsupported) {
@@ -62,16 +63,22 @@ func CheckServiceable(p *kobev1.ClusterPool) *Unserviceable {
 	return nil
 }
 
-// NetworkPolicyRefusal is why pool p hands out no member, its members'
-// isolation not being proven (condition Capacity False, reason
-// NetworkPolicyNotEnforced), or nil. It is the one check both lease
-// creation and binding make, so that a queued lease never gets a member
-// that a new one would be refused. p may be nil (unknown: no refusal).
-func NetworkPolicyRefusal(p *kobev1.ClusterPool) *Unserviceable {
+// HandOutRefusal is why pool p hands out no member, even one already Ready
+// (condition Capacity False): its members' isolation is not proven
+// (NetworkPolicyNotEnforced), or its cluster.version cannot be built here
+// (VersionUnavailable: a member of another version is no substitute). nil
+// when neither. It is the one check both lease creation and binding make,
+// so that a queued lease never gets a member that a new one would be
+// refused. p may be nil (unknown: no refusal).
+func HandOutRefusal(p *kobev1.ClusterPool) *Unserviceable {
 	if p == nil {
 		return nil
 	}
-	if c := capacity(p); c != nil && c.Reason == kobev1.ReasonNetworkPolicyNotEnforced {
+	c := capacity(p)
+	switch {
+	case c == nil:
+		return nil
+	case c.Reason == kobev1.ReasonNetworkPolicyNotEnforced, c.Reason == kobev1.ReasonVersionUnavailable:
 		return &Unserviceable{Cause: CauseBackendUnavailable, Message: fmt.Sprintf("pool %q hands out no member: %s", p.Name, c.Message)}
 	}
 	return nil

@@ -46,6 +46,7 @@ func TestCheckServiceable(t *testing.T) {
 		{"backend unavailable", testPool(capacity(metav1.ConditionFalse, kobev1.ReasonBackendUnavailable, 1)), CauseBackendUnavailable},
 		{"a bundle runs a Job", testPool(capacity(metav1.ConditionFalse, kobev1.ReasonBootstrapJobsUnsupported, 1)), CauseBackendUnavailable},
 		{"members' NetworkPolicy not enforced", testPool(capacity(metav1.ConditionFalse, kobev1.ReasonNetworkPolicyNotEnforced, 1)), CauseBackendUnavailable},
+		{"a Kubernetes version not built here, Ready members or not", testPool(capacity(metav1.ConditionFalse, kobev1.ReasonVersionUnavailable, 1), counters(2, 0, 0, 0, 0)), CauseBackendUnavailable},
 		{"NetworkPolicy verdict for an older generation is not trusted", testPool(generation(2), capacity(metav1.ConditionFalse, kobev1.ReasonNetworkPolicyNotEnforced, 1)), ""},
 		{"backend unavailable, condition without generation", testPool(capacity(metav1.ConditionFalse, kobev1.ReasonBackendUnavailable, 0)), CauseBackendUnavailable},
 		{"backend unavailable for an older generation is not trusted", testPool(generation(2), capacity(metav1.ConditionFalse, kobev1.ReasonBackendUnavailable, 1)), ""},
