@@ -148,6 +148,14 @@ image-reproducible: ## Build the kobe-operator image in two fresh clones of HEAD
 push: image ## Push the kobe-operator image to $(REGISTRY)/kobe-operator:$(TAG) (needs a reachable registry; PUSH_FLAGS=--insecure for plain HTTP).
 	$(IMAGE_TOOL) push --image $(IMAGE_DIR)/kobe-operator.tar --ref $(REGISTRY)/kobe-operator:$(TAG) $(PUSH_FLAGS)
 
+# A released operator's kubernetes backend runs node pods of
+# ghcr.io/kunobi-ninja/kobe-node:<its version> unless told otherwise
+# (internal/backend/kubernetes DefaultNodeImage), so the release pushes it
+# beside the operator's image, with the same TAG.
+.PHONY: push-node
+push-node: image-node ## Push the node pods' image to $(REGISTRY)/kobe-node:$(TAG) (needs hack/node-deps.sh, as image-node does).
+	$(IMAGE_TOOL) push --image $(IMAGE_DIR)/kobe-node.tar --ref $(REGISTRY)/kobe-node:$(TAG) $(PUSH_FLAGS)
+
 # One rule per tool, so that make generate never waits for golangci-lint
 # and make run needs neither.
 $(CONTROLLER_GEN): hack/tools/go.mod hack/tools/go.sum
