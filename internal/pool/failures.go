@@ -68,10 +68,9 @@ func CountFailures(st *kobev1.ClusterPoolStatus, members []kobev1.ClusterInstanc
 	st.CountedFailures = slices.DeleteFunc(st.CountedFailures, func(name string) bool {
 		return !slices.ContainsFunc(failed, func(m *kobev1.ClusterInstance) bool { return m.Name == name })
 	})
-	if lf := st.LastFailure; lf != nil && (st.Failures > 0 || st.CreatingTimeouts > 0) {
-		if at, ok := lastReady(members); ok && at.After(lf.Time.Time) {
-			st.Failures, st.CreatingTimeouts = 0, 0
-		}
+	readyAt, anyReady := lastReady(members)
+	if lf := st.LastFailure; lf != nil && (st.Failures > 0 || st.CreatingTimeouts > 0) && anyReady && readyAt.After(lf.Time.Time) {
+		st.Failures, st.CreatingTimeouts = 0, 0
 	}
 	slices.SortFunc(failed, func(a, b *kobev1.ClusterInstance) int {
 		if c := a.Status.LastPhaseChange.Compare(b.Status.LastPhaseChange.Time); c != 0 {
@@ -89,7 +88,7 @@ func CountFailures(st *kobev1.ClusterPoolStatus, members []kobev1.ClusterInstanc
 		counted = append(counted, CountedFailure{Member: m.Name, Reason: reason})
 		// A failure from before the last Ready member does not extend
 		// the streak that member ended.
-		if at, ok := lastReady(members); ok && at.After(m.Status.LastPhaseChange.Time) {
+		if anyReady && readyAt.After(m.Status.LastPhaseChange.Time) {
 			continue
 		}
 		st.Failures++
