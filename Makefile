@@ -35,7 +35,7 @@ export GOFLAGS     := -trimpath $(filter-out -trimpath,$(GOFLAGS))
 TEST_TAGS       := integration,e2e,heavy,root,bench
 # Every Go module of the repository: kobe, its pinned tools, and the modules
 # that pin the test control plane.
-GO_MODULES      := . hack/tools hack/image test/chart hack/controlplane/kubernetes hack/controlplane/etcd hack/controlplane/kwok
+GO_MODULES      := . hack/tools hack/image test/chart hack/controlplane/kubernetes hack/controlplane/etcd hack/controlplane/kwok images/coredns
 export CONTROLPLANE_DIR
 # Tests find kubectl on PATH; the control-plane dir holds one when the machine has none.
 export PATH := $(PATH):$(CONTROLPLANE_DIR)
@@ -103,18 +103,30 @@ image-testapp: $(IMAGE_TOOL) ## Build the node tests' workload image as $(IMAGE_
 		--file $(IMAGE_DIR)/rootfs/testapp:/testapp --entrypoint /testapp --user 65532:65532 \
 		--platform linux/$(IMAGE_ARCH) --created $(or $(shell git log -1 --format=%ct -- images/testapp hack/image 2>/dev/null),0)
 
+# The cluster DNS of members with nodes (images/coredns, a module of its own:
+# CoreDNS with the plugins a member's Corefile uses, and the DNSHealthy
+# probe), preloaded into every node like the pause image (docs/nodes.md).
+COREDNS_IMAGE ?= kobe.local/coredns:v$(shell hack/versions.sh coredns)
+
+.PHONY: image-coredns
+image-coredns: $(IMAGE_TOOL) ## Build the members' cluster DNS image as $(IMAGE_DIR)/coredns.tar, named $(COREDNS_IMAGE).
+	cd images/coredns && $(STATIC_BUILD) -ldflags '-s -w' -o $(IMAGE_DIR)/rootfs/coredns .
+	$(IMAGE_TOOL) build --out $(IMAGE_DIR)/coredns.tar --name $(COREDNS_IMAGE) \
+		--file $(IMAGE_DIR)/rootfs/coredns:/coredns --entrypoint /coredns --user 65532:65532 \
+		--platform linux/$(IMAGE_ARCH) --created $(or $(shell git log -1 --format=%ct -- images/coredns hack/image 2>/dev/null),0)
+
 # The node image of the kubernetes backend's node pods (docs/backends.md,
 # "Node pods"): kobe-node, Debian's containerd, runc and iptables with their
 # shared libraries, kubelet and kube-proxy of make node, the CNI plugins,
-# busybox and the pause image, packed by hack/image-node.sh. NODE_PRELOAD
+# busybox, the pause and CoreDNS images, packed by hack/image-node.sh. NODE_PRELOAD
 # adds image archives that every node imports at start.
 NODE_IMAGE ?= kobe.local/kobe-node:v1
 
 .PHONY: image-node
-image-node: node image-pause $(IMAGE_TOOL) ## Build the node pods' image as $(IMAGE_DIR)/kobe-node.tar, named $(NODE_IMAGE) (needs hack/node-deps.sh and busybox-static).
+image-node: node image-pause image-coredns $(IMAGE_TOOL) ## Build the node pods' image as $(IMAGE_DIR)/kobe-node.tar, named $(NODE_IMAGE) (needs hack/node-deps.sh and busybox-static).
 	$(STATIC_BUILD) -ldflags '$(LDFLAGS) -s -w' -o $(IMAGE_DIR)/rootfs/kobe-node ./cmd/kobe-node
 	OUT='$(IMAGE_DIR)/kobe-node.tar' NAME='$(NODE_IMAGE)' KOBE_NODE='$(IMAGE_DIR)/rootfs/kobe-node' NODE_DIR='$(NODE_DIR)' \
-	PAUSE_TAR='$(IMAGE_DIR)/pause.tar' IMAGE_TOOL='$(IMAGE_TOOL)' PLATFORM=linux/$(IMAGE_ARCH) CREATED=$(IMAGE_CREATED) \
+	PAUSE_TAR='$(IMAGE_DIR)/pause.tar' COREDNS_TAR='$(IMAGE_DIR)/coredns.tar' IMAGE_TOOL='$(IMAGE_TOOL)' PLATFORM=linux/$(IMAGE_ARCH) CREATED=$(IMAGE_CREATED) \
 	NODE_PRELOAD='$(NODE_PRELOAD)' hack/image-node.sh
 
 # The control-plane images of the kubernetes backend's tests (docs/backends.md):
@@ -176,8 +188,11 @@ tidy: ## go mod tidy in every module.
 # for all of them: on a cold machine the control plane's build then reuses
 # what kobe's own compiled. etcd's own modules move with the etcd release
 # hack/controlplane/etcd pins (and its image tag), not with the client
-# Kubernetes uses.
-MODALIGN = go run ./hack/modalign -skip go.etcd.io/etcd/
+# Kubernetes uses. gRPC, genproto and x/time are left where CoreDNS's
+# release (images/coredns) requires more than Kubernetes does: raising them
+# everywhere would rebuild most of the control plane for one image that
+# shares little else with it.
+MODALIGN = go run ./hack/modalign -skip go.etcd.io/etcd/ -skip google.golang.org/grpc -skip google.golang.org/genproto/ -skip golang.org/x/time
 
 .PHONY: align-modules
 align-modules: ## Raise every dependency two modules share to the highest version either uses (go get, go mod tidy).
@@ -227,7 +242,7 @@ test-extra: test-extra-builds ## What test-all adds to make test: the heavy laye
 
 .PHONY: test-extra-builds
 test-extra-builds: ## What only test-extra needs built: kubelet, the images, the other modules' test binaries.
-	$(MAKE) --no-print-directory -j2 --output-sync=target node image image-pause image-testapp image-controlplane image-node build-test-modules
+	$(MAKE) --no-print-directory -j2 --output-sync=target node image image-pause image-coredns image-testapp image-controlplane image-node build-test-modules
 
 .PHONY: test-extra-tests
 test-extra-tests: ## test-extra without its builds (.ci/run builds them beside make test).
@@ -406,7 +421,7 @@ node-deps: ## Install the node's Debian packages (containerd, runc, CNI plugins,
 	hack/node-deps.sh
 
 .PHONY: test-node
-test-node: node-deps controlplane node image-pause image-testapp image-controlplane image-node build $(IMAGE_TOOL) ## The real-node layer (root): the host cluster, local members with real nodes (kobe-node; test/localnodes leases them and runs a Deployment), in-cluster members with node pods, the NodesReady probe; the machine as before after each.
+test-node: node-deps controlplane node image-pause image-coredns image-testapp image-controlplane image-node build $(IMAGE_TOOL) ## The real-node layer (root): the host cluster, local members with real nodes (kobe-node; test/localnodes leases them and runs a Deployment), in-cluster members with node pods, the NodesReady probe; the machine as before after each.
 	pkgs=$$(hack/test-packages.sh root); \
 	IMAGE_DIR='$(IMAGE_DIR)' NODE_DIR='$(NODE_DIR)' HOSTCLUSTER_PAUSE_TAR='$(IMAGE_DIR)/pause.tar' HOSTCLUSTER_PAUSE_IMAGE='$(PAUSE_IMAGE)' \
 	HOSTCLUSTER_IMAGE_TOOL='$(IMAGE_TOOL)' CONTROLPLANE_IMAGE_DIR='$(IMAGE_DIR)' KOBE_CLI='$(CURDIR)/bin/kobe' go test -tags root $(GO_TEST_FLAGS) -p 1 -v -timeout 15m $$pkgs

@@ -3,17 +3,17 @@
 # (docs/backends.md, "Node pods"): kobe-node, containerd, its runc shim,
 # ctr and runc (Debian's, with the shared libraries ldd lists), kubelet and
 # kube-proxy, the CNI plugins, iptables (nf_tables, with its extensions),
-# busybox (sh, mount, umount, ip) and the pause image's archive, in one
+# busybox (sh, mount, umount, ip) and the pause and CoreDNS images' archives, in one
 # layer, with kobe-image. Run by `make image-node`; the test of node pods
 # runs it with NODE_PRELOAD to add workload images.
 #
 # Environment: OUT (the tarball), NAME (its reference), KOBE_NODE (a static
-# kobe-node), NODE_DIR (kubelet and kube-proxy), PAUSE_TAR, IMAGE_TOOL,
+# kobe-node), NODE_DIR (kubelet and kube-proxy), PAUSE_TAR, COREDNS_TAR, IMAGE_TOOL,
 # CREATED (Unix seconds), PLATFORM; NODE_PRELOAD: image archives put in
 # /usr/local/share/kobe-node/images/ beside pause.tar.
 set -euo pipefail
 
-: "${OUT:?}" "${NAME:?}" "${KOBE_NODE:?}" "${NODE_DIR:?}" "${PAUSE_TAR:?}" "${IMAGE_TOOL:?}"
+: "${OUT:?}" "${NAME:?}" "${KOBE_NODE:?}" "${NODE_DIR:?}" "${PAUSE_TAR:?}" "${COREDNS_TAR:?}" "${IMAGE_TOOL:?}"
 CREATED=${CREATED:-0}
 PLATFORM=${PLATFORM:-linux/amd64}
 images=/usr/local/share/kobe-node/images
@@ -66,6 +66,7 @@ for so in "$xtdir"/*.so; do
 	file "$so" "$xtdir/$(basename "$so")" 0644
 done
 file "$PAUSE_TAR" "$images/pause.tar" 0644
+file "$COREDNS_TAR" "$images/coredns.tar" 0644
 for a in ${NODE_PRELOAD:-}; do
 	file "$a" "$images/$(basename "$a")" 0644
 done

@@ -5,6 +5,7 @@
 #   hack/versions.sh kubernetes   1.37.2   (k8s.io/kubernetes in hack/controlplane/kubernetes)
 #   hack/versions.sh etcd         3.6.16   (go.etcd.io/etcd/server/v3 in hack/controlplane/etcd)
 #   hack/versions.sh kwok         0.8.0    (sigs.k8s.io/kwok in hack/controlplane/kwok)
+#   hack/versions.sh coredns      1.15.0   (github.com/coredns/coredns in images/coredns)
 #
 #   hack/versions.sh ldflags      -X flags that stamp a Kubernetes binary
 #
@@ -42,11 +43,12 @@ ldflags)
 	ldflags
 	exit
 	;;
-kubernetes) dir=kubernetes mod=k8s.io/kubernetes ;;
-etcd) dir=etcd mod=go.etcd.io/etcd/server/v3 ;;
-kwok) dir=kwok mod=sigs.k8s.io/kwok ;;
+kubernetes) dir=hack/controlplane/kubernetes mod=k8s.io/kubernetes ;;
+etcd) dir=hack/controlplane/etcd mod=go.etcd.io/etcd/server/v3 ;;
+kwok) dir=hack/controlplane/kwok mod=sigs.k8s.io/kwok ;;
+coredns) dir=images/coredns mod=github.com/coredns/coredns ;;
 *)
-	echo "usage: $0 kubernetes|etcd|kwok|ldflags" >&2
+	echo "usage: $0 kubernetes|etcd|kwok|coredns|ldflags" >&2
 	exit 2
 	;;
 esac
@@ -55,9 +57,9 @@ esac
 v=$(awk -v mod="$mod" '
 	$1 == "require" && $2 == mod { print $3; exit }
 	$1 == mod && $2 ~ /^v/ { print $2; exit }
-' "$root/hack/controlplane/$dir/go.mod")
+' "$root/$dir/go.mod")
 if [ -z "$v" ]; then
-	echo "$0: no require of $mod in hack/controlplane/$dir/go.mod" >&2
+	echo "$0: no require of $mod in $dir/go.mod" >&2
 	exit 1
 fi
 echo "${v#v}"

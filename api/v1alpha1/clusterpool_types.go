@@ -592,7 +592,8 @@ type HealthCheckSpec struct {
 // ReadinessGate names a signal a member must show before it is Ready.
 // Built-in gates are evaluated by the operator: APIServerReachable,
 // InClusterToken, DefaultServiceAccount, NodesReady (with real nodes, every
-// node Ready and a probe pod run on each), CRDExists (crd), DeploymentReady
+// node Ready and a probe pod run on each), DNSHealthy (with real nodes: the
+// cluster DNS answers a pod), CRDExists (crd), DeploymentReady
 // (deployment), URLHealthy (url) and BootstrapsComplete (alias AddonsReady:
 // the pool's bootstraps are applied). Any other type is a condition that
 // something else must set to True on the ClusterInstance. The gate's result
@@ -600,7 +601,7 @@ type HealthCheckSpec struct {
 // +kubebuilder:validation:XValidation:rule="self.type == 'CRDExists' ? has(self.crd) : !has(self.crd)",message="crd is required for a gate of type CRDExists, and only for it"
 // +kubebuilder:validation:XValidation:rule="self.type == 'DeploymentReady' ? has(self.deployment) : !has(self.deployment)",message="deployment is required for a gate of type DeploymentReady, and only for it"
 // +kubebuilder:validation:XValidation:rule="self.type == 'URLHealthy' ? has(self.url) : !has(self.url)",message="url is required for a gate of type URLHealthy, and only for it"
-// +kubebuilder:validation:XValidation:rule="!has(self.name) || self.name == self.type || !(self.name in ['APIServerReachable', 'InClusterToken', 'DefaultServiceAccount', 'NodesReady', 'CRDExists', 'DeploymentReady', 'URLHealthy', 'BootstrapsComplete', 'AddonsReady', 'Ready', 'Provisioned', 'Healthy'])",message="name must not be a built-in gate type or a ClusterInstance condition kobe sets (Ready, Provisioned, Healthy)"
+// +kubebuilder:validation:XValidation:rule="!has(self.name) || self.name == self.type || !(self.name in ['APIServerReachable', 'InClusterToken', 'DefaultServiceAccount', 'NodesReady', 'DNSHealthy', 'CRDExists', 'DeploymentReady', 'URLHealthy', 'BootstrapsComplete', 'AddonsReady', 'Ready', 'Provisioned', 'Healthy'])",message="name must not be a built-in gate type or a ClusterInstance condition kobe sets (Ready, Provisioned, Healthy)"
 type ReadinessGate struct {
 	// type of the gate, or the ClusterInstance condition type it waits for.
 	// +required

@@ -21,6 +21,13 @@ const (
 	// always evaluated, and means: that many nodes Ready, and on each a
 	// probe pod started and was deleted again before hand-out.
 	GateNodesReady = "NodesReady"
+	// GateDNSHealthy: the member's cluster DNS answers its pods. For a
+	// member with real nodes it is always evaluated, after NodesReady: the
+	// operator creates CoreDNS in kube-system if it is missing, waits for
+	// it to roll out, and a probe pod resolves a Service by its short and
+	// full names. A member without real nodes has no cluster DNS and never
+	// passes it.
+	GateDNSHealthy = "DNSHealthy"
 	// GateCRDExists: the CustomResourceDefinition of the gate's crd exists
 	// in the member and is Established.
 	GateCRDExists = "CRDExists"
@@ -49,7 +56,7 @@ func AlwaysGates() []string {
 // BuiltinGates returns every gate type the operator evaluates itself.
 func BuiltinGates() []string {
 	return []string{GateAPIServerReachable, GateInClusterToken, GateDefaultServiceAccount, GateNodesReady,
-		GateCRDExists, GateDeploymentReady, GateURLHealthy, GateBootstrapsComplete, GateAddonsReady}
+		GateDNSHealthy, GateCRDExists, GateDeploymentReady, GateURLHealthy, GateBootstrapsComplete, GateAddonsReady}
 }
 
 // IsBuiltinGate reports whether the operator evaluates gate type t itself;

@@ -44,8 +44,10 @@ func run(args []string) error {
 		return createConfigMap(ctx, args[1], args[2:])
 	case args[0] == "fail" && len(args) == 2:
 		return errors.New(args[1])
+	case args[0] == "write" && len(args) == 3:
+		return os.WriteFile(args[1], []byte(args[2]), 0o644)
 	case len(args) != 2:
-		return fmt.Errorf("usage: testapp [get URL | dial HOST:PORT | read PATH | configmap NAME KEY=VALUE... | fail MESSAGE]")
+		return fmt.Errorf("usage: testapp [get URL | dial HOST:PORT | read PATH | write PATH CONTENT | configmap NAME KEY=VALUE... | fail MESSAGE]")
 	}
 	switch args[0] {
 	case "get":

@@ -53,6 +53,9 @@ type Options struct {
 	Nodes int32
 	// ProbeImage is the probe pods' image; DefaultProbeImage when empty.
 	ProbeImage string
+	// DNSImage is the CoreDNS image that DNSHealthy deploys and probes
+	// with; clusterdns.Image when empty.
+	DNSImage string
 	// Now is the time of the evaluation (messages say how long a probe pod
 	// has waited); time.Now() when zero.
 	Now time.Time
@@ -112,6 +115,10 @@ func EvaluateMember(ctx context.Context, kubeconfig []byte, gates []kobev1.Readi
 			err = probeNodes(ctx, cs, opts.Nodes, opts.ProbeImage, opts.Now)
 		case g.Type == kobev1.GateNodesReady:
 			err = nodesReady(ctx, cs)
+		case g.Type == kobev1.GateDNSHealthy && opts.Nodes > 0:
+			err = dnsHealthy(ctx, cs, opts.DNSImage, opts.Now)
+		case g.Type == kobev1.GateDNSHealthy:
+			err = errors.New("the member has no real nodes, so no cluster DNS (backend.local.nodes or backend.kubernetes.nodes)")
 		case g.Type == kobev1.GateCRDExists:
 			err = crdEstablished(ctx, cs, g.CRD)
 		case g.Type == kobev1.GateDeploymentReady:

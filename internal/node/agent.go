@@ -64,7 +64,7 @@ func (d *daemon) exitErr() error {
 
 // NewAgent returns an agent for cfg, logging to w.
 func NewAgent(cfg *Config, w io.Writer) *Agent {
-	return &Agent{cfg: cfg, log: log.New(w, "kobe-node: ", log.LstdFlags|log.Lmicroseconds|log.LUTC), exited: make(chan *daemon, 3)}
+	return &Agent{cfg: cfg, log: log.New(w, "kobe-node: ", log.LstdFlags|log.Lmicroseconds|log.LUTC), exited: make(chan *daemon, 4)}
 }
 
 // Run sets the node up and supervises containerd, kubelet and kube-proxy
@@ -97,6 +97,7 @@ func (a *Agent) setUpAndStart(ctx context.Context) error {
 		{"importing images", a.importImages},
 		{"starting kubelet", a.kubelet},
 		{"starting kube-proxy", a.kubeProxy},
+		{"starting the volume provisioner", a.storage},
 	}
 	for _, s := range steps {
 		if err := s.fn(ctx); err != nil {
@@ -206,6 +207,17 @@ func (a *Agent) mounts(context.Context) error {
 	}
 	if err := syscall.Mount(a.path("kubelet"), kubeletRoot, "", syscall.MS_BIND, ""); err != nil {
 		return fmt.Errorf("binding kubelet's root: %w", err)
+	}
+	// The volumes' root, on Dir's disk too (counted in the member's disk
+	// limit, gone with the node's directory).
+	if err := os.MkdirAll(a.path("storage"), 0o700); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(StorageRoot, 0o700); err != nil {
+		return err
+	}
+	if err := syscall.Mount(a.path("storage"), StorageRoot, "", syscall.MS_BIND, ""); err != nil {
+		return fmt.Errorf("binding the volumes' root: %w", err)
 	}
 	for what, p := range map[string]string{"containerd": a.cfg.Containerd, "ctr": a.cfg.Ctr, "kubelet": a.cfg.KubeletBin, "kube-proxy": a.cfg.KubeProxyBin, "CNI bridge plugin": filepath.Join(a.cfg.CNIBinDir, "bridge")} {
 		if _, err := os.Stat(p); err != nil {

@@ -50,6 +50,9 @@ type Config struct {
 	PodCIDR string `json:"podCIDR"`
 	// ClusterCIDR is the member's pod range (all its nodes), for kube-proxy.
 	ClusterCIDR string `json:"clusterCIDR"`
+	// ClusterDNS is the member's DNS Service address, the nameserver
+	// kubelet gives pods (internal/clusterdns); empty: pods get no DNS.
+	ClusterDNS string `json:"clusterDNS,omitempty"`
 
 	// CgroupParent is the cgroup, relative to every hierarchy's root
 	// ("kobe/<member uid>/<node>"), that kobe-node creates and moves itself
@@ -133,6 +136,11 @@ func (c *Config) Validate() error {
 	for _, s := range []string{c.PodCIDR, c.ClusterCIDR} {
 		if _, err := netip.ParsePrefix(s); err != nil {
 			errs = append(errs, fmt.Errorf("pod range: %w", err))
+		}
+	}
+	if c.ClusterDNS != "" {
+		if _, err := netip.ParseAddr(c.ClusterDNS); err != nil {
+			errs = append(errs, fmt.Errorf("clusterDNS: %w", err))
 		}
 	}
 	for _, r := range c.PeerRoutes {

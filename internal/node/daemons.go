@@ -146,8 +146,11 @@ const webhookCacheTTL = "1ms"
 // kubeletConfig is kubelet's configuration: cgroupfs under cgroupRoot,
 // cgroup v1 allowed, root dir and pod logs under Dir, the member's serving
 // certificate, webhook authentication and authorization with the member's
-// client CA and (next to) no caching of their answers, no DNS for pods (the machine's resolv.conf would send lookups
-// off the machine). Fixed ports: the node has its own network namespace.
+// client CA and (next to) no caching of their answers. Pods resolve through
+// the member's cluster DNS (ClusterDNS) and nothing else: resolvConf is
+// empty, so the machine's resolv.conf, which would send lookups off the
+// machine, reaches no pod. Fixed ports: the node has its own network
+// namespace.
 func kubeletConfig(c *Config, nodeIP, cgroupRoot, sock, podLogs string, protectKernelDefaults bool) ([]byte, error) {
 	cfg := map[string]any{
 		"apiVersion":               "kubelet.config.k8s.io/v1beta1",
@@ -199,6 +202,9 @@ func kubeletConfig(c *Config, nodeIP, cgroupRoot, sock, podLogs string, protectK
 	}
 	if c.MaxPods > 0 {
 		cfg["maxPods"] = c.MaxPods
+	}
+	if c.ClusterDNS != "" {
+		cfg["clusterDNS"] = []string{c.ClusterDNS}
 	}
 	return json.MarshalIndent(cfg, "", "  ")
 }

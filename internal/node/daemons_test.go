@@ -13,7 +13,7 @@ func testConfig() *Config {
 		Name: "node-0", Dir: "/data/m/nodes/0", HideDirs: []string{"/data"},
 		Interface: "eth0", Address: "198.19.192.10/24", Gateway: "198.19.192.1",
 		PeerRoutes: []Route{{Dst: "198.18.129.0/24", Via: "198.19.192.11"}},
-		PodCIDR:    "198.18.128.0/24", ClusterCIDR: "198.18.128.0/22", CgroupParent: "kobe/u/n0",
+		PodCIDR:    "198.18.128.0/24", ClusterCIDR: "198.18.128.0/22", ClusterDNS: "198.19.128.10", CgroupParent: "kobe/u/n0",
 		Containerd: "/usr/bin/containerd", Ctr: "/usr/bin/ctr", KubeletBin: "/b/kubelet", KubeProxyBin: "/b/kube-proxy",
 		CNIBinDir: "/usr/lib/cni", KubeletKubeconfig: "/data/m/nodes/0/kubelet.kubeconfig",
 		KubeProxyKubeconfig: "/data/m/nodes/0/kube-proxy.kubeconfig", KubeletCert: "/data/m/nodes/0/c.crt",
@@ -105,6 +105,10 @@ func TestDaemonConfigs(t *testing.T) {
 	}
 	if high, low := kl["imageGCHighThresholdPercent"].(float64), kl["imageGCLowThresholdPercent"].(float64); high > 90 || low >= high {
 		t.Errorf("kubelet image collection at %v%%, down to %v%%", high, low)
+	}
+	// Pods resolve through the member's DNS Service, and only through it.
+	if dns, _ := kl["clusterDNS"].([]any); len(dns) != 1 || dns[0] != "198.19.128.10" || kl["clusterDomain"] != "cluster.local" {
+		t.Errorf("kubelet clusterDNS = %v, clusterDomain = %v; want [198.19.128.10], cluster.local", kl["clusterDNS"], kl["clusterDomain"])
 	}
 	if authn := kl["authentication"].(map[string]any); authn["anonymous"].(map[string]any)["enabled"] != false ||
 		authn["x509"].(map[string]any)["clientCAFile"] != c.ClientCAFile {

@@ -2,6 +2,7 @@ package podsecurity
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
@@ -10,6 +11,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+	"github.com/kunobi-ninja/kobe/internal/node"
 )
 
 const (
@@ -22,6 +24,9 @@ const (
 	// PodPolicy refuses pods that Pod Security baseline forbids, whatever
 	// their namespace's labels say.
 	PodPolicy = "kobe-pod-baseline.static.k8s.io"
+	// VolumePolicy refuses PersistentVolumes that name the node's files:
+	// local volumes, and hostPath volumes outside node.StorageRoot.
+	VolumePolicy = "kobe-persistent-volumes.static.k8s.io"
 )
 
 const (
@@ -43,9 +48,10 @@ var stricter = map[kobev1.PodSecurityLevel][]string{
 // warns at level in every namespace with no exemption. Below privileged,
 // NamespacePolicy keeps namespaces at the level on every write path (create,
 // update, patch and apply, and the status and finalize subresources, which
-// PodSecurity itself does not check) and PodPolicy refuses what baseline
-// forbids even if a namespace's labels were lowered. At privileged,
-// policies is nil.
+// PodSecurity itself does not check), PodPolicy refuses what baseline
+// forbids even if a namespace's labels were lowered, and VolumePolicy
+// refuses PersistentVolumes that would mount the node's files into a pod
+// (which Pod Security never sees). At privileged, policies is nil.
 func Render(level kobev1.PodSecurityLevel, manifestsDir string) (config, policies []byte, err error) {
 	return render(level, manifestsDir, false)
 }
@@ -94,6 +100,7 @@ func render(level kobev1.PodSecurityLevel, manifestsDir string, shared bool) (co
 		if policies, err = marshalAll(
 			namespacePolicy(l, allowed), binding(NamespacePolicy),
 			podPolicy(), binding(PodPolicy),
+			volumePolicy(), binding(VolumePolicy),
 		); err != nil {
 			return nil, nil, err
 		}
@@ -273,4 +280,42 @@ func podPolicy() *admissionv1.ValidatingAdmissionPolicy {
 		})
 	}
 	return policy(PodPolicy, []admissionv1.NamedRuleWithOperations{coreRule("pods", "pods/ephemeralcontainers")}, vars, validations)
+}
+
+// volumeDirPattern matches the only hostPath a PersistentVolume may name: a
+// direct child of node.StorageRoot whose name is a DNS subdomain-like
+// label (so never ".", "..", empty, nested or with a trailing slash).
+var volumeDirPattern = "^" + regexp.QuoteMeta(node.StorageRoot) + "/[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
+
+// volumeHostPathTypes are the hostPath types a PersistentVolume may set:
+// all of them are a directory (unset skips kubelet's check, which the path
+// rule makes harmless).
+var volumeHostPathTypes = []string{"", "Directory", "DirectoryOrCreate"}
+
+// volumePolicy refuses PersistentVolumes that a pod could use to mount the
+// node's files, which PodPolicy cannot see through a claim: local volumes,
+// and hostPath volumes other than a directory directly under
+// node.StorageRoot (where the node-local provisioner puts them). The root
+// itself is refused too: a pod that mounted it could plant a symlink that
+// a later volume's path follows out of it.
+func volumePolicy() *admissionv1.ValidatingAdmissionPolicy {
+	const prefix = "this member lets PersistentVolumes name no file of the node: "
+	return policy(VolumePolicy, []admissionv1.NamedRuleWithOperations{coreRule("persistentvolumes")}, nil,
+		[]admissionv1.Validation{
+			{
+				Expression: "!has(object.spec.local)",
+				Message:    prefix + "local volumes are forbidden (spec.local); the default StorageClass provisions node-local volumes",
+				Reason:     ptr.To(metav1.StatusReasonForbidden),
+			},
+			{
+				Expression: fmt.Sprintf("!has(object.spec.hostPath) || object.spec.hostPath.path.matches(%q)", volumeDirPattern),
+				Message:    fmt.Sprintf("%shostPath volumes may only name a directory directly under %s (spec.hostPath.path must match %s)", prefix, node.StorageRoot, volumeDirPattern),
+				Reason:     ptr.To(metav1.StatusReasonForbidden),
+			},
+			{
+				Expression: fmt.Sprintf("!has(object.spec.hostPath) || object.spec.hostPath.?type.orValue('') in %s", celList(volumeHostPathTypes)),
+				Message:    prefix + "a hostPath volume's type may only be Directory or DirectoryOrCreate, or unset (spec.hostPath.type)",
+				Reason:     ptr.To(metav1.StatusReasonForbidden),
+			},
+		})
 }

@@ -1,6 +1,7 @@
 package podsecurity
 
 import (
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+	"github.com/kunobi-ninja/kobe/internal/node"
 )
 
 // admissionConfig is the part of an AdmissionConfiguration the tests read.
@@ -91,7 +93,7 @@ func TestRender(t *testing.T) {
 				t.Fatalf("the static policies are not wired:\n%s", config)
 			}
 			vaps, bindings := policyDocs(t, policies)
-			if len(vaps) != 2 || len(bindings) != 2 {
+			if len(vaps) != 3 || len(bindings) != 3 {
 				t.Fatalf("%d policies, %d bindings:\n%s", len(vaps), len(bindings), policies)
 			}
 			for name := range vaps {
@@ -123,6 +125,21 @@ func TestRender(t *testing.T) {
 			if c := pod.Spec.Variables[0]; c.Name != "containers" || !strings.Contains(c.Expression, "initContainers") || !strings.Contains(c.Expression, "ephemeralContainers") {
 				t.Errorf("containers variable %+v", c)
 			}
+			pv := vaps[VolumePolicy]
+			assertRule(t, pv, []string{"persistentvolumes"})
+			var exprs []string
+			for _, v := range pv.Spec.Validations {
+				if v.Reason == nil || *v.Reason != "Forbidden" || !strings.Contains(v.Message, "spec.") {
+					t.Errorf("validation %s: reason %v, message %q", v.Expression, v.Reason, v.Message)
+				}
+				exprs = append(exprs, v.Expression)
+			}
+			all := strings.Join(exprs, "\n")
+			for _, want := range []string{"!has(object.spec.local)", `matches("` + volumeDirPattern + `")`, "'DirectoryOrCreate'"} {
+				if !strings.Contains(all, want) {
+					t.Errorf("the volume policy lacks %s:\n%s", want, all)
+				}
+			}
 		})
 	}
 }
@@ -149,5 +166,29 @@ func TestRenderRefuses(t *testing.T) {
 	}
 	if _, policies, err := Render(kobev1.PodSecurityPrivileged, ""); err != nil || policies != nil {
 		t.Errorf("privileged needs no directory: %v", err)
+	}
+}
+
+// TestVolumeDirPattern checks the hostPath rule with Go's regexp, the RE2
+// that CEL's matches() runs.
+func TestVolumeDirPattern(t *testing.T) {
+	re := regexp.MustCompile(volumeDirPattern)
+	root := node.StorageRoot
+	for _, path := range []string{
+		root + "/pvc-0123abcd", root + "/a", root + "/pvc-1.2", root + "/0",
+	} {
+		if !re.MatchString(path) {
+			t.Errorf("%q refused", path)
+		}
+	}
+	for _, path := range []string{
+		"", "/", "/etc", "/var/lib", root, root + "/", root + "/.", root + "/..", root + "/./x",
+		root + "/../x", root + "/../../etc", root + "/a/b", root + "/a/", root + "//a", "/" + root + "/a",
+		root + "/A", root + "/-a", root + "/a-", root + "/.a", root + "/a.", root + "/a b", root + "/a\n",
+		root + "x/a", "/var/lib/kobe-storagex/a", "x" + root + "/a",
+	} {
+		if re.MatchString(path) {
+			t.Errorf("%q allowed", path)
+		}
 	}
 }

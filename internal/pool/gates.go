@@ -19,13 +19,19 @@ func RealNodes(b kobev1.BackendSpec) int32 {
 
 // MemberGates returns the readiness gates a member built with backend b, of
 // a pool with these spec.readinessGates, must pass: kobev1.EffectiveGates,
-// plus NodesReady, after the pool's own, for a member that asks for real
-// nodes when the pool does not list it. A member with real nodes is never
-// handed out before a pod has started on each of them.
+// plus NodesReady and DNSHealthy, after the pool's own, for a member that
+// asks for real nodes when the pool does not list them. A member with real
+// nodes is never handed out before a pod has started on each of them and
+// its cluster DNS has answered a pod.
 func MemberGates(b kobev1.BackendSpec, spec []kobev1.ReadinessGate) []kobev1.ReadinessGate {
 	out := kobev1.EffectiveGates(spec)
-	if RealNodes(b) > 0 && !kobev1.HasGate(out, kobev1.GateNodesReady) {
-		out = append(out, kobev1.ReadinessGate{Type: kobev1.GateNodesReady})
+	if RealNodes(b) == 0 {
+		return out
+	}
+	for _, t := range []string{kobev1.GateNodesReady, kobev1.GateDNSHealthy} {
+		if !kobev1.HasGate(out, t) {
+			out = append(out, kobev1.ReadinessGate{Type: t})
+		}
 	}
 	return out
 }

@@ -384,7 +384,7 @@ func TestDecide(t *testing.T) {
 		want: want{create: []int32{0}, next: 1, phase: kobev1.PoolFilling,
 			conds: map[string]string{"Capacity": "False/MaxClustersReached"}},
 	}, {
-		name: "a member with real nodes waits for NodesReady though the pool does not list it, and the pool says why",
+		name: "a member with real nodes waits for NodesReady and DNSHealthy though the pool does not list them, and the pool says why",
 		in: Input{Pool: testPool(size(1), nodes(1)), Members: []kobev1.ClusterInstance{
 			member(0, kobev1.InstanceCreating, builtFrom(testPool(size(1), nodes(1))), provisionedAgo(31*time.Second),
 				condition("APIServerReachable", metav1.ConditionTrue, "GatePassed"),
@@ -392,7 +392,7 @@ func TestDecide(t *testing.T) {
 				condition("NodesReady", metav1.ConditionFalse, "GatePending"))}},
 		want: want{next: 1, counters: Counters{Creating: 1}, phase: kobev1.PoolDegraded,
 			conds:       map[string]string{"Warm": "False/ReadinessSignalAbsent"},
-			msgContains: map[string]string{"Warm": `no member has passed the readiness gate "NodesReady" (pool-ci-0 Provisioned for more than 30s) (pool-ci-0: boom); the pool will not warm until its members pass them`}},
+			msgContains: map[string]string{"Warm": `no member has passed the readiness gate "NodesReady" (pool-ci-0 Provisioned for more than 30s) (pool-ci-0: boom); no member has passed the readiness gate "DNSHealthy" (pool-ci-0 Provisioned for more than 30s); the pool will not warm until its members pass them`}},
 	}, {
 		name: "quarantined members make the pool Quarantined",
 		in: Input{Pool: testPool(), Members: []kobev1.ClusterInstance{

@@ -78,6 +78,7 @@ func isTestKit(path string) bool {
 // builds on. Each imported no kobe package when the rule was written.
 var leaves = []string{
 	"internal/addressguard",
+	"internal/clusterdns",
 	"internal/controller/conditions",
 	"internal/controller/deps",
 	"internal/controller/patch",

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+	"github.com/kunobi-ninja/kobe/internal/clusterdns"
 	"github.com/kunobi-ninja/kobe/internal/testenv"
 )
 
@@ -31,7 +32,8 @@ const (
 // of make image-node, imported, never pulled) reaches READY 1 with the
 // operator's readiness gates; `kobe lease` returns a kubeconfig through the
 // connect proxy with which kubectl sees the node Ready, runs a pod of the
-// pause image the node image carries (Ready, its log readable), and is
+// pause image the node image carries (Ready, its log readable), resolves
+// Services by name, binds a claim of the default StorageClass, and is
 // refused a privileged pod by Pod Security; deleting the pool leaves no
 // host object, and the machine is as before.
 func TestLeasedMemberWithANode(t *testing.T) {
@@ -102,6 +104,24 @@ func TestLeasedMemberWithANode(t *testing.T) {
 	if out, err := testenv.Kubectl(t, kc, "logs", "pause"); err != nil {
 		t.Errorf("kubectl logs through the proxy: %v: %s", err, out)
 	}
+	workload := filepath.Join(f.work, "dns-and-storage.yaml")
+	if err := os.WriteFile(workload, []byte(dnsAndStorage), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := testenv.Kubectl(t, kc, "apply", "-f", workload); err != nil {
+		t.Fatal(out, err)
+	}
+	if out, err := testenv.Kubectl(t, kc, "wait", "--for=condition=Complete", "--timeout=60s", "job/resolve"); err != nil {
+		logs, _ := testenv.Kubectl(t, kc, "logs", "job/resolve")
+		t.Errorf("Service names do not resolve in the node pod's member: %v %s\n%s", err, out, logs)
+	}
+	if out, err := testenv.Kubectl(t, kc, "wait", "--for=condition=Ready", "--timeout=60s", "pod/store"); err != nil {
+		desc, _ := testenv.Kubectl(t, kc, "describe", "pvc,pod")
+		t.Errorf("a pod with a claim of the default StorageClass: %v %s\n%s", err, out, desc)
+	}
+	if phase, _ := testenv.Kubectl(t, kc, "get", "pvc", "data", "-o", "jsonpath={.status.phase}"); phase != "Bound" {
+		t.Errorf("claim data is %q, want Bound", phase)
+	}
 	out, err = testenv.Kubectl(t, kc, "run", "priv", "--image=kobe.local/pause:v1", "--image-pull-policy=Never", "--restart=Never",
 		`--overrides={"apiVersion":"v1","spec":{"containers":[{"name":"priv","image":"kobe.local/pause:v1","imagePullPolicy":"Never","securityContext":{"privileged":true}}]}}`)
 	if err == nil || !strings.Contains(out, `violates PodSecurity "baseline:latest": privileged`) {
@@ -166,4 +186,46 @@ spec:
     imagePullPolicy: Never
     resources:
       limits: {memory: 32Mi}
+`
+
+// dnsAndStorage is what a chart's workload expects of the member: a Job
+// that resolves Services by name through the cluster DNS (the CoreDNS
+// image's probe, which the node image carries), and a pod whose claim of
+// the default StorageClass binds.
+const dnsAndStorage = `apiVersion: batch/v1
+kind: Job
+metadata:
+  name: resolve
+spec:
+  backoffLimit: 0
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+      - name: c
+        image: ` + clusterdns.Image + `
+        imagePullPolicy: Never
+        command: [/coredns, probe, kubernetes.default, kube-dns.kube-system.svc.cluster.local]
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata:
+  name: data
+spec:
+  accessModes: [ReadWriteOnce]
+  resources: {requests: {storage: 16Mi}}
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: store
+spec:
+  containers:
+  - name: pause
+    image: kobe.local/pause:v1
+    imagePullPolicy: Never
+    volumeMounts: [{name: data, mountPath: /data}]
+  volumes:
+  - name: data
+    persistentVolumeClaim: {claimName: data}
 `

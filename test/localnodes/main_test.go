@@ -72,9 +72,9 @@ func runSuite(m *testing.M) (int, error) {
 	if imageDir == "" {
 		imageDir = filepath.Join(testenv.RepoRoot(), "bin", "images")
 	}
-	for _, f := range []string{"pause.tar", testappArchive} {
+	for _, f := range []string{"pause.tar", "coredns.tar", testappArchive} {
 		if _, err := os.Stat(filepath.Join(imageDir, f)); err != nil {
-			return 1, fmt.Errorf("%s is missing: run `make image-pause image-testapp`", filepath.Join(imageDir, f))
+			return 1, fmt.Errorf("%s is missing: run `make image-pause image-coredns image-testapp`", filepath.Join(imageDir, f))
 		}
 	}
 	ctx := context.Background()

@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -70,6 +71,15 @@ spec:
   ports: [{port: 80, targetPort: 8080}]
 ---
 apiVersion: v1
+kind: Service
+metadata:
+  name: testapp-headless
+spec:
+  clusterIP: None
+  selector: {app: testapp}
+  ports: [{port: 8080}]
+---
+apiVersion: v1
 kind: Pod
 metadata:
   name: client
@@ -106,6 +116,9 @@ func TestLeasedMembersRunPods(t *testing.T) {
 	})
 	t.Run("Pod Security keeps a lease holder off the host", func(t *testing.T) {
 		podSecurity(t, direct, proxied)
+	})
+	t.Run("a claim of the default StorageClass binds, keeps its data for the next pod, and goes with the claim", func(t *testing.T) {
+		storage(t, direct)
 	})
 	out := startOutside(t)
 	defer out.stop()
@@ -160,9 +173,11 @@ func runWorkload(t *testing.T, pool string) *workload {
 	if lines := strings.Split(nodes, "\n"); len(lines) != 1 || !strings.HasSuffix(lines[0], " True") {
 		t.Fatalf("the leased member's nodes are not one Ready node:\n%s", nodes)
 	}
-	// The readiness probe pod was deleted before hand-out.
-	if pods := testenv.MustKubectl(t, w.kubeconfig, "get", "pods", "-A", "-o", "name"); pods != "" {
-		t.Errorf("the leased member already runs pods: %s", pods)
+	// The readiness probe pods were deleted before hand-out: the cluster
+	// DNS is all that runs.
+	pods := testenv.MustKubectl(t, w.kubeconfig, "get", "pods", "-A", "-o", "jsonpath={range .items[*]}{.metadata.namespace}/{.metadata.name} {.status.phase}{\"\\n\"}{end}")
+	if lines := strings.Split(pods, "\n"); len(lines) != 1 || !strings.HasPrefix(lines[0], "kube-system/coredns-") || !strings.HasSuffix(lines[0], " Running") {
+		t.Errorf("the leased member runs other pods than its cluster DNS:\n%s", pods)
 	}
 
 	applyStarted := time.Now()
@@ -196,6 +211,13 @@ func runWorkload(t *testing.T, pool string) *workload {
 	}
 	if got, err := execIn(t, w, "get", "http://"+w.podIP+":8080/"); err != nil || got != w.podName {
 		t.Errorf("GET the pod IP from the client pod = %q (%v), want %q", got, err, w.podName)
+	}
+	// The cluster DNS: a Service by its short and full names, a headless
+	// Service (its name is the pod's address).
+	for _, url := range []string{"http://testapp/", "http://testapp.default.svc.cluster.local/", "http://testapp-headless:8080/"} {
+		if got, err := execIn(t, w, "get", url); err != nil || got != w.podName {
+			t.Errorf("GET %s from the client pod = %q (%v), want %q", url, got, err, w.podName)
+		}
 	}
 	if got := portForward(t, w); got != w.podName {
 		t.Errorf("GET through kubectl port-forward = %q, want %q", got, w.podName)
@@ -298,11 +320,98 @@ func podSecurity(t *testing.T, w, other *workload) {
 			t.Errorf("a %s pod was not refused by Pod Security: %v %s", name, err, out)
 		}
 	}
+	// Nor through a PersistentVolume, whose source Pod Security never
+	// sees: a claim bound to hostPath / (or another member's keys, or the
+	// volumes' root, where a planted symlink would lead out) would mount it.
+	for _, path := range []string{"/", otherKeys, node.StorageRoot} {
+		pv := `{"apiVersion":"v1","kind":"PersistentVolume","metadata":{"name":"escape"},"spec":{"capacity":{"storage":"1Gi"},` +
+			`"accessModes":["ReadWriteOnce"],"hostPath":{"path":"` + path + `"}}}`
+		if out, err := testenv.Kubectl(t, w.kubeconfig, "apply", "-f", writeFile(t, pv)); err == nil || !strings.Contains(out, "kobe-persistent-volumes") {
+			t.Errorf("a hostPath PersistentVolume of %s was not refused: %v %s", path, err, out)
+		}
+	}
 	for _, path := range []string{filepath.Join(otherKeys, "pki", "client-ca.key"), s.DataRoot, filepath.Join(s.Work, "tls.key")} {
 		if out, err := execIn(t, w, "read", path); err == nil {
 			t.Errorf("a pod of %s read %s: %.80s", w.pool, path, out)
 		}
 	}
+}
+
+// storageManifest is a claim of the default class and a Job that runs
+// testapp with args on it (a Job: a pod of one run, as a CI step is).
+func storageManifest(job string, args ...string) string {
+	q := make([]string, len(args))
+	for i, a := range args {
+		q[i] = strconv.Quote(a)
+	}
+	return `apiVersion: v1
+kind: PersistentVolumeClaim
+metadata:
+  name: data
+spec:
+  accessModes: [ReadWriteOnce]
+  resources: {requests: {storage: 64Mi}}
+---
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: ` + job + `
+spec:
+  backoffLimit: 0
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+      - name: c
+        image: ` + testappImage + `
+        imagePullPolicy: Never
+        command: [/testapp, ` + strings.Join(q, ", ") + `]
+        volumeMounts: [{name: data, mountPath: /data}]
+      volumes:
+      - name: data
+        persistentVolumeClaim: {claimName: data}
+`
+}
+
+func storage(t *testing.T, w *workload) {
+	if sc := testenv.MustKubectl(t, w.kubeconfig, "get", "storageclass", "-o", `jsonpath={range .items[*]}{.metadata.name} {.metadata.annotations.storageclass\.kubernetes\.io/is-default-class}{end}`); sc != "standard true" {
+		t.Fatalf("storage classes: %q, want standard as the default", sc)
+	}
+	runJob := func(name string, args ...string) string {
+		t.Helper()
+		if out, err := testenv.Kubectl(t, w.kubeconfig, "apply", "-f", writeFile(t, storageManifest(name, args...))); err != nil {
+			t.Fatalf("kubectl apply: %v\n%s", err, out)
+		}
+		if out, err := testenv.Kubectl(t, w.kubeconfig, "wait", "--for=condition=Complete", "job/"+name, "--timeout=60s"); err != nil {
+			t.Fatalf("job %s did not complete: %v\n%s\n%s", name, err, out, describe(t, w))
+		}
+		return testenv.MustKubectl(t, w.kubeconfig, "logs", "job/"+name)
+	}
+	runJob("writer", "write", "/data/hello", "kept across pods")
+	pv := testenv.MustKubectl(t, w.kubeconfig, "get", "pvc", "data", "-o", "jsonpath={.spec.volumeName} {.status.phase}")
+	name, phase, _ := strings.Cut(pv, " ")
+	if phase != "Bound" || !strings.HasPrefix(name, "pvc-") {
+		t.Fatalf("claim data: %q, want Bound to a pvc-<uid> volume", pv)
+	}
+	// The directory is on the node's disk, in the member's directory.
+	dirs, _ := filepath.Glob(filepath.Join(memberDir(t, w.member), "nodes", "*", "storage", name))
+	if len(dirs) != 1 {
+		t.Fatalf("volume %s has %d directories under the member's nodes (%v), want 1", name, len(dirs), dirs)
+	}
+	if got := runJob("reader", "read", "/data/hello"); got != "kept across pods" {
+		t.Errorf("the second pod read %q from the claim", got)
+	}
+	testenv.MustKubectl(t, w.kubeconfig, "delete", "job", "writer", "reader", "--wait")
+	testenv.MustKubectl(t, w.kubeconfig, "delete", "pvc", "data", "--wait")
+	testenv.Eventually(t, time.Minute, "the released volume and its directory to be gone", func() error {
+		if out, err := testenv.Kubectl(t, w.kubeconfig, "get", "pv", name); err == nil {
+			return fmt.Errorf("PV still there: %s", out)
+		}
+		if _, err := os.Stat(dirs[0]); !os.IsNotExist(err) {
+			return fmt.Errorf("directory %s: %w", dirs[0], err)
+		}
+		return nil
+	})
 }
 
 // releaseLeavesNothing stops the pools from refilling, releases both leases

@@ -11,6 +11,7 @@ import (
 
 	"github.com/kunobi-ninja/kobe/internal/backend"
 	"github.com/kunobi-ninja/kobe/internal/backend/incluster"
+	"github.com/kunobi-ninja/kobe/internal/clusterdns"
 	"github.com/kunobi-ninja/kobe/internal/node"
 	"github.com/kunobi-ninja/kobe/internal/podsecurity"
 	"github.com/kunobi-ninja/kobe/internal/version"
@@ -39,6 +40,9 @@ const (
 	// NodePauseImage is its name once imported.
 	NodePauseArchive = "/usr/local/share/kobe-node/images/pause.tar"
 	NodePauseImage   = "kobe.local/pause:v1"
+	// nodeDNSArchive is the cluster DNS image's archive in the node image
+	// (clusterdns.Image once imported).
+	nodeDNSArchive = "/usr/local/share/kobe-node/images/" + clusterdns.Archive
 	// nodeDataDir is kobe-node's Dir: containerd's root and state and
 	// kubelet's root, on an emptyDir (containerd's overlay snapshots cannot
 	// live on the container's own overlay root).
@@ -58,6 +62,11 @@ func nodePodCIDR(i int) string { return fmt.Sprintf("198.19.%d.0/24", 244+i) }
 
 // nodeClusterCIDR holds the pod ranges of a member's (up to 4) nodes.
 const nodeClusterCIDR = "198.19.244.0/22"
+
+// memberDNSIP is the cluster DNS address of every member, the same in each
+// like the member's Service range: clusterdns.ServiceIP of
+// incluster.MemberServiceCIDR (TestMemberDNSIP).
+const memberDNSIP = "198.19.240.10"
 
 // nodeEntrypoint prepares the node pod's namespaces, then runs kobe-node:
 //
@@ -136,6 +145,7 @@ func (t Template) nodeConfig(name string, i int) *node.Config {
 		Dir:                 nodeDataDir,
 		PodCIDR:             nodePodCIDR(i),
 		ClusterCIDR:         nodeClusterCIDR,
+		ClusterDNS:          memberDNSIP,
 		Containerd:          nodeBinDir + "/containerd",
 		Ctr:                 nodeBinDir + "/ctr",
 		KubeletBin:          nodeBinDir + "/kubelet",
@@ -147,7 +157,7 @@ func (t Template) nodeConfig(name string, i int) *node.Config {
 		KubeletKey:          f(incluster.NodeKubeletKey),
 		ClientCAFile:        f(incluster.NodeClientCACert),
 		PauseImage:          NodePauseImage,
-		Images:              append([]string{NodePauseArchive}, t.NodePreload...),
+		Images:              append([]string{NodePauseArchive, nodeDNSArchive}, t.NodePreload...),
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/backend"
 	"github.com/kunobi-ninja/kobe/internal/backend/incluster"
+	"github.com/kunobi-ninja/kobe/internal/clusterdns"
 	"github.com/kunobi-ninja/kobe/internal/node"
 	"github.com/kunobi-ninja/kobe/internal/podsecurity"
 )
@@ -239,7 +240,7 @@ func TestNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.Name != "kobe-pool-ci-0-node-1" || c.PodCIDR != "198.19.245.0/24" || c.ClusterCIDR != "198.19.244.0/22" || c.Interface != "" || c.CgroupParent != "" ||
-		len(c.HideDirs) != 0 || !slices.Equal(c.Images, []string{NodePauseArchive, "/images/app.tar"}) || c.KubeletKubeconfig != "/etc/kobe/node/kubelet.kubeconfig" {
+		len(c.HideDirs) != 0 || !slices.Equal(c.Images, []string{NodePauseArchive, nodeDNSArchive, "/images/app.tar"}) || c.ClusterDNS != memberDNSIP || c.KubeletKubeconfig != "/etc/kobe/node/kubelet.kubeconfig" {
 		t.Errorf("node config %+v", c)
 	}
 	inside := netip.MustParsePrefix(incluster.MemberNetwork)
@@ -333,5 +334,12 @@ func TestPodSecurity(t *testing.T) {
 	m.Spec.Cluster.PodSecurity = "lax"
 	if _, err := (Template{}).Settings(m); err == nil || !strings.Contains(err.Error(), "spec.cluster.podSecurity") {
 		t.Errorf("unknown level: %v", err)
+	}
+}
+
+func TestMemberDNSIP(t *testing.T) {
+	ip, err := clusterdns.ServiceIP(netip.MustParsePrefix(incluster.MemberServiceCIDR))
+	if err != nil || ip.String() != memberDNSIP {
+		t.Fatalf("clusterdns.ServiceIP(%s) = %v, %v; the node pods' kubelets use %s", incluster.MemberServiceCIDR, ip, err, memberDNSIP)
 	}
 }

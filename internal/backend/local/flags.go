@@ -44,7 +44,7 @@ func (f *Flags) Bind(fs *flag.FlagSet) {
 	fs.DurationVar(&f.ProvisionTimeout, "local-provision-timeout", 3*time.Minute, "How long a local member may take to start before it is reported failed.")
 	fs.StringVar(&f.NodeBinDir, "local-node-bin-dir", DefaultNodeBinDir, "Directory with kubelet and kube-proxy for local members with nodes (`make node`).")
 	fs.StringVar(&f.NodeAgent, "local-node-agent", "", "Path of the kobe-node program for local members with nodes (default: kobe-node next to this executable).")
-	fs.StringVar(&f.ImageDir, "local-image-dir", DefaultImageDir, "Directory with the pause image archive (pause.tar, `make image-pause`) and the image archives pools preload (backend.local.preloadImages).")
+	fs.StringVar(&f.ImageDir, "local-image-dir", DefaultImageDir, "Directory with the pause and cluster DNS image archives (pause.tar and coredns.tar: `make image-pause image-coredns`) and the image archives pools preload (backend.local.preloadImages).")
 	fs.StringVar(&f.PauseImage, "local-pause-image", DefaultPauseImage, "Image name in the pause archive, the sandbox image of local members' nodes.")
 	fs.IntVar(&f.MaxMembers, "local-max-members", defaultMaxMembersFlag, "Most ClusterInstances of backend local that this operator keeps at once across all its pools (any phase, being deleted included); a pool that wants more creates nothing and reports Capacity HostCapacityReached until members go away. 0 removes the cap. The default fits a 2-core host: each member idles at about 5% of a core (docs/benchmarks.md) and one with a real node holds about 0.5 GiB.")
 	f.MemberDiskLimit, f.MinFreeDisk = resource.QuantityValue{Quantity: DefaultMemberDiskLimit.DeepCopy()}, DefaultMinFreeDisk

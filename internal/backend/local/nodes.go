@@ -24,6 +24,7 @@ import (
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/addressguard"
 	"github.com/kunobi-ninja/kobe/internal/backend"
+	"github.com/kunobi-ninja/kobe/internal/clusterdns"
 	"github.com/kunobi-ninja/kobe/internal/credentials/membercerts"
 	"github.com/kunobi-ninja/kobe/internal/node"
 	"github.com/kunobi-ninja/kobe/internal/podsecurity"
@@ -114,9 +115,14 @@ func (b *Backend) checkNodePrereqs() error {
 	if filepath.Base(b.opts.NodeAgent) != compNode {
 		return fmt.Errorf("%w: the node agent %s must be named %s", backend.ErrUnavailable, b.opts.NodeAgent, compNode)
 	}
-	pause := filepath.Join(b.opts.ImageDir, PauseArchive)
-	if fi, err := os.Stat(pause); err != nil || !fi.Mode().IsRegular() {
-		return fmt.Errorf("%w: the pause image archive %s is missing (build it with `make image-pause`)", backend.ErrUnavailable, pause)
+	for _, a := range []struct{ file, what, how string }{
+		{PauseArchive, "pause", "make image-pause"},
+		{clusterdns.Archive, "cluster DNS (CoreDNS)", "make image-coredns"},
+	} {
+		path := filepath.Join(b.opts.ImageDir, a.file)
+		if fi, err := os.Stat(path); err != nil || !fi.Mode().IsRegular() {
+			return fmt.Errorf("%w: the %s image archive %s is missing (build it with `%s`)", backend.ErrUnavailable, a.what, path, a.how)
+		}
 	}
 	return nil
 }
@@ -133,11 +139,12 @@ func checkExecutable(path string) error {
 }
 
 // nodeImages resolves a member's image archives in the image directory:
-// the pause image's first, then spec.backend.local.preloadImages. A name
+// the pause image's first, the cluster DNS's, then
+// spec.backend.local.preloadImages. A name
 // that is not a plain file name in the directory, or a missing file, is
 // refused with an error wrapping backend.ErrInvalidSpec.
 func nodeImages(imageDir string, m backend.Member) ([]string, error) {
-	out := []string{filepath.Join(imageDir, PauseArchive)}
+	out := []string{filepath.Join(imageDir, PauseArchive), filepath.Join(imageDir, clusterdns.Archive)}
 	if m.Spec.Backend.Local == nil {
 		return out, nil
 	}
@@ -361,6 +368,10 @@ func (b *Backend) writeNodeFiles(p paths, st *state, mn node.MemberNet, i int, i
 	nn := mn.Nodes[i]
 	name := NodeName(i)
 	server := localURL(mn.Gateway.String(), st.APIServerPort)
+	dnsIP, err := clusterdns.ServiceIP(mn.ServiceCIDR)
+	if err != nil {
+		return nil, err
+	}
 	for _, kc := range []struct {
 		file string
 		id   membercerts.Identity
@@ -402,6 +413,7 @@ func (b *Backend) writeNodeFiles(p paths, st *state, mn node.MemberNet, i int, i
 		PeerRoutes:          mn.PeerRoutes(i),
 		PodCIDR:             nn.PodCIDR.String(),
 		ClusterCIDR:         mn.ClusterCIDR.String(),
+		ClusterDNS:          dnsIP.String(),
 		CgroupParent:        nodeCgroup(string(st.UID), i),
 		Containerd:          containerdBin,
 		Ctr:                 ctrBin,

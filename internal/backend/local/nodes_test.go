@@ -16,6 +16,7 @@ import (
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/backend"
+	"github.com/kunobi-ninja/kobe/internal/clusterdns"
 	"github.com/kunobi-ninja/kobe/internal/node"
 	"github.com/kunobi-ninja/kobe/internal/podsecurity"
 	"github.com/kunobi-ninja/kobe/internal/testenv"
@@ -23,7 +24,7 @@ import (
 
 func TestNodeImages(t *testing.T) {
 	dir := t.TempDir()
-	for _, f := range []string{PauseArchive, "app.tar"} {
+	for _, f := range []string{PauseArchive, clusterdns.Archive, "app.tar"} {
 		if err := os.WriteFile(filepath.Join(dir, f), []byte("x"), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -45,8 +46,8 @@ func TestNodeImages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{filepath.Join(dir, PauseArchive), filepath.Join(dir, "app.tar")}; strings.Join(got, ",") != strings.Join(want, ",") {
-		t.Errorf("nodeImages = %v, want %v (pause first, no duplicates)", got, want)
+	if want := []string{filepath.Join(dir, PauseArchive), filepath.Join(dir, clusterdns.Archive), filepath.Join(dir, "app.tar")}; strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("nodeImages = %v, want %v (pause first, then the cluster DNS, no duplicates)", got, want)
 	}
 	for _, bad := range []string{"../outside.tar", "missing.tar", "/etc/passwd", "sub/app.tar", "..", "", "link.tar", "d.tar", "app.tar\x00", `..\outside.tar`, "app"} {
 		_, err := nodeImages(dir, member(bad))

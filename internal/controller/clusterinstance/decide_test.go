@@ -22,7 +22,7 @@ func TestSettingsFor(t *testing.T) {
 	}
 	withNodes := &kobev1.ClusterInstance{Spec: kobev1.ClusterInstanceSpec{Backend: kobev1.BackendSpec{
 		Type: kobev1.BackendLocal, Local: &kobev1.LocalBackendSpec{Nodes: 2}}}}
-	if s := settingsFor(nil, withNodes); s.nodes != 2 || len(s.gates) != 3 || s.gates[2].Key() != "NodesReady" {
+	if s := settingsFor(nil, withNodes); s.nodes != 2 || strings.Join(kobev1.GateKeys(s.gates), ",") != "APIServerReachable,InClusterToken,NodesReady,DNSHealthy" {
 		t.Errorf("a member with nodes whose pool is gone = %+v", s)
 	}
 	p := &kobev1.ClusterPool{Spec: kobev1.ClusterPoolSpec{
@@ -36,7 +36,7 @@ func TestSettingsFor(t *testing.T) {
 	}
 	// The member's own backend spec decides, not the pool's current one.
 	p.Spec.ReadinessGates = []kobev1.ReadinessGate{{Type: "X"}}
-	if s := settingsFor(p, withNodes); strings.Join(kobev1.GateKeys(s.gates), ",") != "APIServerReachable,InClusterToken,X,NodesReady" {
+	if s := settingsFor(p, withNodes); strings.Join(kobev1.GateKeys(s.gates), ",") != "APIServerReachable,InClusterToken,X,NodesReady,DNSHealthy" {
 		t.Errorf("gates of a member with nodes = %v", s.gates)
 	}
 }

@@ -5,10 +5,12 @@ package clusterinstance
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -16,13 +18,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+	"github.com/kunobi-ninja/kobe/internal/clusterdns"
 	"github.com/kunobi-ninja/kobe/internal/gates"
+	"github.com/kunobi-ninja/kobe/internal/nodestorage"
 	"github.com/kunobi-ninja/kobe/internal/testenv"
 )
 
 // TestMemberWithNodesWaitsForTheProbe: a member whose pool asks for a real
 // node, and lists no readiness gate, is held Creating by NodesReady until a
-// probe pod started on its node and is gone. The test API server stands in
+// probe pod started on its node and is gone, then by DNSHealthy until the
+// cluster DNS rolled out and its probe pod succeeded and is gone. The test API server stands in
 // for the member (the fake backend hands out its kubeconfig) and the test
 // plays the member's kubelet.
 func TestMemberWithNodesWaitsForTheProbe(t *testing.T) {
@@ -95,6 +100,51 @@ func TestMemberWithNodesWaitsForTheProbe(t *testing.T) {
 	})
 	if err := c.Delete(ctx, pod, client.GracePeriodSeconds(0)); err != nil { // the kubelet's part
 		t.Fatal(err)
+	}
+
+	// DNSHealthy next: CoreDNS is created, and the member is not Ready
+	// until it rolled out and the DNS probe pod succeeded and is gone.
+	dep := &appsv1.Deployment{}
+	depKey := client.ObjectKey{Namespace: clusterdns.Namespace, Name: clusterdns.Name}
+	testenv.Eventually(t, 15*time.Second, "the CoreDNS Deployment", func() error { return c.Get(ctx, depKey, dep) })
+	t.Cleanup(func() {
+		for _, o := range append(clusterdns.Objects(netip.Addr{}, ""), nodestorage.Objects()...) {
+			if err := c.Delete(context.Background(), o); client.IgnoreNotFound(err) != nil {
+				t.Errorf("removing %T %s: %v", o, o.GetName(), err)
+			}
+		}
+	})
+	dnsHealthy := func() *metav1.Condition {
+		got, _ := h.get(t, m)
+		return meta.FindStatusCondition(got.Status.Conditions, kobev1.GateDNSHealthy)
+	}
+	testenv.Eventually(t, 15*time.Second, "DNSHealthy waits for the rollout", func() error {
+		c := dnsHealthy()
+		return holds(c != nil && c.Status == metav1.ConditionFalse && strings.Contains(c.Message, "the Deployment kube-system/coredns"), fmt.Sprintf("DNSHealthy %+v", c))
+	})
+	dep.Status = appsv1.DeploymentStatus{ObservedGeneration: dep.Generation, Replicas: 1, UpdatedReplicas: 1, ReadyReplicas: 1, AvailableReplicas: 1}
+	if err := c.Status().Update(ctx, dep); err != nil { // the Deployment controller's part
+		t.Fatal(err)
+	}
+	dnsKey := client.ObjectKey{Namespace: clusterdns.Namespace, Name: clusterdns.ProbePodName}
+	dnsPod := &corev1.Pod{}
+	testenv.Eventually(t, 15*time.Second, "the DNS probe pod", func() error { return c.Get(ctx, dnsKey, dnsPod) })
+	testenv.Consistently(t, time.Second, "the member not Ready while the DNS probe has not run", func() error {
+		got, _ := h.get(t, m)
+		return holds(got.Status.Phase == kobev1.InstanceCreating, "member "+string(got.Status.Phase))
+	})
+	dnsPod.Status = corev1.PodStatus{Phase: corev1.PodSucceeded}
+	if err := c.Status().Update(ctx, dnsPod); err != nil {
+		t.Fatal(err)
+	}
+	// Never bound to a node here (no scheduler), the pod goes at once.
+	testenv.Eventually(t, 15*time.Second, "the DNS probe pod deleted", func() error {
+		err := c.Get(ctx, dnsKey, dnsPod)
+		return holds(apierrors.IsNotFound(err), fmt.Sprintf("still there: %v", err))
+	})
+	if svc := (&corev1.Service{}); c.Get(ctx, client.ObjectKey{Namespace: clusterdns.Namespace, Name: clusterdns.ServiceName}, svc) != nil ||
+		svc.Annotations[gates.AnnotationDNSProbed] != string(dnsPod.UID) {
+		t.Errorf("kube-dns does not record the probe pod %s: %v", dnsPod.UID, svc.Annotations)
 	}
 	got := h.waitPhase(t, m, kobev1.InstanceReady, 15*time.Second)
 	if c := meta.FindStatusCondition(got.Status.Conditions, kobev1.GateNodesReady); c == nil || c.Status != metav1.ConditionTrue {

@@ -17,6 +17,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
@@ -28,6 +29,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+	"github.com/kunobi-ninja/kobe/internal/node"
 	"github.com/kunobi-ninja/kobe/internal/podsecurity"
 	"github.com/kunobi-ninja/kobe/internal/testenv"
 )
@@ -365,4 +367,121 @@ func TestPodsRefusedWhateverTheLabels(t *testing.T) {
 		_, err = fx.cs.CoreV1().Pods(ns).UpdateEphemeralContainers(t.Context(), p.Name, p, metav1.UpdateOptions{})
 		assertPodRefused(t, err, "securityContext.privileged", "container debug")
 	})
+}
+
+func persistentVolume(name string, source corev1.PersistentVolumeSource) *corev1.PersistentVolume {
+	return &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:               corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+			AccessModes:            []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			PersistentVolumeSource: source,
+		},
+	}
+}
+
+func hostPathPV(name, path string, typ *corev1.HostPathType) *corev1.PersistentVolume {
+	return persistentVolume(name, corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: path, Type: typ}})
+}
+
+func refusedByVolumePolicy(err error) bool {
+	return apierrors.IsForbidden(err) && strings.Contains(err.Error(), podsecurity.VolumePolicy)
+}
+
+// assertVolumeRefused checks that err is the volume policy's refusal naming
+// each of want.
+func assertVolumeRefused(t *testing.T, err error, want ...string) {
+	t.Helper()
+	if !refusedByVolumePolicy(err) {
+		t.Fatalf("want a refusal by %s, got %v", podsecurity.VolumePolicy, err)
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("the refusal does not name %q: %v", w, err)
+		}
+	}
+}
+
+// TestPersistentVolumesCannotNameTheNodesFiles creates, as system:masters,
+// PersistentVolumes that a pod would mount through a claim (which neither
+// PodSecurity nor the pod policy sees) to reach the node's files: every one
+// is refused, and a volume of the node-local provisioner's shape is not.
+func TestPersistentVolumesCannotNameTheNodesFiles(t *testing.T) {
+	root := node.StorageRoot
+	for _, tc := range []struct {
+		name string
+		pv   *corev1.PersistentVolume
+		want []string
+	}{
+		{"hostPath /", hostPathPV("pv-slash", "/", nil), []string{"spec.hostPath.path"}},
+		{"hostPath /etc", hostPathPV("pv-etc", "/etc", nil), []string{"spec.hostPath.path"}},
+		{"hostPath of the storage root", hostPathPV("pv-root", root, ptr.To(corev1.HostPathDirectory)), []string{"spec.hostPath.path"}},
+		{"hostPath of the storage root with a slash", hostPathPV("pv-root-slash", root+"/", nil), []string{"spec.hostPath.path"}},
+		{"hostPath nested in the storage root", hostPathPV("pv-nested", root+"/a/b", nil), []string{"spec.hostPath.path"}},
+		{"hostPath with a double slash", hostPathPV("pv-double-slash", "/"+root+"/pvc-x", nil), []string{"spec.hostPath.path"}},
+		{"hostPath of type Socket", hostPathPV("pv-socket", root+"/pvc-socket", ptr.To(corev1.HostPathSocket)), []string{"spec.hostPath.type"}},
+		{"hostPath of type File", hostPathPV("pv-file", root+"/pvc-file", ptr.To(corev1.HostPathFile)), []string{"spec.hostPath.type"}},
+		{"hostPath of type CharDevice", hostPathPV("pv-chardev", root+"/pvc-chardev", ptr.To(corev1.HostPathCharDev)), []string{"spec.hostPath.type"}},
+		{"local /", persistentVolume("pv-local", corev1.PersistentVolumeSource{Local: &corev1.LocalVolumeSource{Path: "/"}}), []string{"spec.local"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.pv.Spec.Local != nil {
+				// What the API requires of a local volume.
+				tc.pv.Spec.NodeAffinity = &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+					MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "kubernetes.io/hostname", Operator: corev1.NodeSelectorOpIn, Values: []string{"n0"}}},
+				}}}}
+			}
+			_, err := fx.cs.CoreV1().PersistentVolumes().Create(t.Context(), tc.pv, metav1.CreateOptions{})
+			assertVolumeRefused(t, err, tc.want...)
+		})
+	}
+
+	// The API server's own validation refuses ".." in a hostPath before
+	// admission; the policy would refuse it too (TestVolumeDirPattern).
+	t.Run("hostPath climbing out of the storage root", func(t *testing.T) {
+		_, err := fx.cs.CoreV1().PersistentVolumes().Create(t.Context(), hostPathPV("pv-backsteps", root+"/../../etc", nil), metav1.CreateOptions{})
+		if !apierrors.IsInvalid(err) && !refusedByVolumePolicy(err) {
+			t.Errorf("a path with backsteps was not refused: %v", err)
+		}
+	})
+
+	t.Run("server-side apply", func(t *testing.T) {
+		pv := corev1ac.PersistentVolume("pv-apply").WithSpec(corev1ac.PersistentVolumeSpec().
+			WithCapacity(corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}).
+			WithAccessModes(corev1.ReadWriteOnce).
+			WithHostPath(corev1ac.HostPathVolumeSource().WithPath("/")))
+		_, err := fx.cs.CoreV1().PersistentVolumes().Apply(t.Context(), pv, metav1.ApplyOptions{FieldManager: "holder", Force: true})
+		assertVolumeRefused(t, err, "spec.hostPath.path")
+	})
+
+	for _, tc := range []struct {
+		name string
+		typ  *corev1.HostPathType
+	}{
+		{"provisioned volume", ptr.To(corev1.HostPathDirectoryOrCreate)},
+		{"provisioned volume without a type", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			name := "pvc-0123abcd-" + strings.ReplaceAll(strings.ToLower(tc.name), " ", "-")
+			pv, err := fx.cs.CoreV1().PersistentVolumes().Create(t.Context(), hostPathPV(name, root+"/"+name, tc.typ), metav1.CreateOptions{})
+			if err != nil {
+				t.Fatalf("a volume under %s was refused: %v", root, err)
+			}
+			// The API server's own validation makes a volume's source
+			// immutable and refuses this first (Invalid); the policy,
+			// which matches updates too, would refuse it otherwise.
+			patch := []byte(`{"spec":{"hostPath":{"path":"/"}}}`)
+			_, err = fx.cs.CoreV1().PersistentVolumes().Patch(t.Context(), pv.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+			if !apierrors.IsInvalid(err) && !refusedByVolumePolicy(err) {
+				t.Errorf("moving the volume to / was not refused: %v", err)
+			}
+			got, err := fx.cs.CoreV1().PersistentVolumes().Get(t.Context(), pv.Name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p := got.Spec.HostPath.Path; p != root+"/"+name {
+				t.Errorf("the volume's path is %s", p)
+			}
+		})
+	}
 }

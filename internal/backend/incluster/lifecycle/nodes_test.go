@@ -65,6 +65,7 @@ func buildNodeImage(t *testing.T) string {
 	run([]string{
 		"OUT=" + out, "NAME=" + nodeImage, "KOBE_NODE=" + filepath.Join(dir, "kobe-node"), "NODE_DIR=" + hostcluster.NodeBinDir(),
 		"PAUSE_TAR=" + envOr("HOSTCLUSTER_PAUSE_TAR", filepath.Join(root, "bin", "images", "pause.tar")),
+		"COREDNS_TAR=" + filepath.Join(root, "bin", "images", "coredns.tar"),
 		"IMAGE_TOOL=" + tool, "NODE_PRELOAD=" + testapp,
 	}, filepath.Join(root, "hack", "image-node.sh"))
 	return out

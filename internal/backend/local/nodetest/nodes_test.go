@@ -65,10 +65,11 @@ func newBackend(t *testing.T) *local.Backend {
 	for _, f := range []string{
 		filepath.Join(testenv.BinDir(), "kube-apiserver"), filepath.Join(testenv.BinDir(), "kube-scheduler"),
 		filepath.Join(hostcluster.NodeBinDir(), "kubelet"), filepath.Join(hostcluster.NodeBinDir(), "kube-proxy"),
-		filepath.Join(testenv.RepoRoot(), "bin", "images", local.PauseArchive), "/usr/bin/containerd",
+		filepath.Join(testenv.RepoRoot(), "bin", "images", local.PauseArchive),
+		filepath.Join(testenv.RepoRoot(), "bin", "images", "coredns.tar"), "/usr/bin/containerd",
 	} {
 		if _, err := os.Stat(f); err != nil {
-			t.Fatalf("%s is missing: run `make controlplane node image-pause node-deps` first", f)
+			t.Fatalf("%s is missing: run `make controlplane node image-pause image-coredns node-deps` first", f)
 		}
 	}
 	restore, err := SaveSysctls()
