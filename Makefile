@@ -412,6 +412,17 @@ test-release: controlplane test-chart-release ## The release tooling: test-chart
 # runs test-node after the heavy layer.
 NODE_DIR ?= $(CURDIR)/bin/node/$(K8S_VERSION)
 
+# More Kubernetes versions for the local backend (docs/backends.md,
+# "Kubernetes versions"): each lands in bin/controlplane/<v> and bin/node/<v>,
+# beside the default, and pools choose one with cluster.version. Each compiles
+# a whole Kubernetes: not part of make test.
+K8S_EXTRA_VERSIONS ?=
+
+.PHONY: controlplane-versions
+controlplane-versions: controlplane ## Build the Kubernetes versions of K8S_EXTRA_VERSIONS (e.g. "1.36.3") beside the default for the local backend: control plane and node binaries, one directory each (slow: a whole Kubernetes per version).
+	@test -n '$(K8S_EXTRA_VERSIONS)' || { echo 'name the versions: make controlplane-versions K8S_EXTRA_VERSIONS="1.36.3"' >&2; exit 2; }
+	@for v in $(K8S_EXTRA_VERSIONS); do CONTROLPLANE_DIR='$(CONTROLPLANE_DIR)' hack/build-version.sh $$v || exit 1; done
+
 .PHONY: node
 node: controlplane ## Build kubelet and kube-proxy (version-stamped) into bin/node/<version> from hack/controlplane/kubernetes (skipped when unchanged).
 	NODE_DIR='$(NODE_DIR)' hack/build-node.sh

@@ -8,6 +8,7 @@
 #   hack/versions.sh coredns      1.15.0   (github.com/coredns/coredns in images/coredns)
 #
 #   hack/versions.sh ldflags      -X flags that stamp a Kubernetes binary
+#   hack/versions.sh ldflags V D  the same for version V built from the module in D
 #
 # The Makefile, hack/build-controlplane.sh and hack/gen-version.sh (which
 # writes internal/version for the Go code) all ask this script.
@@ -23,13 +24,14 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 # release's time as the module proxy gives it, so a rebuild gives the same
 # binary; gitCommit is left empty, since the module does not say which
 # upstream commit it is (an empty commit beats the placeholder).
-ldflags() {
-	local v major minor date pkg
-	v=$("$0" kubernetes)
+ldflags() { # [version module-dir]: the default is hack/controlplane/kubernetes's
+	local v major minor date pkg moddir
+	v=${1:-$("$0" kubernetes)}
+	moddir=${2:-$root/hack/controlplane/kubernetes}
 	major=${v%%.*}
 	minor=${v#*.}
 	minor=${minor%%.*}
-	date=$(cd "$root/hack/controlplane/kubernetes" &&
+	date=$(cd "$moddir" &&
 		go list -m -f '{{if .Time}}{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}{{end}}' k8s.io/kubernetes)
 	for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
 		printf -- '-X %s ' "$pkg.gitVersion=v$v" "$pkg.gitMajor=$major" "$pkg.gitMinor=$minor" \
@@ -40,7 +42,8 @@ ldflags() {
 
 case ${1:-} in
 ldflags)
-	ldflags
+	shift
+	ldflags "$@"
 	exit
 	;;
 kubernetes) dir=hack/controlplane/kubernetes mod=k8s.io/kubernetes ;;

@@ -218,12 +218,12 @@ func (b *Backend) Close() {
 // Type implements backend.Backend.
 func (b *Backend) Type() kobev1.BackendType { return kobev1.BackendLocal }
 
-// Capabilities: a member runs the control plane built from
-// hack/controlplane (one Kubernetes version, version.Kubernetes) as one
-// server; with backend.local.scheduling it also runs kube-scheduler and kwok.
+// Capabilities: a member runs the control plane of one of the versions
+// whose binaries are on the host (versions.go) as one server; with
+// backend.local.scheduling it also runs kube-scheduler and kwok.
 func (b *Backend) Capabilities() backend.Capabilities {
 	return backend.Capabilities{
-		KubernetesVersions: []string{version.Kubernetes},
+		KubernetesVersions: b.versions(),
 		MaxServers:         1,
 		Scheduling:         true,
 	}
@@ -261,15 +261,15 @@ func memberComponents(scheduling bool, nodes int) []string {
 }
 
 // checkBinaries returns an error wrapping backend.ErrUnavailable naming the
-// first binary that is missing.
-func (b *Backend) checkBinaries(scheduling bool, nodes int) error {
+// first binary of Kubernetes version v that is missing.
+func (b *Backend) checkBinaries(v string, scheduling bool, nodes int) error {
 	if nodes > 0 {
-		if err := b.checkNodePrereqs(); err != nil {
+		if err := b.checkNodePrereqs(v); err != nil {
 			return err
 		}
 	}
 	for _, c := range memberComponents(scheduling, nodes) {
-		bin := filepath.Join(b.opts.BinDir, c)
+		bin := filepath.Join(b.binDir(v), c)
 		fi, err := os.Stat(bin)
 		if err != nil {
 			return fmt.Errorf("%w: %s is missing (build it with `make controlplane`): %w", backend.ErrUnavailable, bin, err)
@@ -279,7 +279,7 @@ func (b *Backend) checkBinaries(scheduling bool, nodes int) error {
 		}
 	}
 	if scheduling {
-		if err := b.checkKwokStages(); err != nil {
+		if err := b.checkKwokStages(v); err != nil {
 			return fmt.Errorf("%w: %w (build them with `make controlplane`)", backend.ErrUnavailable, err)
 		}
 	}
@@ -342,7 +342,11 @@ func (b *Backend) Create(ctx context.Context, m backend.Member) error {
 	if err := b.checkFreeDisk(); err != nil {
 		return err
 	}
-	if err := b.checkBinaries(scheduling(m), nodes); err != nil {
+	kubeVersion, err := b.memberVersion(m)
+	if err != nil {
+		return err
+	}
+	if err := b.checkBinaries(kubeVersion, scheduling(m), nodes); err != nil {
 		return err
 	}
 	if nodes > 0 {
@@ -373,6 +377,9 @@ func (b *Backend) Create(ctx context.Context, m backend.Member) error {
 		Scheduling: scheduling(m),
 		Nodes:      nodes,
 		StartedAt:  time.Now().UTC(),
+		// The default version is recorded too: a later change of the
+		// default must not change what this member restarts with.
+		KubernetesVersion: kubeVersion,
 	}
 	var extraIPs []net.IP
 	if nodes > 0 {

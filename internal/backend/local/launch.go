@@ -117,7 +117,7 @@ func (b *Backend) componentArgs(p paths, st *state, c string) ([]string, error) 
 			"--secure-port=0",
 		}, b.tuning.args[c]...), nil
 	case compKwok:
-		return b.kwokArgs(p)
+		return b.kwokArgs(p, st)
 	}
 	return nil, fmt.Errorf("unknown component %s", c)
 }
@@ -139,7 +139,7 @@ func (b *Backend) componentEnv(p paths, c string) []string {
 // operator's group does not reach it), with output appended to its log file.
 // A goroutine reaps it.
 func (b *Backend) startComponent(rt *memberRT, p paths, st *state, c string) (process, error) {
-	bin := filepath.Join(b.opts.BinDir, c)
+	bin := filepath.Join(b.binDir(st.KubernetesVersion), c)
 	args, err := b.componentArgs(p, st, c)
 	if err != nil {
 		return process{}, err

@@ -120,6 +120,10 @@ type state struct {
 	// Nodes is the number of real nodes (kobe-node processes); with nodes
 	// kube-scheduler belongs to the member too.
 	Nodes int `json:"nodes,omitempty"`
+	// KubernetesVersion is the version whose binaries the member runs
+	// (versions.go); empty in state files written before versions were
+	// chosen: the default.
+	KubernetesVersion string `json:"kubernetesVersion,omitempty"`
 	// Egress is where the member's pods reach beyond it (nodes only).
 	Egress *stateEgress `json:"egress,omitempty"`
 	// Slot is the member's host network slot (internal/node), also in the

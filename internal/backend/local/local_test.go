@@ -587,7 +587,7 @@ func TestSchedulingMember(t *testing.T) {
 			t.Fatalf("%s is missing: run `make controlplane` (hack/build-controlplane.sh) first", filepath.Join(b.opts.BinDir, f))
 		}
 	}
-	if err := b.checkKwokStages(); err != nil {
+	if err := b.checkKwokStages(""); err != nil {
 		t.Fatalf("%v: run `make controlplane` (hack/build-controlplane.sh) first", err)
 	}
 	m := newMember("scheduling")
@@ -675,5 +675,58 @@ func TestServingCertificateNames(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestMemberRunsItsVersion: a member runs the binaries of its pool's
+// cluster.version, from that version's directory. Without a second
+// Kubernetes compiled, the second version here is the default's binaries
+// linked under another version's name: what is checked is the choice of
+// directory, which is all the backend decides.
+func TestMemberRunsItsVersion(t *testing.T) {
+	root := t.TempDir()
+	def, other := filepath.Join(root, "1.37.2"), filepath.Join(root, "1.36.99")
+	for _, d := range []string{def, other} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range memberComponents(false, 0) {
+			if err := os.Symlink(filepath.Join(binDir(t), c), filepath.Join(d, c)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	b := newBackend(t, func(o *Options) { o.BinDir = def })
+	if got := b.Capabilities().KubernetesVersions; !slices.Equal(got, []string{"1.37.2", "1.36.99"}) {
+		t.Fatalf("KubernetesVersions = %v", got)
+	}
+	m := newMember("older")
+	m.Spec.Cluster.Version = "v1.36.99"
+	if err := b.Create(t.Context(), m); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, b, m, backend.StateReady, readyDeadline)
+	procs := runningUnder(t, b.paths(m).dir)
+	if len(procs) != len(memberComponents(false, 0)) {
+		t.Fatalf("member processes %v", procs)
+	}
+	for _, p := range procs {
+		if exe, _, _ := strings.Cut(p.Cmdline, " "); filepath.Dir(exe) != other {
+			t.Errorf("member process %s runs %s, want a binary in %s", p, exe, other)
+		}
+	}
+	if st, err := readState(b.paths(m)); err != nil || st.KubernetesVersion != "1.36.99" {
+		t.Errorf("state records version %q (%v), want 1.36.99", st.KubernetesVersion, err)
+	}
+	refused := newMember("absent")
+	refused.Spec.Cluster.Version = "1.35.0"
+	if err := b.Create(t.Context(), refused); !errors.Is(err, backend.ErrUnavailable) || !strings.Contains(err.Error(), "1.37.2, 1.36.99") {
+		t.Errorf("Create of a version without binaries = %v, want ErrUnavailable naming the versions there are", err)
+	}
+	if _, err := os.Stat(b.paths(refused).dir); !os.IsNotExist(err) {
+		t.Errorf("a refused member left a directory: %v", err)
+	}
+	if gone, err := b.Delete(t.Context(), m); err != nil || !gone {
+		t.Fatalf("Delete = %v, %v", gone, err)
 	}
 }

@@ -94,13 +94,13 @@ func nodeCgroup(uid string, i int) string { return NodeCgroup(uid) + "/n" + strc
 
 // checkNodePrereqs reports, wrapping backend.ErrUnavailable, what a member
 // with nodes needs and this host lacks.
-func (b *Backend) checkNodePrereqs() error {
+func (b *Backend) checkNodePrereqs(v string) error {
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("%w: members with nodes need the operator to run as root (network and mount namespaces, cgroups, bridges)", backend.ErrUnavailable)
 	}
 	for _, f := range []struct{ path, how string }{
-		{filepath.Join(b.opts.NodeBinDir, "kubelet"), "make node"},
-		{filepath.Join(b.opts.NodeBinDir, "kube-proxy"), "make node"},
+		{filepath.Join(b.nodeBinDir(v), "kubelet"), nodeBuild(v, b.defaultVersion())},
+		{filepath.Join(b.nodeBinDir(v), "kube-proxy"), nodeBuild(v, b.defaultVersion())},
 		{b.opts.NodeAgent, "make build"},
 		{containerdBin, "make node-deps"},
 		{ctrBin, "make node-deps"},
@@ -125,6 +125,14 @@ func (b *Backend) checkNodePrereqs() error {
 		}
 	}
 	return nil
+}
+
+// nodeBuild is the command that builds kubelet and kube-proxy of version v.
+func nodeBuild(v, def string) string {
+	if v == def {
+		return "make node"
+	}
+	return "make controlplane-versions K8S_EXTRA_VERSIONS=" + v
 }
 
 func checkExecutable(path string) error {
@@ -417,8 +425,8 @@ func (b *Backend) writeNodeFiles(p paths, st *state, mn node.MemberNet, i int, i
 		CgroupParent:        nodeCgroup(string(st.UID), i),
 		Containerd:          containerdBin,
 		Ctr:                 ctrBin,
-		KubeletBin:          filepath.Join(b.opts.NodeBinDir, "kubelet"),
-		KubeProxyBin:        filepath.Join(b.opts.NodeBinDir, "kube-proxy"),
+		KubeletBin:          filepath.Join(b.nodeBinDir(st.KubernetesVersion), "kubelet"),
+		KubeProxyBin:        filepath.Join(b.nodeBinDir(st.KubernetesVersion), "kube-proxy"),
 		CNIBinDir:           cniBinDir,
 		KubeletKubeconfig:   filepath.Join(dir, nodeKubeletKubeconfig),
 		KubeProxyKubeconfig: filepath.Join(dir, nodeProxyKubeconfig),

@@ -38,9 +38,10 @@ var (
 	kwokNodeIP  = netip.MustParseAddr("198.19.225.1")
 )
 
-// kwokStages lists the Stage files kwok is started with.
-func (b *Backend) kwokStages() ([]string, error) {
-	files, err := filepath.Glob(filepath.Join(b.opts.BinDir, kwokStagesDir, "*.yaml"))
+// kwokStages lists the Stage files kwok is started with, beside the
+// binaries of Kubernetes version v.
+func (b *Backend) kwokStages(v string) ([]string, error) {
+	files, err := filepath.Glob(filepath.Join(b.binDir(v), kwokStagesDir, "*.yaml"))
 	if err != nil {
 		return nil, err
 	}
@@ -48,8 +49,8 @@ func (b *Backend) kwokStages() ([]string, error) {
 	return files, nil
 }
 
-func (b *Backend) kwokArgs(p paths) ([]string, error) {
-	stages, err := b.kwokStages()
+func (b *Backend) kwokArgs(p paths, st *state) ([]string, error) {
+	stages, err := b.kwokStages(st.KubernetesVersion)
 	if err != nil {
 		return nil, err
 	}
@@ -70,13 +71,13 @@ func (b *Backend) kwokArgs(p paths) ([]string, error) {
 }
 
 // checkKwokStages is part of checkBinaries for members with scheduling.
-func (b *Backend) checkKwokStages() error {
-	stages, err := b.kwokStages()
+func (b *Backend) checkKwokStages(v string) error {
+	stages, err := b.kwokStages(v)
 	if err != nil {
 		return err
 	}
 	if len(stages) == 0 {
-		return fmt.Errorf("no kwok Stage files in %s", filepath.Join(b.opts.BinDir, kwokStagesDir))
+		return fmt.Errorf("no kwok Stage files in %s", filepath.Join(b.binDir(v), kwokStagesDir))
 	}
 	return nil
 }

@@ -1,0 +1,91 @@
+package local
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+	"github.com/kunobi-ninja/kobe/internal/backend"
+)
+
+// versionTree makes <root>/controlplane/<v>/kube-apiserver and
+// <root>/node/<v>/ for each version, and returns a backend whose BinDir and
+// NodeBinDir are def's.
+func versionTree(t *testing.T, def string, versions ...string) *Backend {
+	t.Helper()
+	root := t.TempDir()
+	for _, v := range append([]string{def}, versions...) {
+		for _, d := range []string{filepath.Join(root, "controlplane", v), filepath.Join(root, "node", v)} {
+			if err := os.MkdirAll(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.WriteFile(filepath.Join(root, "controlplane", v, compAPIServer), []byte("#!/bin/true\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := New(Options{BinDir: filepath.Join(root, "controlplane", def), NodeBinDir: filepath.Join(root, "node", def), DataRoot: filepath.Join(root, "data")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	return b
+}
+
+func TestVersions(t *testing.T) {
+	b := versionTree(t, "1.37.2", "1.36.3", "1.35.10", "1.36.12")
+	// Not versions: a directory without kube-apiserver, a file, a name
+	// that is no version.
+	cp := filepath.Dir(b.opts.BinDir)
+	for _, d := range []string{"1.34.0", "latest", "1.33"} {
+		if err := os.MkdirAll(filepath.Join(cp, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(cp, "latest", compAPIServer), nil, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(cp, "1.32.0"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"1.37.2", "1.36.12", "1.36.3", "1.35.10"}
+	if got := b.Capabilities().KubernetesVersions; !slices.Equal(got, want) {
+		t.Errorf("KubernetesVersions = %v, want %v (the default first, then newest first)", got, want)
+	}
+	member := func(v string) backend.Member {
+		return backend.Member{Spec: kobev1.ClusterInstanceSpec{Cluster: kobev1.ClusterTemplate{Version: v}}}
+	}
+	for _, tc := range []struct{ version, want, dir, nodeDir string }{
+		{"", "1.37.2", b.opts.BinDir, b.opts.NodeBinDir},
+		{"v1.37.2", "1.37.2", b.opts.BinDir, b.opts.NodeBinDir},
+		{"1.36.3", "1.36.3", filepath.Join(cp, "1.36.3"), filepath.Join(filepath.Dir(b.opts.NodeBinDir), "1.36.3")},
+		{"v1.35.10", "1.35.10", filepath.Join(cp, "1.35.10"), filepath.Join(filepath.Dir(b.opts.NodeBinDir), "1.35.10")},
+	} {
+		v, err := b.memberVersion(member(tc.version))
+		if err != nil || v != tc.want || b.binDir(v) != tc.dir || b.nodeBinDir(v) != tc.nodeDir {
+			t.Errorf("cluster.version %q: %q, %v, dirs %s %s; want %s in %s and %s", tc.version, v, err, b.binDir(v), b.nodeBinDir(v), tc.want, tc.dir, tc.nodeDir)
+		}
+	}
+	for _, v := range []string{"1.34.0", "v1.38.0", "latest", "1.36", "../1.36.3"} {
+		_, err := b.memberVersion(member(v))
+		if !errors.Is(err, backend.ErrUnavailable) || !strings.Contains(err.Error(), "1.37.2, 1.36.12, 1.36.3, 1.35.10") {
+			t.Errorf("cluster.version %q = %v, want ErrUnavailable naming the versions there are", v, err)
+		}
+	}
+}
+
+// A BinDir whose name is no version is the one version kobe's control
+// plane is built at, and has no siblings.
+func TestVersionsOfAPlainBinDir(t *testing.T) {
+	b := versionTree(t, "bin", "1.36.3")
+	if got := b.Capabilities().KubernetesVersions; len(got) != 1 || got[0] != b.defaultVersion() || got[0] == "bin" {
+		t.Errorf("KubernetesVersions = %v", got)
+	}
+	if v, err := b.memberVersion(backend.Member{Spec: kobev1.ClusterInstanceSpec{Cluster: kobev1.ClusterTemplate{Version: "1.36.3"}}}); err == nil {
+		t.Errorf("a sibling of a plain BinDir was taken for version %s", v)
+	}
+}
