@@ -433,6 +433,35 @@ type ClusterTemplate struct {
 	// backend's host firewall for members with nodes.
 	// +optional
 	Egress *EgressSpec `json:"egress,omitempty"`
+
+	// registryMirrors are where the members' nodes pull images from
+	// instead of (before) the registries the images name: a pull-through
+	// cache or a registry inside the network. The mirror's address must be
+	// reachable under egress (allowCIDRs for a private one).
+	// +optional
+	// +listType=map
+	// +listMapKey=registry
+	// +kubebuilder:validation:MaxItems=16
+	RegistryMirrors []RegistryMirror `json:"registryMirrors,omitempty"`
+}
+
+// RegistryMirror sends the pulls of images of one registry to mirrors.
+type RegistryMirror struct {
+	// registry is the registry host (and port) images name, as in
+	// docker.io/library/nginx or ghcr.io/org/app; "*" for every registry.
+	// +required
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^(\*|[a-z0-9]([-a-z0-9.]*[a-z0-9])?(:[0-9]{1,5})?)$`
+	Registry string `json:"registry"`
+
+	// endpoints are the mirrors' URLs (http or https, host and optional
+	// port and path), tried in order; the registry itself is tried last.
+	// +required
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=4
+	// +kubebuilder:validation:items:MaxLength=512
+	// +kubebuilder:validation:items:Pattern=`^https?://[A-Za-z0-9][-A-Za-z0-9.]*(:[0-9]{1,5})?(/[-A-Za-z0-9._~/%]*)?$`
+	Endpoints []string `json:"endpoints"`
 }
 
 // EgressMode says how far a member's pods reach.
@@ -467,6 +496,19 @@ type EgressSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.all(c, isCIDR(c) && cidr(c).ip().family() == 4)",message="egress.allowCIDRs holds IPv4 CIDRs only, such as 10.20.0.0/16"
 	// +kubebuilder:validation:XValidation:rule="self.all(c, !isCIDR(c) || !(cidr(c).containsCIDR('127.0.0.0/8') || cidr('127.0.0.0/8').containsCIDR(c) || cidr(c).containsCIDR('169.254.0.0/16') || cidr('169.254.0.0/16').containsCIDR(c) || cidr(c).containsCIDR('0.0.0.0/8') || cidr('0.0.0.0/8').containsCIDR(c)))",message="egress.allowCIDRs may not reach loopback (127.0.0.0/8), link-local and cloud metadata (169.254.0.0/16) or 0.0.0.0/8"
 	AllowCIDRs []string `json:"allowCIDRs,omitempty"`
+}
+
+// MirrorsByRegistry maps each mirrored registry to its endpoints, the form
+// the nodes' container runtime takes; nil when there is none.
+func (c ClusterTemplate) MirrorsByRegistry() map[string][]string {
+	if len(c.RegistryMirrors) == 0 {
+		return nil
+	}
+	out := make(map[string][]string, len(c.RegistryMirrors))
+	for _, m := range c.RegistryMirrors {
+		out[m.Registry] = append([]string(nil), m.Endpoints...)
+	}
+	return out
 }
 
 // EffectiveEgress is the member's egress: None when unset.

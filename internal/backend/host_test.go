@@ -3,6 +3,7 @@ package backend_test
 import (
 	"context"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -128,7 +129,7 @@ func TestRegistryFence(t *testing.T) {
 			if got := len(f.fenced); got != map[bool]int{true: 1}[tc.fenced] {
 				t.Fatalf("fenced %d times, want fenced=%v", got, tc.fenced)
 			}
-			if tc.fenced && f.fenced[0] != backend.MemberOf(tc.inst) {
+			if tc.fenced && !reflect.DeepEqual(f.fenced[0], backend.MemberOf(tc.inst)) {
 				t.Errorf("fenced %+v, want %+v", f.fenced[0], backend.MemberOf(tc.inst))
 			}
 		})

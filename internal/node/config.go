@@ -81,6 +81,10 @@ type Config struct {
 	KubeletKey   string `json:"kubeletKey"`
 	ClientCAFile string `json:"clientCAFile"`
 
+	// RegistryMirrors maps a registry host ("docker.io", "*" for all) to
+	// the mirror URLs containerd pulls its images from first.
+	RegistryMirrors map[string][]string `json:"registryMirrors,omitempty"`
+
 	// PauseImage is containerd's sandbox image; it must be in Images.
 	PauseImage string `json:"pauseImage"`
 	// Images are image archives imported into containerd's k8s.io

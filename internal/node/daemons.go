@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -17,6 +19,7 @@ func containerdConfig(c *Config, sock string) string {
 	return ContainerdConfig(ContainerdSettings{
 		Dir: c.Dir, Socket: sock, PauseImage: c.PauseImage,
 		CNIBinDir: c.CNIBinDir, CNIConfDir: filepath.Join(c.Dir, "cni", "net.d"),
+		Mirrors: c.RegistryMirrors,
 	})
 }
 
@@ -30,6 +33,9 @@ type ContainerdSettings struct {
 	PauseImage string
 	CNIBinDir  string
 	CNIConfDir string
+	// Mirrors maps a registry host ("*": every registry) to the URLs
+	// pulls of its images go to first.
+	Mirrors map[string][]string
 }
 
 // ContainerdConfig is containerd 1.6's configuration (version 2), with
@@ -41,7 +47,7 @@ type ContainerdSettings struct {
 func ContainerdConfig(s ContainerdSettings) string {
 	q := strconv.Quote
 	p := func(elem ...string) string { return filepath.Join(append([]string{s.Dir}, elem...)...) }
-	return strings.Join([]string{
+	return strings.Join(append([]string{
 		"version = 2",
 		"root = " + q(p("containerd", "root")),
 		"state = " + q(p("containerd", "state")),
@@ -68,8 +74,25 @@ func ContainerdConfig(s ContainerdSettings) string {
 		`  [plugins."io.containerd.grpc.v1.cri".cni]`,
 		"    bin_dir = " + q(s.CNIBinDir),
 		"    conf_dir = " + q(s.CNIConfDir),
-		"",
-	}, "\n")
+	}, mirrorLines(s.Mirrors)...), "\n") + "\n"
+}
+
+// mirrorLines are containerd 1.6's CRI registry mirror tables, in registry
+// order (a stable file for a stable input). Names and URLs reach the file
+// as TOML basic strings: the CRD allows no quote, backslash or control
+// character in them, and strconv.Quote escapes what TOML reads alike.
+func mirrorLines(mirrors map[string][]string) []string {
+	var out []string
+	for _, reg := range slices.Sorted(maps.Keys(mirrors)) {
+		eps := make([]string, len(mirrors[reg]))
+		for i, e := range mirrors[reg] {
+			eps[i] = strconv.Quote(e)
+		}
+		out = append(out,
+			`  [plugins."io.containerd.grpc.v1.cri".registry.mirrors.`+strconv.Quote(reg)+`]`,
+			"    endpoint = ["+strings.Join(eps, ", ")+"]")
+	}
+	return out
 }
 
 // cniConfig is the node's pod network: a bridge cni0 (in the node's own

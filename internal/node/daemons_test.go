@@ -173,3 +173,23 @@ func field(m map[string]any, path ...string) any {
 	}
 	return v
 }
+
+// Registry mirrors reach containerd's CRI configuration, one table per
+// registry in a stable order, every name and URL a quoted TOML string.
+func TestContainerdMirrors(t *testing.T) {
+	cfg := ContainerdConfig(ContainerdSettings{Dir: "/d", Socket: "/s", PauseImage: "p", CNIBinDir: "/c", CNIConfDir: "/n", Mirrors: map[string][]string{
+		"docker.io": {"https://mirror.internal:5000", "http://10.1.2.3:5000/v2-cache"},
+		"*":         {"https://all.example"},
+	}})
+	want := `  [plugins."io.containerd.grpc.v1.cri".registry.mirrors."*"]
+    endpoint = ["https://all.example"]
+  [plugins."io.containerd.grpc.v1.cri".registry.mirrors."docker.io"]
+    endpoint = ["https://mirror.internal:5000", "http://10.1.2.3:5000/v2-cache"]
+`
+	if !strings.HasSuffix(cfg, want) {
+		t.Errorf("containerd config ends\n%s\nwant it to end\n%s", cfg[max(0, len(cfg)-len(want)-80):], want)
+	}
+	if none := ContainerdConfig(ContainerdSettings{Dir: "/d"}); strings.Contains(none, "registry") || !strings.HasSuffix(none, "\n") {
+		t.Errorf("without mirrors: %q", none[max(0, len(none)-120):])
+	}
+}

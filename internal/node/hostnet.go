@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os/exec"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -146,6 +147,12 @@ var (
 	// 198.18.0.0/15 that members and the test host cluster use.
 	notPublic = []string{"10.0.0.0/8", "100.64.0.0/10", "172.16.0.0/12", "192.0.0.0/24", "192.0.2.0/24", "192.168.0.0/16", "198.18.0.0/15", "198.51.100.0/24", "203.0.113.0/24"}
 )
+
+// NotPublicRanges are the IPv4 ranges a member's pods reach only when the
+// pool lists them (egress.allowCIDRs), even with egress Public, and
+// never those of neverReachable: both, for firewalls other than the local
+// backend's (the in-cluster NetworkPolicy).
+func NotPublicRanges() []string { return slices.Concat(neverReachable, notPublic) }
 
 // nftScript is the member's firewall, replaced as a whole:
 //   - its pods and nodes talk to each other (bridged on Bridge);

@@ -61,6 +61,16 @@ const (
 
 var invalidCases = []invalidCase{
 	// ClusterPool
+	{name: "pool registry mirror without endpoints", kind: pool, spec: `cluster: {registryMirrors: [{registry: docker.io, endpoints: []}]}`,
+		want: []string{"spec.cluster.registryMirrors[0].endpoints", "at least 1"}},
+	{name: "pool registry mirror endpoint that breaks out of its TOML string", kind: pool, spec: `cluster: {registryMirrors: [{registry: docker.io, endpoints: ["https://m.example\"]\n[x]"]}]}`,
+		want: []string{"spec.cluster.registryMirrors[0].endpoints[0]", "should match"}},
+	{name: "pool registry mirror endpoint without a scheme", kind: pool, spec: `cluster: {registryMirrors: [{registry: docker.io, endpoints: [mirror.example]}]}`,
+		want: []string{"spec.cluster.registryMirrors[0].endpoints[0]", "should match"}},
+	{name: "pool registry mirror of a registry that is no host", kind: pool, spec: `cluster: {registryMirrors: [{registry: "docker.io/library", endpoints: ["https://m.example"]}]}`,
+		want: []string{"spec.cluster.registryMirrors[0].registry", "should match"}},
+	{name: "pool registry mirrors of one registry twice", kind: pool, spec: `cluster: {registryMirrors: [{registry: docker.io, endpoints: ["https://a.example"]}, {registry: docker.io, endpoints: ["https://b.example"]}]}`,
+		want: []string{"spec.cluster.registryMirrors[1]", "Duplicate value"}},
 	{name: "pool size negative", kind: pool, spec: `size: -1`,
 		want: []string{"spec.size", "should be greater than or equal to 0"}},
 	{name: "pool size above the maximum", kind: pool, spec: `size: 501`,
@@ -247,6 +257,11 @@ var invalidCases = []invalidCase{
 }
 
 var validCases = []validCase{
+	{name: "pool with registry mirrors of one registry and of every registry", kind: pool, spec: `cluster:
+  registryMirrors:
+  - {registry: docker.io, endpoints: ["https://mirror.internal:5000", "http://10.1.2.3:5000/cache"]}
+  - {registry: "registry.example:5443", endpoints: ["https://r.example"]}
+  - {registry: "*", endpoints: ["https://all.example"]}`},
 	{name: "pool with gates of one type told apart by name, and each parameterised type", kind: pool, spec: `readinessGates:
 - {type: NodesReady}
 - {type: CRDExists, name: WidgetsAPI, crd: {name: widgets.example.com}}

@@ -31,6 +31,8 @@ import (
 const (
 	directPool = "nodes-direct"
 	proxyPool  = "nodes-proxy"
+	// mirrorURL is the proxy pool's registry mirror, in a documentation range.
+	mirrorURL = "http://198.51.100.7:5000"
 	// testappImage is make image-testapp's image, preloaded through
 	// backend.local.preloadImages.
 	testappImage   = "kobe.local/testapp:v1"
@@ -154,6 +156,9 @@ func runWithOperator(m *testing.M) (int, error) {
 		if name == proxyPool {
 			// The hostile suite checks both: no egress, and public only.
 			p.Spec.Cluster.Egress = &kobev1.EgressSpec{Mode: kobev1.EgressPublic}
+			// A mirror (nothing listens there: the workload's images are
+			// preloaded) that the nodes' containerd must start with.
+			p.Spec.Cluster.RegistryMirrors = []kobev1.RegistryMirror{{Registry: "docker.io", Endpoints: []string{mirrorURL}}}
 		}
 		if err := s.Env.Client.Create(ctx, p); err != nil {
 			return 1, fmt.Errorf("creating pool %s: %w", name, err)

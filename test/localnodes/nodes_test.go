@@ -106,6 +106,12 @@ func TestLeasedMembersRunPods(t *testing.T) {
 		if strings.Contains(direct.lease.Kubeconfig, "/connect/") {
 			t.Errorf("the Direct lease's kubeconfig points at the connect proxy:\n%s", serverLine(direct.lease.Kubeconfig))
 		}
+		// The pool's registry mirror is in the running node's containerd
+		// configuration (the pods above ran: containerd took it).
+		cfg, err := os.ReadFile(filepath.Join(memberDir(t, proxied.member), "nodes", "0", "containerd", "config.toml"))
+		if want := `registry.mirrors."docker.io"]` + "\n" + `    endpoint = ["` + mirrorURL + `"]`; err != nil || !strings.Contains(string(cfg), want) {
+			t.Errorf("the node's containerd configuration lacks the pool's mirror %q (%v):\n%s", want, err, cfg)
+		}
 	})
 	if direct == nil || proxied == nil {
 		t.Fatal("both workloads are needed for the rest")

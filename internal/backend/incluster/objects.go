@@ -15,6 +15,7 @@ import (
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/backend"
+	"github.com/kunobi-ninja/kobe/internal/node"
 )
 
 const (
@@ -67,11 +68,10 @@ func renderSecret(t kobev1.BackendType, m backend.Member, clusterIP string, data
 // renderNetworkPolicy keeps the member's pods to themselves: they take
 // connections from each other (etcd and every other port), on the API port
 // from the operator's pods (operatorSelector, in the member's namespace)
-// and, for Direct access, from anywhere; they open connections only to each
-// other. No DNS rule: member pods have no cluster DNS (resolvConf "") and
-// the control plane uses addresses, while port 53 to anywhere is a tunnel
-// out. Its bootstrap Jobs' pods reach the API port too. Loopback inside a
-// pod is never filtered, so the components of one pod talk freely.
+// and, for Direct access, from anywhere; they open connections to each
+// other, and beyond only as far as the pool's cluster.egress says
+// (egressRules). Its bootstrap Jobs' pods reach the API port too. Loopback
+// inside a pod is never filtered, so the components of one pod talk freely.
 func renderNetworkPolicy(t kobev1.BackendType, m backend.Member, port int32, operatorSelector map[string]string) *networkingv1.NetworkPolicy {
 	own := []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: selectorFor(t, m)}}}
 	apiPort := []networkingv1.NetworkPolicyPort{{Protocol: ptr.To(corev1.ProtocolTCP), Port: ptr.To(intstr.FromInt32(port))}}
@@ -90,8 +90,41 @@ func renderNetworkPolicy(t kobev1.BackendType, m backend.Member, port int32, ope
 			PodSelector: metav1.LabelSelector{MatchLabels: selectorFor(t, m)},
 			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
 			Ingress:     ingress,
-			Egress:      []networkingv1.NetworkPolicyEgressRule{{To: own}},
+			Egress:      append([]networkingv1.NetworkPolicyEgressRule{{To: own}}, egressRules(m.Spec.Cluster.EffectiveEgress())...),
 		},
+	}
+}
+
+// egressRules open the member's pods (its node pods pull images, their
+// nested pods leave masqueraded to them) to what cluster.egress allows, as
+// the local backend's firewall does: Public is every IPv4 address but the
+// ones that are not public unicast (node.NotPublicRanges: private, shared,
+// loopback, link-local metadata, the benchmark range...), allowCIDRs adds
+// its ranges. With either, DNS to the host cluster's resolver (kube-system
+// pods labelled k8s-app=kube-dns) is allowed, so that registries resolve:
+// no DNS rule otherwise (member pods resolve through the member's own DNS,
+// and port 53 to anywhere is a tunnel out). None: no rule.
+func egressRules(e kobev1.EgressSpec) []networkingv1.NetworkPolicyEgressRule {
+	var to []networkingv1.NetworkPolicyPeer
+	if e.Mode == kobev1.EgressPublic {
+		to = append(to, networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: "0.0.0.0/0", Except: node.NotPublicRanges()}})
+	}
+	for _, c := range e.AllowCIDRs {
+		to = append(to, networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: c}})
+	}
+	if len(to) == 0 {
+		return nil
+	}
+	dns := []networkingv1.NetworkPolicyPort{
+		{Protocol: ptr.To(corev1.ProtocolUDP), Port: ptr.To(intstr.FromInt32(53))},
+		{Protocol: ptr.To(corev1.ProtocolTCP), Port: ptr.To(intstr.FromInt32(53))},
+	}
+	return []networkingv1.NetworkPolicyEgressRule{
+		{To: to},
+		{To: []networkingv1.NetworkPolicyPeer{{
+			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: metav1.NamespaceSystem}},
+			PodSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"k8s-app": "kube-dns"}},
+		}}, Ports: dns},
 	}
 }
 

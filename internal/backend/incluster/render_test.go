@@ -1,6 +1,7 @@
 package incluster
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -145,6 +146,53 @@ func TestNetworkPolicy(t *testing.T) {
 					t.Errorf("mode %q: egress to %+v", tc.mode, peer)
 				}
 			}
+		}
+	}
+}
+
+// TestNetworkPolicyEgress: cluster.egress opens the member's pods as far as
+// it says and no further: Public is every address but the non-public ones
+// (metadata, private, loopback...), allowCIDRs adds exactly its ranges, DNS
+// goes to the host cluster's resolver pods only; None adds nothing.
+func TestNetworkPolicyEgress(t *testing.T) {
+	sel := map[string]string{"app.kubernetes.io/name": "kobe"}
+	for _, tc := range []struct {
+		name   string
+		egress *kobev1.EgressSpec
+		blocks []string
+	}{
+		{"unset", nil, nil},
+		{"None", &kobev1.EgressSpec{Mode: kobev1.EgressNone}, nil},
+		{"Public", &kobev1.EgressSpec{Mode: kobev1.EgressPublic}, []string{"0.0.0.0/0"}},
+		{"a mirror on a private address", &kobev1.EgressSpec{AllowCIDRs: []string{"10.20.0.5/32"}}, []string{"10.20.0.5/32"}},
+		{"Public and a private range", &kobev1.EgressSpec{Mode: kobev1.EgressPublic, AllowCIDRs: []string{"10.20.0.0/16"}}, []string{"0.0.0.0/0", "10.20.0.0/16"}},
+	} {
+		m := member("m", "")
+		m.Spec.Cluster.Egress = tc.egress
+		np := renderNetworkPolicy(kobev1.BackendKubernetes, m, 6443, sel)
+		var blocks []string
+		dns := false
+		for _, r := range np.Spec.Egress[1:] { // [0]: the member's own pods (TestNetworkPolicy)
+			for _, peer := range r.To {
+				switch {
+				case peer.IPBlock != nil:
+					blocks = append(blocks, peer.IPBlock.CIDR)
+					if peer.IPBlock.CIDR == "0.0.0.0/0" {
+						for _, must := range []string{"169.254.0.0/16", "127.0.0.0/8", "10.0.0.0/8", "198.18.0.0/15", "100.64.0.0/10"} {
+							if !slices.Contains(peer.IPBlock.Except, must) {
+								t.Errorf("%s: Public reaches %s (except %v)", tc.name, must, peer.IPBlock.Except)
+							}
+						}
+					}
+				case peer.PodSelector != nil && peer.PodSelector.MatchLabels["k8s-app"] == "kube-dns":
+					dns = peer.NamespaceSelector.MatchLabels[corev1.LabelMetadataName] == "kube-system" && len(r.Ports) == 2 && r.Ports[0].Port.IntVal == 53
+				default:
+					t.Errorf("%s: egress to %+v", tc.name, peer)
+				}
+			}
+		}
+		if !slices.Equal(blocks, tc.blocks) || dns != (len(tc.blocks) > 0) {
+			t.Errorf("%s: egress to %v, DNS %v; want %v, DNS %v", tc.name, blocks, dns, tc.blocks, len(tc.blocks) > 0)
 		}
 	}
 }

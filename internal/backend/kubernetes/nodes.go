@@ -122,6 +122,7 @@ func (t Template) nodeSettings(m backend.Member, set *incluster.Settings) error 
 	for i := range n {
 		name := incluster.NodePodName(m, i)
 		c := t.nodeConfig(name, i)
+		c.RegistryMirrors = m.Spec.Cluster.MirrorsByRegistry()
 		if err := c.Validate(); err != nil {
 			return fmt.Errorf("node %s: %w", name, err)
 		}

@@ -256,8 +256,11 @@ func TestDataRootBelowFloor(t *testing.T) {
 	b.opts.MemberDiskLimit = 2 << 20
 	b.opts.MinFreeDisk = DiskFloor{Bytes: space.size}
 	big, small, m := newMember("big"), newMember("small"), newMember("new")
-	for mm, n := range map[backend.Member]int{big: 3 << 20, small: 1 << 20} {
-		dir := filepath.Join(b.opts.DataRoot, memberDirName(mm))
+	for _, f := range []struct {
+		m backend.Member
+		n int
+	}{{big, 3 << 20}, {small, 1 << 20}} {
+		dir, n := filepath.Join(b.opts.DataRoot, memberDirName(f.m)), f.n
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			t.Fatal(err)
 		}

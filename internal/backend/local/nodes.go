@@ -360,7 +360,7 @@ func writeKubeletClient(p paths) error {
 
 // writeNodeFiles writes node i's certificates, kubeconfigs and node.json
 // and returns the Config.
-func (b *Backend) writeNodeFiles(p paths, st *state, mn node.MemberNet, i int, images []string) (*node.Config, error) {
+func (b *Backend) writeNodeFiles(p paths, st *state, mn node.MemberNet, i int, images []string, mirrors map[string][]string) (*node.Config, error) {
 	dir := p.node(i)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
@@ -435,6 +435,7 @@ func (b *Backend) writeNodeFiles(p paths, st *state, mn node.MemberNet, i int, i
 		ClientCAFile:        filepath.Join(dir, nodeClientCA),
 		PauseImage:          b.opts.PauseImage,
 		Images:              images,
+		RegistryMirrors:     mirrors,
 		MaxPods:             nodeMaxPods,
 	}
 	if err := cfg.Validate(); err != nil {
@@ -474,7 +475,7 @@ func (b *Backend) startNodes(ctx context.Context, rt *memberRT, p paths, st *sta
 			}
 			continue
 		}
-		cfg, err := b.writeNodeFiles(p, st, mn, i, images)
+		cfg, err := b.writeNodeFiles(p, st, mn, i, images, m.Spec.Cluster.MirrorsByRegistry())
 		if err != nil {
 			return fmt.Errorf("writing the files of node %d: %w", i, err)
 		}
