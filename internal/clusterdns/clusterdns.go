@@ -149,14 +149,9 @@ func deployment(image string) *appsv1.Deployment {
 					ServiceAccountName: Name,
 					PriorityClassName:  "system-cluster-critical",
 					// Default: CoreDNS must not resolve through itself.
-					DNSPolicy:   corev1.DNSDefault,
-					Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
-					SecurityContext: &corev1.PodSecurityContext{
-						RunAsNonRoot:   ptr.To(true),
-						RunAsUser:      ptr.To[int64](65532),
-						RunAsGroup:     ptr.To[int64](65532),
-						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-					},
+					DNSPolicy:       corev1.DNSDefault,
+					Tolerations:     []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+					SecurityContext: restrictedPod(),
 					Containers: []corev1.Container{{
 						Name:  "coredns",
 						Image: image,
@@ -174,12 +169,8 @@ func deployment(image string) *appsv1.Deployment {
 							Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
 							Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("170Mi")},
 						},
-						VolumeMounts: []corev1.VolumeMount{{Name: "config", MountPath: "/etc/coredns", ReadOnly: true}},
-						SecurityContext: &corev1.SecurityContext{
-							AllowPrivilegeEscalation: ptr.To(false),
-							ReadOnlyRootFilesystem:   ptr.To(true),
-							Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-						},
+						VolumeMounts:    []corev1.VolumeMount{{Name: "config", MountPath: "/etc/coredns", ReadOnly: true}},
+						SecurityContext: restrictedContainer(),
 					}},
 					Volumes: []corev1.Volume{{Name: "config", VolumeSource: corev1.VolumeSource{
 						ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: Name}},
@@ -210,12 +201,7 @@ func ProbePod(image string) *corev1.Pod {
 			RestartPolicy:                 corev1.RestartPolicyNever,
 			DNSPolicy:                     corev1.DNSClusterFirst,
 			Tolerations:                   []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
-			SecurityContext: &corev1.PodSecurityContext{
-				RunAsNonRoot:   ptr.To(true),
-				RunAsUser:      ptr.To[int64](65532),
-				RunAsGroup:     ptr.To[int64](65532),
-				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-			},
+			SecurityContext:               restrictedPod(),
 			Containers: []corev1.Container{{
 				Name:            "probe",
 				Image:           image,
@@ -223,12 +209,28 @@ func ProbePod(image string) *corev1.Pod {
 				Command:         append([]string{"/coredns", "probe"}, ProbeNames...),
 				// The lookup errors become the pod's status message.
 				TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-				SecurityContext: &corev1.SecurityContext{
-					AllowPrivilegeEscalation: ptr.To(false),
-					ReadOnlyRootFilesystem:   ptr.To(true),
-					Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-				},
+				SecurityContext:          restrictedContainer(),
 			}},
 		},
+	}
+}
+
+// restrictedPod and restrictedContainer are the security contexts of the
+// DNS pods: Pod Security restricted, the strictest level a pool may set,
+// as the image's non-root user.
+func restrictedPod() *corev1.PodSecurityContext {
+	return &corev1.PodSecurityContext{
+		RunAsNonRoot:   ptr.To(true),
+		RunAsUser:      ptr.To[int64](65532),
+		RunAsGroup:     ptr.To[int64](65532),
+		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
+}
+
+func restrictedContainer() *corev1.SecurityContext {
+	return &corev1.SecurityContext{
+		AllowPrivilegeEscalation: ptr.To(false),
+		ReadOnlyRootFilesystem:   ptr.To(true),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 	}
 }
