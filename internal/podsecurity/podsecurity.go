@@ -319,3 +319,28 @@ func volumePolicy() *admissionv1.ValidatingAdmissionPolicy {
 			},
 		})
 }
+
+// MinKubernetesMinor is the oldest Kubernetes minor (1.x) a member may run:
+// before 1.36 the API server cannot load admission policies from files
+// (staticManifestsDir), and policies made through the API are the lease
+// holder's to delete.
+const MinKubernetesMinor = 36
+
+// APIServerFlags are the flags a member's API server of Kubernetes version
+// v (x.y.z, with or without a leading v) needs to load what Render writes:
+// 1.36 has static admission manifests behind an alpha feature gate (on by
+// default from 1.37). A version below MinKubernetesMinor is an error that
+// says why.
+func APIServerFlags(v string) ([]string, error) {
+	var major, minor, patch int
+	if _, err := fmt.Sscanf(strings.TrimPrefix(v, "v"), "%d.%d.%d", &major, &minor, &patch); err != nil || major != 1 {
+		return nil, fmt.Errorf("version %q is no Kubernetes version: want 1.x.y", v)
+	}
+	switch {
+	case minor < MinKubernetesMinor:
+		return nil, fmt.Errorf("version %s of Kubernetes cannot load the static admission policies that keep a lease holder off the member's nodes (staticManifestsDir, from 1.%d): a member runs 1.%d or newer", v, MinKubernetesMinor, MinKubernetesMinor)
+	case minor == MinKubernetesMinor:
+		return []string{"--feature-gates=ManifestBasedAdmissionControlConfig=true"}, nil
+	}
+	return nil, nil
+}

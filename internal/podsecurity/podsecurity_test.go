@@ -192,3 +192,23 @@ func TestVolumeDirPattern(t *testing.T) {
 		}
 	}
 }
+
+func TestAPIServerFlags(t *testing.T) {
+	for _, tc := range []struct {
+		v     string
+		flags string
+		err   string
+	}{
+		{"1.37.2", "", ""},
+		{"v1.38.0", "", ""},
+		{"1.36.3", "--feature-gates=ManifestBasedAdmissionControlConfig=true", ""},
+		{"1.35.10", "", "cannot load the static admission policies"},
+		{"2.0.0", "", "want 1.x.y"},
+		{"latest", "", "want 1.x.y"},
+	} {
+		flags, err := APIServerFlags(tc.v)
+		if got := strings.Join(flags, " "); got != tc.flags || (err == nil) != (tc.err == "") || err != nil && !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("APIServerFlags(%q) = %q, %v; want %q, error containing %q", tc.v, got, err, tc.flags, tc.err)
+		}
+	}
+}

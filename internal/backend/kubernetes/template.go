@@ -203,8 +203,12 @@ func or(a, b string) string {
 // PKI Secret; with nodes, so are each node's kobe-node configuration and
 // credentials.
 func (t Template) Settings(m backend.Member) (incluster.Settings, error) {
-	if _, err := Version(m); err != nil {
+	v, err := Version(m)
+	if err != nil {
 		return incluster.Settings{}, err
+	}
+	if _, err := podsecurity.APIServerFlags(v); err != nil {
+		return incluster.Settings{}, fmt.Errorf("spec.cluster.version: %w", err)
 	}
 	if s := m.Spec.Cluster.Servers; s != nil && *s > 1 {
 		return incluster.Settings{}, fmt.Errorf("spec.cluster.servers %d: the kubernetes backend runs one server per member", *s)
@@ -238,6 +242,14 @@ func (t Template) Pods(in incluster.RenderInput) ([]corev1.Pod, error) {
 	img, err := t.imagesFor(in.Member)
 	if err != nil {
 		return nil, err
+	}
+	v, err := Version(in.Member)
+	if err != nil {
+		return nil, err
+	}
+	versionFlags, err := podsecurity.APIServerFlags(v)
+	if err != nil {
+		return nil, fmt.Errorf("spec.cluster.version: %w", err)
 	}
 	var res kobev1.KubernetesResources
 	if k := spec(in.Member); k != nil && k.Resources != nil {
@@ -275,7 +287,7 @@ func (t Template) Pods(in incluster.RenderInput) ([]corev1.Pod, error) {
 		Image:           img.APIServer,
 		ImagePullPolicy: img.PullPolicy,
 		Command:         []string{path.Join(BinDir, "kube-apiserver")},
-		Args: []string{
+		Args: append([]string{
 			"--etcd-servers=" + etcdClientURL,
 			"--etcd-cafile=" + pki(incluster.KeyEtcdCACert),
 			"--etcd-certfile=" + pki(incluster.KeyEtcdClientCert),
@@ -302,7 +314,7 @@ func (t Template) Pods(in incluster.RenderInput) ([]corev1.Pod, error) {
 			"--service-cluster-ip-range=" + incluster.MemberServiceCIDR,
 			"--allow-privileged=true",
 			"--profiling=false",
-		},
+		}, versionFlags...),
 		Ports:        []corev1.ContainerPort{{Name: "https", ContainerPort: in.APIPort, Protocol: corev1.ProtocolTCP}},
 		Resources:    incluster.Resources(res.APIServer, DefaultResources.APIServer),
 		VolumeMounts: append([]corev1.VolumeMount{{Name: "tmp", MountPath: "/tmp"}}, mounts...),

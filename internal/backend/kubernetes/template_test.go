@@ -343,3 +343,34 @@ func TestMemberDNSIP(t *testing.T) {
 		t.Fatalf("clusterdns.ServiceIP(%s) = %v, %v; the node pods' kubelets use %s", incluster.MemberServiceCIDR, ip, err, memberDNSIP)
 	}
 }
+
+// A member's API server loads kobe's static admission policies at every
+// version it may run: 1.36 behind its feature gate, nothing older.
+func TestVersionFlags(t *testing.T) {
+	apiserverArgs := func(v string) (string, error) {
+		pods, err := Template{}.Pods(incluster.RenderInput{Member: member(v, nil), ClusterIP: "198.19.0.9", APIPort: APIPort, PKIDir: "/pki"})
+		if err != nil {
+			return "", err
+		}
+		for _, c := range pods[0].Spec.Containers {
+			if c.Name == "kube-apiserver" {
+				return strings.Join(c.Args, " "), nil
+			}
+		}
+		return "", nil
+	}
+	if args, err := apiserverArgs("1.36.3"); err != nil || !strings.Contains(args, "--feature-gates=ManifestBasedAdmissionControlConfig=true") {
+		t.Errorf("1.36.3: %v, args %s", err, args)
+	}
+	if args, err := apiserverArgs("1.37.2"); err != nil || strings.Contains(args, "--feature-gates") {
+		t.Errorf("1.37.2: %v, args %s", err, args)
+	}
+	for _, render := range []func() error{
+		func() error { _, err := apiserverArgs("1.35.4"); return err },
+		func() error { _, err := (Template{}).Settings(member("1.35.4", nil)); return err },
+	} {
+		if err := render(); err == nil || !strings.Contains(err.Error(), "cannot load the static admission policies") {
+			t.Errorf("a 1.35 member rendered: %v", err)
+		}
+	}
+}

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/kunobi-ninja/kobe/internal/podsecurity"
 )
 
 // Unix sockets of the member's etcd, relative to the data directory (the
@@ -67,6 +69,11 @@ func (b *Backend) componentArgs(p paths, st *state, c string) ([]string, error) 
 			"--allow-privileged=true",
 			"--admission-control-config-file=" + p.admissionConfig(),
 		}
+		versionFlags, err := podsecurity.APIServerFlags(b.versionOrDefault(st.KubernetesVersion))
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, versionFlags...)
 		if st.Nodes == 0 {
 			args = append(args, "--authorization-mode=RBAC", "--service-cluster-ip-range="+serviceCIDR, "--enable-admission-plugins=PodSecurity")
 			if ip := net.ParseIP(b.opts.AdvertiseHost); ip != nil && !ip.IsLoopback() {

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/kunobi-ninja/kobe/internal/backend"
+	"github.com/kunobi-ninja/kobe/internal/podsecurity"
 	"github.com/kunobi-ninja/kobe/internal/version"
 )
 
@@ -20,7 +21,9 @@ import (
 // K8S_EXTRA_VERSIONS=...`), and NodeBinDir's sibling of the same name holds
 // its kubelet and kube-proxy. A member runs the binaries of its pool's
 // cluster.version; no version, the default; a version without a directory
-// is refused, never replaced by another.
+// is refused, never replaced by another. Directories of versions older than
+// podsecurity.MinKubernetesMinor are not offered: their API servers cannot
+// load the member's static admission policies.
 
 // versionDirName is a directory name that is a Kubernetes version.
 var versionDirName = regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+$`)
@@ -53,6 +56,9 @@ func (b *Backend) versions() []string {
 		if v == def || !e.IsDir() || !versionDirName.MatchString(v) {
 			continue
 		}
+		if _, err := podsecurity.APIServerFlags(v); err != nil {
+			continue // too old to hold a lease holder to the member's Pod Security
+		}
 		if fi, err := os.Stat(filepath.Join(filepath.Dir(b.opts.BinDir), v, compAPIServer)); err == nil && fi.Mode().IsRegular() {
 			more = append(more, v)
 		}
@@ -84,11 +90,26 @@ func (b *Backend) memberVersion(m backend.Member) (string, error) {
 		return b.defaultVersion(), nil
 	}
 	have := b.versions()
-	if !slices.Contains(have, v) {
-		return "", fmt.Errorf("%w: spec.cluster.version %q: this host has the control plane of %s (build another with `make controlplane-versions K8S_EXTRA_VERSIONS=%s`)",
-			backend.ErrUnavailable, m.Spec.Cluster.Version, strings.Join(have, ", "), v)
+	if slices.Contains(have, v) {
+		return v, nil
 	}
-	return v, nil
+	why := fmt.Sprintf("build it with `make controlplane-versions K8S_EXTRA_VERSIONS=%s`", v)
+	if !versionDirName.MatchString(v) {
+		why = "not a Kubernetes version x.y.z"
+	} else if _, err := podsecurity.APIServerFlags(v); err != nil {
+		why = err.Error()
+	}
+	return "", fmt.Errorf("%w: spec.cluster.version %q: this host has the control plane of %s (%s)",
+		backend.ErrUnavailable, m.Spec.Cluster.Version, strings.Join(have, ", "), why)
+}
+
+// versionOrDefault is v, or the default version when v is empty (a state
+// file from before versions were recorded).
+func (b *Backend) versionOrDefault(v string) string {
+	if v == "" {
+		return b.defaultVersion()
+	}
+	return v
 }
 
 // binDir holds the control-plane binaries of version v ("" or the

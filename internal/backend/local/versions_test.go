@@ -37,9 +37,10 @@ func versionTree(t *testing.T, def string, versions ...string) *Backend {
 }
 
 func TestVersions(t *testing.T) {
-	b := versionTree(t, "1.37.2", "1.36.3", "1.35.10", "1.36.12")
+	b := versionTree(t, "1.37.2", "1.36.3", "1.38.10", "1.36.12", "1.35.10")
 	// Not versions: a directory without kube-apiserver, a file, a name
-	// that is no version.
+	// that is no version; 1.35.10 is too old (no static admission
+	// policies).
 	cp := filepath.Dir(b.opts.BinDir)
 	for _, d := range []string{"1.34.0", "latest", "1.33"} {
 		if err := os.MkdirAll(filepath.Join(cp, d), 0o755); err != nil {
@@ -52,7 +53,7 @@ func TestVersions(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(cp, "1.32.0"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"1.37.2", "1.36.12", "1.36.3", "1.35.10"}
+	want := []string{"1.37.2", "1.38.10", "1.36.12", "1.36.3"}
 	if got := b.Capabilities().KubernetesVersions; !slices.Equal(got, want) {
 		t.Errorf("KubernetesVersions = %v, want %v (the default first, then newest first)", got, want)
 	}
@@ -63,17 +64,21 @@ func TestVersions(t *testing.T) {
 		{"", "1.37.2", b.opts.BinDir, b.opts.NodeBinDir},
 		{"v1.37.2", "1.37.2", b.opts.BinDir, b.opts.NodeBinDir},
 		{"1.36.3", "1.36.3", filepath.Join(cp, "1.36.3"), filepath.Join(filepath.Dir(b.opts.NodeBinDir), "1.36.3")},
-		{"v1.35.10", "1.35.10", filepath.Join(cp, "1.35.10"), filepath.Join(filepath.Dir(b.opts.NodeBinDir), "1.35.10")},
+		{"v1.38.10", "1.38.10", filepath.Join(cp, "1.38.10"), filepath.Join(filepath.Dir(b.opts.NodeBinDir), "1.38.10")},
 	} {
 		v, err := b.memberVersion(member(tc.version))
 		if err != nil || v != tc.want || b.binDir(v) != tc.dir || b.nodeBinDir(v) != tc.nodeDir {
 			t.Errorf("cluster.version %q: %q, %v, dirs %s %s; want %s in %s and %s", tc.version, v, err, b.binDir(v), b.nodeBinDir(v), tc.want, tc.dir, tc.nodeDir)
 		}
 	}
-	for _, v := range []string{"1.34.0", "v1.38.0", "latest", "1.36", "../1.36.3"} {
+	for v, why := range map[string]string{
+		"1.36.0": "make controlplane-versions K8S_EXTRA_VERSIONS=1.36.0", "v1.39.0": "K8S_EXTRA_VERSIONS=1.39.0",
+		"1.35.10": "cannot load the static admission policies", "latest": "not a Kubernetes version", "1.36": "not a Kubernetes version",
+		"../1.36.3": "not a Kubernetes version",
+	} {
 		_, err := b.memberVersion(member(v))
-		if !errors.Is(err, backend.ErrUnavailable) || !strings.Contains(err.Error(), "1.37.2, 1.36.12, 1.36.3, 1.35.10") {
-			t.Errorf("cluster.version %q = %v, want ErrUnavailable naming the versions there are", v, err)
+		if !errors.Is(err, backend.ErrUnavailable) || !strings.Contains(err.Error(), "1.37.2, 1.38.10, 1.36.12, 1.36.3") || !strings.Contains(err.Error(), why) {
+			t.Errorf("cluster.version %q = %v, want ErrUnavailable naming the versions there are and %q", v, err, why)
 		}
 	}
 }
