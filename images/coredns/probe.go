@@ -8,24 +8,33 @@ import (
 	"time"
 )
 
-// probeTimeout bounds each name's lookup: a probe pod that cannot resolve
-// fails and is tried again by the gate, it does not hang.
-const probeTimeout = 5 * time.Second
+const (
+	// probeFor is how long each name is tried: the gate starts the probe
+	// while CoreDNS may still be starting, and a probe that cannot resolve
+	// by then fails (the gate tries again); it never hangs.
+	probeFor = 30 * time.Second
+	// lookupTimeout bounds one lookup (an answering cluster DNS takes
+	// milliseconds; a query sent before kube-proxy routes the Service is
+	// lost, and waiting it out would only delay the next try),
+	// retryEvery spaces the tries.
+	lookupTimeout = time.Second
+	retryEvery    = 100 * time.Millisecond
+)
 
 // probe resolves every name with the Go resolver (the pod's
-// /etc/resolv.conf: the member's cluster DNS and its search domains) and
-// returns the exit code: 0 when all have an address, 1 otherwise, 2 for a
-// call without names.
+// /etc/resolv.conf: the member's cluster DNS and its search domains),
+// trying each until it resolves or probeFor has passed, and returns the
+// exit code: 0 when all have an address, 1 otherwise, 2 for a call without
+// names.
 func probe(names []string) int {
 	if len(names) == 0 {
 		fmt.Fprintln(os.Stderr, "usage: coredns probe NAME...")
 		return 2
 	}
+	deadline := time.Now().Add(probeFor)
 	code := 0
 	for _, name := range names {
-		ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
-		addrs, err := net.DefaultResolver.LookupHost(ctx, name)
-		cancel()
+		addrs, err := lookup(name, deadline)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
 			code = 1
@@ -34,4 +43,17 @@ func probe(names []string) int {
 		fmt.Printf("%s: %v\n", name, addrs)
 	}
 	return code
+}
+
+// lookup resolves name, again and again until the deadline.
+func lookup(name string, deadline time.Time) ([]string, error) {
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), lookupTimeout)
+		addrs, err := net.DefaultResolver.LookupHost(ctx, name)
+		cancel()
+		if err == nil || time.Now().Add(retryEvery).After(deadline) {
+			return addrs, err
+		}
+		time.Sleep(retryEvery) // a resolver that is starting: try again shortly
+	}
 }

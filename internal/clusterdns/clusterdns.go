@@ -135,7 +135,7 @@ func deployment(image string) *appsv1.Deployment {
 	httpProbe := func(path string, p int32) *corev1.Probe {
 		return &corev1.Probe{
 			ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromInt32(p)}},
-			PeriodSeconds: 2, FailureThreshold: 3,
+			PeriodSeconds: 1, FailureThreshold: 3,
 		}
 	}
 	return &appsv1.Deployment{

@@ -4,23 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/netip"
 	"strings"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
-	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kunobi-ninja/kobe/internal/clusterdns"
-	"github.com/kunobi-ninja/kobe/internal/nodestorage"
+	"github.com/kunobi-ninja/kobe/internal/memberaddons"
 )
 
 // DNSHealthy for a member with real nodes: the cluster DNS objects exist
@@ -74,17 +69,18 @@ func dnsHealthy(ctx context.Context, cs kubernetes.Interface, image string, now 
 		return fmt.Errorf("getting Service %s/%s: %w", clusterdns.Namespace, clusterdns.ServiceName, err)
 	}
 	probed := svc != nil && svc.Annotations[AnnotationDNSProbed] != ""
+	// The probe pod starts while CoreDNS rolls out (it retries its
+	// lookups for a while): the two waits overlap. Both must pass.
+	var notRolledOut error
 	if !probed {
-		if err := ensureClusterDNS(ctx, cs, image, svc != nil); err != nil {
+		if err := memberaddons.Ensure(ctx, cs, image); err != nil {
 			return err
 		}
 		d, err := cs.AppsV1().Deployments(clusterdns.Namespace).Get(ctx, clusterdns.Name, metav1.GetOptions{})
 		if err != nil {
 			return fmt.Errorf("getting Deployment %s/%s: %w", clusterdns.Namespace, clusterdns.Name, err)
 		}
-		if err := rolledOut(d); err != nil {
-			return err
-		}
+		notRolledOut = rolledOut(d)
 	}
 	pods := cs.CoreV1().Pods(clusterdns.Namespace)
 	pod, err := pods.Get(ctx, clusterdns.ProbePodName, metav1.GetOptions{})
@@ -95,6 +91,11 @@ func dnsHealthy(ctx context.Context, cs kubernetes.Interface, image string, now 
 		return fmt.Errorf("getting DNS probe pod %s: %w", clusterdns.ProbePodName, err)
 	}
 	action, msg := dnsProbeStep(probed, pod, now)
+	if notRolledOut != nil && action == probeRecord {
+		// Resolved, but through a CoreDNS that is not rolled out yet:
+		// record nothing until it is.
+		return notRolledOut
+	}
 	switch action {
 	case probeDone:
 		return nil
@@ -121,73 +122,8 @@ func dnsHealthy(ctx context.Context, cs kubernetes.Interface, image string, now 
 			}
 		}
 	}
+	if notRolledOut != nil {
+		msg = notRolledOut.Error() + "; " + msg
+	}
 	return errors.New(msg)
-}
-
-// ensureClusterDNS creates the objects of the member's cluster DNS and of
-// its default StorageClass (the nodes' volume provisioners wait for them)
-// that do not exist yet (an object that exists is left as it is: the
-// member is the lease holder's once handed out, and before that only kobe
-// writes it). The
-// Service takes the tenth address of the range the API server's own
-// Service is the first of, the address the backends gave every kubelet.
-// haveService says the Service exists: creating it again would fail on its
-// address, which the existing one holds, before its name.
-func ensureClusterDNS(ctx context.Context, cs kubernetes.Interface, image string, haveService bool) error {
-	api, err := cs.CoreV1().Services(metav1.NamespaceDefault).Get(ctx, "kubernetes", metav1.GetOptions{})
-	if err != nil {
-		return fmt.Errorf("getting Service default/kubernetes (the Service range): %w", err)
-	}
-	first, err := netip.ParseAddr(api.Spec.ClusterIP)
-	if err != nil {
-		return fmt.Errorf("the clusterIP %q of Service default/kubernetes: %w", api.Spec.ClusterIP, err)
-	}
-	ip, err := clusterdns.ServiceIP(netip.PrefixFrom(first.Prev(), 24))
-	if err != nil {
-		return err
-	}
-	for _, obj := range append(clusterdns.Objects(ip, image), nodestorage.Objects()...) {
-		if _, isService := obj.(*corev1.Service); isService && haveService {
-			continue
-		}
-		if err := createIfMissing(ctx, cs, obj); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func createIfMissing(ctx context.Context, cs kubernetes.Interface, obj client.Object) error {
-	opts := metav1.CreateOptions{FieldManager: "kobe"}
-	var err error
-	var what string
-	switch o := obj.(type) {
-	case *corev1.ServiceAccount:
-		what = "ServiceAccount " + o.Name
-		_, err = cs.CoreV1().ServiceAccounts(o.Namespace).Create(ctx, o, opts)
-	case *rbacv1.ClusterRole:
-		what = "ClusterRole " + o.Name
-		_, err = cs.RbacV1().ClusterRoles().Create(ctx, o, opts)
-	case *rbacv1.ClusterRoleBinding:
-		what = "ClusterRoleBinding " + o.Name
-		_, err = cs.RbacV1().ClusterRoleBindings().Create(ctx, o, opts)
-	case *corev1.ConfigMap:
-		what = "ConfigMap " + o.Name
-		_, err = cs.CoreV1().ConfigMaps(o.Namespace).Create(ctx, o, opts)
-	case *corev1.Service:
-		what = "Service " + o.Name
-		_, err = cs.CoreV1().Services(o.Namespace).Create(ctx, o, opts)
-	case *appsv1.Deployment:
-		what = "Deployment " + o.Name
-		_, err = cs.AppsV1().Deployments(o.Namespace).Create(ctx, o, opts)
-	case *storagev1.StorageClass:
-		what = "StorageClass " + o.Name
-		_, err = cs.StorageV1().StorageClasses().Create(ctx, o, opts)
-	default:
-		return fmt.Errorf("no way to create a %T", obj)
-	}
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating the %s: %w", what, err)
-	}
-	return nil
 }

@@ -110,13 +110,7 @@ func TestDNSHealthySteps(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// The Deployment controller rolls CoreDNS out.
-	d, _ := cs.AppsV1().Deployments("kube-system").Get(ctx, "coredns", metav1.GetOptions{})
-	d.Status = appsv1.DeploymentStatus{Replicas: 1, UpdatedReplicas: 1, AvailableReplicas: 1, ReadyReplicas: 1}
-	if _, err := cs.AppsV1().Deployments("kube-system").UpdateStatus(ctx, d, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	step(false, "creating DNS probe pod")
+	// The probe pod was created while CoreDNS rolls out.
 	p, err := cs.CoreV1().Pods("kube-system").Get(ctx, clusterdns.ProbePodName, metav1.GetOptions{})
 	if err != nil || p.Spec.DNSPolicy != corev1.DNSClusterFirst || p.Spec.Containers[0].Image != clusterdns.Image {
 		t.Fatalf("probe pod %+v, %v", p, err)
@@ -125,6 +119,17 @@ func TestDNSHealthySteps(t *testing.T) {
 	p.UID = "probe-1"
 	p.Status.Phase = corev1.PodSucceeded
 	if _, err := cs.CoreV1().Pods("kube-system").UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Resolved, but CoreDNS has not rolled out: nothing is recorded.
+	step(false, "replicas updated")
+	if svc, _ := cs.CoreV1().Services("kube-system").Get(ctx, "kube-dns", metav1.GetOptions{}); svc.Annotations[AnnotationDNSProbed] != "" {
+		t.Fatalf("kube-dns records a probe before CoreDNS rolled out: %v", svc.Annotations)
+	}
+	// The Deployment controller rolls CoreDNS out.
+	d, _ := cs.AppsV1().Deployments("kube-system").Get(ctx, "coredns", metav1.GetOptions{})
+	d.Status = appsv1.DeploymentStatus{Replicas: 1, UpdatedReplicas: 1, AvailableReplicas: 1, ReadyReplicas: 1}
+	if _, err := cs.AppsV1().Deployments("kube-system").UpdateStatus(ctx, d, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// The fake deletes at once: the record is what the pass rests on.

@@ -1,6 +1,9 @@
 package node
 
-import "context"
+import (
+	"context"
+	"os"
+)
 
 // StorageRoot is the directory, in every node's mount namespace, under
 // which the node-local storage provisioner creates one directory per
@@ -18,7 +21,13 @@ const StorageCommand = "storage"
 
 // storage starts the node's volume provisioner: this program again, with
 // StorageCommand, in the node's namespaces, with kubelet's credentials.
+// Started by its path (/proc/self/exe as a fallback), so that it shows as
+// kobe-node in process lists.
 func (a *Agent) storage(context.Context) error {
-	_, err := a.start("storage", "/proc/self/exe", StorageCommand, "--kubeconfig", a.cfg.KubeletKubeconfig, "--node", a.cfg.Name)
+	self, err := os.Executable()
+	if err != nil {
+		self = "/proc/self/exe"
+	}
+	_, err = a.start("storage", self, StorageCommand, "--kubeconfig", a.cfg.KubeletKubeconfig, "--node", a.cfg.Name)
 	return err
 }

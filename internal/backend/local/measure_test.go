@@ -123,12 +123,26 @@ func passMemberGates(t testing.TB, b *Backend, m backend.Member) (time.Duration,
 	if err != nil {
 		return 0, err
 	}
-	gs := pool.MemberGates(m.Spec.Backend, nil)
+	gs := pool.MemberGates(kobev1.BackendSpec{Type: kobev1.BackendLocal, Local: m.Spec.Backend.Local}, nil)
+	if !kobev1.HasGate(gs, kobev1.GateDNSHealthy) {
+		return 0, fmt.Errorf("gates %v: want those of a member with nodes", kobev1.GateKeys(gs))
+	}
 	start := time.Now()
+	last := ""
 	for time.Since(start) < 3*time.Minute {
 		rs := gates.EvaluateMember(t.Context(), obs.Access.AdminKubeconfig, gs, nil, gates.Options{Timeout: 5 * time.Second, Nodes: 1})
 		if gates.AllPassed(rs) {
 			return time.Since(start), nil
+		}
+		var pending []string
+		for _, r := range rs {
+			if !r.Passed {
+				pending = append(pending, r.Name+": "+r.Message)
+			}
+		}
+		if msg := strings.Join(pending, "; "); msg != last {
+			t.Logf("%6.1f s: %s", time.Since(start).Seconds(), msg)
+			last = msg
 		}
 		time.Sleep(500 * time.Millisecond) // the operator's poll of a Creating member
 	}
