@@ -112,12 +112,45 @@ func nodeCount(m backend.Member) int {
 	return 0
 }
 
+// nodeSkew refuses node pods whose kubelet would be newer than the member's
+// API server, which Kubernetes does not support: kobe's node image carries
+// the kubelet of version.Kubernetes, so a member of an older minor needs a
+// node image of its own version (backend.kubernetes.images.node).
+func nodeSkew(m backend.Member, nodes int) error {
+	if nodes == 0 {
+		return nil
+	}
+	if k := spec(m); k != nil && k.Images != nil && k.Images.Node != "" {
+		return nil // the pool's own node image: its kubelet is the pool's business
+	}
+	v, err := Version(m)
+	if err != nil {
+		return err
+	}
+	if minorOf(v) < minorOf(version.Kubernetes) {
+		return fmt.Errorf("spec.cluster.version %s with spec.backend.kubernetes.nodes: kobe's node image runs kubelet %s, newer than the member's API server, which Kubernetes does not support; set spec.backend.kubernetes.images.node to a node image of %s", v, version.Kubernetes, v)
+	}
+	return nil
+}
+
+// minorOf is the minor of an x.y.z version (-1 when there is none).
+func minorOf(v string) int {
+	var major, minor int
+	if _, err := fmt.Sscanf(strings.TrimPrefix(v, "v"), "%d.%d", &major, &minor); err != nil {
+		return -1
+	}
+	return minor
+}
+
 // nodeSettings adds the member's node pods to set: their names and each
 // one's kobe-node configuration.
 func (t Template) nodeSettings(m backend.Member, set *incluster.Settings) error {
 	n := nodeCount(m)
 	if n > 4 {
 		return fmt.Errorf("spec.backend.kubernetes.nodes %d: at most 4", n)
+	}
+	if err := nodeSkew(m, n); err != nil {
+		return err
 	}
 	for i := range n {
 		name := incluster.NodePodName(m, i)

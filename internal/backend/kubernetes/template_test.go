@@ -374,3 +374,29 @@ func TestVersionFlags(t *testing.T) {
 		}
 	}
 }
+
+// Node pods never run a kubelet newer than the member's API server.
+func TestNodeSkew(t *testing.T) {
+	nodes := func(img string) *kobev1.KubernetesBackendSpec {
+		k := &kobev1.KubernetesBackendSpec{Nodes: 1}
+		if img != "" {
+			k.Images = &kobev1.KubernetesImages{Node: img}
+		}
+		return k
+	}
+	for _, tc := range []struct {
+		name string
+		m    backend.Member
+		ok   bool
+	}{
+		{"the default version", member("", nodes("")), true},
+		{"an older minor with kobe's node image", member("1.36.3", nodes("")), false},
+		{"an older minor with its own node image", member("1.36.3", nodes("registry.example/kobe-node:1.36.3")), true},
+		{"an older minor without nodes", member("1.36.3", &kobev1.KubernetesBackendSpec{}), true},
+	} {
+		_, err := (Template{}).Settings(tc.m)
+		if (err == nil) != tc.ok || err != nil && !strings.Contains(err.Error(), "images.node") {
+			t.Errorf("%s: Settings = %v, want ok %v", tc.name, err, tc.ok)
+		}
+	}
+}
