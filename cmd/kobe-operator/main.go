@@ -10,6 +10,8 @@ import (
 	"os"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -129,7 +131,7 @@ func run(ctx context.Context, o options) error {
 		}
 		backends[kobev1.BackendKubernetes] = kb
 		netpol = &netpolprobe.Prober{Client: hc, Namespace: o.namespace, DefaultImage: kubebackend.DefaultEtcdImage,
-			Clock: clock.RealClock{}, Log: log.WithName("netpol-probe")}
+			Clock: clock.RealClock{}, Log: log.WithName("netpol-probe"), Owner: ownPod()}
 		if err := mgr.Add(netpol); err != nil {
 			return fmt.Errorf("adding NetworkPolicy probe: %w", err)
 		}
@@ -282,4 +284,15 @@ func backendNames(r backend.Registry) []string {
 		out = append(out, string(t))
 	}
 	return out
+}
+
+// ownPod is the operator's own pod, from the POD_NAME and POD_UID the chart
+// sets (downward API), as an owner for objects that must not outlive it;
+// nil outside a pod.
+func ownPod() *metav1.OwnerReference {
+	name, uid := os.Getenv("POD_NAME"), os.Getenv("POD_UID")
+	if name == "" || uid == "" {
+		return nil
+	}
+	return &metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: name, UID: types.UID(uid)}
 }

@@ -42,6 +42,16 @@ type objects struct {
 	namespace, run, image string
 	pull                  corev1.PullPolicy
 	deadline              time.Duration
+	owner                 *metav1.OwnerReference
+}
+
+// meta is the metadata of one of the run's objects.
+func (o objects) meta(name, role string) metav1.ObjectMeta {
+	m := metav1.ObjectMeta{GenerateName: name, Namespace: o.namespace, Labels: o.labels(role)}
+	if o.owner != nil {
+		m.OwnerReferences = []metav1.OwnerReference{*o.owner}
+	}
+	return m
 }
 
 func (o objects) labels(role string) map[string]string {
@@ -51,7 +61,7 @@ func (o objects) labels(role string) map[string]string {
 // policy denies the probe pod every connection, both ways.
 func (o objects) policy() *networkingv1.NetworkPolicy {
 	return &networkingv1.NetworkPolicy{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "kobe-netpol-probe-", Namespace: o.namespace, Labels: o.labels(roleProbe)},
+		ObjectMeta: o.meta("kobe-netpol-probe-", roleProbe),
 		Spec: networkingv1.NetworkPolicySpec{
 			PodSelector: metav1.LabelSelector{MatchLabels: o.labels(roleProbe)},
 			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
@@ -113,7 +123,7 @@ func (o objects) pod(role string, c corev1.Container) *corev1.Pod {
 		Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 	}
 	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "kobe-netpol-probe-" + role + "-", Namespace: o.namespace, Labels: o.labels(role)},
+		ObjectMeta: o.meta("kobe-netpol-probe-"+role+"-", role),
 		Spec: corev1.PodSpec{
 			Containers:                    []corev1.Container{c},
 			RestartPolicy:                 corev1.RestartPolicyNever,

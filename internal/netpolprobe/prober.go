@@ -53,6 +53,10 @@ type Prober struct {
 	Deadline time.Duration
 	// Poll is how often a run looks at its pods; a second when zero.
 	Poll time.Duration
+	// Owner, when set, owns every object of a run: the operator's own pod
+	// in a host cluster, so that what a run under way when the operator
+	// stops (helm uninstall, a killed leader) left is collected with it.
+	Owner *metav1.OwnerReference
 
 	mu       sync.Mutex
 	verdicts map[string]Verdict
@@ -226,7 +230,7 @@ func (p *Prober) Probe(ctx context.Context, img string, pull corev1.PullPolicy) 
 			retErr = errors.Join(retErr, err)
 		}
 	}()
-	r := objects{namespace: p.Namespace, run: run, image: img, pull: pull, deadline: deadline}
+	r := objects{namespace: p.Namespace, run: run, image: img, pull: pull, deadline: deadline, owner: p.Owner}
 	if err := p.Client.Create(ctx, r.policy()); err != nil {
 		return Verdict{}, fmt.Errorf("creating the probe's NetworkPolicy: %w", err)
 	}
