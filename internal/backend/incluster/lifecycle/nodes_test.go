@@ -148,6 +148,13 @@ func TestNodePods(t *testing.T) {
 		t.Helper()
 		return testenv.Kubectl(t, kc, args...)
 	}
+	// execOut is what an exec printed on standard output: kubectl's
+	// websocket warnings ("Unknown stream id") go to standard error and
+	// must not be taken for the command's output.
+	execOut := func(args ...string) (string, error) {
+		t.Helper()
+		return testenv.KubectlStdout(t, kc, append([]string{"exec", "deployment/testapp", "--"}, args...)...)
+	}
 	if out, err := kubectl("get", "node", nodeName, "-o", "jsonpath={.status.addresses[?(@.type=='InternalIP')].address}"); err != nil {
 		t.Fatal(err)
 	} else {
@@ -180,18 +187,18 @@ func TestNodePods(t *testing.T) {
 			t.Errorf("kubectl logs: %v: %q", err, out)
 		}
 		// exec runs in the nested container: its hostname is the pod's.
-		out, err = kubectl("exec", "deployment/testapp", "--", "/testapp", "get", "http://127.0.0.1:8080/")
+		out, err = execOut("/testapp", "get", "http://127.0.0.1:8080/")
 		if err != nil || !strings.HasPrefix(strings.TrimSpace(out), "testapp-") {
 			t.Errorf("kubectl exec: %v: %q", err, out)
 		}
 		// The member's API server through the in-member kubernetes
 		// Service: the node's kube-proxy, the node pod's masquerading, the
 		// host's Service.
-		out, err = kubectl("exec", "deployment/testapp", "--", "/testapp", "dial", incluster.MemberServiceIP+":443")
+		out, err = execOut("/testapp", "dial", incluster.MemberServiceIP+":443")
 		if err != nil || !strings.Contains(out, "connected to") {
 			t.Errorf("a pod dialling the kubernetes Service: %v: %q", err, out)
 		}
-		out, err = kubectl("exec", "deployment/testapp", "--", "/testapp", "read", "/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+		out, err = execOut("/testapp", "read", "/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 		if err != nil || strings.TrimSpace(out) != "default" {
 			t.Errorf("the ServiceAccount token volume: %v: %q", err, out)
 		}
