@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 
+	"golang.org/x/mod/semver"
+
 	"github.com/kunobi-ninja/kobe/internal/backend"
 	"github.com/kunobi-ninja/kobe/internal/podsecurity"
 	"github.com/kunobi-ninja/kobe/internal/version"
@@ -63,22 +65,8 @@ func (b *Backend) versions() []string {
 			more = append(more, v)
 		}
 	}
-	slices.SortFunc(more, func(a, c string) int { return compareVersions(c, a) })
+	slices.SortFunc(more, func(a, c string) int { return semver.Compare("v"+c, "v"+a) })
 	return append(out, more...)
-}
-
-// compareVersions orders x.y.z versions numerically.
-func compareVersions(a, c string) int {
-	as, cs := strings.Split(a, "."), strings.Split(c, ".")
-	for i := range min(len(as), len(cs)) {
-		var x, y int
-		_, _ = fmt.Sscan(as[i], &x)
-		_, _ = fmt.Sscan(cs[i], &y)
-		if x != y {
-			return x - y
-		}
-	}
-	return len(as) - len(cs)
 }
 
 // memberVersion is the Kubernetes version member m runs: its
