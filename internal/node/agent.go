@@ -42,6 +42,8 @@ type Agent struct {
 	nodeIP string
 	// images are open archives (opened before the mounts hide anything).
 	images []*os.File
+	// overlay connects the node pods of a member (pod mode, OverlayKeyFile).
+	overlay *overlay
 
 	daemons []*daemon
 	exited  chan *daemon
@@ -98,6 +100,7 @@ func (a *Agent) setUpAndStart(ctx context.Context) error {
 		{"starting kubelet", a.kubelet},
 		{"starting kube-proxy", a.kubeProxy},
 		{"starting the volume provisioner", a.storage},
+		{"starting the pod overlay", a.startOverlay},
 	}
 	for _, s := range steps {
 		if err := s.fn(ctx); err != nil {
@@ -246,6 +249,14 @@ func (a *Agent) network(ctx context.Context) error {
 			return err
 		}
 		a.nodeIP = ip
+		if a.cfg.OverlayKeyFile != "" {
+			if a.overlay, err = newOverlay(a.cfg, ip, a.log); err != nil {
+				return err
+			}
+			if err := a.overlay.setUp(ctx); err != nil {
+				return err
+			}
+		}
 		return a.bridgeNetfilter()
 	}
 	addr := a.cfg.Address
@@ -388,7 +399,11 @@ func (a *Agent) containerd(ctx context.Context) error {
 			return err
 		}
 	}
-	conflist, err := cniConfig(a.cfg)
+	mtu := 0 // the bridge plugin's default: the link's
+	if a.overlay != nil {
+		mtu = a.overlay.podMTU()
+	}
+	conflist, err := cniConfig(a.cfg, mtu)
 	if err != nil {
 		return err
 	}

@@ -46,6 +46,13 @@ type Config struct {
 	// straight to them over the member's bridge.
 	PeerRoutes []Route `json:"peerRoutes,omitempty"`
 
+	// OverlayKeyFile is the member's overlay key, the same in each of its
+	// node pods and nowhere else (overlay.go): with it, a node pod connects
+	// its pod range to the other node pods of its member through a VXLAN
+	// overlay, learning them from statements on their Nodes that the key
+	// authenticates. Only in a node pod (no Interface).
+	OverlayKeyFile string `json:"overlayKeyFile,omitempty"`
+
 	// PodCIDR is this node's pod range (a /24 of 198.18.128.0/17).
 	PodCIDR string `json:"podCIDR"`
 	// ClusterCIDR is the member's pod range (all its nodes), for kube-proxy.
@@ -124,6 +131,9 @@ func (c *Config) Validate() error {
 		if !filepath.IsAbs(p) {
 			errs = append(errs, fmt.Errorf("hideDirs entry %q is not an absolute path", p))
 		}
+	}
+	if c.OverlayKeyFile != "" && (c.Interface != "" || !filepath.IsAbs(c.OverlayKeyFile)) {
+		errs = append(errs, fmt.Errorf("overlayKeyFile %q: an absolute path, in a node pod only (no interface)", c.OverlayKeyFile))
 	}
 	if c.Interface == "" {
 		if c.Address != "" || c.Gateway != "" || len(c.PeerRoutes) > 0 {

@@ -97,9 +97,10 @@ func mirrorLines(mirrors map[string][]string) []string {
 
 // cniConfig is the node's pod network: a bridge cni0 (in the node's own
 // network namespace) on PodCIDR, host-local leases under Dir, no
-// masquerading (the member's host routes pod ranges to the nodes).
-func cniConfig(c *Config) ([]byte, error) {
-	return BridgeConflist(BridgeNetwork{Name: "kobe", Bridge: "cni0", Subnet: c.PodCIDR, IPAMDir: filepath.Join(c.Dir, "cni", "ipam")})
+// masquerading (the member's host routes pod ranges to the nodes). mtu,
+// when not 0, is the pods' MTU (a node pod's overlay's).
+func cniConfig(c *Config, mtu int) ([]byte, error) {
+	return BridgeConflist(BridgeNetwork{Name: "kobe", Bridge: "cni0", Subnet: c.PodCIDR, IPAMDir: filepath.Join(c.Dir, "cni", "ipam"), MTU: mtu})
 }
 
 // BridgeNetwork is a CNI network of pods on one bridge.
@@ -107,25 +108,31 @@ type BridgeNetwork struct {
 	Name, Bridge, Subnet string
 	// IPAMDir holds host-local's leases.
 	IPAMDir string
+	// MTU is the bridge's and the pods' MTU; 0: the plugin's default.
+	MTU int
 }
 
 // BridgeConflist is the CNI conflist of n: the bridge plugin as the pods'
 // gateway, hairpin on (a pod reaching a Service whose endpoint is itself),
 // no masquerading, then portmap.
 func BridgeConflist(n BridgeNetwork) ([]byte, error) {
+	bridge := map[string]any{
+		"type": "bridge", "bridge": n.Bridge, "isGateway": true, "ipMasq": false, "hairpinMode": true,
+		"ipam": map[string]any{
+			"type":    "host-local",
+			"ranges":  [][]map[string]string{{{"subnet": n.Subnet}}},
+			"routes":  []map[string]string{{"dst": "0.0.0.0/0"}},
+			"dataDir": n.IPAMDir,
+		},
+	}
+	if n.MTU > 0 {
+		bridge["mtu"] = n.MTU
+	}
 	conf := map[string]any{
 		"cniVersion": "1.0.0",
 		"name":       n.Name,
 		"plugins": []any{
-			map[string]any{
-				"type": "bridge", "bridge": n.Bridge, "isGateway": true, "ipMasq": false, "hairpinMode": true,
-				"ipam": map[string]any{
-					"type":    "host-local",
-					"ranges":  [][]map[string]string{{{"subnet": n.Subnet}}},
-					"routes":  []map[string]string{{"dst": "0.0.0.0/0"}},
-					"dataDir": n.IPAMDir,
-				},
-			},
+			bridge,
 			map[string]any{"type": "portmap", "capabilities": map[string]bool{"portMappings": true}},
 		},
 	}

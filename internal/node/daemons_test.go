@@ -61,7 +61,7 @@ func TestDaemonConfigs(t *testing.T) {
 	var cni struct {
 		Plugins []map[string]any `json:"plugins"`
 	}
-	b, err := cniConfig(c)
+	b, err := cniConfig(c, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,6 +71,21 @@ func TestDaemonConfigs(t *testing.T) {
 	br := cni.Plugins[0]
 	if br["bridge"] != "cni0" || br["hairpinMode"] != true || br["ipMasq"] != false || br["isGateway"] != true {
 		t.Errorf("bridge plugin: %v", br)
+	}
+	if _, set := br["mtu"]; set {
+		t.Errorf("bridge plugin without an overlay sets an MTU: %v", br)
+	}
+	// A node pod's pods fit in its overlay: the link's MTU less the
+	// encapsulation.
+	b, err = cniConfig(c, 1450)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &cni); err != nil {
+		t.Fatal(err)
+	}
+	if mtu := cni.Plugins[0]["mtu"]; mtu != float64(1450) {
+		t.Errorf("bridge plugin's mtu %v, want 1450", mtu)
 	}
 	if !strings.Contains(string(b), `"subnet": "198.18.128.0/24"`) || !strings.Contains(string(b), `"dataDir": "/data/m/nodes/0/cni/ipam"`) {
 		t.Errorf("CNI ipam: %s", b)

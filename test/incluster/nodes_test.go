@@ -27,15 +27,17 @@ const (
 	nodeImage = "kobe.local/kobe-node:v1"
 )
 
-// TestLeasedMemberWithANode is a member with a node pod through the
-// operator: a pool of the kubernetes backend with nodes: 1 (the node image
+// TestLeasedMemberWithANode is a member with node pods through the
+// operator: a pool of the kubernetes backend with nodes: 2 (the node image
 // of make image-node, imported, never pulled) reaches READY 1 with the
 // operator's readiness gates; `kobe lease` returns a kubeconfig through the
-// connect proxy with which kubectl sees the node Ready, runs a pod of the
+// connect proxy with which kubectl sees both nodes Ready, runs a pod of the
 // pause image the node image carries (Ready, its log readable), resolves
-// Services by name, binds a claim of the default StorageClass, and is
-// refused a privileged pod by Pod Security; deleting the pool leaves no
-// host object, and the machine is as before.
+// Services by name, binds a claim of the default StorageClass, reaches a
+// pod on the other node by pod IP and through a Service (the pod overlay),
+// is refused a privileged pod by Pod Security, and cannot point the overlay
+// at any other address (overlayHostile); deleting the pool leaves no host
+// object, and the machine is as before.
 func TestLeasedMemberWithANode(t *testing.T) {
 	f := start(t)
 	ctx := t.Context()
@@ -56,7 +58,7 @@ func TestLeasedMemberWithANode(t *testing.T) {
 				Size: ptr.To[int32](1),
 				TTL:  &metav1.Duration{Duration: 30 * time.Minute},
 				Backend: kobev1.BackendSpec{Type: kobev1.BackendKubernetes, Kubernetes: &kobev1.KubernetesBackendSpec{
-					Nodes:  1,
+					Nodes:  2,
 					Images: &kobev1.KubernetesImages{Node: nodeImage, PullPolicy: corev1.PullNever},
 				}},
 				Access: &kobev1.AccessSpec{Mode: kobev1.AccessProxy},
@@ -85,9 +87,12 @@ func TestLeasedMemberWithANode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err, out)
 	}
-	if lines := strings.Fields(out); len(lines) != 2 || !strings.HasSuffix(lines[0], "-node-0") || lines[1] != "True" {
-		t.Fatalf("the member's nodes through the proxy: %q, want one node-0, Ready", out)
+	f1 := strings.Fields(out)
+	if len(f1) != 4 || !strings.HasSuffix(f1[0], "-node-0") || f1[1] != "True" || !strings.HasSuffix(f1[2], "-node-1") || f1[3] != "True" {
+		t.Fatalf("the member's nodes through the proxy: %q, want node-0 and node-1, Ready", out)
 	}
+	nodes := []string{f1[0], f1[2]}
+	f.startRelay(t, kc, nodes[0])
 
 	pod := filepath.Join(f.work, "pause.yaml")
 	if err := os.WriteFile(pod, []byte(pausePod), 0o600); err != nil {
@@ -122,6 +127,7 @@ func TestLeasedMemberWithANode(t *testing.T) {
 	if phase, _ := testenv.Kubectl(t, kc, "get", "pvc", "data", "-o", "jsonpath={.status.phase}"); phase != "Bound" {
 		t.Errorf("claim data is %q, want Bound", phase)
 	}
+	f.crossNode(t, kc, nodes)
 	out, err = testenv.Kubectl(t, kc, "run", "priv", "--image=kobe.local/pause:v1", "--image-pull-policy=Never", "--restart=Never",
 		`--overrides={"apiVersion":"v1","spec":{"containers":[{"name":"priv","image":"kobe.local/pause:v1","imagePullPolicy":"Never","securityContext":{"privileged":true}}]}}`)
 	if err == nil || !strings.Contains(out, `violates PodSecurity "baseline:latest": privileged`) {
@@ -148,6 +154,8 @@ func TestLeasedMemberWithANode(t *testing.T) {
 	if out, err := testenv.Kubectl(t, kc, "replace", "--raw", "/api/v1/namespaces/default/finalize", "-f", finalize); err == nil {
 		t.Errorf("a privileged label through namespaces/finalize was admitted: %s", out)
 	}
+
+	f.overlayHostile(t, kc, nodes)
 
 	if out, errOut, err := f.kobe(t, "release", l.ID); err != nil {
 		t.Fatalf("kobe release: %v\n%s%s", err, out, errOut)

@@ -231,7 +231,7 @@ func finishPod(t kobev1.BackendType, m backend.Member, p *corev1.Pod, i int, set
 // NodeDir.
 func nodeItems(data map[string][]byte, i int) ([]corev1.KeyToPath, error) {
 	var items []corev1.KeyToPath
-	for _, f := range []string{NodeConfigFile, NodeKubeletKubeconfig, NodeKubeProxyKubeconfig, NodeKubeletCert, NodeKubeletKey, NodeClientCACert} {
+	for _, f := range []string{NodeConfigFile, NodeKubeletKubeconfig, NodeKubeProxyKubeconfig, NodeKubeletCert, NodeKubeletKey, NodeClientCACert, NodeOverlayKey} {
 		k := nodeKey(i, f)
 		if len(data[k]) == 0 {
 			return nil, fmt.Errorf("the PKI Secret has no %s (made before the pool asked for nodes?)", k)

@@ -1,6 +1,7 @@
 package incluster
 
 import (
+	"crypto/rand"
 	"fmt"
 	"net"
 	"net/url"
@@ -134,12 +135,18 @@ func newPKI(m backend.Member, clusterIP string, port int32, set Settings) (map[s
 	if len(set.NodeConfigs) != len(set.Nodes) {
 		return nil, fmt.Errorf("%d node configs for %d nodes", len(set.NodeConfigs), len(set.Nodes))
 	}
+	// One overlay key for all the member's nodes (node.Config.OverlayKeyFile).
+	overlayKey := make([]byte, 32)
+	if _, err := rand.Read(overlayKey); err != nil {
+		return nil, err
+	}
 	for i, name := range set.Nodes {
 		files, err := nodeFiles(m, name, endpoint(clusterIP, port), certs)
 		if err != nil {
 			return nil, fmt.Errorf("node %s: %w", name, err)
 		}
 		files[NodeConfigFile] = set.NodeConfigs[i]
+		files[NodeOverlayKey] = overlayKey
 		for f, v := range files {
 			data[nodeKey(i, f)] = v
 		}

@@ -145,6 +145,15 @@ func TestNodePKI(t *testing.T) {
 			t.Errorf("node %d files", i)
 		}
 	}
+	// The overlay key: random, one for all the member's nodes, another for
+	// the next member.
+	key := data[nodeKey(0, NodeOverlayKey)]
+	if len(key) != 32 || string(key) != string(data[nodeKey(1, NodeOverlayKey)]) {
+		t.Errorf("overlay keys %x and %x, want one 32-byte key for both nodes", key, data[nodeKey(1, NodeOverlayKey)])
+	}
+	if next, err := newPKI(member("pool-ci-1", ""), "198.19.0.43", 6443, set); err != nil || string(next[nodeKey(0, NodeOverlayKey)]) == string(key) {
+		t.Errorf("another member's overlay key: %v, the same: %v", err, string(next[nodeKey(0, NodeOverlayKey)]) == string(key))
+	}
 	if cn, _, srv := identity(data[KeySchedulerKubeconfig]); cn != "system:kube-scheduler" || srv != "https://127.0.0.1:6443" {
 		t.Errorf("scheduler: %s %s", cn, srv)
 	}

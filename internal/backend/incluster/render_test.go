@@ -209,7 +209,7 @@ func TestFinishPod(t *testing.T) {
 		Tolerations: []corev1.Toleration{{Key: "k", Operator: corev1.TolerationOpExists}},
 	}
 	data := map[string][]byte{KeyServingCert: nil, KeyClientCAKey: nil, KeyAdminKubeconfig: nil, KeySAKey: nil}
-	for _, f := range []string{NodeConfigFile, NodeKubeletKubeconfig, NodeKubeProxyKubeconfig, NodeKubeletCert, NodeKubeletKey, NodeClientCACert} {
+	for _, f := range []string{NodeConfigFile, NodeKubeletKubeconfig, NodeKubeProxyKubeconfig, NodeKubeletCert, NodeKubeletKey, NodeClientCACert, NodeOverlayKey} {
 		data[nodeKey(0, f)] = []byte("x")
 	}
 	if err := finishPod(kobev1.BackendKubernetes, m, &p, 3, Settings{Placement: place}, data); err != nil {
@@ -259,7 +259,7 @@ func TestFinishPod(t *testing.T) {
 		nodeFiles = append(nodeFiles, it.Key+"="+it.Path)
 	}
 	if want := "node-0-node.json=node.json,node-0-kubelet.kubeconfig=kubelet.kubeconfig,node-0-kube-proxy.kubeconfig=kube-proxy.kubeconfig," +
-		"node-0-kubelet.crt=kubelet.crt,node-0-kubelet.key=kubelet.key,node-0-client-ca.crt=client-ca.crt"; strings.Join(nodeFiles, ",") != want {
+		"node-0-kubelet.crt=kubelet.crt,node-0-kubelet.key=kubelet.key,node-0-client-ca.crt=client-ca.crt,node-0-overlay.key=overlay.key"; strings.Join(nodeFiles, ",") != want {
 		t.Errorf("node pod files %v", nodeFiles)
 	}
 	if sc := np.Spec.TopologySpreadConstraints; len(sc) != 1 || sc[0].LabelSelector.MatchLabels[LabelComponent] != ComponentNode {

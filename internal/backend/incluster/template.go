@@ -120,6 +120,10 @@ const (
 	NodeKubeletCert         = "kubelet.crt"
 	NodeKubeletKey          = "kubelet.key"
 	NodeClientCACert        = "client-ca.crt"
+	// NodeOverlayKey is the member's overlay key (node.Config
+	// OverlayKeyFile): random, the same for every node of the member, in
+	// no other member's pods nor the member's API.
+	NodeOverlayKey = "overlay.key"
 )
 
 // nodeKey is the PKI Secret key of node i's file.

@@ -171,7 +171,9 @@ func (t Template) nodeSettings(m backend.Member, set *incluster.Settings) error 
 
 // nodeConfig is node i's kobe-node configuration in pod mode: no
 // interface (the pod's network as it is), no cgroup parent (kubelet's cgroup
-// root under kobe-node's own cgroup), nothing to hide.
+// root under kobe-node's own cgroup), nothing to hide, and the member's
+// overlay key, with which the node pods of a member route their pod ranges
+// to each other (internal/node, overlay.go).
 func (t Template) nodeConfig(name string, i int) *node.Config {
 	f := func(file string) string { return incluster.NodeDir + "/" + file }
 	return &node.Config{
@@ -190,6 +192,7 @@ func (t Template) nodeConfig(name string, i int) *node.Config {
 		KubeletCert:         f(incluster.NodeKubeletCert),
 		KubeletKey:          f(incluster.NodeKubeletKey),
 		ClientCAFile:        f(incluster.NodeClientCACert),
+		OverlayKeyFile:      f(incluster.NodeOverlayKey),
 		PauseImage:          NodePauseImage,
 		Images:              append([]string{NodePauseArchive, nodeDNSArchive}, t.NodePreload...),
 	}

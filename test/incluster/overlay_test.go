@@ -1,0 +1,260 @@
+//go:build root
+
+package incluster
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/kunobi-ninja/kobe/internal/clusterdns"
+	"github.com/kunobi-ninja/kobe/internal/node"
+	"github.com/kunobi-ninja/kobe/internal/testenv"
+)
+
+// startRelay applies crossNode's relay, pinned to node: it starts while
+// the test checks other things.
+func (f *fixture) startRelay(t *testing.T, kc, node string) {
+	manifest := filepath.Join(f.work, "relay.yaml")
+	if err := os.WriteFile(manifest, []byte(fmt.Sprintf(relay, node)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := testenv.Kubectl(t, kc, "apply", "-f", manifest); err != nil {
+		t.Fatal(out, err)
+	}
+}
+
+// crossNode checks, with the lease's kubeconfig, that pods on the two node
+// pods of one member reach each other through the pod overlay
+// (internal/node, overlay.go): the DNS relay of startRelay on nodes[0]
+// answers pods pinned to nodes[1] by its pod IP and through a Service
+// (kube-proxy on nodes[1] sends the packets to nodes[0]'s pod range). Only
+// images that every node image carries are used (CoreDNS: the relay
+// forwards to the member's cluster DNS, the client is its probe).
+func (f *fixture) crossNode(t *testing.T, kc string, nodes []string) {
+	began := time.Now()
+	if out, err := testenv.Kubectl(t, kc, "wait", "--for=condition=Ready", "--timeout=30s", "pod/relay"); err != nil {
+		desc, _ := testenv.Kubectl(t, kc, "describe", "pod/relay")
+		t.Fatal(out, err, desc)
+	}
+	podIP := testenv.MustKubectl(t, kc, "get", "pod", "relay", "-o", "jsonpath={.status.podIP}")
+	svcIP := testenv.MustKubectl(t, kc, "get", "service", "relay", "-o", "jsonpath={.spec.clusterIP}")
+	f.startProbe(t, kc, "by-pod-ip", nodes[1], podIP)
+	f.probeFrom(t, kc, "by-service", nodes[1], svcIP)
+	f.probeFrom(t, kc, "by-pod-ip", nodes[1], podIP)
+	t.Logf("a pod on %s reached one on %s by pod IP (%s) and through a Service (%s) in %v", nodes[1], nodes[0], podIP, svcIP, time.Since(began).Round(time.Millisecond))
+}
+
+// probeFrom runs a Job on nodeName that resolves the member's API Service
+// name through the DNS server at server (port 53), unless it runs already,
+// and waits for it to complete.
+func (f *fixture) probeFrom(t *testing.T, kc, name, nodeName, server string) {
+	t.Helper()
+	f.startProbe(t, kc, name, nodeName, server)
+	if out, err := testenv.Kubectl(t, kc, "wait", "--for=condition=Complete", "--timeout=60s", "job/"+name); err != nil {
+		logs, _ := testenv.Kubectl(t, kc, "logs", "job/"+name)
+		t.Fatalf("job %s on %s asking %s: %v %s\n%s", name, nodeName, server, err, out, logs)
+	}
+}
+
+// startProbe creates probeFrom's Job and does not wait.
+func (f *fixture) startProbe(t *testing.T, kc, name, nodeName, server string) {
+	t.Helper()
+	manifest := filepath.Join(f.work, name+".yaml")
+	if err := os.WriteFile(manifest, []byte(fmt.Sprintf(probeJob, name, nodeName, server)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := testenv.Kubectl(t, kc, "apply", "-f", manifest); err != nil {
+		t.Fatal(out, err)
+	}
+}
+
+// overlayHostile is the lease holder trying to point the overlay of
+// nodes[0] at an address that is not one of its member's node pods: the
+// host machine's address (where the host cluster's API server listens),
+// where the test listens on the overlay's UDP port. It alters node 1's
+// statement to name that address, creates a Node with a forged statement
+// for a third node's range there, and replays node 1's genuine statement
+// on a Node of another name; both forged Nodes have that address as their
+// InternalIP. (Rewriting a real node's addresses is no attack on the
+// overlay, which never reads them: kube-proxy exits when its Node's
+// addresses change, so the node, and with it the member, fails.) Then pods on nodes[0] send to the forged range and to
+// nodes[1]'s pods. Every statement must be refused (kobe-node's log says
+// so), pods on the two nodes must still reach each other, and not one
+// packet may reach the listener, while a control from the same node pod to
+// the same address on another port arrives (the address is reachable: a
+// silent listener proves something).
+func (f *fixture) overlayHostile(t *testing.T, kc string, nodes []string) {
+	began := time.Now()
+	target := f.hc.NodeIP
+	var overlayPackets, controlPackets atomic.Int32
+	listen := func(port int, n *atomic.Int32) {
+		conn, err := net.ListenPacket("udp4", net.JoinHostPort(target, fmt.Sprint(port)))
+		if err != nil {
+			t.Fatalf("listening on %s:%d: %v", target, port, err)
+		}
+		t.Cleanup(func() { _ = conn.Close() })
+		go func() {
+			buf := make([]byte, 2048)
+			for {
+				if _, _, err := conn.ReadFrom(buf); err != nil {
+					return
+				}
+				n.Add(1)
+			}
+		}()
+	}
+	listen(node.OverlayPort, &overlayPackets)
+	listen(53, &controlPackets)
+
+	genuine := testenv.MustKubectl(t, kc, "get", "node", nodes[1], "-o", `jsonpath={.metadata.annotations.kobe\.kunobi\.ninja/overlay}`)
+	g := strings.Fields(genuine)
+	if len(g) != 4 {
+		t.Fatalf("node %s's overlay statement %q", nodes[1], genuine)
+	}
+	third := strings.TrimSuffix(nodes[1], "1") + "2"
+	forged := filepath.Join(f.work, "forged-nodes.yaml")
+	if err := os.WriteFile(forged, []byte(
+		forgedNode(third, strings.Join([]string{g[0], target, "198.19.246.0/24", g[3]}, " "), target)+"---\n"+
+			forgedNode("replayed", genuine, target)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for what, args := range map[string][]string{
+		"altering node 1's statement": {"annotate", "node", nodes[1], "--overwrite", node.OverlayAnnotation + "=" + strings.Join([]string{g[0], target, g[2], g[3]}, " ")},
+		"creating forged Nodes":       {"create", "-f", forged},
+	} {
+		if out, err := testenv.Kubectl(t, kc, args...); err != nil {
+			t.Fatalf("%s (a lease holder may): %v %s", what, err, out)
+		}
+	}
+	// The control: node 0's pods reach the address (masqueraded to their
+	// node pod) on another port. Beside it, pods on node 0 send to the
+	// forged range, and across to node 1 again.
+	f.startProbe(t, kc, "control", nodes[0], target)
+	f.startProbe(t, kc, "forged-range", nodes[0], "198.19.246.5")
+	relayIP := testenv.MustKubectl(t, kc, "get", "pod", "relay", "-o", "jsonpath={.status.podIP}")
+	f.probeFrom(t, kc, "after-forgery", nodes[1], relayIP)
+	testenv.Eventually(t, 30*time.Second, "the control's packets at "+target+":53", func() error {
+		if controlPackets.Load() == 0 {
+			return errors.New("none yet: the silence of the overlay's port would prove nothing")
+		}
+		return nil
+	})
+	// The forged range's probe has been sending while the control ran.
+	testenv.Eventually(t, 30*time.Second, "the forged range's probe running", func() error {
+		out, err := testenv.Kubectl(t, kc, "get", "pods", "-l", "job-name=forged-range", "-o", "jsonpath={.items[*].status.phase}")
+		if err != nil || (out != "Running" && out != "Failed") {
+			return fmt.Errorf("phase %q %v", out, err)
+		}
+		return nil
+	})
+
+	log := hostLog(t, f.hc.Kubeconfig, nodes[0])
+	for _, n := range []string{nodes[1], third, "replayed"} {
+		if !strings.Contains(log, "refused the overlay statement on Node "+n+":") {
+			t.Errorf("node %s's kobe-node did not refuse the statement on Node %s; its log:\n%s", nodes[0], n, log)
+		}
+	}
+	if peers := strings.Count(log, "overlay peer "); peers != 1 || !strings.Contains(log, "overlay peer "+nodes[1]+": pods "+g[2]+" at "+g[1]) {
+		t.Errorf("node %s's overlay peers (want %s alone, at %s):\n%s", nodes[0], nodes[1], g[1], log)
+	}
+	if n := overlayPackets.Load(); n != 0 {
+		t.Errorf("%d packets reached %s:%d, the overlay's port at an address of the lease holder's choosing", n, target, node.OverlayPort)
+	}
+	t.Logf("forged, altered and replayed overlay statements refused, %d control packets and no overlay packet at %s, in %v", controlPackets.Load(), target, time.Since(began).Round(time.Millisecond))
+}
+
+// hostLog is a node pod's log in the host cluster (kobe-node writes there).
+func hostLog(t *testing.T, hostKubeconfig, pod string) string {
+	t.Helper()
+	out, err := testenv.Kubectl(t, hostKubeconfig, "-n", namespace, "logs", pod)
+	if err != nil {
+		t.Fatalf("host logs of %s: %v %s", pod, err, out)
+	}
+	return out
+}
+
+// forgedNode is a Node a lease holder makes: its statement and its
+// InternalIP name address.
+func forgedNode(name, statement, address string) string {
+	return fmt.Sprintf(`apiVersion: v1
+kind: Node
+metadata:
+  name: %s
+  annotations:
+    %s: %q
+status:
+  addresses:
+  - {type: InternalIP, address: %q}
+`, name, node.OverlayAnnotation, statement, address)
+}
+
+// relay is a DNS server pinned to a node: CoreDNS on port 53 (the sysctl,
+// safe and allowed by Pod Security baseline, lets it bind there without
+// root), forwarding to the member's cluster DNS; and a Service for it.
+var relay = `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: relay
+data:
+  Corefile: |
+    .:53 {
+        forward . 198.19.240.10
+    }
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: relay
+  labels: {app: relay}
+spec:
+  nodeName: %s
+  securityContext:
+    sysctls: [{name: net.ipv4.ip_unprivileged_port_start, value: "53"}]
+  containers:
+  - name: dns
+    image: ` + clusterdns.Image + `
+    imagePullPolicy: Never
+    args: [-conf, /etc/relay/Corefile]
+    volumeMounts: [{name: conf, mountPath: /etc/relay}]
+  volumes:
+  - name: conf
+    configMap: {name: relay}
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: relay
+spec:
+  selector: {app: relay}
+  ports:
+  - {name: dns, protocol: UDP, port: 53, targetPort: 53}
+`
+
+// probeJob resolves the member's API Service through one DNS server,
+// on one node.
+var probeJob = `apiVersion: batch/v1
+kind: Job
+metadata:
+  name: %s
+spec:
+  backoffLimit: 0
+  template:
+    spec:
+      restartPolicy: Never
+      nodeName: %s
+      dnsPolicy: None
+      dnsConfig:
+        nameservers: [%s]
+      containers:
+      - name: c
+        image: ` + clusterdns.Image + `
+        imagePullPolicy: Never
+        command: [/coredns, probe, kubernetes.default.svc.cluster.local]
+`
