@@ -135,22 +135,23 @@ func (f *fixture) overlayHostile(t *testing.T, kc string, nodes []string) {
 	}
 	// The control: node 0's pods reach the address (masqueraded to their
 	// node pod) on another port. Beside it, pods on node 0 send to the
-	// forged range, and across to node 1 again.
+	// forged range.
 	f.startProbe(t, kc, "control", nodes[0], target)
 	f.startProbe(t, kc, "forged-range", nodes[0], "198.19.246.5")
-	relayIP := testenv.MustKubectl(t, kc, "get", "pod", "relay", "-o", "jsonpath={.status.podIP}")
-	f.probeFrom(t, kc, "after-forgery", nodes[1], relayIP)
+	// and to node 1's (its bridge's address: packets that the altered
+	// statement would send elsewhere).
+	f.startProbe(t, kc, "toward-node-1", nodes[0], strings.TrimSuffix(g[2], "0/24")+"1")
 	testenv.Eventually(t, 30*time.Second, "the control's packets at "+target+":53", func() error {
 		if controlPackets.Load() == 0 {
 			return errors.New("none yet: the silence of the overlay's port would prove nothing")
 		}
 		return nil
 	})
-	// The forged range's probe has been sending while the control ran.
-	testenv.Eventually(t, 30*time.Second, "the forged range's probe running", func() error {
-		out, err := testenv.Kubectl(t, kc, "get", "pods", "-l", "job-name=forged-range", "-o", "jsonpath={.items[*].status.phase}")
-		if err != nil || (out != "Running" && out != "Failed") {
-			return fmt.Errorf("phase %q %v", out, err)
+	// The other probes have been sending while the control ran.
+	testenv.Eventually(t, 30*time.Second, "the forged range's and node 1's probes running", func() error {
+		out, err := testenv.Kubectl(t, kc, "get", "pods", "-l", "job-name in (forged-range,toward-node-1)", "-o", "jsonpath={.items[*].status.phase}")
+		if err != nil || strings.Count(out, "Running")+strings.Count(out, "Failed") != 2 {
+			return fmt.Errorf("phases %q %v", out, err)
 		}
 		return nil
 	})
@@ -167,6 +168,9 @@ func (f *fixture) overlayHostile(t *testing.T, kc string, nodes []string) {
 	if n := overlayPackets.Load(); n != 0 {
 		t.Errorf("%d packets reached %s:%d, the overlay's port at an address of the lease holder's choosing", n, target, node.OverlayPort)
 	}
+	// Node 1's pods still reach node 0's.
+	relayIP := testenv.MustKubectl(t, kc, "get", "pod", "relay", "-o", "jsonpath={.status.podIP}")
+	f.probeFrom(t, kc, "after-forgery", nodes[1], relayIP)
 	t.Logf("forged, altered and replayed overlay statements refused, %d control packets and no overlay packet at %s, in %v", controlPackets.Load(), target, time.Since(began).Round(time.Millisecond))
 }
 
