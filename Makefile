@@ -452,6 +452,21 @@ test-chart-install: node-deps controlplane node image image-pause image-controlp
 test-run-cluster: node-deps controlplane node image image-pause image-controlplane build ## make run-cluster's program (root): it prints the export lines, kobe lease works with them (a sim pool, and a pool naming no backend through the connect proxy), Ctrl-C leaves the machine as before.
 	cd test/chart && $(CHART_INSTALL_ENV) go test -tags root -count=1 -v -timeout 15m ./cmd/kobe-run-cluster/
 
+##@ Conformance
+
+# The upstream [Conformance] specs of DNS, Services, Pods, ConfigMaps,
+# Secrets, Jobs, Deployments, PersistentVolumes and kubectl against a leased
+# member of each backend and version (hack/conformance.sh,
+# docs/conformance.md). Needs root; not in CI: it compiles the e2e suite, and
+# a second Kubernetes for each version besides the default.
+CONFORMANCE_VERSIONS ?= $(K8S_VERSION) 1.36.3
+CONFORMANCE_BACKENDS ?= local
+
+.PHONY: conformance
+conformance: node-deps controlplane node image-pause image-coredns build $(IMAGE_TOOL) ## As root: e2e.test, kubectl and the images of each of CONFORMANCE_VERSIONS built here, the [Conformance] specs of nine areas run against a leased member of each of CONFORMANCE_BACKENDS, counts written to docs/conformance.md (slow; not in CI).
+	CONFORMANCE_VERSIONS='$(CONFORMANCE_VERSIONS)' CONFORMANCE_BACKENDS='$(CONFORMANCE_BACKENDS)' IMAGE_DIR='$(IMAGE_DIR)' IMAGE_TOOL='$(IMAGE_TOOL)' \
+		CONTROLPLANE_DIR='$(CONTROLPLANE_DIR)' hack/conformance.sh
+
 ##@ Benchmarks
 
 # BENCH picks measurements (e.g. BENCH=handout,cycles; default all, which
