@@ -478,8 +478,13 @@ bench: controlplane build ## The real kobe-operator (sim backend) against a real
 ##@ Run
 
 .PHONY: run
-run: controlplane build ## Start a host control plane, install the CRDs, run the operator with the local backend and a demo pool.
-	hack/run.sh
+# As root, make run gives the demo pool's members a real node each, so it
+# builds what nodes need first (kubelet, the Debian packages, the pause and
+# CoreDNS images); KOBE_RUN_NODES=0 keeps the members API-only (test/run).
+RUN_NODES := $(if $(filter 0,$(shell id -u)),$(if $(filter 0,$(KOBE_RUN_NODES)),,1))
+
+run: controlplane build $(if $(RUN_NODES),node-deps node image-pause image-coredns) ## Start a host control plane, install the CRDs, run the operator with the local backend and a demo pool (members with a node when run as root).
+	KOBE_RUN_NODES=$(if $(RUN_NODES),1,0) hack/run.sh
 
 .PHONY: run-cluster
 run-cluster: node-deps controlplane node image image-pause image-controlplane build ## make run on a real node (root): the host cluster with the control-plane images, kobe installed with its chart (TLS self-signed, sim backend, demo pool), the same export lines; Ctrl-C uninstalls and tears it down (docs/run-cluster.md).

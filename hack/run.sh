@@ -7,7 +7,10 @@
 # it) with a CA and certificate for 127.0.0.1 and localhost made at every
 # start (tls/); the CLI finds the CA through the config file kobe.yaml.
 #
-# Environment: KOBE_API_PORT (default 8090) is the API's port; KOBE_STATE_DIR
+# Environment: KOBE_RUN_NODES=0 makes the demo pool's members API-only
+# (else each gets a node where the operator can run one: root, the node
+# binaries and images, which make run builds as root); KOBE_API_PORT
+# (default 8090) is the API's port; KOBE_STATE_DIR
 # (default .kobe) holds the kubeconfig, logs, the API's TLS files (tls/), the
 # CLI's config (kobe.yaml), the host's data (host/) and the members
 # (members/). Every process of a run names the state directory on its
@@ -248,7 +251,8 @@ YAML
 setsid bin/kobe-operator --namespace default --api-bind-address "127.0.0.1:$api_port" \
 	--api-tls-cert-file "$tls/tls.crt" --api-tls-key-file "$tls/tls.key" --api-tls-ca-file "$tls/ca.crt" \
 	--metrics-bind-address 127.0.0.1:0 --health-probe-bind-address 127.0.0.1:0 \
-	--local-bin-dir "$CONTROLPLANE_DIR" --local-data-dir "$members" >"$state/operator.log" 2>&1 </dev/null &
+	--local-bin-dir "$CONTROLPLANE_DIR" --local-data-dir "$members" \
+	--local-default-nodes "$([ "${KOBE_RUN_NODES:-}" = 0 ] && echo 0 || echo auto)" >"$state/operator.log" 2>&1 </dev/null &
 operator_pid=$!
 echo "starting the operator (log: $rel/operator.log)..."
 ready=0
@@ -266,10 +270,26 @@ if ((!ready)); then
 	exit 1
 fi
 
+# Whether the demo pool's members get a node (pods run) or are API-only,
+# and why: the pool's Nodes condition (the operator decides: root, the node
+# binaries and images; make run builds them when run as root).
+nodes_status=""
+for _ in $(seq 1 50); do
+	nodes_status=$(kubectl get clusterpool dev -o jsonpath='{.status.conditions[?(@.type=="Nodes")].status}' 2>/dev/null || true)
+	[ -n "$nodes_status" ] && break
+	sleep 0.2
+done
+nodes_message=$(kubectl get clusterpool dev -o jsonpath='{.status.conditions[?(@.type=="Nodes")].message}' 2>/dev/null || true)
+if [ "$nodes_status" = True ]; then
+	members="2 real clusters with a node each: pods run (each ~20 s to Ready)"
+else
+	members="2 API-only clusters (each ~15 s to Ready): ${nodes_message:-the pool has not said whether its members get a node}"
+fi
+
 cat <<EOF
 
 kobe is running; its API answers on https://127.0.0.1:$api_port (CA: $rel/tls/ca.crt; operator log: $rel/operator.log).
-The demo pool "dev" is filling with 2 real clusters (each ~15 s to Ready):
+The demo pool "dev" is filling with $members.
 
   export KUBECONFIG=$KUBECONFIG
   kubectl get clusterpools,clusterinstances
@@ -279,7 +299,7 @@ Lease one with the CLI:
   export KOBE_CONFIG=$kobe_config KOBE_ENDPOINT=https://127.0.0.1:$api_port KOBE_TOKEN=$token
   bin/kobe pools
   bin/kobe lease dev --ttl 30m --kubeconfig /tmp/dev.kubeconfig
-  kubectl --kubeconfig /tmp/dev.kubeconfig get ns
+  kubectl --kubeconfig /tmp/dev.kubeconfig get nodes
   bin/kobe run dev -- kubectl get ns
 
 Press Ctrl-C to stop kobe and destroy every member.

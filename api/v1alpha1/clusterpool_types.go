@@ -220,7 +220,7 @@ type SimBackendSpec struct {
 
 // LocalBackendSpec configures members run as processes on the operator's host.
 // +kubebuilder:validation:XValidation:rule="!(has(self.scheduling) && self.scheduling && has(self.nodes) && self.nodes > 0)",message="backend.local.scheduling (a simulated kwok node) and backend.local.nodes (real nodes) exclude each other: set one"
-// +kubebuilder:validation:XValidation:rule="!has(self.preloadImages) || size(self.preloadImages) == 0 || (has(self.nodes) && self.nodes > 0)",message="backend.local.preloadImages needs backend.local.nodes: only real nodes run images"
+// +kubebuilder:validation:XValidation:rule="!has(self.preloadImages) || size(self.preloadImages) == 0 || (has(self.nodes) ? self.nodes > 0 : !(has(self.scheduling) && self.scheduling))",message="backend.local.preloadImages needs real nodes: only they run images (backend.local.nodes is 0, or unset with scheduling)"
 type LocalBackendSpec struct {
 	// scheduling adds kube-scheduler and a simulated node (kwok) to each
 	// member, so that pods are scheduled and reach Running.
@@ -229,12 +229,14 @@ type LocalBackendSpec struct {
 
 	// nodes is the number of real nodes of each member: a kubelet with its
 	// own containerd and kube-proxy in its own network and mount namespaces
-	// on the operator's host, plus kube-scheduler. 0 (the default) runs no
-	// node. Needs root and the node binaries (docs/backends.md).
+	// on the operator's host, plus kube-scheduler. Unset: 1 where the
+	// operator can run nodes (root and the node binaries, docs/backends.md),
+	// else 0, and the pool's Nodes condition says why; with scheduling, 0.
+	// 0 asks for API-only members (cheaper; pods are never run).
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=4
-	Nodes int32 `json:"nodes,omitempty"`
+	Nodes *int32 `json:"nodes,omitempty"`
 
 	// preloadImages are image archives (docker-archive or OCI tar files)
 	// in the operator's --local-image-dir, imported into every node's
@@ -288,12 +290,14 @@ type KubernetesBackendSpec struct {
 
 	// nodes is the number of node pods of each member: a privileged pod
 	// running containerd and kubelet, registered to the member, in which
-	// the member's pods run as nested containers. 0 (the default) runs no
-	// node.
+	// the member's pods run as nested containers. Unset: the operator's
+	// default (1, unless its --kubernetes-default-nodes says otherwise or
+	// the member's version needs a node image the pool does not name; the
+	// pool's Nodes condition says which). 0 asks for API-only members.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=4
-	Nodes int32 `json:"nodes,omitempty"`
+	Nodes *int32 `json:"nodes,omitempty"`
 }
 
 // KubernetesImages names the images of a member's control-plane components.
@@ -849,7 +853,10 @@ type ClusterPoolStatus struct {
 	// +kubebuilder:validation:MaxLength=64
 	TemplateHash string `json:"templateHash,omitempty"`
 
-	// conditions: Warm, Capacity, Ready, and one per accepted-but-unimplemented field.
+	// conditions: Warm, Capacity, Provisioning, DemandCovered (with
+	// scaling), NetworkPolicyEnforced (kubernetes backend), Nodes (local
+	// and kubernetes backends: whether members have real nodes, and why
+	// not), FieldNotImplemented and Ready.
 	// +optional
 	// +listType=map
 	// +listMapKey=type

@@ -23,6 +23,11 @@ const (
 	// succeeded, so the host cluster's CNI enforces the policy that
 	// isolates each member.
 	ConditionNetworkPolicyEnforced = "NetworkPolicyEnforced"
+	// ConditionNodes (local and kubernetes backend pool): the pool's
+	// members have real nodes, so their pods run; False says why not
+	// (NodesNotRequested: the pool asks for none; NodesUnavailable: nodes
+	// is unset and this operator cannot give members a node).
+	ConditionNodes = "Nodes"
 
 	// ConditionProvisioned (instance): the backend reports the member built.
 	ConditionProvisioned = "Provisioned"
@@ -83,6 +88,14 @@ const (
 	ReasonFieldNotImplemented = "FieldNotImplemented"
 	// ReasonAllImplemented: every field set on the pool is acted on.
 	ReasonAllImplemented = "AllImplemented"
+	// ReasonNodesRun (pool Nodes True): members have real nodes.
+	ReasonNodesRun = "NodesRun"
+	// ReasonNodesNotRequested (pool Nodes False): the pool asks for
+	// API-only members (nodes: 0, or a simulated node).
+	ReasonNodesNotRequested = "NodesNotRequested"
+	// ReasonNodesUnavailable (pool Nodes False): nodes is unset and the
+	// operator cannot give members a node (the message says why).
+	ReasonNodesUnavailable = "NodesUnavailable"
 
 	// ReasonCreating: the backend is building the member.
 	ReasonCreating = "Creating"

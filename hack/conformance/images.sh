@@ -49,6 +49,21 @@ for b in busybox dig curl nc getent ip bash; do
 	}
 done
 
+# Skipped when this script, the binaries and the Debian tools are those of
+# the last build and its archives are all there.
+stamp=$bindir/images.stamp
+key=$(cat "$0" "$bindir/.stamp" "$(command -v busybox)" "$(command -v dig)" "$(command -v bash)" | sha256sum | cut -d' ' -f1)
+if [ -f "$stamp" ] && [ "$(head -1 "$stamp")" = "$key" ]; then
+	ok=1
+	while read -r f; do [ -f "$image_dir/$f" ] || ok=0; done < <(tail -n +2 "$stamp")
+	if ((ok)); then
+		tail -n +2 "$stamp"
+		exit 0
+	fi
+fi
+exec 3>"$stamp.tmp"
+echo "$key" >&3
+
 mapfile -t listed < <("$bindir/e2e.test" --list-images 2>/dev/null)
 # pick NAME: the listed reference whose repository ends in /NAME, all of them.
 # Only registry.k8s.io's: gcr.io/k8s-authenticated-test's agnhost stands for
@@ -120,6 +135,7 @@ build() { # NAME ARCHIVE ARGS...: one image
 	"$tool" build --out "$image_dir/$file.tmp" --name "$name" --user 0:0 --platform "linux/$arch" --created "$created" "$@" >/dev/null
 	mv "$image_dir/$file.tmp" "$image_dir/$file"
 	echo "$file"
+	echo "$file" >&3
 }
 archive() { # REF: the archive's file name for an image reference
 	local r=${1#registry.k8s.io/}
@@ -154,4 +170,7 @@ for ref in $(pick pause); do
 		--user 65535:65535 --platform "linux/$arch" --created "$created" >/dev/null
 	mv "$image_dir/$(archive "$ref").tmp" "$image_dir/$(archive "$ref")"
 	archive "$ref"
+	archive "$ref" >&3
 done
+exec 3>&-
+mv "$stamp.tmp" "$stamp"

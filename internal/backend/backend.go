@@ -131,6 +131,16 @@ type Capabilities struct {
 	Simulated bool
 }
 
+// NodeDefaulter is implemented by backends whose members can have real
+// nodes (backend.local.nodes, backend.kubernetes.nodes).
+type NodeDefaulter interface {
+	// DefaultNodes is how many real nodes a member of a pool with this spec
+	// gets when the pool leaves nodes unset, and, when that is 0, why
+	// (shown on the pool: "the operator is not root"). It may look at the
+	// host (files, its own privileges) but never blocks on the network.
+	DefaultNodes(spec *kobev1.ClusterPoolSpec) (nodes int32, why string)
+}
+
 // Fencer is implemented by backends that can make a member's API server
 // stop answering at once, before the slower Delete. Every credential a
 // lease holder has (the lease's client certificate, ServiceAccount tokens

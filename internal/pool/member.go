@@ -23,7 +23,7 @@ func MemberName(pool string, ordinal int32) string {
 func TemplateHash(spec *kobev1.ClusterPoolSpec) string { return TemplateHashWith(spec, nil) }
 
 // TemplateHashWith identifies what a pool's members are built from:
-// backend, cluster template, the bootstraps and snapshot when set, and the
+// backend (with its nodes resolved: see Decide), cluster template, the bootstraps and snapshot when set, and the
 // content of the bootstraps (bundles: BundleDigest by name; a bundle that
 // does not exist is left out). A member whose hash differs was built from
 // an older template. The optional parts are omitted when unset, so that
@@ -42,12 +42,29 @@ func TemplateHashWith(spec *kobev1.ClusterPoolSpec, bundles map[string]string) s
 		Bootstraps []kobev1.BootstrapRef  `json:"bootstraps,omitempty"`
 		Snapshot   *kobev1.SnapshotSpec   `json:"snapshot,omitempty"`
 		Content    []string               `json:"bootstrapContent,omitempty"`
-	}{spec.Backend, spec.Cluster, spec.Bootstraps, spec.Snapshot, content})
+	}{withoutZeroNodes(spec.Backend), spec.Cluster, spec.Bootstraps, spec.Snapshot, content})
 	if err != nil {
 		panic(fmt.Sprintf("encoding a pool template: %v", err)) // plain structs always encode
 	}
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:8])
+}
+
+// withoutZeroNodes is b with a nodes field of 0 unset: both build the same
+// API-only member, and before nodes had a default a 0 was never written,
+// so a pool that now says `nodes: 0` keeps its members.
+func withoutZeroNodes(b kobev1.BackendSpec) kobev1.BackendSpec {
+	if f := nodesField(b); f == nil || *f != 0 {
+		return b
+	}
+	out := *b.DeepCopy()
+	if out.Local != nil {
+		out.Local.Nodes = nil
+	}
+	if out.Kubernetes != nil {
+		out.Kubernetes.Nodes = nil
+	}
+	return out
 }
 
 // BundleDigest identifies a BootstrapConfig's content: a change to it is a

@@ -48,6 +48,9 @@ type Input struct {
 	// that isolates a kubernetes backend member; nil when nobody judged it
 	// (other backends). It becomes the NetworkPolicyEnforced condition.
 	NetworkPolicy *NetworkPolicyCheck
+	// DefaultNodes is what the wired backend gives a member when the pool
+	// leaves its nodes field unset (zero: no node).
+	DefaultNodes NodeDefault
 }
 
 // NetworkPolicyCheck is the prober's verdict as a pool sees it.
@@ -122,7 +125,10 @@ type Plan struct {
 	// TemplateHash is what members are built from now: new members carry
 	// it, members without it are outdated (status.templateHash).
 	TemplateHash string
-	Counters     Counters
+	// MemberBackend is the backend spec new members are built with: the
+	// pool's, with its nodes resolved (WithDefaultNodes).
+	MemberBackend kobev1.BackendSpec
+	Counters      Counters
 	// Outdated counts the unbound Ready and Creating members the pool
 	// replaces (status.outdated).
 	Outdated int32
@@ -171,8 +177,14 @@ func classify(m *kobev1.ClusterInstance) class {
 // whose backend is not wired.
 func Decide(in Input) Plan {
 	p := in.Pool
-	hash := TemplateHashWith(&p.Spec, in.Bundles)
-	plan := Plan{Counters: count(in.Members), NextOrdinal: nextOrdinal(p, in.Members), TemplateHash: hash}
+	// Members are built from the pool's spec with its nodes resolved, and
+	// that is what the hash identifies: a pool whose default changed (the
+	// operator can now run nodes) replaces its members like any change.
+	built := *p.Spec.DeepCopy()
+	built.Backend = WithDefaultNodes(p.Spec.Backend, in.DefaultNodes)
+	hash := TemplateHashWith(&built, in.Bundles)
+	plan := Plan{Counters: count(in.Members), NextOrdinal: nextOrdinal(p, in.Members), TemplateHash: hash,
+		MemberBackend: built.Backend}
 	c := plan.Counters
 	wired := slices.Contains(in.Wired, p.Spec.Backend.Type)
 	// buildable: wired, and nothing the pool asks for is refused here.
@@ -193,7 +205,7 @@ func Decide(in Input) Plan {
 	}
 
 	grace := cmp.Or(in.SignalGrace, DefaultSignalGrace)
-	absent, requeue := absentSignals(p, in.Members, in.Now, grace)
+	absent, requeue := absentSignals(p, RealNodes(built.Backend), in.Members, in.Now, grace)
 	failing := backendFailing(in.Members)
 	// A member that fails while the pool is short keeps it short.
 	failingShort := p.Status.Failures > 0 && c.Ready < sz.warm
@@ -210,6 +222,9 @@ func Decide(in Input) Plan {
 	}
 	if in.NetworkPolicy != nil {
 		plan.Conditions = append(plan.Conditions, in.NetworkPolicy.Condition)
+	}
+	if nc := nodesCondition(&p.Spec, in.DefaultNodes); nc != nil && wired {
+		plan.Conditions = append(plan.Conditions, *nc)
 	}
 	plan.Conditions = append(plan.Conditions, niCond, readyCond)
 
@@ -366,8 +381,8 @@ func cmpBool(a, b bool) int {
 // absentSignals returns the gates that no member has ever been seen to pass
 // while some member has been Provisioned for longer than grace, and how long
 // until another member's grace runs out.
-func absentSignals(p *kobev1.ClusterPool, members []kobev1.ClusterInstance, now time.Time, grace time.Duration) (absent []absentGate, requeue time.Duration) {
-	for _, gate := range MemberGates(p.Spec.Backend, p.Spec.ReadinessGates) {
+func absentSignals(p *kobev1.ClusterPool, nodes int32, members []kobev1.ClusterInstance, now time.Time, grace time.Duration) (absent []absentGate, requeue time.Duration) {
+	for _, gate := range MemberGates(nodes, p.Spec.ReadinessGates) {
 		g, builtin := gate.Key(), kobev1.IsBuiltinGate(gate.Type)
 		passed := false
 		var stuck []string

@@ -78,7 +78,7 @@ func gate(t string) func(*kobev1.ClusterPool) {
 	}
 }
 func nodes(n int32) func(*kobev1.ClusterPool) {
-	return func(p *kobev1.ClusterPool) { p.Spec.Backend.Local = &kobev1.LocalBackendSpec{Nodes: n} }
+	return func(p *kobev1.ClusterPool) { p.Spec.Backend.Local = &kobev1.LocalBackendSpec{Nodes: ptr.To[int32](n)} }
 }
 func size(n int32) func(*kobev1.ClusterPool) {
 	return func(p *kobev1.ClusterPool) { p.Spec.Size = ptr.To(n) }
@@ -499,7 +499,7 @@ func TestTemplateHash(t *testing.T) {
 	}{
 		{"local, size 2", kobev1.ClusterPoolSpec{Size: ptr.To[int32](2), Backend: kobev1.BackendSpec{Type: kobev1.BackendLocal}}, "d4660e896b3bb864"},
 		{"local with nodes and a version", kobev1.ClusterPoolSpec{
-			Backend: kobev1.BackendSpec{Type: kobev1.BackendLocal, Local: &kobev1.LocalBackendSpec{Nodes: 1}},
+			Backend: kobev1.BackendSpec{Type: kobev1.BackendLocal, Local: &kobev1.LocalBackendSpec{Nodes: ptr.To[int32](1)}},
 			Cluster: kobev1.ClusterTemplate{Version: "v1.37.2"}}, "f057d3ea4156bb55"},
 		{"kubernetes, empty bootstraps", kobev1.ClusterPoolSpec{Backend: kobev1.BackendSpec{Type: kobev1.BackendKubernetes}, Bootstraps: []kobev1.BootstrapRef{}}, "36fef408254d268b"},
 	}

@@ -60,6 +60,14 @@ const (
 )
 
 var invalidCases = []invalidCase{
+	{name: "pool preloadImages with nodes 0", kind: pool, spec: `backend: {type: local, local: {nodes: 0, preloadImages: [a.tar]}}`,
+		want: []string{"spec.backend.local", "backend.local.preloadImages needs real nodes"}},
+	{name: "pool preloadImages with scheduling and nodes unset", kind: pool, spec: `backend: {type: local, local: {scheduling: true, preloadImages: [a.tar]}}`,
+		want: []string{"spec.backend.local", "backend.local.preloadImages needs real nodes"}},
+	{name: "pool scheduling and real nodes", kind: pool, spec: `backend: {type: local, local: {scheduling: true, nodes: 1}}`,
+		want: []string{"spec.backend.local", "exclude each other"}},
+	{name: "pool more nodes than 4", kind: pool, spec: `backend: {type: kubernetes, kubernetes: {nodes: 5}}`,
+		want: []string{"spec.backend.kubernetes.nodes", "less than or equal to 4"}},
 	// ClusterPool
 	{name: "pool registry mirror without endpoints", kind: pool, spec: `cluster: {registryMirrors: [{registry: docker.io, endpoints: []}]}`,
 		want: []string{"spec.cluster.registryMirrors[0].endpoints", "at least 1"}},
@@ -257,6 +265,16 @@ var invalidCases = []invalidCase{
 }
 
 var validCases = []validCase{
+	// nodes unset takes the operator's default; an explicit 0 (API-only
+	// members) is kept as written, not dropped as an empty value.
+	{name: "pool preloadImages with nodes unset", kind: pool, spec: `backend: {type: local, local: {preloadImages: [a.tar]}}`,
+		want: map[string]string{"spec.backend.local.preloadImages": "[a.tar]"}},
+	{name: "pool local nodes 0", kind: pool, spec: `backend: {type: local, local: {nodes: 0}}`,
+		want: map[string]string{"spec.backend.local.nodes": "0"}},
+	{name: "pool kubernetes nodes 0", kind: pool, spec: `backend: {type: kubernetes, kubernetes: {nodes: 0}}`,
+		want: map[string]string{"spec.backend.kubernetes.nodes": "0"}},
+	{name: "pool scheduling with nodes 0", kind: pool, spec: `backend: {type: local, local: {scheduling: true, nodes: 0}}`,
+		want: map[string]string{"spec.backend.local.nodes": "0"}},
 	{name: "pool with registry mirrors of one registry and of every registry", kind: pool, spec: `cluster:
   registryMirrors:
   - {registry: docker.io, endpoints: ["https://mirror.internal:5000", "http://10.1.2.3:5000/cache"]}

@@ -58,7 +58,7 @@ func TestLeasedMemberWithANode(t *testing.T) {
 				Size: ptr.To[int32](1),
 				TTL:  &metav1.Duration{Duration: 30 * time.Minute},
 				Backend: kobev1.BackendSpec{Type: kobev1.BackendKubernetes, Kubernetes: &kobev1.KubernetesBackendSpec{
-					Nodes:  2,
+					Nodes:  ptr.To[int32](2),
 					Images: &kobev1.KubernetesImages{Node: nodeImage, PullPolicy: corev1.PullNever},
 				}},
 				Access: &kobev1.AccessSpec{Mode: kobev1.AccessProxy},

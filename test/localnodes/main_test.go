@@ -146,8 +146,9 @@ func runWithOperator(m *testing.M) (int, error) {
 			Spec: kobev1.ClusterPoolSpec{
 				Size: ptr.To[int32](1),
 				TTL:  &metav1.Duration{Duration: 30 * time.Minute},
+				// nodes unset: the operator's default (auto, below) gives
+				// each member one node on this host.
 				Backend: kobev1.BackendSpec{Type: kobev1.BackendLocal, Local: &kobev1.LocalBackendSpec{
-					Nodes:         1,
 					PreloadImages: []string{testappArchive},
 				}},
 				Access: &kobev1.AccessSpec{Mode: mode},
@@ -169,6 +170,7 @@ func runWithOperator(m *testing.M) (int, error) {
 		"--local-node-bin-dir", hostcluster.NodeBinDir(),
 		"--local-node-agent", filepath.Join(s.Bin, "kobe-node"),
 		"--local-image-dir", imageDir,
+		"--local-default-nodes=auto",
 	); err != nil {
 		return 1, err
 	}

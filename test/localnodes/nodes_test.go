@@ -20,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -153,6 +155,16 @@ func runWorkload(t *testing.T, pool string) *workload {
 		return nil
 	})
 	t.Logf("pool %s Ready after %v", pool, time.Since(began).Round(time.Millisecond))
+	// The pool leaves nodes unset: its members have the operator's default
+	// node, and the pool says so.
+	p := &kobev1.ClusterPool{}
+	if err := s.Env.Client.Get(t.Context(), types.NamespacedName{Namespace: kobesuite.Namespace, Name: pool}, p); err != nil {
+		t.Fatal(err)
+	}
+	if c := meta.FindStatusCondition(p.Status.Conditions, kobev1.ConditionNodes); c == nil || c.Status != metav1.ConditionTrue ||
+		c.Reason != kobev1.ReasonNodesRun || !strings.Contains(c.Message, "unset, this operator's default") {
+		t.Errorf("pool %s's Nodes condition: %+v, want True NodesRun from the default", pool, c)
+	}
 
 	// The kubeconfig outlives this subtest: the next ones use it.
 	w.kubeconfig = filepath.Join(s.Work, pool+".kubeconfig")
@@ -345,10 +357,21 @@ func podSecurity(t *testing.T, w, other *workload) {
 
 // storageManifest is a claim of the default class and a Job that runs
 // testapp with args on it (a Job: a pod of one run, as a CI step is).
-func storageManifest(job string, args ...string) string {
+// storageManifest is the claim "data" and Job job whose container c runs
+// testapp with args on it; with service set, a second container "svc"
+// fetches that URL (a Service by its name: cluster DNS and kube-proxy).
+func storageManifest(job, service string, args ...string) string {
 	q := make([]string, len(args))
 	for i, a := range args {
 		q[i] = strconv.Quote(a)
+	}
+	svc := ""
+	if service != "" {
+		svc = `
+      - name: svc
+        image: ` + testappImage + `
+        imagePullPolicy: Never
+        command: [/testapp, get, ` + strconv.Quote(service) + `]`
 	}
 	return `apiVersion: v1
 kind: PersistentVolumeClaim
@@ -372,7 +395,7 @@ spec:
         image: ` + testappImage + `
         imagePullPolicy: Never
         command: [/testapp, ` + strings.Join(q, ", ") + `]
-        volumeMounts: [{name: data, mountPath: /data}]
+        volumeMounts: [{name: data, mountPath: /data}]` + svc + `
       volumes:
       - name: data
         persistentVolumeClaim: {claimName: data}
@@ -383,17 +406,17 @@ func storage(t *testing.T, w *workload) {
 	if sc := testenv.MustKubectl(t, w.kubeconfig, "get", "storageclass", "-o", `jsonpath={range .items[*]}{.metadata.name} {.metadata.annotations.storageclass\.kubernetes\.io/is-default-class}{end}`); sc != "standard true" {
 		t.Fatalf("storage classes: %q, want standard as the default", sc)
 	}
-	runJob := func(name string, args ...string) string {
+	runJob := func(name, service string, args ...string) string {
 		t.Helper()
-		if out, err := testenv.Kubectl(t, w.kubeconfig, "apply", "-f", writeFile(t, storageManifest(name, args...))); err != nil {
+		if out, err := testenv.Kubectl(t, w.kubeconfig, "apply", "-f", writeFile(t, storageManifest(name, service, args...))); err != nil {
 			t.Fatalf("kubectl apply: %v\n%s", err, out)
 		}
 		if out, err := testenv.Kubectl(t, w.kubeconfig, "wait", "--for=condition=Complete", "job/"+name, "--timeout=60s"); err != nil {
 			t.Fatalf("job %s did not complete: %v\n%s\n%s", name, err, out, describe(t, w))
 		}
-		return testenv.MustKubectl(t, w.kubeconfig, "logs", "job/"+name)
+		return testenv.MustKubectl(t, w.kubeconfig, "logs", "job/"+name, "-c", "c")
 	}
-	runJob("writer", "write", "/data/hello", "kept across pods")
+	runJob("writer", "", "write", "/data/hello", "kept across pods")
 	pv := testenv.MustKubectl(t, w.kubeconfig, "get", "pvc", "data", "-o", "jsonpath={.spec.volumeName} {.status.phase}")
 	name, phase, _ := strings.Cut(pv, " ")
 	if phase != "Bound" || !strings.HasPrefix(name, "pvc-") {
@@ -404,8 +427,13 @@ func storage(t *testing.T, w *workload) {
 	if len(dirs) != 1 {
 		t.Fatalf("volume %s has %d directories under the member's nodes (%v), want 1", name, len(dirs), dirs)
 	}
-	if got := runJob("reader", "read", "/data/hello"); got != "kept across pods" {
+	// The issue's check: a Job of the default pool's member reads the
+	// volume back and reaches the Deployment by its Service's name.
+	if got := runJob("reader", "http://testapp/", "read", "/data/hello"); got != "kept across pods" {
 		t.Errorf("the second pod read %q from the claim", got)
+	}
+	if got := testenv.MustKubectl(t, w.kubeconfig, "logs", "job/reader", "-c", "svc"); !strings.HasPrefix(got, w.podName) {
+		t.Errorf("the Job's GET http://testapp/ answered %q, want the Deployment's pod %s", got, w.podName)
 	}
 	testenv.MustKubectl(t, w.kubeconfig, "delete", "job", "writer", "reader", "--wait")
 	testenv.MustKubectl(t, w.kubeconfig, "delete", "pvc", "data", "--wait")

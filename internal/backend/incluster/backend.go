@@ -42,6 +42,9 @@ type Options struct {
 	Log logr.Logger
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
+	// DefaultNodes answers backend.NodeDefaulter (nil: members get no node
+	// unless their pool asks).
+	DefaultNodes func(spec *kobev1.ClusterPoolSpec) (int32, string)
 }
 
 // DefaultUnschedulableTimeout is Options.UnschedulableTimeout's default.
@@ -53,9 +56,10 @@ type Backend struct {
 }
 
 var (
-	_ backend.Backend    = (*Backend)(nil)
-	_ backend.Sweeper    = (*Backend)(nil)
-	_ backend.LeakFinder = (*Backend)(nil)
+	_ backend.Backend       = (*Backend)(nil)
+	_ backend.Sweeper       = (*Backend)(nil)
+	_ backend.LeakFinder    = (*Backend)(nil)
+	_ backend.NodeDefaulter = (*Backend)(nil)
 )
 
 // New checks the options and returns the Backend.
@@ -83,6 +87,14 @@ func New(o Options) (*Backend, error) {
 
 // Type implements backend.Backend.
 func (b *Backend) Type() kobev1.BackendType { return b.opts.Type }
+
+// DefaultNodes implements backend.NodeDefaulter with Options.DefaultNodes.
+func (b *Backend) DefaultNodes(spec *kobev1.ClusterPoolSpec) (int32, string) {
+	if b.opts.DefaultNodes == nil {
+		return 0, "the " + string(b.opts.Type) + " backend gives members no node unless the pool asks"
+	}
+	return b.opts.DefaultNodes(spec)
+}
 
 // Capabilities implements backend.Backend.
 func (b *Backend) Capabilities() backend.Capabilities { return b.opts.Capabilities }

@@ -7,6 +7,8 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kunobi-ninja/kobe/internal/backend"
 )
 
 // Flags are the operator's flags of the kubernetes backend and of what
@@ -23,6 +25,8 @@ type Flags struct {
 	// BootstrapJobs runs the Jobs of BootstrapConfigs for this backend's
 	// members (the pool and instance controllers' BootstrapJobs).
 	BootstrapJobs bool
+	// DefaultNodes is Options.DefaultNodes.
+	DefaultNodes backend.NodesDefault
 }
 
 // Bind registers the flags on fs with their defaults.
@@ -30,6 +34,8 @@ func (f *Flags) Bind(fs *flag.FlagSet) {
 	fs.BoolVar(&f.Disable, "disable-kubernetes-backend", false, "Do not wire the kubernetes backend (members as etcd, kube-apiserver and kube-controller-manager pods in --namespace of the host cluster).")
 	fs.BoolVar(&f.RequireNetworkPolicyEnforcement, "require-network-policy-enforcement", true, "Kubernetes backend pools build and hand out members only once a probe (pods in --namespace, the pool's etcd image) proved that the host cluster's CNI enforces NetworkPolicy, on which each member's isolation rests. false: members are handed out on a CNI that does not enforce it (not isolated from each other or from the host cluster's pods); pools still report the verdict (condition NetworkPolicyEnforced).")
 	fs.StringVar(&f.OperatorSelector, "member-network-policy-operator-selector", "app.kubernetes.io/name=kobe", "Labels (k=v,...) of the operator's pods: each kubernetes-backend member's NetworkPolicy lets only them (and, for Direct access, anyone) reach its API port. The default matches the chart's pods.")
+	f.DefaultNodes = backend.NodesDefault{Auto: true}
+	fs.Var(&f.DefaultNodes, "kubernetes-default-nodes", "Node pods of a kubernetes backend member whose pool leaves backend.kubernetes.nodes unset: auto (1, or 0 when the member's version is older than the kubelet of kobe's node image and the pool names no images.node; the pool's Nodes condition says why) or a number from 0 to 4.")
 	fs.BoolVar(&f.BootstrapJobs, "bootstrap-jobs", false, "Run the Jobs of BootstrapConfigs (in the operator's namespace of the host cluster, which must have nodes) for kubernetes backend members. Without it a pool naming a Job bundle builds no member and says why.")
 }
 
@@ -50,7 +56,7 @@ func (f Flags) Options(c client.Client, namespace string, log logr.Logger) (Opti
 	if err != nil {
 		return Options{}, err
 	}
-	return Options{Client: c, Namespace: namespace, OperatorSelector: sel, Log: log}, nil
+	return Options{Client: c, Namespace: namespace, OperatorSelector: sel, Log: log, DefaultNodes: f.DefaultNodes}, nil
 }
 
 func (f Flags) operatorSelector() (labels.Set, error) {

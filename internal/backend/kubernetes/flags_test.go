@@ -6,13 +6,15 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"github.com/kunobi-ninja/kobe/internal/backend"
 	kubebackend "github.com/kunobi-ninja/kobe/internal/backend/kubernetes"
 	"github.com/kunobi-ninja/kobe/internal/testenv/flagtest"
 )
 
 func TestFlagDefaults(t *testing.T) {
 	f := flagtest.Parse[kubebackend.Flags](t)
-	want := kubebackend.Flags{OperatorSelector: "app.kubernetes.io/name=kobe", RequireNetworkPolicyEnforcement: true}
+	want := kubebackend.Flags{OperatorSelector: "app.kubernetes.io/name=kobe", RequireNetworkPolicyEnforcement: true,
+		DefaultNodes: backend.NodesDefault{Auto: true}}
 	if f != want {
 		t.Errorf("defaults %+v, want %+v", f, want)
 	}
@@ -23,7 +25,7 @@ func TestFlagDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.Namespace != "kobe-system" || !reflect.DeepEqual(o.OperatorSelector, map[string]string{"app.kubernetes.io/name": "kobe"}) {
+	if o.Namespace != "kobe-system" || o.DefaultNodes != f.DefaultNodes || !reflect.DeepEqual(o.OperatorSelector, map[string]string{"app.kubernetes.io/name": "kobe"}) {
 		t.Errorf("options %+v", o)
 	}
 }
@@ -38,6 +40,7 @@ func TestFlagRefusals(t *testing.T) {
 		{"several labels", []string{"--member-network-policy-operator-selector=app.kubernetes.io/instance=kobe,app.kubernetes.io/name=kobe"}, ""},
 		{"not k=v", []string{"--member-network-policy-operator-selector=kobe"}, "--member-network-policy-operator-selector:"},
 		{"not k=v, backend disabled", []string{"--member-network-policy-operator-selector=kobe", "--disable-kubernetes-backend"}, ""},
+		{"default nodes a number", []string{"--kubernetes-default-nodes=2"}, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 
+	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/backend"
 	"github.com/kunobi-ninja/kobe/internal/backend/incluster"
 	"github.com/kunobi-ninja/kobe/internal/clusterdns"
@@ -107,9 +108,28 @@ func DefaultNodeImage() string {
 // nodeCount is the member's number of node pods.
 func nodeCount(m backend.Member) int {
 	if k := spec(m); k != nil {
-		return int(k.Nodes)
+		return int(ptr.Deref(k.Nodes, 0))
 	}
 	return 0
+}
+
+// defaultNodes is how many node pods a member of a pool with this spec
+// gets when the pool leaves nodes unset: d's count (Auto: 1), or none
+// when its version would need a node image the pool does not name
+// (nodeSkew), which is said rather than failing every member.
+func defaultNodes(d backend.NodesDefault, spec *kobev1.ClusterPoolSpec) (int32, string) {
+	n := d.Count
+	if d.Auto {
+		n = 1
+	}
+	if n == 0 {
+		return 0, "this operator's --kubernetes-default-nodes is 0"
+	}
+	m := backend.Member{Spec: kobev1.ClusterInstanceSpec{Backend: spec.Backend, Cluster: spec.Cluster}}
+	if err := nodeSkew(m, int(n)); err != nil {
+		return 0, err.Error()
+	}
+	return n, ""
 }
 
 // nodeSkew refuses node pods whose kubelet would be newer than the member's

@@ -1,6 +1,8 @@
 package kubernetes
 
 import (
+	"github.com/kunobi-ninja/kobe/internal/backend"
+
 	"time"
 
 	"github.com/go-logr/logr"
@@ -31,4 +33,7 @@ type Options struct {
 	// image: a node image built with the images a member's workload needs
 	// runs them without a registry (imagePullPolicy Never or IfNotPresent).
 	NodePreload []string
+	// DefaultNodes is how many node pods a member gets when its pool
+	// leaves backend.kubernetes.nodes unset (zero: none; Auto: 1).
+	DefaultNodes backend.NodesDefault
 }

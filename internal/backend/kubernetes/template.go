@@ -391,5 +391,6 @@ func New(o Options) (*incluster.Backend, error) {
 		OperatorSelector:     o.OperatorSelector,
 		UnschedulableTimeout: o.UnschedulableTimeout,
 		Log:                  o.Log,
+		DefaultNodes:         func(spec *kobev1.ClusterPoolSpec) (int32, string) { return defaultNodes(o.DefaultNodes, spec) },
 	})
 }

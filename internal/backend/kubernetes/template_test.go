@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/backend"
@@ -204,7 +205,7 @@ func TestStorageOverrides(t *testing.T) {
 		{"smaller disk", &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceEphemeralStorage: resource.MustParse("512Mi")}}, "512Mi", "512Mi"},
 		{"request only", &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceEphemeralStorage: resource.MustParse("20Gi")}}, "20Gi", "20Gi"},
 	} {
-		m := member("", &kobev1.KubernetesBackendSpec{Nodes: 1, Resources: &kobev1.KubernetesResources{Node: tc.node}})
+		m := member("", &kobev1.KubernetesBackendSpec{Nodes: ptr.To[int32](1), Resources: &kobev1.KubernetesResources{Node: tc.node}})
 		pods, err := Template{}.Pods(incluster.RenderInput{Member: m, ClusterIP: "198.19.0.9", APIPort: APIPort, PKIDir: "/pki"})
 		if err != nil {
 			t.Fatal(err)
@@ -224,7 +225,7 @@ func TestStorageOverrides(t *testing.T) {
 }
 
 func TestNodes(t *testing.T) {
-	m := member("", &kobev1.KubernetesBackendSpec{Nodes: 2, Resources: &kobev1.KubernetesResources{
+	m := member("", &kobev1.KubernetesBackendSpec{Nodes: ptr.To[int32](2), Resources: &kobev1.KubernetesResources{
 		Node: &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("3Gi")}},
 	}})
 	tpl := Template{NodeImage: "kobe.local/kobe-node:v1", NodePreload: []string{"/images/app.tar"}}
@@ -378,7 +379,7 @@ func TestVersionFlags(t *testing.T) {
 // Node pods never run a kubelet newer than the member's API server.
 func TestNodeSkew(t *testing.T) {
 	nodes := func(img string) *kobev1.KubernetesBackendSpec {
-		k := &kobev1.KubernetesBackendSpec{Nodes: 1}
+		k := &kobev1.KubernetesBackendSpec{Nodes: ptr.To[int32](1)}
 		if img != "" {
 			k.Images = &kobev1.KubernetesImages{Node: img}
 		}
@@ -398,5 +399,42 @@ func TestNodeSkew(t *testing.T) {
 		if (err == nil) != tc.ok || err != nil && !strings.Contains(err.Error(), "images.node") {
 			t.Errorf("%s: Settings = %v, want ok %v", tc.name, err, tc.ok)
 		}
+	}
+}
+
+func TestDefaultNodes(t *testing.T) {
+	pool := func(version, nodeImage string) *kobev1.ClusterPoolSpec {
+		s := &kobev1.ClusterPoolSpec{Backend: kobev1.BackendSpec{Type: kobev1.BackendKubernetes}, Cluster: kobev1.ClusterTemplate{Version: version}}
+		if nodeImage != "" {
+			s.Backend.Kubernetes = &kobev1.KubernetesBackendSpec{Images: &kobev1.KubernetesImages{Node: nodeImage}}
+		}
+		return s
+	}
+	for _, tc := range []struct {
+		name string
+		d    backend.NodesDefault
+		spec *kobev1.ClusterPoolSpec
+		want int32
+		why  string
+	}{
+		{"auto: one node pod", backend.NodesDefault{Auto: true}, pool("", ""), 1, ""},
+		{"a count", backend.NodesDefault{Count: 2}, pool("", ""), 2, ""},
+		{"0 says whose choice it is", backend.NodesDefault{}, pool("", ""), 0, "--kubernetes-default-nodes is 0"},
+		{"an older minor without its node image gets none, and why", backend.NodesDefault{Auto: true}, pool("1.36.3", ""), 0, "images.node"},
+		{"an older minor with its node image", backend.NodesDefault{Auto: true}, pool("1.36.3", "registry.example/kobe-node:1.36.3"), 1, ""},
+	} {
+		n, why := defaultNodes(tc.d, tc.spec)
+		if n != tc.want || !strings.Contains(why, tc.why) || (tc.want > 0) != (why == "") {
+			t.Errorf("%s: defaultNodes = %d, %q; want %d, %q", tc.name, n, why, tc.want, tc.why)
+		}
+	}
+	// The backend answers through backend.NodeDefaulter.
+	b, err := New(Options{Client: fake.NewClientBuilder().Build(), Namespace: "kobe-system", OperatorSelector: map[string]string{"app": "kobe"}, DefaultNodes: backend.NodesDefault{Count: 3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d backend.NodeDefaulter = b
+	if n, _ := d.DefaultNodes(pool("", "")); n != 3 {
+		t.Errorf("the backend's DefaultNodes = %d, want the option's 3", n)
 	}
 }

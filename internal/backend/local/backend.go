@@ -77,6 +77,10 @@ type Options struct {
 	// no floor): below it Observe reports members Failed, the largest
 	// first, and Create refuses new ones.
 	MinFreeDisk DiskFloor
+	// DefaultNodes is how many real nodes a member gets when its pool
+	// leaves backend.local.nodes unset (zero: none; Auto: 1 where this host
+	// can run nodes).
+	DefaultNodes backend.NodesDefault
 }
 
 // Backend runs members as local processes. It is safe for concurrent use.

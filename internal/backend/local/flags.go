@@ -10,6 +10,8 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/kunobi-ninja/kobe/internal/backend"
 )
 
 // defaultMaxMembersFlag is --local-max-members' default: 16 members idle at
@@ -33,6 +35,8 @@ type Flags struct {
 	MaxMembers      int
 	MemberDiskLimit resource.QuantityValue
 	MinFreeDisk     DiskFloor
+	// DefaultNodes is Options.DefaultNodes.
+	DefaultNodes backend.NodesDefault
 }
 
 // Bind registers the flags on fs with their defaults.
@@ -49,6 +53,8 @@ func (f *Flags) Bind(fs *flag.FlagSet) {
 	fs.IntVar(&f.MaxMembers, "local-max-members", defaultMaxMembersFlag, "Most ClusterInstances of backend local that this operator keeps at once across all its pools (any phase, being deleted included); a pool that wants more creates nothing and reports Capacity HostCapacityReached until members go away. 0 removes the cap. The default fits a 2-core host: each member idles at about 5% of a core (docs/benchmarks.md) and one with a real node holds about 0.5 GiB.")
 	f.MemberDiskLimit, f.MinFreeDisk = resource.QuantityValue{Quantity: DefaultMemberDiskLimit.DeepCopy()}, DefaultMinFreeDisk
 	fs.Var(&f.MemberDiskLimit, "local-member-disk-limit", "Most disk a local member's data directory may take (etcd, logs and, with nodes, images, writable layers, emptyDirs and pod logs), as a quantity (20Gi); a member above it is reported failed and recycled, a leased one ending its lease. Measured at most every 30s. 0 removes the limit.")
+	f.DefaultNodes = backend.NodesDefault{Auto: true}
+	fs.Var(&f.DefaultNodes, "local-default-nodes", "Real nodes of a local member whose pool leaves backend.local.nodes unset: auto (1 where this operator can run nodes: root, the node binaries and images; else 0, and the pool's Nodes condition says why) or a number from 0 to 4.")
 	fs.Var(&f.MinFreeDisk, "local-min-free-disk", "Free space the file system of --local-data-dir keeps, as a percentage of its size (5%) or a quantity (2Gi): below it local members are reported failed, the largest first, until their removal restores it, and no new one is created. 0 removes the floor.")
 }
 
@@ -69,5 +75,6 @@ func (f Flags) Options(log logr.Logger) Options {
 		NodeBinDir: f.NodeBinDir, NodeAgent: f.NodeAgent, ImageDir: f.ImageDir,
 		PauseImage: f.PauseImage, MaxMembers: f.MaxMembers,
 		MemberDiskLimit: f.MemberDiskLimit.Value(), MinFreeDisk: f.MinFreeDisk,
+		DefaultNodes: f.DefaultNodes,
 	}
 }

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/utils/ptr"
+
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/backend"
 	"github.com/kunobi-ninja/kobe/internal/gates"
@@ -72,7 +74,7 @@ func BenchmarkMeasureMember(bench *testing.B) {
 				m.Spec.Backend.Local = &kobev1.LocalBackendSpec{Scheduling: true}
 			}
 			if withNodes {
-				m.Spec.Backend.Local = &kobev1.LocalBackendSpec{Nodes: 1}
+				m.Spec.Backend.Local = &kobev1.LocalBackendSpec{Nodes: ptr.To[int32](1)}
 			}
 			start := time.Now()
 			if err := b.Create(t.Context(), m); err != nil {
@@ -123,7 +125,7 @@ func passMemberGates(t testing.TB, b *Backend, m backend.Member) (time.Duration,
 	if err != nil {
 		return 0, err
 	}
-	gs := pool.MemberGates(kobev1.BackendSpec{Type: kobev1.BackendLocal, Local: m.Spec.Backend.Local}, nil)
+	gs := pool.MemberGates(pool.RealNodes(kobev1.BackendSpec{Type: kobev1.BackendLocal, Local: m.Spec.Backend.Local}), nil)
 	if !kobev1.HasGate(gs, kobev1.GateDNSHealthy) {
 		return 0, fmt.Errorf("gates %v: want those of a member with nodes", kobev1.GateKeys(gs))
 	}

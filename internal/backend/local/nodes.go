@@ -20,6 +20,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/addressguard"
@@ -78,7 +79,7 @@ func nodeCount(m backend.Member) int {
 	if m.Spec.Backend.Local == nil {
 		return 0
 	}
-	return int(m.Spec.Backend.Local.Nodes)
+	return int(ptr.Deref(m.Spec.Backend.Local.Nodes, 0))
 }
 
 // NodeName is the name of node i of a member in the member's API.
@@ -666,3 +667,24 @@ func (b *Backend) NodeSlot(m backend.Member) (slot int, ok bool, err error) {
 
 // MemberDir is a member's data directory.
 func (b *Backend) MemberDir(m backend.Member) string { return b.paths(m).dir }
+
+// DefaultNodes implements backend.NodeDefaulter: Options.DefaultNodes, and
+// with Auto one node where this host can run the nodes of the pool's
+// version, none (saying what is missing) where it cannot.
+func (b *Backend) DefaultNodes(spec *kobev1.ClusterPoolSpec) (int32, string) {
+	d := b.opts.DefaultNodes
+	if !d.Auto {
+		if d.Count == 0 {
+			return 0, "this operator's --local-default-nodes is 0"
+		}
+		return d.Count, ""
+	}
+	v := strings.TrimPrefix(spec.Cluster.Version, "v")
+	if v == "" {
+		v = b.defaultVersion()
+	}
+	if err := b.checkNodePrereqs(v); err != nil {
+		return 0, strings.TrimPrefix(err.Error(), backend.ErrUnavailable.Error()+": ")
+	}
+	return 1, ""
+}

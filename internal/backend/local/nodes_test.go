@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 
+	"k8s.io/utils/ptr"
+
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/backend"
 	"github.com/kunobi-ninja/kobe/internal/clusterdns"
@@ -40,7 +42,7 @@ func TestNodeImages(t *testing.T) {
 		t.Fatal(err)
 	}
 	member := func(images ...string) backend.Member {
-		return backend.Member{Spec: kobev1.ClusterInstanceSpec{Backend: kobev1.BackendSpec{Local: &kobev1.LocalBackendSpec{Nodes: 1, PreloadImages: images}}}}
+		return backend.Member{Spec: kobev1.ClusterInstanceSpec{Backend: kobev1.BackendSpec{Local: &kobev1.LocalBackendSpec{Nodes: ptr.To[int32](1), PreloadImages: images}}}}
 	}
 	got, err := nodeImages(dir, member("app.tar", "app.tar"))
 	if err != nil {
@@ -152,7 +154,7 @@ func TestNodeMemberRefusedWithoutPrereqs(t *testing.T) {
 	}
 	defer b.Close()
 	m := newMember("n")
-	m.Spec.Backend.Local = &kobev1.LocalBackendSpec{Nodes: 1}
+	m.Spec.Backend.Local = &kobev1.LocalBackendSpec{Nodes: ptr.To[int32](1)}
 	err = b.Create(t.Context(), m)
 	if !errors.Is(err, backend.ErrUnavailable) {
 		t.Fatalf("Create = %v, want ErrUnavailable", err)
@@ -166,7 +168,7 @@ func TestNodeMemberRefusedWithoutPrereqs(t *testing.T) {
 	if _, statErr := os.Stat(b.MemberDir(m)); statErr == nil {
 		t.Error("Create left a member directory behind")
 	}
-	m.Spec.Backend.Local.Nodes = node.MaxNodes + 1
+	m.Spec.Backend.Local.Nodes = ptr.To[int32](node.MaxNodes + 1)
 	if err := b.Create(t.Context(), m); !errors.Is(err, backend.ErrInvalidSpec) {
 		t.Errorf("Create with %d nodes = %v, want ErrInvalidSpec", node.MaxNodes+1, err)
 	}

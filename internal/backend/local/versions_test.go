@@ -94,3 +94,30 @@ func TestVersionsOfAPlainBinDir(t *testing.T) {
 		t.Errorf("a sibling of a plain BinDir was taken for version %s", v)
 	}
 }
+
+func TestDefaultNodes(t *testing.T) {
+	b := versionTree(t, "1.37.2", "1.36.3")
+	spec := func(v string) *kobev1.ClusterPoolSpec {
+		return &kobev1.ClusterPoolSpec{Backend: kobev1.BackendSpec{Type: kobev1.BackendLocal}, Cluster: kobev1.ClusterTemplate{Version: v}}
+	}
+	if n, why := b.DefaultNodes(spec("")); n != 0 || why != "this operator's --local-default-nodes is 0" {
+		t.Errorf("the zero Options: %d, %q; want no node and whose choice it is", n, why)
+	}
+	b.opts.DefaultNodes = backend.NodesDefault{Count: 2}
+	if n, why := b.DefaultNodes(spec("")); n != 2 || why != "" {
+		t.Errorf("a count of 2: %d, %q", n, why)
+	}
+	// Auto on a host that lacks what nodes need (this tree has no kubelet;
+	// not root: not even that far): none, and what is missing.
+	b.opts.DefaultNodes = backend.NodesDefault{Auto: true}
+	want := map[string]string{"": "make node", "v1.36.3": "K8S_EXTRA_VERSIONS=1.36.3"}
+	for v, how := range want {
+		n, why := b.DefaultNodes(spec(v))
+		if os.Geteuid() != 0 {
+			how = "run as root"
+		}
+		if n != 0 || !strings.Contains(why, how) || strings.HasPrefix(why, backend.ErrUnavailable.Error()) {
+			t.Errorf("auto, version %q: %d, %q; want none, saying %q", v, n, why, how)
+		}
+	}
+}

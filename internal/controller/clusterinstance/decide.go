@@ -38,7 +38,7 @@ func settingsFor(p *kobev1.ClusterPool, inst *kobev1.ClusterInstance) settings {
 		creatingTimeout: DefaultCreatingTimeout,
 		interval:        DefaultHealthInterval,
 		threshold:       DefaultFailureThreshold,
-		gates:           pool.MemberGates(inst.Spec.Backend, nil),
+		gates:           pool.MemberGates(pool.RealNodes(inst.Spec.Backend), nil),
 		nodes:           pool.RealNodes(inst.Spec.Backend),
 	}
 	if p == nil {
@@ -55,7 +55,7 @@ func settingsFor(p *kobev1.ClusterPool, inst *kobev1.ClusterInstance) settings {
 			s.threshold = hc.FailureThreshold
 		}
 	}
-	s.gates = pool.MemberGates(inst.Spec.Backend, p.Spec.ReadinessGates)
+	s.gates = pool.MemberGates(pool.RealNodes(inst.Spec.Backend), p.Spec.ReadinessGates)
 	s.bootstraps = p.Spec.Bootstraps
 	return s
 }

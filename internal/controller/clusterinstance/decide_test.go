@@ -21,7 +21,7 @@ func TestSettingsFor(t *testing.T) {
 		t.Errorf("defaults = %+v", s)
 	}
 	withNodes := &kobev1.ClusterInstance{Spec: kobev1.ClusterInstanceSpec{Backend: kobev1.BackendSpec{
-		Type: kobev1.BackendLocal, Local: &kobev1.LocalBackendSpec{Nodes: 2}}}}
+		Type: kobev1.BackendLocal, Local: &kobev1.LocalBackendSpec{Nodes: ptr.To[int32](2)}}}}
 	if s := settingsFor(nil, withNodes); s.nodes != 2 || strings.Join(kobev1.GateKeys(s.gates), ",") != "APIServerReachable,InClusterToken,NodesReady,DNSHealthy" {
 		t.Errorf("a member with nodes whose pool is gone = %+v", s)
 	}

@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
@@ -39,7 +40,7 @@ func TestMemberWithNodesWaitsForTheProbe(t *testing.T) {
 	}
 	ns := h.namespace(t)
 	_, m := h.poolAndMember(t, ns, func(p *kobev1.ClusterPool) {
-		p.Spec.Backend.Local = &kobev1.LocalBackendSpec{Nodes: 1}
+		p.Spec.Backend.Local = &kobev1.LocalBackendSpec{Nodes: ptr.To[int32](1)}
 	})
 	nodesReady := func() (*kobev1.ClusterInstance, *metav1.Condition) {
 		got, ok := h.get(t, m)

@@ -247,7 +247,24 @@ func (r *Reconciler) plan(s *scope, members []kobev1.ClusterInstance) pool.Plan 
 		Pool: p, Members: members, QueueDepth: s.queue, Wired: wired,
 		Backend: r.capabilities(p.Spec.Backend.Type), Now: s.conds.Now, SignalGrace: r.SignalGrace, Host: s.host,
 		Bundles: s.bundles, JobBundles: s.jobBundles, JobsRefusal: r.jobsRefusal(p), NetworkPolicy: s.netpol,
+		DefaultNodes: r.defaultNodes(p),
 	})
+}
+
+// defaultNodes asks the wired backend of p's type how many nodes a member
+// gets when p leaves nodes unset; none when the backend has no nodes or is
+// not wired.
+func (r *Reconciler) defaultNodes(p *kobev1.ClusterPool) pool.NodeDefault {
+	b, ok := r.Backends.For(p.Spec.Backend.Type)
+	if !ok {
+		return pool.NodeDefault{Why: "the " + string(p.Spec.Backend.Type) + " backend is not wired"}
+	}
+	d, ok := b.(backend.NodeDefaulter)
+	if !ok {
+		return pool.NodeDefault{Why: "the " + string(p.Spec.Backend.Type) + " backend runs no nodes"}
+	}
+	n, why := d.DefaultNodes(&p.Spec)
+	return pool.NodeDefault{Count: n, Why: why}
 }
 
 // networkPolicy is the prober's verdict for a kubernetes backend pool's

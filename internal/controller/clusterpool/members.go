@@ -35,6 +35,7 @@ func (r *Reconciler) createMembers(ctx context.Context, s *scope) error {
 	p, plan := s.pool, s.plan
 	for _, n := range plan.Create {
 		m := pool.NewMember(p, n, plan.TemplateHash)
+		m.Spec.Backend = *plan.MemberBackend.DeepCopy()
 		if err := r.Client.Create(ctx, m); err != nil {
 			if apierrors.IsAlreadyExists(err) {
 				continue

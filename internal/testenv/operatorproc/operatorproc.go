@@ -157,6 +157,10 @@ func args(o Options, ports [3]int) []string {
 		"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[2]),
 		"--local-bin-dir", testenv.BinDir(),
 		"--local-data-dir", o.DataDir,
+		// Members are API-only unless a test's pool asks for nodes (or a
+		// test passes --local-default-nodes in Args): the host a test runs
+		// on must not decide what it tests.
+		"--local-default-nodes=0", "--kubernetes-default-nodes=0",
 	}
 	if o.TLS != nil {
 		a = append(a, "--api-tls-cert-file", o.TLS.CertFile, "--api-tls-key-file", o.TLS.KeyFile, "--api-tls-ca-file", o.TLS.CAFile)

@@ -96,7 +96,9 @@ func Values(repository, tag string) map[string]any {
 			// The real-node host's bridge CNI enforces no NetworkPolicy:
 			// its kubernetes pools would hand out nothing. Opted out here,
 			// on a single-tenant test host only.
-			"kubernetes": map[string]any{"requireNetworkPolicyEnforcement": false},
+			// Its pools run no node pods by default: the node image is
+			// not built for these tests (test/incluster runs node pods).
+			"kubernetes": map[string]any{"requireNetworkPolicyEnforcement": false, "defaultNodes": 0},
 		},
 	}
 }

@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
@@ -107,7 +108,7 @@ func TestNodePods(t *testing.T) {
 	tmpl := kubebackend.Template{NodeImage: nodeImage, NodePreload: []string{testappInNode}}
 	b := e.newBackend(t, tmpl, time.Minute)
 	spec := &kobev1.KubernetesBackendSpec{
-		Nodes:  1,
+		Nodes:  ptr.To[int32](1),
 		Images: &kobev1.KubernetesImages{PullPolicy: corev1.PullNever},
 		Resources: &kobev1.KubernetesResources{Node: &corev1.ResourceRequirements{
 			Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1536Mi")},

@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/backend"
@@ -113,7 +114,7 @@ func reopen(t *testing.T, dataRoot string) *local.Backend {
 func nodeMember(name string, nodes int32) backend.Member {
 	return backend.Member{
 		Namespace: "pool-ns", Name: name, UID: uuid.NewUUID(), Pool: "p",
-		Spec: kobev1.ClusterInstanceSpec{Backend: kobev1.BackendSpec{Type: kobev1.BackendLocal, Local: &kobev1.LocalBackendSpec{Nodes: nodes}}},
+		Spec: kobev1.ClusterInstanceSpec{Backend: kobev1.BackendSpec{Type: kobev1.BackendLocal, Local: &kobev1.LocalBackendSpec{Nodes: ptr.To[int32](nodes)}}},
 	}
 }
 
