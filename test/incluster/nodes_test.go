@@ -109,6 +109,7 @@ func TestLeasedMemberWithANode(t *testing.T) {
 	if out, err := testenv.Kubectl(t, kc, "logs", "pause"); err != nil {
 		t.Errorf("kubectl logs through the proxy: %v: %s", err, out)
 	}
+	began = time.Now()
 	workload := filepath.Join(f.work, "dns-and-storage.yaml")
 	if err := os.WriteFile(workload, []byte(dnsAndStorage), 0o600); err != nil {
 		t.Fatal(err)
@@ -127,6 +128,7 @@ func TestLeasedMemberWithANode(t *testing.T) {
 	if phase, _ := testenv.Kubectl(t, kc, "get", "pvc", "data", "-o", "jsonpath={.status.phase}"); phase != "Bound" {
 		t.Errorf("claim data is %q, want Bound", phase)
 	}
+	t.Logf("names resolved and a claim bound in %v", time.Since(began).Round(time.Millisecond))
 	f.crossNode(t, kc, nodes)
 	out, err = testenv.Kubectl(t, kc, "run", "priv", "--image=kobe.local/pause:v1", "--image-pull-policy=Never", "--restart=Never",
 		`--overrides={"apiVersion":"v1","spec":{"containers":[{"name":"priv","image":"kobe.local/pause:v1","imagePullPolicy":"Never","securityContext":{"privileged":true}}]}}`)
@@ -157,6 +159,7 @@ func TestLeasedMemberWithANode(t *testing.T) {
 
 	f.overlayHostile(t, kc, nodes)
 
+	began = time.Now()
 	if out, errOut, err := f.kobe(t, "release", l.ID); err != nil {
 		t.Fatalf("kobe release: %v\n%s%s", err, out, errOut)
 	}
@@ -179,6 +182,7 @@ func TestLeasedMemberWithANode(t *testing.T) {
 		}
 		return nil
 	})
+	t.Logf("released, the pool deleted and its host objects gone in %v", time.Since(began).Round(time.Millisecond))
 }
 
 // pausePod runs the pause image every node image carries; baseline admits it.
