@@ -156,6 +156,10 @@ $(IMAGE_DIR)/kube-%.tar: $(CONTROLPLANE_DIR)/kube-% $(IMAGE_TOOL)
 image-reproducible: ## Build the kobe-operator image in two fresh clones of HEAD, each with an empty Go build cache, and fail unless both are identical (slow: not in make test).
 	hack/image-reproducible.sh
 
+.PHONY: image-node-reproducible
+image-node-reproducible: ## Build the node pods' image in two fresh clones of HEAD (the Go build cache shared: the assembly is what is checked) and fail unless both are identical (root; slow: not in make test).
+	hack/image-reproducible.sh --node
+
 .PHONY: push
 push: image ## Push the kobe-operator image to $(REGISTRY)/kobe-operator:$(TAG) (needs a reachable registry; PUSH_FLAGS=--insecure for plain HTTP).
 	$(IMAGE_TOOL) push --image $(IMAGE_DIR)/kobe-operator.tar --ref $(REGISTRY)/kobe-operator:$(TAG) $(PUSH_FLAGS)
