@@ -23,6 +23,8 @@
 #   nginx (both tags)                   SUBSTITUTE: agnhost netexec serving
 #       HTTP on port 80 (no nginx here); specs that only need a web server on
 #       80 cannot tell, specs reading nginx's own pages would.
+#   kitten, nautilus                    agnhost test-webserver with the release's
+#       test/images/<name>/html files, as upstream.
 #   pause                               images/pause, as make image-pause.
 #
 # An image the specs may name but that is not built here is not faked: its
@@ -153,6 +155,22 @@ for l in $(ldd "$(command -v bash)" | awk '/=> \//{print $3} /^\t\/[^ ]*ld-linux
 	mode=0644
 	[[ $l == *ld-linux* ]] && mode=0755
 	bash_files+=(--file "$(readlink -f "$l"):$l:$mode")
+done
+# kitten and nautilus (kubectl's Update Demo): agnhost with the release's
+# own picture and data.json (test/images/<name>/html), serving them with
+# test-webserver, as upstream's Dockerfiles say.
+kube=$(cd "$root/bin/modules/e2e-$v" && go list -m -f '{{.Dir}}' k8s.io/kubernetes)
+cat >"$work/webserver-entry" <<'SH'
+#!/bin/sh
+[ $# -gt 0 ] || set -- test-webserver
+exec /agnhost "$@"
+SH
+for name in kitten nautilus; do
+	for ref in $(pick "$name"); do
+		build "$ref" "$(archive "$ref")" "${base[@]}" --file "$bindir/agnhost:/agnhost" \
+			--file "$kube/test/images/$name/html/$name.jpg:/$name.jpg:0644" --file "$kube/test/images/$name/html/data.json:/data.json:0644" \
+			--file "$work/webserver-entry:/webserver-entry" --entrypoint /webserver-entry
+	done
 done
 for ref in $(pick busybox); do
 	build "$ref" "$(archive "$ref")" --file "$bb:/bin/busybox" "${bash_files[@]}" $(for a in $("$bb" --list-full); do

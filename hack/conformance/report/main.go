@@ -204,7 +204,7 @@ func write(doc string, results map[string]Result) error {
 	p("(below), leases a member of a pool of that version and runs the `[Conformance]` specs of these areas against it:\n\n")
 	p("| area | the specs whose full text holds |\n|---|---|\n")
 	for _, a := range areas {
-		p("| %s | `%s` |\n", a.Name, strings.ReplaceAll(a.Prefix, `\`, ``))
+		p("| %s | `%s` |\n", a.Name, strings.ReplaceAll(strings.ReplaceAll(a.Prefix, `\`, ``), "|", `\|`))
 	}
 	p("\nginkgo's focus is `%s`; nothing is skipped by label (none of these areas' conformance specs is `[Serial]`, `[Disruptive]` or `[Slow]`).\n", focus())
 	p("A spec counted *skipped* was selected and then skipped by the suite itself at run time (its reason is in the run's log).\n\n")
@@ -248,9 +248,9 @@ func write(doc string, results map[string]Result) error {
 			if r.Note != "" {
 				p(" %s", r.Note)
 			}
-			p("\n\n| area | passed | failed | skipped |\n|---|---|---|---|\n")
+			p("\n\n| area | specs | passed | failed | skipped |\n|---|---|---|---|---|\n")
 			for _, c := range r.Areas {
-				p("| %s | %d | %d | %d |\n", c.Area, c.Passed, c.Failed, c.Skipped)
+				p("| %s | %d | %d | %d | %d |\n", c.Area, c.Passed+c.Failed+c.Skipped, c.Passed, c.Failed, c.Skipped)
 			}
 			if len(r.Failures) == 0 {
 				p("\nEvery selected spec passed.\n")
