@@ -95,12 +95,16 @@ func mirrorLines(mirrors map[string][]string) []string {
 	return out
 }
 
+// podBridge is the bridge of the node's pods (in the node's own network
+// namespace).
+const podBridge = "cni0"
+
 // cniConfig is the node's pod network: a bridge cni0 (in the node's own
 // network namespace) on PodCIDR, host-local leases under Dir, no
 // masquerading (the member's host routes pod ranges to the nodes). mtu,
 // when not 0, is the pods' MTU (a node pod's overlay's).
 func cniConfig(c *Config, mtu int) ([]byte, error) {
-	return BridgeConflist(BridgeNetwork{Name: "kobe", Bridge: "cni0", Subnet: c.PodCIDR, IPAMDir: filepath.Join(c.Dir, "cni", "ipam"), MTU: mtu})
+	return BridgeConflist(BridgeNetwork{Name: "kobe", Bridge: podBridge, Subnet: c.PodCIDR, IPAMDir: filepath.Join(c.Dir, "cni", "ipam"), MTU: mtu})
 }
 
 // BridgeNetwork is a CNI network of pods on one bridge.

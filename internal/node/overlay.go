@@ -49,7 +49,8 @@ import (
 // below the node pod's link; per peer a route of its pod range via its VTEP
 // address, a permanent neighbour and a forwarding entry to its pod IP. The
 // node accepts VXLAN packets only from its peers' pod IPs (the iptables
-// chain OverlayChain). Peers are only ever added: a node pod's IP does not
+// chain OverlayChain), and forwards from its pods only packets whose source
+// is in its own pod range. Peers are only ever added: a node pod's IP does not
 // change, and a lease holder who deletes a Node's statement must not be able
 // to cut its own nodes apart behind kobe's back either.
 const (
@@ -245,6 +246,10 @@ func (o *overlay) setUp(ctx context.Context) error {
 		{"-N", OverlayChain},
 		{"-A", OverlayChain, "-j", "DROP"},
 		{"-I", "INPUT", "1", "-p", "udp", "--dport", fmt.Sprint(OverlayPort), "-j", OverlayChain},
+		// A pod (NET_RAW is in baseline) may not forge its source: on a
+		// host cluster that lets spoofed packets through, one that claims
+		// another member's node pod would pass that member's OverlayChain.
+		{"-I", "FORWARD", "1", "-i", podBridge, "!", "-s", o.self.podCIDR.String(), "-j", "DROP"},
 	} {
 		if out, err := exec.CommandContext(ctx, "iptables", append([]string{"-w", "-t", "filter"}, args...)...).CombinedOutput(); err != nil {
 			return fmt.Errorf("iptables %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
