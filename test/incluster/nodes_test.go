@@ -36,7 +36,8 @@ const (
 // Services by name, binds a claim of the default StorageClass, reaches a
 // pod on the other node by pod IP and through a Service (the pod overlay),
 // is refused a privileged pod by Pod Security, and cannot point the overlay
-// at any other address (overlayHostile); deleting the pool leaves no host
+// at any other address nor have a node forward a pod's forged source
+// address (overlayHostile); deleting the pool leaves no host
 // object, and the machine is as before.
 func TestLeasedMemberWithANode(t *testing.T) {
 	f := start(t)
@@ -93,6 +94,7 @@ func TestLeasedMemberWithANode(t *testing.T) {
 	}
 	nodes := []string{f1[0], f1[2]}
 	f.startRelay(t, kc, nodes[0])
+	spoofer := f.startSpoofer(t, kc, nodes[0])
 
 	pod := filepath.Join(f.work, "pause.yaml")
 	if err := os.WriteFile(pod, []byte(pausePod), 0o600); err != nil {
@@ -157,7 +159,7 @@ func TestLeasedMemberWithANode(t *testing.T) {
 		t.Errorf("a privileged label through namespaces/finalize was admitted: %s", out)
 	}
 
-	f.overlayHostile(t, kc, nodes)
+	f.overlayHostile(t, kc, nodes, spoofer)
 
 	began = time.Now()
 	if out, errOut, err := f.kobe(t, "release", l.ID); err != nil {

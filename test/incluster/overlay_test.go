@@ -3,11 +3,16 @@
 package incluster
 
 import (
+	"bytes"
+	"context"
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -89,11 +94,14 @@ func (f *fixture) startProbe(t *testing.T, kc, name, nodeName, servers string) {
 // nodes[0]'s one peer at its own address, and not one packet may reach
 // the listener, while a control from the same pod to the same address on
 // another port arrives (the address is reachable: a silent listener
-// proves something).
-func (f *fixture) overlayHostile(t *testing.T, kc string, nodes []string) {
+// proves something). Last, the spoofer pod of startSpoofer on nodes[0]
+// (spoofer waits for it) sends to the listener's overlay port with forged
+// sources (spoofed).
+func (f *fixture) overlayHostile(t *testing.T, kc string, nodes []string, spoofer func()) {
 	began := time.Now()
 	target := f.hc.NodeIP
 	var overlayPackets, controlPackets atomic.Int32
+	spoofs := &spoofLog{}
 	listen := func(port int, n *atomic.Int32) {
 		conn, err := net.ListenPacket("udp4", net.JoinHostPort(target, fmt.Sprint(port)))
 		if err != nil {
@@ -103,8 +111,13 @@ func (f *fixture) overlayHostile(t *testing.T, kc string, nodes []string) {
 		go func() {
 			buf := make([]byte, 2048)
 			for {
-				if _, _, err := conn.ReadFrom(buf); err != nil {
+				k, from, err := conn.ReadFrom(buf)
+				if err != nil {
 					return
+				}
+				if claimed, ok := bytes.CutPrefix(buf[:k], []byte(spoofMarker)); ok {
+					spoofs.add(string(claimed), from.(*net.UDPAddr).IP.String())
+					continue
 				}
 				n.Add(1)
 			}
@@ -159,7 +172,162 @@ func (f *fixture) overlayHostile(t *testing.T, kc string, nodes []string) {
 		t.Errorf("%d packets reached %s:%d, the overlay's port at an address of the lease holder's choosing", n, target, node.OverlayPort)
 	}
 	t.Logf("forged, altered and replayed overlay statements refused, %d control packets and no overlay packet at %s, in %v", controlPackets.Load(), target, time.Since(began).Round(time.Millisecond))
+	spoofer()
+	f.spoofed(t, kc, target, g[1], spoofs)
 }
+
+// spoofMarker begins the payload of testapp spoof's datagrams, followed by
+// the source they claim (images/testapp, spoof.go).
+const spoofMarker = "kobe-spoof "
+
+// spoofLog is what a listener received from testapp spoof: per claimed
+// source, the source address each datagram arrived from.
+type spoofLog struct {
+	mu sync.Mutex
+	by map[string][]string
+}
+
+func (l *spoofLog) add(claimed, from string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.by == nil {
+		l.by = map[string][]string{}
+	}
+	l.by[claimed] = append(l.by[claimed], from)
+}
+
+func (l *spoofLog) get(claimed string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.by[claimed]...)
+}
+
+func (l *spoofLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for c, from := range l.by {
+		out = append(out, fmt.Sprintf("%d claiming %s (from %s)", len(from), c, strings.Join(from, " ")))
+	}
+	sort.Strings(out)
+	return strings.Join(out, "; ")
+}
+
+// spoofCount is how many datagrams testapp spoof sends per source.
+const spoofCount = 3
+
+// startSpoofer makes testapp's image, which node images do not carry,
+// available on node (imported into its containerd from the host, as a
+// registry pull would), and runs the spoofer pod there: testapp as root,
+// which Pod Security baseline admits, with the runtime's default
+// capabilities, NET_RAW among them (baseline refuses adding it, not
+// keeping it). It works while the test goes on; the function it returns
+// waits for it and fails the test if it failed.
+func (f *fixture) startSpoofer(t *testing.T, kc, nodeName string) (wait func()) {
+	t.Helper()
+	manifest := filepath.Join(f.work, "spoofer.yaml")
+	if err := os.WriteFile(manifest, []byte(fmt.Sprintf(spooferPod, nodeName)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kubectl, archive := testenv.KubectlPath(t), testappArchive()
+	done := make(chan error, 1)
+	var took time.Duration // written before done is sent on
+	began := time.Now()
+	go func() {
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		in, err := os.Open(archive)
+		if err != nil {
+			done <- err
+			return
+		}
+		defer func() { _ = in.Close() }()
+		imp := exec.CommandContext(ctx, kubectl, "--kubeconfig", f.hc.Kubeconfig, "-n", namespace, "exec", "-i", nodeName, "--",
+			"/usr/local/bin/ctr", "--address", "/run/kobe-node/containerd.sock", "-n", "k8s.io", "images", "import", "-")
+		imp.Stdin = in
+		if out, err := imp.CombinedOutput(); err != nil {
+			done <- fmt.Errorf("importing testapp's image into node pod %s: %w\n%s", nodeName, err, out)
+			return
+		}
+		if out, err := exec.CommandContext(ctx, kubectl, "--kubeconfig", kc, "apply", "-f", manifest).CombinedOutput(); err != nil {
+			done <- fmt.Errorf("a root pod (baseline admits it): %w %s", err, out)
+			return
+		}
+		took = time.Since(began)
+		done <- nil
+	}()
+	return func() {
+		t.Helper()
+		w := time.Now()
+		err := <-done
+		waited := time.Since(w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("testapp's image imported into %s and the spoofer pod applied in the background in %v, waited for %v", nodeName, took.Round(time.Millisecond), waited.Round(time.Millisecond))
+	}
+}
+
+// testappArchive is make image-testapp's archive, where inputs finds it.
+func testappArchive() string {
+	if d := os.Getenv("CONTROLPLANE_IMAGE_DIR"); d != "" {
+		return filepath.Join(d, "testapp.tar")
+	}
+	return filepath.Join(testenv.RepoRoot(), "bin", "images", "testapp.tar")
+}
+
+// spoofed is a member's pod forging its source address (a raw socket:
+// baseline leaves a root container the runtime's NET_RAW): the spoofer pod sends to the listener at
+// target's overlay port claiming peer, a node pod of its own member (which
+// that node's overlay chain admits; another member's node pod is no
+// different to the host network), and the address beside target's, then
+// the same datagrams with its true source. Its node pod must drop the
+// forged ones (the FORWARD rule of internal/node's overlay): none may
+// arrive, while the true source's arrive (masqueraded to the node pod), so
+// that the path, the port and testapp's packets are known good.
+func (f *fixture) spoofed(t *testing.T, kc, target, peer string, got *spoofLog) {
+	began := time.Now()
+	if out, err := testenv.Kubectl(t, kc, "wait", "--for=condition=Ready", "--timeout=30s", "pod/spoofer"); err != nil {
+		desc, _ := testenv.Kubectl(t, kc, "describe", "pod/spoofer")
+		t.Fatal(out, err, desc)
+	}
+	self := testenv.MustKubectl(t, kc, "get", "pod", "spoofer", "-o", "jsonpath={.status.podIP}")
+	t4 := net.ParseIP(target).To4()
+	neighbour := net.IPv4(t4[0], t4[1], t4[2], t4[3]^1).String()
+	dst := net.JoinHostPort(target, fmt.Sprint(node.OverlayPort))
+	// The true source last in each round: once its datagrams are in, the
+	// forged ones sent before them on the same path would be too.
+	if out, err := testenv.Kubectl(t, kc, "exec", "spoofer", "--", "/testapp", "spoof", peer+","+neighbour+","+self, dst); err != nil {
+		t.Fatalf("testapp spoof as root in a baseline pod: %v\n%s", err, out)
+	}
+	testenv.Eventually(t, 10*time.Second, fmt.Sprintf("the spoofer's %d datagrams with its true source %s at %s", spoofCount, self, dst), func() error {
+		if n := len(got.get(self)); n < spoofCount {
+			return fmt.Errorf("%d so far (all received: %s): the forged ones' absence would prove nothing", n, got)
+		}
+		return nil
+	})
+	for _, forged := range []string{peer, neighbour} {
+		if from := got.get(forged); len(from) != 0 {
+			t.Errorf("%d of %d datagrams forged by a pod as from %s reached %s (from %s): its node pod forwarded a forged source", len(from), spoofCount, forged, dst, strings.Join(from, " "))
+		}
+	}
+	t.Logf("datagrams at %s from the spoofer pod (%s): %s; in %v", dst, self, got, time.Since(began).Round(time.Millisecond))
+}
+
+// spooferPod runs testapp (its HTTP server, to exec into) as root, with
+// the runtime's default capabilities (NET_RAW among them).
+var spooferPod = `apiVersion: v1
+kind: Pod
+metadata:
+  name: spoofer
+spec:
+  nodeName: %s
+  containers:
+  - name: c
+    image: kobe.local/testapp:v1
+    imagePullPolicy: Never
+    securityContext: {runAsUser: 0}
+`
 
 // hostLog is a node pod's log in the host cluster (kobe-node writes there).
 func hostLog(t *testing.T, hostKubeconfig, pod string) string {
