@@ -189,8 +189,8 @@ conform() {
 	echo "$be $v: leasing a member of pool $pool..."
 	bin/kobe lease "$pool" --ttl 4h --alias "$pool" --wait-timeout 20m --kubeconfig "$out/kubeconfig" >"$out/lease.log" 2>&1 ||
 		die "$be $v: no lease: $(tail -n 5 "$out/lease.log")"
-	kubectl --kubeconfig "$out/kubeconfig" version >"$out/version.txt" 2>&1 || true
-	kubectl --kubeconfig "$out/kubeconfig" get nodes -o wide >"$out/nodes.txt" 2>&1 || true
+	"$bindir/kubectl" --kubeconfig "$out/kubeconfig" version >"$out/version.txt" 2>&1 || true
+	"$bindir/kubectl" --kubeconfig "$out/kubeconfig" get nodes -o wide >"$out/nodes.txt" 2>&1 || true
 	echo "$be $v: running the suite ($procs processes; log: ${out#"$root"/}/e2e.log)..."
 	t0=$SECONDS
 	# From $out: the ginkgo CLI compares its version with a go.mod in its
