@@ -187,6 +187,16 @@ func TestHolderCannotPointTheAPIServerOutsideItsMember(t *testing.T) {
 		refused(t, "EndpointSlice of FQDNs", c.Create(ctx, slice("fqdn", discoveryv1.AddressTypeFQDN, "metadata.google.internal")))
 		refused(t, "EndpointSlice to 10.0.0.1", c.Create(ctx, slice("outside", discoveryv1.AddressTypeIPv4, "10.0.0.1")))
 		admitted(t, "EndpointSlice to a member pod", c.Create(ctx, slice("inside", discoveryv1.AddressTypeIPv4, "198.18.130.9")))
+		// What the EndpointSlice controller writes for a Service without
+		// ready pods: endpoints and ports null (found by the conformance
+		// suite: such Services never got a slice).
+		empty := slice("no-ready-pods", discoveryv1.AddressTypeIPv4, "")
+		empty.Endpoints, empty.Ports = nil, nil
+		admitted(t, "an EndpointSlice whose endpoints and ports are null", c.Create(ctx, empty))
+		kubeEmpty := slice("kube-empty", discoveryv1.AddressTypeIPv4, "")
+		kubeEmpty.Labels[discoveryv1.LabelServiceName] = "kubernetes"
+		kubeEmpty.Endpoints, kubeEmpty.Ports = nil, nil
+		admitted(t, "an EndpointSlice of default/kubernetes whose endpoints and ports are null", c.Create(ctx, kubeEmpty))
 		kube := slice("kube-forged", discoveryv1.AddressTypeIPv4, "198.19.192.1")
 		kube.Labels[discoveryv1.LabelServiceName] = "kubernetes"
 		other := int32(8090)

@@ -110,8 +110,13 @@ func validations(r Ranges) []admissionv1.Validation {
 		return fmt.Sprintf("(isIP(%s) && ip(%s) == ip('%s'))", x, x, r.APIServer.Addr())
 	}
 	port := strconv.Itoa(int(r.APIServer.Port()))
+	// absent is true for a list field that is missing or null: the
+	// EndpointSlice controller writes "endpoints": null for a Service
+	// without ready pods, which has() reports present and all() cannot
+	// iterate (the refusal would leave such Services without a slice).
+	absent := func(f string) string { return fmt.Sprintf("(!has(%[1]s) || type(%[1]s) == null_type)", f) }
 	addrs := func(list string, in func(string) string) string {
-		return fmt.Sprintf("(!has(s.%[1]s) || s.%[1]s.all(a, %[2]s))", list, in("a.ip"))
+		return fmt.Sprintf("(%s || s.%s.all(a, %s))", absent("s."+list), list, in("a.ip"))
 	}
 	ranges := func(ps []netip.Prefix) string {
 		if len(ps) == 0 {
@@ -134,15 +139,15 @@ func validations(r Ranges) []admissionv1.Validation {
 			"object.status.addresses.all(a, !(a.type in ['InternalIP', 'ExternalIP']) || " + node("a.address") + ")",
 		Message: "a node's InternalIP and ExternalIP addresses must be addresses of this member's node network (" + ranges(r.Nodes) + "): the member's API server connects to them",
 	}, {
-		Expression: "request.resource.resource != 'endpoints' || !has(object.subsets) || " +
+		Expression: "request.resource.resource != 'endpoints' || " + absent("object.subsets") + " || " +
 			"(" + isKubernetes + " && object.metadata.name == 'kubernetes' ? " +
-			"object.subsets.all(s, (!has(s.ports) || s.ports.all(p, p.port == " + port + ")) && " + addrs("addresses", apiAddr) + " && " + addrs("notReadyAddresses", apiAddr) + ") : " +
+			"object.subsets.all(s, (" + absent("s.ports") + " || s.ports.all(p, p.port == " + port + ")) && " + addrs("addresses", apiAddr) + " && " + addrs("notReadyAddresses", apiAddr) + ") : " +
 			"object.subsets.all(s, " + addrs("addresses", pod) + " && " + addrs("notReadyAddresses", pod) + "))",
 		Message: "Endpoints may only name addresses of this member's pods (" + ranges(r.Pods) + "), and those of Service default/kubernetes only the member's API server: the member's API server connects to them",
 	}, {
 		Expression: "request.resource.resource != 'endpointslices' || (object.addressType != 'FQDN' && " +
-			"(!has(object.endpoints) || (" + isKubernetes + " && has(object.metadata.labels) && 'kubernetes.io/service-name' in object.metadata.labels && object.metadata.labels['kubernetes.io/service-name'] == 'kubernetes' ? " +
-			"(!has(object.ports) || object.ports.all(p, has(p.port) && p.port == " + port + ")) && object.endpoints.all(e, e.addresses.all(x, " + apiAddr("x") + ")) : " +
+			"(" + absent("object.endpoints") + " || (" + isKubernetes + " && has(object.metadata.labels) && 'kubernetes.io/service-name' in object.metadata.labels && object.metadata.labels['kubernetes.io/service-name'] == 'kubernetes' ? " +
+			"(" + absent("object.ports") + " || object.ports.all(p, has(p.port) && p.port == " + port + ")) && object.endpoints.all(e, e.addresses.all(x, " + apiAddr("x") + ")) : " +
 			"object.endpoints.all(e, e.addresses.all(x, " + pod("x") + ")))))",
 		Message: "EndpointSlices may only name addresses of this member's pods (" + ranges(r.Pods) + ") and never FQDNs, and those of Service default/kubernetes only the member's API server: the member's API server connects to them",
 	}, {
