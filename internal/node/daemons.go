@@ -218,11 +218,17 @@ func kubeletConfig(c *Config, nodeIP, cgroupRoot, sock, podLogs string, protectK
 		"podLogsDir":          podLogs,
 		"serializeImagePulls": false,
 		// The disk is shared with the host (the operator's machine, or the
-		// host node under a node pod): the member's pods are evicted and
-		// its images collected well before it fills up (about kubelet's
-		// defaults).
-		"imageGCHighThresholdPercent": 85,
-		"imageGCLowThresholdPercent":  80,
+		// host node under a node pod): the member's pods are evicted well
+		// before it fills up (about kubelet's defaults). Its images are
+		// never collected (100 turns kubelet's collection off): what
+		// fills a shared disk is mostly not the member's, and collecting
+		// removed the pause image and the preloaded ones, which a member
+		// without egress cannot pull again (containerd 1.6 pins nothing),
+		// so every later pod failed (found by the conformance suite). A
+		// member lives for one lease, and its disk is capped on its own
+		// (the local backend's member disk limit, a node pod's emptyDir).
+		"imageGCHighThresholdPercent": 100,
+		"imageGCLowThresholdPercent":  99,
 		"evictionHard": map[string]string{
 			"memory.available": "50Mi", "nodefs.available": "10%", "imagefs.available": "10%",
 			"nodefs.inodesFree": "5%", "imagefs.inodesFree": "5%",
