@@ -96,6 +96,9 @@ type Failure struct {
 
 // The parts of ginkgo's JSON report (types.Report) that the counts need.
 type suiteReport struct {
+	// EndTime is when the suite ended: the run's date, so that recording
+	// a report again writes the same page.
+	EndTime     time.Time
 	SpecReports []specReport
 }
 
@@ -308,30 +311,25 @@ const notes = `## How the run is set up
     the member's API server would connect to any name through them. Every spec that creates
     one fails (DNS "should provide DNS for ExternalName services", Services "change the type
     from/to ExternalName"). This is kobe's isolation, not a bug; the specs stay failing.
-  - *A Service with no ready endpoint gets no EndpointSlice.* The same policy's EndpointSlice
-    rule evaluates ` + "`object.endpoints.all(...)`" + ` when the field is present, and the
-    EndpointSlice controller writes its placeholder slice with ` + "`\"endpoints\": null`" + `:
-    CEL fails with "got 'types.Null', expected iterable type" and the slice is refused
-    (checked by hand: the same slice with ` + "`[]`" + ` is accepted). Specs that wait for an empty
-    slice time out (Services "should serve a basic endpoint from pods", "should serve multiport
-    endpoints from pods"). A kobe defect, in internal/addressguard/policy.go ` + "`validations`" + `.
+  - *A Service with no ready endpoint got no EndpointSlice* (fixed in 1e8baf7). The same
+    policy's EndpointSlice rule evaluated ` + "`object.endpoints.all(...)`" + ` when the field was
+    present, and the EndpointSlice controller writes its placeholder slice with
+    ` + "`\"endpoints\": null`" + `: CEL failed ("got 'types.Null', expected iterable type") and the slice
+    was refused, so Services "should serve a basic endpoint from pods" and "multiport endpoints"
+    timed out in the 11:10 (1.37.2) and 11:16 (1.36.3) runs. A null list now counts as empty.
+  - *kubelet's image garbage collection deleted images a member cannot pull again* (fixed in
+    0b5816f). The nodes' image file system is the host's; when other work filled the host's
+    disk past 85 %, every node's kubelet removed "unused" images, the sandbox image
+    ` + "`kobe.local/pause:v1`" + ` and the preloaded e2e images among them (containerd 1.6 pins
+    nothing), and new pods failed ("failed to get sandbox image"). The nodes' kubelets now never
+    collect images; eviction still protects the disk.
+  - *Update Demo* (kubectl) failed in the 11:10 and 11:16 runs because the kitten and nautilus
+    images were not built yet; they pass in the 12:03 run.
   - *Under heavy load (load average 40-75 from other work on two cores)* a container create
     failed once with runc's "namespace path: lstat /proc/0/ns/ipc" (the sandbox's process
     gone), failing Services "should serve endpoints on same port and different protocols" in
-    the first 1.37.2 run.
-  - *kubelet's image garbage collection deletes images a member cannot pull again.* Nodes'
-    image file system is the host's; when the host's disk passed 85 % used as kubelet counts it (other work filled
-    it during a second 1.37.2 run, stopped after 80 of 109 specs and so not recorded here),
-    every node's kubelet removed "unused" images to get
-    back to 80 %: the sandbox image ` + "`kobe.local/pause:v1`" + ` and the preloaded e2e images among them
-    (containerd 1.6 does not pin the sandbox image). Members have no egress, so new pods
-    then fail with "failed to get sandbox image ... kobe.local: Temporary failure in name
-    resolution", or a failed pull of a removed e2e image. A kobe defect in the nodes' kubelet configuration
-    (internal/node/daemons.go ` + "`kubeletConfig`" + `: image GC at 85 %, nothing pinned). The runs
-    recorded above ran before the disk crossed 85 %.
-  - *Update Demo* (kubectl) failed in the first runs because the kitten and nautilus images
-    were not built yet; they are now (agnhost with the release's own files), not yet
-    measured by a recorded run.
+    the 11:10 run only.
+  - The 1.36.3 run of 11:16 predates both fixes; it has not been repeated.
 - **Results.** ginkgo's JSON and JUnit reports and the suite's log of each run are in
   ` + "`bin/conformance/results/<backend>-<version>/`" + ` (git-ignored).
 `
@@ -377,7 +375,11 @@ func run(args []string) error {
 		}
 		r.Areas, r.Failures = count(reports)
 		r.Reason = ""
-		r.Date = time.Now().UTC().Format("2006-01-02 15:04 UTC")
+		ended := time.Now()
+		if len(reports) > 0 && !reports[0].EndTime.IsZero() {
+			ended = reports[0].EndTime
+		}
+		r.Date = ended.UTC().Format("2006-01-02 15:04 UTC")
 	case "not-run":
 		if r.Reason == "" {
 			return errors.New("not-run needs --reason")
