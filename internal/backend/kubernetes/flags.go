@@ -3,6 +3,8 @@ package kubernetes
 import (
 	"flag"
 	"fmt"
+	"path"
+	"strings"
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/labels"
@@ -27,6 +29,8 @@ type Flags struct {
 	BootstrapJobs bool
 	// DefaultNodes is Options.DefaultNodes.
 	DefaultNodes backend.NodesDefault
+	// NodePreload is Options.NodePreload, comma-separated.
+	NodePreload string
 }
 
 // Bind registers the flags on fs with their defaults.
@@ -36,6 +40,7 @@ func (f *Flags) Bind(fs *flag.FlagSet) {
 	fs.StringVar(&f.OperatorSelector, "member-network-policy-operator-selector", "app.kubernetes.io/name=kobe", "Labels (k=v,...) of the operator's pods: each kubernetes-backend member's NetworkPolicy lets only them (and, for Direct access, anyone) reach its API port. The default matches the chart's pods.")
 	f.DefaultNodes = backend.NodesDefault{Auto: true}
 	fs.Var(&f.DefaultNodes, "kubernetes-default-nodes", "Node pods of a kubernetes backend member whose pool leaves backend.kubernetes.nodes unset: auto (1, or 0 when the member's version is older than the kubelet of kobe's node image and the pool names no images.node; the pool's Nodes condition says why) or a number from 0 to 4.")
+	fs.StringVar(&f.NodePreload, "kubernetes-node-preload", "", "Image archives that every node pod imports into its containerd at start, besides the pause and CoreDNS images: absolute paths inside the node image, comma-separated (make image-node NODE_PRELOAD=... puts archives in /usr/local/share/kobe-node/images/). Members' pods then run those images without a registry (imagePullPolicy Never or IfNotPresent). Every node image the pools run must hold them: a node missing one fails.")
 	fs.BoolVar(&f.BootstrapJobs, "bootstrap-jobs", false, "Run the Jobs of BootstrapConfigs (in the operator's namespace of the host cluster, which must have nodes) for kubernetes backend members. Without it a pool naming a Job bundle builds no member and says why.")
 }
 
@@ -45,7 +50,10 @@ func (f Flags) Validate() error {
 	if f.Disable {
 		return nil
 	}
-	_, err := f.operatorSelector()
+	if _, err := f.operatorSelector(); err != nil {
+		return err
+	}
+	_, err := f.nodePreload()
 	return err
 }
 
@@ -56,7 +64,28 @@ func (f Flags) Options(c client.Client, namespace string, log logr.Logger) (Opti
 	if err != nil {
 		return Options{}, err
 	}
-	return Options{Client: c, Namespace: namespace, OperatorSelector: sel, Log: log, DefaultNodes: f.DefaultNodes}, nil
+	preload, err := f.nodePreload()
+	if err != nil {
+		return Options{}, err
+	}
+	return Options{Client: c, Namespace: namespace, OperatorSelector: sel, Log: log, DefaultNodes: f.DefaultNodes, NodePreload: preload}, nil
+}
+
+// nodePreload splits --kubernetes-node-preload: absolute, clean paths (the
+// node image's, not the operator's: nothing checks that they exist here).
+func (f Flags) nodePreload() ([]string, error) {
+	var paths []string
+	for p := range strings.SplitSeq(f.NodePreload, ",") {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			continue
+		}
+		if !path.IsAbs(p) || path.Clean(p) != p {
+			return nil, fmt.Errorf("--kubernetes-node-preload: %q is not an absolute, clean path inside the node image", p)
+		}
+		paths = append(paths, p)
+	}
+	return paths, nil
 }
 
 func (f Flags) operatorSelector() (labels.Set, error) {

@@ -30,6 +30,23 @@ func TestFlagDefaults(t *testing.T) {
 	}
 }
 
+// TestNodePreload: the archives of --kubernetes-node-preload reach the
+// backend's Options (and so every node's kobe-node configuration), in order,
+// without the blanks around the commas.
+func TestNodePreload(t *testing.T) {
+	f, err := flagtest.Validate[kubebackend.Flags](t, "--kubernetes-node-preload=/usr/local/share/kobe-node/images/a.tar, /b.tar,")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := f.Options(nil, "ns", logr.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"/usr/local/share/kobe-node/images/a.tar", "/b.tar"}; !reflect.DeepEqual(o.NodePreload, want) {
+		t.Errorf("NodePreload %q, want %q", o.NodePreload, want)
+	}
+}
+
 func TestFlagRefusals(t *testing.T) {
 	cases := []struct {
 		name string
@@ -41,6 +58,9 @@ func TestFlagRefusals(t *testing.T) {
 		{"not k=v", []string{"--member-network-policy-operator-selector=kobe"}, "--member-network-policy-operator-selector:"},
 		{"not k=v, backend disabled", []string{"--member-network-policy-operator-selector=kobe", "--disable-kubernetes-backend"}, ""},
 		{"default nodes a number", []string{"--kubernetes-default-nodes=2"}, ""},
+		{"preload archives", []string{"--kubernetes-node-preload=/usr/local/share/kobe-node/images/a.tar, /b.tar"}, ""},
+		{"preload a relative path", []string{"--kubernetes-node-preload=/a.tar,images/b.tar"}, `--kubernetes-node-preload: "images/b.tar" is not an absolute`},
+		{"preload an unclean path", []string{"--kubernetes-node-preload=/images/../a.tar"}, `--kubernetes-node-preload: "/images/../a.tar" is not an absolute`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
