@@ -115,17 +115,48 @@ image-coredns: $(IMAGE_TOOL) ## Build the members' cluster DNS image as $(IMAGE_
 		--file $(IMAGE_DIR)/rootfs/coredns:/coredns --entrypoint /coredns --user 65532:65532 \
 		--platform linux/$(IMAGE_ARCH) --created $(or $(shell git log -1 --format=%ct -- images/coredns hack/image 2>/dev/null),0)
 
+# The Kubernetes version of the images that carry Kubernetes binaries
+# (image-controlplane, image-node): the default's, from make controlplane
+# and make node, into IMAGE_DIR; or another version's, e.g.
+# `make image-controlplane image-node IMAGE_K8S_VERSION=1.36.3`, from
+# bin/controlplane/<v> and bin/node/<v> (hack/build-version.sh, run first,
+# skipped when up to date) into IMAGE_DIR/<v>/, named for that version.
+IMAGE_K8S_VERSION ?= $(K8S_VERSION)
+ifeq ($(IMAGE_K8S_VERSION),$(K8S_VERSION))
+IMAGE_CP_DIR       = $(CONTROLPLANE_DIR)
+IMAGE_NODE_DIR     = $(NODE_DIR)
+IMAGE_VERSION_DIR  = $(IMAGE_DIR)
+IMAGE_NODE_BINS   := node
+NODE_IMAGE        ?= kobe.local/kobe-node:v1
+else
+IMAGE_CP_DIR       = $(CURDIR)/bin/controlplane/$(IMAGE_K8S_VERSION)
+IMAGE_NODE_DIR     = $(CURDIR)/bin/node/$(IMAGE_K8S_VERSION)
+IMAGE_VERSION_DIR  = $(IMAGE_DIR)/$(IMAGE_K8S_VERSION)
+IMAGE_NODE_BINS   := image-version-binaries
+NODE_IMAGE        ?= kobe.local/kobe-node:v1-$(IMAGE_K8S_VERSION)
+endif
+
+# image-version-binaries builds IMAGE_K8S_VERSION's binaries when it is not
+# the default (etcd and kwok are the default's: make controlplane first).
+.PHONY: image-version-binaries
+image-version-binaries: controlplane
+ifneq ($(IMAGE_K8S_VERSION),$(K8S_VERSION))
+	CONTROLPLANE_DIR='$(CONTROLPLANE_DIR)' hack/build-version.sh $(IMAGE_K8S_VERSION) >/dev/null
+endif
+
 # The node image of the kubernetes backend's node pods (docs/backends.md,
 # "Node pods"): kobe-node, Debian's containerd, runc and iptables with their
-# shared libraries, kubelet and kube-proxy of make node, the CNI plugins,
+# shared libraries, kubelet and kube-proxy of IMAGE_K8S_VERSION, the CNI plugins,
 # busybox, the pause and CoreDNS images, packed by hack/image-node.sh. NODE_PRELOAD
-# adds image archives that every node imports at start.
-NODE_IMAGE ?= kobe.local/kobe-node:v1
+# adds image archives that every node imports at start (when the operator
+# names them: --kubernetes-node-preload); NODE_IMAGE_TAR moves the tarball.
+NODE_IMAGE_TAR ?= $(IMAGE_VERSION_DIR)/kobe-node.tar
 
 .PHONY: image-node
-image-node: node image-pause image-coredns $(IMAGE_TOOL) ## Build the node pods' image as $(IMAGE_DIR)/kobe-node.tar, named $(NODE_IMAGE) (needs hack/node-deps.sh and busybox-static).
+image-node: $(IMAGE_NODE_BINS) image-pause image-coredns $(IMAGE_TOOL) ## Build the node pods' image of IMAGE_K8S_VERSION as $(NODE_IMAGE_TAR), named $(NODE_IMAGE) (needs hack/node-deps.sh and busybox-static).
 	$(STATIC_BUILD) -ldflags '$(LDFLAGS) -s -w' -o $(IMAGE_DIR)/rootfs/kobe-node ./cmd/kobe-node
-	OUT='$(IMAGE_DIR)/kobe-node.tar' NAME='$(NODE_IMAGE)' KOBE_NODE='$(IMAGE_DIR)/rootfs/kobe-node' NODE_DIR='$(NODE_DIR)' \
+	mkdir -p '$(dir $(NODE_IMAGE_TAR))'
+	OUT='$(NODE_IMAGE_TAR)' NAME='$(NODE_IMAGE)' KOBE_NODE='$(IMAGE_DIR)/rootfs/kobe-node' NODE_DIR='$(IMAGE_NODE_DIR)' \
 	PAUSE_TAR='$(IMAGE_DIR)/pause.tar' COREDNS_TAR='$(IMAGE_DIR)/coredns.tar' IMAGE_TOOL='$(IMAGE_TOOL)' PLATFORM=linux/$(IMAGE_ARCH) CREATED=$(IMAGE_CREATED) \
 	NODE_PRELOAD='$(NODE_PRELOAD)' hack/image-node.sh
 
@@ -135,20 +166,21 @@ image-node: node image-pause image-coredns $(IMAGE_TOOL) ## Build the node pods'
 # or IfNotPresent and nothing is pulled. Each tarball is rebuilt only when its
 # binary or the builder is newer.
 ETCD_IMAGE          ?= registry.k8s.io/etcd:$(shell hack/versions.sh etcd)-0
-CONTROLPLANE_IMAGES := $(IMAGE_DIR)/etcd.tar $(IMAGE_DIR)/kube-apiserver.tar $(IMAGE_DIR)/kube-controller-manager.tar $(IMAGE_DIR)/kube-scheduler.tar
+CONTROLPLANE_IMAGES := $(foreach i,etcd kube-apiserver kube-controller-manager kube-scheduler,$(IMAGE_VERSION_DIR)/$(i).tar)
 CP_IMAGE_CREATED     = $(or $(shell git log -1 --format=%ct -- hack/controlplane hack/image 2>/dev/null),0)
 
 .PHONY: image-controlplane
-image-controlplane: controlplane $(IMAGE_TOOL) ## Build $(CONTROLPLANE_IMAGES): $(ETCD_IMAGE), registry.k8s.io/kube-apiserver:v$(K8S_VERSION), kube-controller-manager and kube-scheduler (members with nodes) from $(CONTROLPLANE_DIR) (skipped when up to date).
+image-controlplane: image-version-binaries $(IMAGE_TOOL) ## Build $(CONTROLPLANE_IMAGES): $(ETCD_IMAGE), registry.k8s.io/kube-apiserver:v$(IMAGE_K8S_VERSION), kube-controller-manager and kube-scheduler (members with nodes) from $(IMAGE_CP_DIR) (IMAGE_K8S_VERSION: see image-node; skipped when up to date).
+	@mkdir -p '$(IMAGE_VERSION_DIR)'
 	@$(MAKE) --no-print-directory $(CONTROLPLANE_IMAGES)
 
-$(IMAGE_DIR)/etcd.tar: $(CONTROLPLANE_DIR)/etcd $(CONTROLPLANE_DIR)/etcdctl $(IMAGE_TOOL)
-	$(IMAGE_TOOL) build --out $@.tmp --name $(ETCD_IMAGE) --file $<:/usr/local/bin/etcd --file $(CONTROLPLANE_DIR)/etcdctl:/usr/local/bin/etcdctl \
+$(IMAGE_VERSION_DIR)/etcd.tar: $(IMAGE_CP_DIR)/etcd $(IMAGE_CP_DIR)/etcdctl $(IMAGE_TOOL)
+	$(IMAGE_TOOL) build --out $@.tmp --name $(ETCD_IMAGE) --file $<:/usr/local/bin/etcd --file $(IMAGE_CP_DIR)/etcdctl:/usr/local/bin/etcdctl \
 		--entrypoint /usr/local/bin/etcd --user 65532:65532 --platform linux/$(IMAGE_ARCH) --created $(CP_IMAGE_CREATED)
 	mv $@.tmp $@
 
-$(IMAGE_DIR)/kube-%.tar: $(CONTROLPLANE_DIR)/kube-% $(IMAGE_TOOL)
-	$(IMAGE_TOOL) build --out $@.tmp --name registry.k8s.io/kube-$*:v$(K8S_VERSION) --file $<:/usr/local/bin/kube-$* \
+$(IMAGE_VERSION_DIR)/kube-%.tar: $(IMAGE_CP_DIR)/kube-% $(IMAGE_TOOL)
+	$(IMAGE_TOOL) build --out $@.tmp --name registry.k8s.io/kube-$*:v$(IMAGE_K8S_VERSION) --file $<:/usr/local/bin/kube-$* \
 		--entrypoint /usr/local/bin/kube-$* --user 65532:65532 --platform linux/$(IMAGE_ARCH) --created $(CP_IMAGE_CREATED)
 	mv $@.tmp $@
 
