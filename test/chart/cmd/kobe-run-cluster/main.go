@@ -20,10 +20,13 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/go-logr/logr"
+	"helm.sh/helm/v4/pkg/chart/common"
+	chartutil "helm.sh/helm/v4/pkg/chart/common/util"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/kunobi-ninja/kobe/internal/testenv/hostcluster"
@@ -55,6 +58,12 @@ type settings struct {
 	// CONTROLPLANE_IMAGE_DIR), imported so that a pool naming no backend
 	// fills without pulling anything.
 	controlPlaneTars []string
+	// images are KOBE_RUN_CLUSTER_IMAGES: more archives to import.
+	images []string
+	// valuesFile is KOBE_RUN_CLUSTER_VALUES: Helm values over install.Values.
+	valuesFile string
+	// check is KOBE_RUN_CLUSTER_CHECK=1: compare the machine before and after.
+	check bool
 }
 
 func readSettings() (settings, error) {
@@ -70,14 +79,40 @@ func readSettings() (settings, error) {
 	if s.pauseTar == "" || s.pauseImage == "" || s.operatorTar == "" || s.repository == "" || s.tag == "" || dir == "" {
 		return s, errors.New("HOSTCLUSTER_PAUSE_TAR, HOSTCLUSTER_PAUSE_IMAGE, KOBE_OPERATOR_TAR, KOBE_IMAGE_REPOSITORY, KOBE_IMAGE_TAG and CONTROLPLANE_IMAGE_DIR are unset: start it with `make run-cluster`")
 	}
-	for _, name := range []string{"etcd", "kube-apiserver", "kube-controller-manager"} {
+	// kube-scheduler runs in members with node pods.
+	for _, name := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
 		tar := filepath.Join(dir, name+".tar")
 		if _, err := os.Stat(tar); err != nil {
 			return s, fmt.Errorf("%w: run `make run-cluster` (it builds the control-plane images)", err)
 		}
 		s.controlPlaneTars = append(s.controlPlaneTars, tar)
 	}
+	for _, tar := range strings.Fields(os.Getenv("KOBE_RUN_CLUSTER_IMAGES")) {
+		if _, err := os.Stat(tar); err != nil {
+			return s, fmt.Errorf("KOBE_RUN_CLUSTER_IMAGES: %w", err)
+		}
+		s.images = append(s.images, tar)
+	}
+	if s.valuesFile = os.Getenv("KOBE_RUN_CLUSTER_VALUES"); s.valuesFile != "" {
+		if _, err := os.Stat(s.valuesFile); err != nil {
+			return s, fmt.Errorf("KOBE_RUN_CLUSTER_VALUES: %w", err)
+		}
+	}
+	s.check = os.Getenv("KOBE_RUN_CLUSTER_CHECK") == "1"
 	return s, nil
+}
+
+// values are install.Values with the values file's over them.
+func (s settings) values() (map[string]any, error) {
+	vals := install.Values(s.repository, s.tag)
+	if s.valuesFile == "" {
+		return vals, nil
+	}
+	over, err := common.ReadValuesFile(s.valuesFile)
+	if err != nil {
+		return nil, fmt.Errorf("KOBE_RUN_CLUSTER_VALUES: %w", err)
+	}
+	return chartutil.CoalesceTables(over, vals), nil
 }
 
 func run() (err error) {
@@ -110,8 +145,20 @@ func run() (err error) {
 	}()
 
 	start := time.Now()
+	var before hostcluster.Snapshot
+	if s.check {
+		// What an earlier run left is removed first, so that it is not
+		// taken for the machine as it was.
+		if err := hostcluster.Teardown(ctx, hostcluster.DefaultDir); err != nil {
+			return err
+		}
+		if before, err = hostcluster.TakeSnapshot(ctx); err != nil {
+			return err
+		}
+	}
 	fmt.Printf("starting the real-node host cluster (state in %s; needs root)...\n", hostcluster.DefaultDir)
-	hc, err := hostcluster.New(ctx, hostcluster.Options{PauseImage: s.pauseImage, Images: append([]string{s.pauseTar, s.operatorTar}, s.controlPlaneTars...)})
+	images := append([]string{s.pauseTar, s.operatorTar}, s.controlPlaneTars...)
+	hc, err := hostcluster.New(ctx, hostcluster.Options{PauseImage: s.pauseImage, Images: append(images, s.images...)})
 	if err != nil {
 		return err // New tore down what it started
 	}
@@ -122,6 +169,19 @@ func run() (err error) {
 			return
 		}
 		fmt.Printf("host cluster torn down (%v).\n", time.Since(t0).Round(100*time.Millisecond))
+		if before == nil {
+			return
+		}
+		after, serr := hostcluster.TakeSnapshot(context.Background())
+		if serr != nil {
+			err = errors.Join(err, serr)
+			return
+		}
+		if d := before.Diff(after); d != "" {
+			err = errors.Join(err, fmt.Errorf("the machine differs from before the start:\n%s", d))
+			return
+		}
+		fmt.Println("the machine is as it was before the start.")
 	}()
 	caFile := filepath.Join(hc.Dir, "kobe-ca.crt") // removed with the host cluster
 	token, err := up(ctx, hc, s, addr, caFile)
@@ -183,8 +243,12 @@ func up(ctx context.Context, hc *hostcluster.Cluster, s settings, addr, caFile s
 	if err := install.CheckImported(ctx, hc.Containerd, s.repository+":"+s.tag); err != nil {
 		return "", err
 	}
+	vals, err := s.values()
+	if err != nil {
+		return "", err
+	}
 	fmt.Printf("helm install %s charts/kobe -n %s (image %s:%s, sim backend)...\n", release, namespace, s.repository, s.tag)
-	if err := h.Install(ctx, install.Values(s.repository, s.tag)); err != nil {
+	if err := h.Install(ctx, vals); err != nil {
 		return "", err
 	}
 	ca, err := install.CA(ctx, hc.Client, namespace, tlsSecret)
