@@ -11,6 +11,9 @@
 //	                     create ConfigMap NAME in namespace default of the
 //	                     cluster $KUBECONFIG names (a bootstrap Job's work)
 //	testapp fail MESSAGE print MESSAGE and exit 1 (a failing bootstrap Job)
+//	testapp webhook CERT KEY
+//	                     serve a validating admission webhook on :8443 (HTTPS
+//	                     with CERT and KEY) that refuses objects named deny-*
 //	testapp spoof SRC[,SRC...] HOST:PORT
 //	                     send 3 UDP datagrams to HOST:PORT from each forged
 //	                     IPv4 source SRC over a raw socket (needs NET_RAW),
@@ -50,12 +53,14 @@ func run(args []string) error {
 		return errors.New(args[1])
 	case args[0] == "write" && len(args) == 3:
 		return os.WriteFile(args[1], []byte(args[2]), 0o644)
+	case args[0] == "webhook" && len(args) == 3:
+		return webhook(args[1], args[2])
 	case args[0] == "spoof" && len(args) == 3:
 		return spoof(args[1], args[2])
 	case args[0] == "spoof":
 		return errSpoofUsage
 	case len(args) != 2:
-		return fmt.Errorf("usage: testapp [get URL | dial HOST:PORT | read PATH | write PATH CONTENT | configmap NAME KEY=VALUE... | fail MESSAGE | spoof SRC[,SRC...] HOST:PORT]")
+		return fmt.Errorf("usage: testapp [get URL | dial HOST:PORT | read PATH | write PATH CONTENT | configmap NAME KEY=VALUE... | fail MESSAGE | webhook CERT KEY | spoof SRC[,SRC...] HOST:PORT]")
 	}
 	switch args[0] {
 	case "get":

@@ -16,6 +16,20 @@ import (
 // from files, which the API can neither show nor remove.
 const PolicyName = "kobe-member-addresses.static.k8s.io"
 
+// APIServerFlags are the kube-apiserver flags the policy relies on. With
+// aggregator routing the API server reaches the Service of a webhook, a
+// conversion webhook or an aggregated API at one of its endpoints, which
+// the policy holds to the member's pods. Without it the API server dials
+// the Service's cluster IP, which a holder picks inside the Service range
+// and which the API server, outside the member's pod network, reaches only
+// through the host's routes; and for an ExternalName Service it dials
+// whatever name the holder wrote (localhost, a metadata server). With it
+// ExternalName Services are only DNS names for the member's pods, as
+// upstream conformance expects them to be.
+func APIServerFlags() []string {
+	return []string{"--enable-aggregator-routing=true"}
+}
+
 // Ranges says which addresses belong to a member.
 type Ranges struct {
 	// Pods are the ranges pod IPs come from: the member's pod network and,
@@ -58,7 +72,7 @@ func Policy(r Ranges) ([]byte, error) {
 		Spec: admissionv1.ValidatingAdmissionPolicySpec{
 			FailurePolicy: &fail,
 			MatchConstraints: &admissionv1.MatchResources{ResourceRules: []admissionv1.NamedRuleWithOperations{
-				rule("", "pods", "pods/status", "nodes", "nodes/status", "endpoints", "services"),
+				rule("", "pods", "pods/status", "nodes", "nodes/status", "endpoints"),
 				rule("discovery.k8s.io", "endpointslices"),
 				rule("admissionregistration.k8s.io", "validatingwebhookconfigurations", "mutatingwebhookconfigurations"),
 				rule("apiextensions.k8s.io", "customresourcedefinitions"),
@@ -150,9 +164,6 @@ func validations(r Ranges) []admissionv1.Validation {
 			"(" + absent("object.ports") + " || object.ports.all(p, has(p.port) && p.port == " + port + ")) && object.endpoints.all(e, e.addresses.all(x, " + apiAddr("x") + ")) : " +
 			"object.endpoints.all(e, e.addresses.all(x, " + pod("x") + ")))))",
 		Message: "EndpointSlices may only name addresses of this member's pods (" + ranges(r.Pods) + ") and never FQDNs, and those of Service default/kubernetes only the member's API server: the member's API server connects to them",
-	}, {
-		Expression: "request.resource.resource != 'services' || !has(object.spec.type) || object.spec.type != 'ExternalName'",
-		Message:    "Services of type ExternalName are refused on this member: its API server would connect to any name through them",
 	}, {
 		Expression: "!(request.resource.resource in ['validatingwebhookconfigurations', 'mutatingwebhookconfigurations']) || !has(object.webhooks) || " +
 			"object.webhooks.all(w, !has(w.clientConfig.url))",

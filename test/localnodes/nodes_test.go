@@ -136,6 +136,9 @@ func TestLeasedMembersRunPods(t *testing.T) {
 	t.Run("a hostile holder of a member with public egress gets only public addresses", func(t *testing.T) {
 		hostile(t, proxied, out, true)
 	})
+	t.Run("admission webhooks reach the member's pods and nothing else", func(t *testing.T) {
+		webhooks(t, direct, out)
+	})
 	t.Run("after release nothing of the members is left", func(t *testing.T) {
 		releaseLeavesNothing(t, direct, proxied)
 	})

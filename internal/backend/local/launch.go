@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kunobi-ninja/kobe/internal/addressguard"
 	"github.com/kunobi-ninja/kobe/internal/podsecurity"
 )
 
@@ -74,6 +75,7 @@ func (b *Backend) componentArgs(p paths, st *state, c string) ([]string, error) 
 			return nil, err
 		}
 		args = append(args, versionFlags...)
+		args = append(args, addressguard.APIServerFlags()...)
 		if st.Nodes == 0 {
 			args = append(args, "--authorization-mode=RBAC", "--service-cluster-ip-range="+serviceCIDR, "--enable-admission-plugins=PodSecurity")
 			if ip := net.ParseIP(b.opts.AdvertiseHost); ip != nil && !ip.IsLoopback() {

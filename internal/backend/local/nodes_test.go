@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+	"github.com/kunobi-ninja/kobe/internal/addressguard"
 	"github.com/kunobi-ninja/kobe/internal/backend"
 	"github.com/kunobi-ninja/kobe/internal/clusterdns"
 	"github.com/kunobi-ninja/kobe/internal/node"
@@ -270,6 +271,8 @@ func TestAPIServerArgs(t *testing.T) {
 		t.Fatal(err)
 	}
 	has(plain, "--admission-control-config-file="+p.admissionConfig(), "--enable-admission-plugins=PodSecurity", "--bind-address=127.0.0.1", "--authorization-mode=RBAC")
+	// The address guard holds only with them (webhooks reach endpoints).
+	has(plain, addressguard.APIServerFlags()...)
 
 	slot := 3
 	mn, err := node.PlanMember(slot, 2)
@@ -287,6 +290,7 @@ func TestAPIServerArgs(t *testing.T) {
 		"--enable-admission-plugins=NodeRestriction,PodSecurity",
 		"--kubelet-client-certificate="+p.pki(kubeletClientCert), "--kubelet-preferred-address-types=InternalIP",
 	)
+	has(withNodes, addressguard.APIServerFlags()...)
 	if slices.ContainsFunc(withNodes, func(a string) bool { return strings.HasPrefix(a, "--service-cluster-ip-range=10.") }) {
 		t.Errorf("a member with nodes uses the 10/8 Service range: %v", withNodes)
 	}

@@ -1,0 +1,168 @@
+//go:build root
+
+package localnodes
+
+import (
+	"encoding/base64"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kunobi-ninja/kobe/internal/credentials/pki"
+	"github.com/kunobi-ninja/kobe/internal/testenv"
+)
+
+// hookManifest is an admission webhook served by a member pod (testapp
+// webhook: it refuses objects named deny-*) behind a Service, for the
+// ConfigMaps of namespace hooked: what cert-manager's or an ingress
+// controller's chart installs.
+func hookManifest(certPEM, keyPEM, caPEM []byte) string {
+	b64 := base64.StdEncoding.EncodeToString
+	return `apiVersion: v1
+kind: Namespace
+metadata: {name: hooked}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: hook-tls, namespace: hooked}
+type: kubernetes.io/tls
+data:
+  tls.crt: ` + b64(certPEM) + `
+  tls.key: ` + b64(keyPEM) + `
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: hook, namespace: hooked, labels: {app: hook}}
+spec:
+  containers:
+  - name: hook
+    image: ` + testappImage + `
+    imagePullPolicy: Never
+    args: [webhook, /tls/tls.crt, /tls/tls.key]
+    ports: [{containerPort: 8443}]
+    readinessProbe:
+      tcpSocket: {port: 8443}
+      periodSeconds: 1
+    volumeMounts: [{name: tls, mountPath: /tls, readOnly: true}]
+  volumes:
+  - name: tls
+    secret: {secretName: hook-tls}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: hook, namespace: hooked}
+spec:
+  selector: {app: hook}
+  ports: [{port: 443, targetPort: 8443}]
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata: {name: hook}
+webhooks:
+- name: hook.kobe.test
+  clientConfig:
+    service: {namespace: hooked, name: hook}
+    caBundle: ` + b64(caPEM) + `
+  rules:
+  - {operations: [CREATE], apiGroups: [""], apiVersions: [v1], resources: [configmaps]}
+  namespaceSelector:
+    matchLabels: {kubernetes.io/metadata.name: hooked}
+  failurePolicy: Fail
+  sideEffects: None
+  timeoutSeconds: 5
+  admissionReviewVersions: [v1]
+`
+}
+
+// webhooks: a webhook served by a member pod works (the member's API server
+// reaches the pod behind the Service), and one pointed through an
+// ExternalName Service at a listener on the host's own address is never
+// called (the API server resolves Services through endpoints only).
+func webhooks(t *testing.T, w *workload, out *outside) {
+	ca, err := pki.NewCA("kobe-test-webhook", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPEM, keyPEM, err := ca.IssueServing("hook.hooked.svc", []string{"hook.hooked.svc"}, nil, 30*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := testenv.Kubectl(t, w.kubeconfig, "apply", "-f", writeFile(t, hookManifest(certPEM, keyPEM, ca.CertPEM))); err != nil {
+		t.Fatalf("applying the webhook: %v\n%s", err, got)
+	}
+	defer func() {
+		_, _ = testenv.Kubectl(t, w.kubeconfig, "delete", "validatingwebhookconfiguration", "hook", "hook-via-externalname", "--ignore-not-found")
+		_, _ = testenv.Kubectl(t, w.kubeconfig, "delete", "namespace", "hooked", "hooked-outside", "--wait=false", "--ignore-not-found")
+	}()
+	if got, err := testenv.Kubectl(t, w.kubeconfig, "-n", "hooked", "wait", "--for=condition=Ready", "pod/hook", "--timeout=30s"); err != nil {
+		t.Fatalf("the webhook pod did not become Ready: %v\n%s", err, got)
+	}
+
+	t.Run("a webhook served by a member pod is called", func(t *testing.T) {
+		i := 0
+		testenv.Eventually(t, 20*time.Second, "the member pod's webhook to refuse a deny- ConfigMap", func() error {
+			i++
+			got, err := testenv.Kubectl(t, w.kubeconfig, "-n", "hooked", "create", "configmap", "deny-"+strconv.Itoa(i))
+			if err == nil {
+				return fmt.Errorf("admitted: %s", got)
+			}
+			if !strings.Contains(got, "denied by testapp's webhook") {
+				return fmt.Errorf("refused, but not by the webhook: %s", got)
+			}
+			return nil
+		})
+		if got, err := testenv.Kubectl(t, w.kubeconfig, "-n", "hooked", "create", "configmap", "fine"); err != nil {
+			t.Errorf("the webhook refused what it admits: %v %s", err, got)
+		}
+	})
+
+	t.Run("a webhook through an ExternalName Service reaches nothing", func(t *testing.T) {
+		host, port, _ := strings.Cut(out.host, ":")
+		before := out.hostConns.Load()
+		manifest := `apiVersion: v1
+kind: Namespace
+metadata: {name: hooked-outside}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: outside, namespace: hooked-outside}
+spec: {type: ExternalName, externalName: "` + host + `"}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata: {name: hook-via-externalname}
+webhooks:
+- name: outside.kobe.test
+  clientConfig:
+    service: {namespace: hooked-outside, name: outside, port: ` + port + `}
+  rules:
+  - {operations: [CREATE], apiGroups: [""], apiVersions: [v1], resources: [configmaps]}
+  namespaceSelector:
+    matchLabels: {kubernetes.io/metadata.name: hooked-outside}
+  failurePolicy: Fail
+  sideEffects: None
+  timeoutSeconds: 3
+  admissionReviewVersions: [v1]
+`
+		if got, err := testenv.Kubectl(t, w.kubeconfig, "apply", "-f", writeFile(t, manifest)); err != nil {
+			t.Fatalf("an ExternalName Service and a webhook naming it: %v\n%s", err, got)
+		}
+		i := 0
+		testenv.Eventually(t, 20*time.Second, "the webhook's failed call to refuse a ConfigMap", func() error {
+			i++
+			got, err := testenv.Kubectl(t, w.kubeconfig, "-n", "hooked-outside", "create", "configmap", "probe-"+strconv.Itoa(i))
+			if err == nil {
+				return fmt.Errorf("admitted (webhook not yet loaded): %s", got)
+			}
+			if !strings.Contains(got, "outside.kobe.test") {
+				return fmt.Errorf("refused, but not by the webhook: %s", got)
+			}
+			return nil
+		})
+		if n := out.hostConns.Load() - before; n != 0 {
+			t.Errorf("the member's API server connected %d time(s) to %s through an ExternalName Service", n, out.host)
+		}
+	})
+}
