@@ -239,6 +239,7 @@ func setupControllers(mgr ctrl.Manager, backends backend.Registry, binder *bindi
 		NodeProbeImage:   o.local.PauseImage,
 		ReceiptRetention: o.receipts.ReceiptRetention,
 		BootstrapJobs:    o.kubernetes.BootstrapJobs,
+		PollInterval:     o.memberPoll,
 	}
 	if err := instances.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up instance controller: %w", err)

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"time"
 
@@ -27,6 +28,7 @@ type options struct {
 	leaderElectTimes  leaderElectTimings
 	enableSim         bool
 	sweep             sweepFlags
+	memberPoll        time.Duration
 
 	local          local.Flags
 	kubernetes     kubebackend.Flags
@@ -51,6 +53,7 @@ func (o *options) bind(fs *flag.FlagSet) {
 	o.leaderElectTimes.bind(fs)
 	fs.BoolVar(&o.enableSim, "enable-sim-backend", false, "Wire the sim backend: pools with backend.type sim get simulated members, with no cluster behind them, whose kubeconfigs point at an address that answers nothing. For benchmarks, scale tests and demos only; never for real use.")
 	o.sweep.bind(fs)
+	fs.DurationVar(&o.memberPoll, "member-poll-interval", 500*time.Millisecond, "How often a member that is not Ready yet is observed and its readiness gates are checked (50ms to 1m). Each check is a call to the backend and, for gates, to the member's own API server; a member is handed out at most this long after it became ready.")
 
 	o.local.Bind(fs)
 	o.kubernetes.Bind(fs)
@@ -70,6 +73,7 @@ func (o *options) validate() error {
 		o.leaseLimits.Validate,
 		o.receipts.Validate,
 		o.sweep.validate,
+		o.validateMemberPoll,
 		o.leaderElectTimes.validate,
 		o.kubernetes.Validate,
 		o.api.Validate,
@@ -79,6 +83,13 @@ func (o *options) validate() error {
 		if err := check(); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+func (o *options) validateMemberPoll() error {
+	if o.memberPoll < 50*time.Millisecond || o.memberPoll > time.Minute {
+		return fmt.Errorf("--member-poll-interval %v: must be between 50ms and 1m", o.memberPoll)
 	}
 	return nil
 }

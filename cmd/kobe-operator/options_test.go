@@ -45,6 +45,8 @@ func TestValidateRefuses(t *testing.T) {
 		{"lease service", []string{"--max-queued-per-owner=0"}, "--max-queued-per-owner must be a positive number"},
 		{"cleanup", []string{"--cleanup-receipt-retention=24h"}, "--cleanup-receipt-retention must be at least 720h"},
 		{"leak sweep", []string{"--leak-sweep-interval=-1s"}, "--leak-sweep-interval must be 0 (at start only) or positive"},
+		{"member poll too fast", []string{"--member-poll-interval=1ms"}, "--member-poll-interval 1ms: must be between 50ms and 1m"},
+		{"member poll too slow", []string{"--member-poll-interval=2m"}, "--member-poll-interval 2m0s: must be between 50ms and 1m"},
 		{"leader election", []string{"--leader-elect-renew-deadline=20s"}, "--leader-elect-renew-deadline (20s) must be less than"},
 		{"kubernetes backend", []string{"--member-network-policy-operator-selector=kobe"}, "--member-network-policy-operator-selector:"},
 		{"listeners", []string{"--metrics-bind-address=:8080"}, "--metrics-bind-address"},

@@ -13,12 +13,15 @@ const (
 	// while CoreDNS may still be starting, and a probe that cannot resolve
 	// by then fails (the gate tries again); it never hangs.
 	probeFor = 30 * time.Second
-	// lookupTimeout bounds one lookup (an answering cluster DNS takes
-	// milliseconds; a query sent before kube-proxy routes the Service is
-	// lost, and waiting it out would only delay the next try),
-	// retryEvery spaces the tries.
-	lookupTimeout = time.Second
-	retryEvery    = 100 * time.Millisecond
+	// A lookup is bounded by a timeout that starts at firstTimeout and
+	// doubles up to maxTimeout: an answering cluster DNS takes
+	// milliseconds, and a query sent before kube-proxy routes the Service
+	// is lost, so a short first wait lets the next try go soon after the
+	// route appears; the longer later waits still let a resolver on a
+	// loaded machine answer. retryEvery spaces the tries.
+	firstTimeout = 200 * time.Millisecond
+	maxTimeout   = 2 * time.Second
+	retryEvery   = 100 * time.Millisecond
 )
 
 // probe resolves every name with the Go resolver (the pod's
@@ -47,8 +50,9 @@ func probe(names []string) int {
 
 // lookup resolves name, again and again until the deadline.
 func lookup(name string, deadline time.Time) ([]string, error) {
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), lookupTimeout)
+	timeout := firstTimeout
+	for ; ; timeout = min(2*timeout, maxTimeout) {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		addrs, err := net.DefaultResolver.LookupHost(ctx, name)
 		cancel()
 		if err == nil || time.Now().Add(retryEvery).After(deadline) {

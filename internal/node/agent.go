@@ -27,7 +27,10 @@ const kubeletRoot = "/var/lib/kubelet"
 
 // daemonEnv is the environment of the node's daemons: nothing of the
 // caller's (it may hold credentials), a PATH with runc, iptables and mount.
-var daemonEnv = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root"}
+// GOGC=50, as the local backend's control plane has: kubelet, kube-proxy,
+// containerd and its shims (which inherit it) keep smaller heaps for no
+// measurable CPU at a member's rate of change (docs/benchmarks.md).
+var daemonEnv = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", "GOGC=50"}
 
 // Agent runs one node from its Config (the kobe-node program).
 type Agent struct {

@@ -160,6 +160,9 @@ func TestDaemonConfigs(t *testing.T) {
 	if kp["mode"] != "iptables" || kp["clusterCIDR"] != c.ClusterCIDR || kp["hostnameOverride"] != "node-0" {
 		t.Errorf("kube-proxy config: %v", kp)
 	}
+	if ipt, _ := kp["iptables"].(map[string]any); ipt["minSyncPeriod"] != "100ms" {
+		t.Errorf("kube-proxy iptables = %v, want minSyncPeriod 100ms", kp["iptables"])
+	}
 	for k, v := range kp["conntrack"].(map[string]any) {
 		if v != float64(0) && v != "0s" {
 			t.Errorf("kube-proxy conntrack %s = %v: it would change a machine-wide sysctl", k, v)

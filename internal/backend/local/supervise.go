@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/kunobi-ninja/kobe/internal/backend"
 	"github.com/kunobi-ninja/kobe/internal/clusterdns"
+	"github.com/kunobi-ninja/kobe/internal/gates"
 	"github.com/kunobi-ninja/kobe/internal/memberaddons"
 )
 
@@ -203,8 +205,9 @@ func (b *Backend) startRest(ctx context.Context, rt *memberRT, p paths, m backen
 // startAddons creates the member's cluster DNS and default StorageClass
 // while its nodes start, so that CoreDNS is scheduled the moment a node
 // registers instead of when the DNSHealthy gate first runs (after the
-// backend reports Ready): about 3 s off a member's time to hand-out. Best
-// effort: the gate creates whatever is missing.
+// backend reports Ready): about 3 s off a member's time to hand-out. The
+// gates' probe pods get the same head start (startProbes). Best effort:
+// the gates create whatever is missing.
 func (b *Backend) startAddons(ctx context.Context, p paths, st *state) {
 	acc, err := access(p, localURL(st.LocalHost, st.APIServerPort))
 	if err == nil {
@@ -213,13 +216,34 @@ func (b *Backend) startAddons(ctx context.Context, p paths, st *state) {
 			cfg.Timeout = probeTimeout
 			var cs *kubernetes.Clientset
 			if cs, err = kubernetes.NewForConfig(cfg); err == nil {
-				err = memberaddons.Ensure(ctx, cs, clusterdns.Image)
+				if err = memberaddons.Ensure(ctx, cs, clusterdns.Image); err == nil {
+					err = b.startProbes(ctx, cs, st)
+				}
 			}
 		}
 	}
 	if err != nil {
-		b.log.V(1).Info("Cluster DNS and storage not created yet; the DNSHealthy gate will", "dir", p.dir, "reason", err.Error())
+		b.log.V(1).Info("Cluster DNS, storage or probe pods not created yet; the readiness gates will", "dir", p.dir, "reason", err.Error())
 	}
+}
+
+// startProbes creates the DNSHealthy probe pod and each node's NodesReady
+// probe pod (bound to the node by name, which the kubelet runs as soon as
+// it registers) while the nodes start. The gates, first evaluated when
+// Observe reports Ready, then find them finished instead of creating them:
+// the DNS probe alone had taken about 3 s after that. The gates decide from
+// what the member holds, so these pods are theirs to record and delete.
+func (b *Backend) startProbes(ctx context.Context, cs kubernetes.Interface, st *state) error {
+	pods := []*corev1.Pod{clusterdns.ProbePod(clusterdns.Image)}
+	for i := range st.Nodes {
+		pods = append(pods, gates.ProbePod(NodeName(i), b.opts.PauseImage))
+	}
+	for _, pod := range pods {
+		if _, err := cs.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating probe pod %s: %w", pod.Name, err)
+		}
+	}
+	return nil
 }
 
 // prepareComponent writes what component c reads at start.

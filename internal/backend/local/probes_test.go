@@ -1,0 +1,52 @@
+package local
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/kunobi-ninja/kobe/internal/clusterdns"
+	"github.com/kunobi-ninja/kobe/internal/gates"
+)
+
+// The head start creates exactly the pods the gates look for (same names,
+// same nodes), and a second call, or a pod a gate made first, is no error.
+func TestStartProbes(t *testing.T) {
+	b := &Backend{opts: Options{PauseImage: "kobe.local/pause:v1"}}
+	existing := gates.ProbePod(NodeName(1), "kobe.local/pause:v1")
+	cs := fake.NewClientset(existing)
+	st := &state{Nodes: 2}
+	for range 2 {
+		if err := b.startProbes(t.Context(), cs, st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pods, err := cs.CoreV1().Pods("").List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		clusterdns.ProbePodName:        "",
+		gates.ProbePodName(NodeName(0)): NodeName(0),
+		gates.ProbePodName(NodeName(1)): NodeName(1),
+	}
+	if len(pods.Items) != len(want) {
+		t.Fatalf("%d pods, want %d: %v", len(pods.Items), len(want), names(pods.Items))
+	}
+	for _, p := range pods.Items {
+		node, ok := want[p.Name]
+		if !ok || p.Spec.NodeName != node {
+			t.Errorf("pod %s/%s on node %q: not a probe pod the gates look for", p.Namespace, p.Name, p.Spec.NodeName)
+		}
+	}
+}
+
+func names(pods []corev1.Pod) []string {
+	var out []string
+	for _, p := range pods {
+		out = append(out, p.Namespace+"/"+p.Name)
+	}
+	return out
+}
