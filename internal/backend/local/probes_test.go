@@ -28,7 +28,7 @@ func TestStartProbes(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]string{
-		clusterdns.ProbePodName:        "",
+		clusterdns.ProbePodName:         "",
 		gates.ProbePodName(NodeName(0)): NodeName(0),
 		gates.ProbePodName(NodeName(1)): NodeName(1),
 	}
