@@ -274,8 +274,22 @@ const notes = `## How the run is set up
 
 - **Members.** One pool per backend and version (` + "`conformance-<backend>-<version>`" + `, size 1,
   ` + "`cluster.version`" + ` the version), its member leased with ` + "`kobe lease`" + ` like any user's.
-  Local members have 2 real nodes (` + "`backend.local.nodes: 2`" + `), so that Services, DNS and
-  Deployments cross nodes as in the multi-node clusters conformance assumes.
+  Members have 2 nodes, so that Services, DNS and Deployments cross nodes as in the
+  multi-node clusters conformance assumes.
+  - *local*: ` + "`make run`" + ` (hack/run.sh), ` + "`backend.local.nodes: 2`" + ` real nodes; the suite talks
+    to the member's API server directly (Direct access).
+  - *kubernetes*: ` + "`make run-cluster`" + ` (the real-node host cluster, kobe installed with its Helm
+    chart, docs/run-cluster.md), started once per version; the member is etcd,
+    kube-apiserver, kube-controller-manager and kube-scheduler pods of the host cluster plus
+    ` + "`backend.kubernetes.nodes: 2`" + ` node pods of the ` + "`kobe-node`" + ` image, every image named in
+    ` + "`backend.kubernetes.images`" + ` with ` + "`pullPolicy: Never`" + `: the control-plane images of the
+    version (` + "`make image-controlplane IMAGE_K8S_VERSION=<v>`" + `, from ` + "`bin/controlplane/<v>`" + `) and a
+    node image with the version's kubelet and kube-proxy (` + "`make image-node IMAGE_K8S_VERSION=<v>`" + `,
+    from ` + "`bin/node/<v>`" + `), imported into the host node (` + "`KOBE_RUN_CLUSTER_IMAGES`" + `). The lease's
+    kubeconfig is a Proxy one: every request of the suite, and every exec, attach, port-forward
+    and watch, goes through kobe's ` + "`/connect/<lease>`" + ` proxy in the operator's pods.
+    make run-cluster compares the machine after its teardown with before its start
+    (` + "`KOBE_RUN_CLUSTER_CHECK`" + `); a difference fails the run.
 - **Pod Security: ` + "`privileged`" + `.** The e2e framework labels each test namespace with the
   level its specs need (` + "`pod-security.kubernetes.io/enforce`" + `), privileged for several of the
   selected ones (DNS, Services, Jobs, PersistentVolumes); a member's static policy refuses a label below the
@@ -283,8 +297,11 @@ const notes = `## How the run is set up
   therefore set ` + "`cluster.podSecurity: privileged`" + `, which trusts the lease holder with the host
   (docs/nodes.md): right for this run, whose only lease holder is the run itself.
 - **Images**, built on the machine by hack/conformance/images.sh with the repository's image
-  tool under the names ` + "`e2e.test --list-images`" + ` prints, preloaded into every node
-  (` + "`backend.local.preloadImages`" + `); nothing is pulled:
+  tool under the names ` + "`e2e.test --list-images`" + ` prints, preloaded into every node; nothing is
+  pulled. Local nodes import them from the operator's image directory
+  (` + "`backend.local.preloadImages`" + `); node pods from their node image, built with them
+  (` + "`make image-node NODE_PRELOAD=...`" + `), the operator naming them
+  (` + "`--kubernetes-node-preload`" + `, the chart's ` + "`extraArgs`" + `, ` + "`KOBE_RUN_CLUSTER_VALUES`" + `):
   - ` + "`registry.k8s.io/e2e-test-images/agnhost`" + ` (both tags the suite names): the release's own
     agnhost (` + "`k8s.io/kubernetes/test/images/agnhost`" + `) on a base of Debian's busybox-static
     with the tools upstream's Alpine base gives the specs: ` + "`dig`, `nslookup`, `host`" + `
