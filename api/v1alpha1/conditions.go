@@ -161,8 +161,6 @@ const (
 	ReasonNotAdoptable = "NotAdoptable"
 	// ReasonAdopted: after a restart the member was verified and kept.
 	ReasonAdopted = "Adopted"
-	// ReasonDestroyed: the backend reports nothing of the member is left.
-	ReasonDestroyed = "Destroyed"
 	// ReasonFenced: the member's API server is stopped (condition Fenced).
 	ReasonFenced = "Fenced"
 	// ReasonFenceFailed: stopping the member's API server failed; it is
@@ -201,8 +199,6 @@ const (
 	// ReasonKubeconfigFailed: the lease was bound but no kubeconfig could be
 	// minted for it, so it was released at once.
 	ReasonKubeconfigFailed = "KubeconfigFailed"
-	// ReasonExtended: the lease was extended.
-	ReasonExtended = "Extended"
 
 	// ReasonPolicyReady / ReasonPolicyInvalid (policy).
 	ReasonPolicyReady   = "PolicyReady"
@@ -218,9 +214,4 @@ const (
 )
 
 // Event reasons that are not condition reasons: actions a controller took.
-const (
-	// EventMemberCreated: the pool created a member.
-	EventMemberCreated = "MemberCreated"
-	// EventMemberDeleted: the pool deleted a member (scale-down or pool deletion).
-	EventMemberDeleted = "MemberDeleted"
-)
+const ()

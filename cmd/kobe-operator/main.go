@@ -181,7 +181,7 @@ func run(ctx context.Context, o options) error {
 	apiLog := log.WithName("api")
 	leases := leaseservice.New(leaseservice.Options{
 		Namespace: o.namespace, Client: mgr.GetClient(), Reader: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
-		Binder: binder, Recorder: mgr.GetEventRecorder("kobe-api"), Clock: clk, Log: apiLog,
+		Binder: binder, Clock: clk, Log: apiLog,
 		MaxQueuedPerOwner: int32(o.leaseLimits.MaxQueuedPerOwner), Fence: backends.Fence,
 		ProxyEndpoint: o.api.ProxyEndpoint(apiLog),
 	})

@@ -243,8 +243,8 @@ func newServer(mgr ctrl.Manager, opts apiserver.Options) (*apiserver.Server, err
 	opts.Namespace, opts.Log = ns, logr.Discard()
 	opts.Leases = leaseservice.New(leaseservice.Options{
 		Namespace: ns, Client: mgr.GetClient(), Reader: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
-		Binder:   &binding.Binder{Client: mgr.GetClient(), Reader: mgr.GetClient(), Clock: clk},
-		Recorder: mgr.GetEventRecorder("kobe-apiserver-test"), Clock: clk, Log: opts.Log,
+		Binder: &binding.Binder{Client: mgr.GetClient(), Reader: mgr.GetClient(), Clock: clk},
+		Clock:  clk, Log: opts.Log,
 		ProxyEndpoint: apiserver.ProxyEndpoint(apiserver.ProxyEndpointOptions{
 			TLSCertFile: opts.TLSCertFile, TLSKeyFile: opts.TLSKeyFile, ConnectURL: opts.ConnectURL, Log: opts.Log,
 		}),

@@ -102,7 +102,6 @@ func (s *Service) Create(ctx context.Context, p *auth.Principal, req CreateReque
 	out.QueuePosition = pos(l)
 	metrics.LeaseRequest(pl.Name, "pending")
 	s.audit(p, "create", l.Name, pl.Name, "pending")
-	s.opts.Recorder.Eventf(l, nil, "Normal", kobev1.ReasonQueued, "Create", "Requested by %s (policy %s, method %s); waiting for a ready member", p.Identity, p.Policy, p.Method)
 	return out, nil
 }
 
@@ -335,7 +334,6 @@ func (s *Service) bindNow(ctx context.Context, p *auth.Principal, l *kobev1.Clus
 		}
 		metrics.LeaseBound(created.Spec.Pool, "api", elapsed)
 		metrics.LeaseRequest(created.Spec.Pool, "bound")
-		s.opts.Recorder.Eventf(bound, member, "Normal", kobev1.ReasonBound, "Create", "Leased by %s (policy %s, method %s), bound to %s", p.Identity, p.Policy, p.Method, member.Name)
 	})
 	return fastPath{bound: bound, kubeconfig: kc}, nil
 }

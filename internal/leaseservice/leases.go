@@ -172,7 +172,6 @@ func (s *Service) Extend(ctx context.Context, p *auth.Principal, ref string, by 
 	}
 	expires := l.Status.ExpiresAt.UTC().Format(time.RFC3339)
 	s.audit(p, "extend", l.Name, l.Spec.Pool, "extended to "+expires, minted(member, kc)...)
-	s.opts.Recorder.Eventf(l, nil, "Normal", kobev1.ReasonExtended, "Extend", "Extended by %s to %s (%d of %d)", p.Identity, expires, l.Status.Extensions, lease.MaxExtensions(l))
 	return &Lease{Object: l, Pool: s.poolOrNil(ctx, l.Spec.Pool), Kubeconfig: kc, Owned: true}, nil
 }
 
@@ -215,6 +214,5 @@ func (s *Service) Release(ctx context.Context, p *auth.Principal, ref string) er
 	s.fence(ctx, held)
 	metrics.LeaseEnded(l.Spec.Pool, kobev1.ReasonReleased)
 	s.audit(p, "release", l.Name, l.Spec.Pool, "released")
-	s.opts.Recorder.Eventf(l, nil, "Normal", kobev1.ReasonReleased, "Release", "Released by %s (policy %s)", p.Identity, p.Policy)
 	return nil
 }

@@ -50,7 +50,6 @@ func replica(t *testing.T, mut ...func(*leaseservice.Options)) *leaseservice.Ser
 		Reader:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
 		Binder:    &binding.Binder{Client: mgr.GetClient(), Reader: mgr.GetClient(), Clock: clk},
-		Recorder:  mgr.GetEventRecorder("leaseservice-test-replica"),
 		Clock:     clk,
 		Log:       logr.Discard(),
 	}

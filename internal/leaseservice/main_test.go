@@ -112,7 +112,6 @@ func newService(mut ...func(*leaseservice.Options)) *leaseservice.Service {
 		Reader:    fx.mgr.GetClient(),
 		APIReader: fx.mgr.GetAPIReader(),
 		Binder:    &binding.Binder{Client: fx.mgr.GetClient(), Reader: fx.mgr.GetClient(), Clock: clk},
-		Recorder:  fx.mgr.GetEventRecorder("leaseservice-test"),
 		Clock:     clk,
 		Log:       logr.Discard(),
 	}

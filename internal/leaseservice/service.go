@@ -18,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -43,7 +42,6 @@ type Options struct {
 	Reader    client.Reader
 	APIReader client.Reader
 	Binder    *binding.Binder
-	Recorder  events.EventRecorder
 	Clock     clock.PassiveClock
 	// Log receives one audit line per lease operation; never credentials.
 	Log logr.Logger

@@ -139,7 +139,7 @@ func TestMemberRecordedOnAnotherHost(t *testing.T) {
 		}
 		return nil
 	})
-	// Several of the operator's poll intervals (2 s): a wrong destroy
+	// Many of the operator's poll intervals (500 ms): a wrong destroy
 	// would remove the finalizer meanwhile.
 	cur := &kobev1.ClusterInstance{}
 	testenv.Consistently(t, 6*time.Second, "the member recorded on another host to be held, untouched", func() error {
@@ -148,9 +148,6 @@ func TestMemberRecordedOnAnotherHost(t *testing.T) {
 		}
 		if len(cur.Finalizers) != 1 {
 			return fmt.Errorf("the member was let go: finalizers %v", cur.Finalizers)
-		}
-		if reasons := eventReasons(t, m.Name); strings.Contains(strings.Join(reasons, ","), kobev1.ReasonDestroyed) {
-			return fmt.Errorf("events %v: reported Destroyed", reasons)
 		}
 		dirs, err := memberproc.Dirs(s.dataRoot)
 		if err != nil {

@@ -68,7 +68,7 @@ func (r *Reconciler) finalize(ctx context.Context, s *scope) (ctrl.Result, error
 		// The pool's watch wakes this member when the count lands.
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
-	r.event(s, corev1.EventTypeNormal, kobev1.ReasonDestroyed, "Destroy", "the backend reports nothing of the member is left")
+	s.log.Info("Destroyed: the backend reports nothing of the member is left")
 	return ctrl.Result{}, s.patch.RemoveFinalizer(ctx, kobev1.FinalizerInstance)
 }
 

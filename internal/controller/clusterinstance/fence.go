@@ -32,8 +32,8 @@ func (r *Reconciler) fence(ctx context.Context, s *scope) {
 			"stopping the member's API server failed; its destruction cuts its lease's access instead: "+err.Error(), corev1.EventTypeWarning)
 		return
 	}
-	r.mark(s, kobev1.ConditionFenced, metav1.ConditionTrue, kobev1.ReasonFenced,
-		"the member's API server is stopped: no credential of lease "+s.inst.Spec.LeaseRef.Name+" works", corev1.EventTypeNormal)
+	r.setCondition(s, kobev1.ConditionFenced, metav1.ConditionTrue, kobev1.ReasonFenced,
+		"the member's API server is stopped: no credential of lease "+s.inst.Spec.LeaseRef.Name+" works")
 }
 
 // needsFence reports whether inst was bound to a lease and is not known to

@@ -7,8 +7,12 @@ import (
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 )
 
-// setPhase moves the instance to phase, records when, sets its Ready
-// condition, and tells the story in an event.
+// setPhase moves the instance to phase, records when, and sets its Ready
+// condition. An Event tells only of what a person acts on: a member
+// recycled for a failure, or quarantined. Routine progress (Creating,
+// Ready, Leased, recycled after its lease) is in the phase, the conditions
+// and the log: each Event is a write on the host's API server, and a
+// hand-out would otherwise pay for several (docs/benchmarks.md).
 func (r *Reconciler) setPhase(s *scope, phase kobev1.InstancePhase, reason, msg string) {
 	st := &s.inst.Status
 	ready := metav1.ConditionFalse
@@ -23,15 +27,9 @@ func (r *Reconciler) setPhase(s *scope, phase kobev1.InstancePhase, reason, msg 
 	st.Phase = phase
 	t := metav1.NewTime(s.now)
 	st.LastPhaseChange = &t
-	if phase == kobev1.InstanceCreating && reason == kobev1.ReasonCreating {
-		// The pool's MemberCreated Event already says it.
-		return
+	if actionable(phase, reason) {
+		r.event(s, corev1.EventTypeWarning, reason, string(phase), msg)
 	}
-	kind := corev1.EventTypeNormal
-	if phase == kobev1.InstanceRecycling && reason != kobev1.ReasonLeaseEnded && reason != kobev1.ReasonScaledDown && reason != kobev1.ReasonPoolDeleted {
-		kind = corev1.EventTypeWarning
-	}
-	r.event(s, kind, reason, string(phase), msg)
 }
 
 // setCondition sets a condition; it reports whether its status or reason changed.
@@ -47,4 +45,17 @@ func (r *Reconciler) mark(s *scope, t string, status metav1.ConditionStatus, rea
 
 func (r *Reconciler) event(s *scope, kind, reason, action, msg string) {
 	s.conds.Event(s.inst, kind, reason, action, msg)
+}
+
+// actionable reports whether a move to phase for reason is something a
+// person acts on, and so worth an Event: quarantine, and recycling for any
+// reason but the routine ones (the lease ended, the pool shrank or went).
+func actionable(phase kobev1.InstancePhase, reason string) bool {
+	switch phase {
+	case kobev1.InstanceQuarantined:
+		return true
+	case kobev1.InstanceRecycling:
+		return reason != kobev1.ReasonLeaseEnded && reason != kobev1.ReasonScaledDown && reason != kobev1.ReasonPoolDeleted
+	}
+	return false
 }

@@ -101,8 +101,8 @@ func (r *Reconciler) publishAccess(ctx context.Context, s *scope, a *backend.Acc
 	}
 	s.inst.Status.Endpoint = a.Endpoint
 	s.inst.Status.AccessSecretRef = &kobev1.LocalRef{Name: want.Name}
-	r.mark(s, kobev1.ConditionProvisioned, metav1.ConditionTrue, kobev1.ReasonProvisioned,
-		"the backend built the member; access in Secret "+want.Name, corev1.EventTypeNormal)
+	r.setCondition(s, kobev1.ConditionProvisioned, metav1.ConditionTrue, kobev1.ReasonProvisioned,
+		"the backend built the member; access in Secret "+want.Name)
 	return nil
 }
 

@@ -114,8 +114,7 @@ func (r *Reconciler) finalizeVerified(ctx context.Context, s *scope) (ctrl.Resul
 	if receipt.Verified {
 		st.Verified, st.NextAttempt = true, nil
 		r.setCondition(s, kobev1.ConditionReady, metav1.ConditionFalse, kobev1.ReasonCleanupVerified, receipt.Summary())
-		r.event(s, corev1.EventTypeNormal, kobev1.ReasonCleanupVerified, "Destroy",
-			fmt.Sprintf("%s; receipt in ConfigMap %s", receipt.Summary(), name))
+		s.log.Info("Cleanup verified", "summary", receipt.Summary(), "receipt", name)
 		if err := r.noteLease(ctx, s, name, false); err != nil {
 			return ctrl.Result{}, err
 		}

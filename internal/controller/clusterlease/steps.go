@@ -308,7 +308,6 @@ func (r *Reconciler) bind(ctx context.Context, s *scope, pool *kobev1.ClusterPoo
 	metrics.LeaseBound(l.Spec.Pool, "controller", s.now.Sub(lease.QueuedAt(l)))
 	expires := l.Status.ExpiresAt.UTC().Format(time.RFC3339)
 	s.log.Info("Lease bound", "member", klog.KObj(res.Instance), "expiresAt", expires)
-	r.Recorder.Eventf(l, res.Instance, corev1.EventTypeNormal, kobev1.ReasonBound, "Bind", "Bound to %s until %s", res.Instance.Name, expires)
 	return ctrl.Result{RequeueAfter: max(l.Status.ExpiresAt.Sub(s.now), time.Millisecond)}, nil
 }
 
@@ -352,15 +351,17 @@ func (r *Reconciler) availableMembers(ctx context.Context, l *kobev1.ClusterLeas
 // missing; the deferred status write persists it when anything changed.
 func (r *Reconciler) markQueued(s *scope, pos int32, poolMissing bool, recheck time.Duration) ctrl.Result {
 	l := s.lease
-	reason, eventType := kobev1.ReasonQueued, corev1.EventTypeNormal
-	msg := fmt.Sprintf("waiting for a ready member of pool %s (position %d)", l.Spec.Pool, pos)
-	if poolMissing {
-		reason, eventType = kobev1.ReasonPoolNotFound, corev1.EventTypeWarning
-		msg = fmt.Sprintf("pool %s does not exist", l.Spec.Pool)
-	}
+	c := metav1.Condition{Type: kobev1.ConditionBound, Status: metav1.ConditionFalse, Reason: kobev1.ReasonQueued,
+		Message: fmt.Sprintf("waiting for a ready member of pool %s (position %d)", l.Spec.Pool, pos)}
 	l.Status.Phase = kobev1.LeasePending
 	l.Status.QueuePosition = pos
-	s.cond.Mark(l, eventType, metav1.Condition{Type: kobev1.ConditionBound, Status: metav1.ConditionFalse, Reason: reason, Message: msg})
+	if poolMissing {
+		// A person acts on it: an Event. Waiting in the queue is routine.
+		c.Reason, c.Message = kobev1.ReasonPoolNotFound, fmt.Sprintf("pool %s does not exist", l.Spec.Pool)
+		s.cond.Mark(l, corev1.EventTypeWarning, c)
+	} else {
+		s.cond.Set(l, c)
+	}
 	after := queueRecheck
 	if recheck > 0 && recheck < after {
 		after = recheck
@@ -380,12 +381,12 @@ func (r *Reconciler) end(ctx context.Context, s *scope, phase kobev1.LeasePhase,
 		return nil
 	}
 	metrics.LeaseEnded(s.lease.Spec.Pool, reason)
-	eventType := corev1.EventTypeNormal
-	if reason == kobev1.ReasonInstanceLost || reason == kobev1.ReasonCleanupModeUnsupported {
-		eventType = corev1.EventTypeWarning
-	}
 	r.fenceMember(ctx, s)
 	s.log.Info("Lease ended", "phase", phase, "reason", reason)
-	s.cond.Event(s.lease, eventType, reason, "End", msg)
+	// An Event only for an end a person acts on; released and expired
+	// leases are routine (their status says so).
+	if reason == kobev1.ReasonInstanceLost || reason == kobev1.ReasonCleanupModeUnsupported {
+		s.cond.Event(s.lease, corev1.EventTypeWarning, reason, "End", msg)
+	}
 	return nil
 }

@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
@@ -482,10 +481,4 @@ func poolOfLease(_ context.Context, o client.Object) []reconcile.Request {
 		return nil
 	}
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: l.Namespace, Name: l.Spec.Pool}}}
-}
-
-// event records an event about the pool; related (a member, or nil) also
-// keeps events about different members from being folded into one series.
-func (r *Reconciler) event(p *kobev1.ClusterPool, related runtime.Object, kind, reason, action, note string, args ...any) {
-	r.Recorder.Eventf(p, related, kind, reason, action, note, args...)
 }

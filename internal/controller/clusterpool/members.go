@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -46,9 +45,9 @@ func (r *Reconciler) createMembers(ctx context.Context, s *scope) error {
 		if s.host.Max > 0 {
 			r.host.record(m.UID, p.Spec.Backend.Type, s.conds.Now)
 		}
-		ctrl.LoggerFrom(ctx).Info("Member created", "member", m.Name)
-		r.event(p, m, corev1.EventTypeNormal, kobev1.EventMemberCreated, "Create",
-			"created member %s to keep %d members Ready or Creating", m.Name, plan.Target)
+		// No Event: creating members is the pool's routine, and each
+		// Event is a write on the host's API server.
+		ctrl.LoggerFrom(ctx).Info("Member created", "member", m.Name, "target", plan.Target)
 	}
 	return nil
 }
@@ -115,6 +114,5 @@ func (r *Reconciler) deleteMember(ctx context.Context, p *kobev1.ClusterPool, m 
 	}
 	r.expected.expect(p.UID, nil, []string{m.Name}, r.Clock.Now())
 	ctrl.LoggerFrom(ctx).Info("Member deleted", "member", klog.KObj(m), "phase", m.Status.Phase, "reason", reason, "why", why)
-	r.event(p, m, corev1.EventTypeNormal, kobev1.EventMemberDeleted, "Delete", "deleted member %s (%s), %s: %s", m.Name, m.Status.Phase, reason, why)
 	return false, nil
 }

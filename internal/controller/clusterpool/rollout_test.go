@@ -5,11 +5,9 @@ package clusterpool
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
-	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
@@ -91,10 +89,6 @@ func TestRolloutAndScaleDown(t *testing.T) {
 	if !sawOutdated {
 		t.Error("status.outdated never showed the old member")
 	}
-	if notes := h.events(t, ns, p.Name, kobev1.EventMemberDeleted); len(notes) != 1 || !strings.Contains(notes[0], old[0].Name) ||
-		!strings.Contains(notes[0], kobev1.ReasonOutdated) {
-		t.Errorf("MemberDeleted events %q, want one naming %s as Outdated", notes, old[0].Name)
-	}
 	got, _ = h.pool(t, p)
 	for _, m := range h.members(t, p) {
 		if m.Spec.TemplateHash != got.Status.TemplateHash {
@@ -116,6 +110,8 @@ func TestRolloutAndScaleDown(t *testing.T) {
 	got = h.waitPool(t, p, shortWait, "the lease gone from the queue", func(p *kobev1.ClusterPool) bool { return p.Status.QueueDepth == 0 })
 	last := got.Status.LastPressure.Time
 	t.Logf("last pressure %s; scale-down allowed from %s", last.Format(time.RFC3339), last.Add(quiet).Format(time.RFC3339))
+	// The sim backend destroys at once, and the members are listed every
+	// 100 ms: a member gone before scaleDownAfter shows as one.
 	watchMembers(t, h, p, quiet+shortWait, "the surplus member scaled down", func(at time.Time, ms []kobev1.ClusterInstance, _ kobev1.ClusterPoolStatus) (bool, error) {
 		live := 0
 		for _, m := range ms {
@@ -128,18 +124,9 @@ func TestRolloutAndScaleDown(t *testing.T) {
 		}
 		return live == 1, nil
 	})
-	// The sim backend destroys at once: the event tells when the pool acted.
-	removedAt := h.eventTime(t, ns, p.Name, kobev1.EventMemberDeleted, kobev1.ReasonScaledDown)
-	if removedAt.Before(last.Add(quiet)) {
-		t.Errorf("a member was scaled down at %s, before scaleDownAfter %s after the last pressure at %s", removedAt.Format(time.RFC3339Nano), quiet, last.Format(time.RFC3339))
-	}
 	h.waitPool(t, p, shortWait, "ready 1 again", func(p *kobev1.ClusterPool) bool {
 		return p.Status.Ready == 1 && len(h.members(t, p)) == 1
 	})
-	notes := h.events(t, ns, p.Name, kobev1.EventMemberDeleted)
-	if len(notes) != 2 || !strings.Contains(strings.Join(notes, "\n"), kobev1.ReasonScaledDown) {
-		t.Errorf("MemberDeleted events %q, want the Outdated one and one ScaledDown", notes)
-	}
 }
 
 // startSimControllers runs the pool and instance controllers with the sim
@@ -206,28 +193,6 @@ func watchMembers(t *testing.T, h *harness, p *kobev1.ClusterPool, within time.D
 		case <-tick.C:
 		}
 	}
-}
-
-// eventTime is when the first event about name with this reason and a
-// note that mentions detail was recorded. Events are written
-// asynchronously, after the change they tell of: it waits a little.
-func (h *harness) eventTime(t *testing.T, ns, name, reason, detail string) time.Time {
-	t.Helper()
-	var at time.Time
-	testenv.Eventually(t, 10*time.Second, fmt.Sprintf("a %s event about %s mentioning %s", reason, name, detail), func() error {
-		var list eventsv1.EventList
-		if err := h.c.List(t.Context(), &list, client.InNamespace(ns)); err != nil {
-			return err
-		}
-		for _, e := range list.Items {
-			if e.Regarding.Name == name && e.Reason == reason && strings.Contains(e.Note, detail) {
-				at = e.EventTime.Time
-				return nil
-			}
-		}
-		return errors.New("none yet")
-	})
-	return at
 }
 
 func containsMember(ms []kobev1.ClusterInstance, name string) bool {

@@ -36,7 +36,13 @@ func (r *Reconciler) setStatus(_ context.Context, s *scope) error {
 			s.conds.Set(s.pool, cond)
 			continue
 		}
-		s.conds.Mark(s.pool, eventType(cond), cond)
+		if eventType(cond) == corev1.EventTypeWarning {
+			s.conds.Mark(s.pool, corev1.EventTypeWarning, cond)
+		} else {
+			// Routine (filling up, ready again): the condition says it,
+			// without an Event per refill.
+			s.conds.Set(s.pool, cond)
+		}
 	}
 	// Only scaling pools with a demand measurement report DemandCovered,
 	// only judged kubernetes backend pools NetworkPolicyEnforced.
