@@ -76,7 +76,7 @@ func measureCycles(ctx context.Context, b *bench, _ int) (figures, error) {
 		return nil, err
 	}
 	addCycle(out, "cycles.refill.", st)
-	addWrites(out, "writes.cycle_refill.", after.sub(before), int(st.cycles))
+	addWrites(out, "writes.cycle_refill.", after.Sub(before), int(st.cycles))
 	logf("cycles refilling: %d callers, %.0f cycles/s, %d answered Pending", b.best, st.rate(), st.pending)
 	b.refillRate = st.rate()
 	return out, op.alive()
@@ -147,7 +147,7 @@ func measureCyclesWarm(ctx context.Context, b *bench, _ int) (figures, error) {
 		return nil, err
 	}
 	addCycle(out, "cycles.warm.", st)
-	addWrites(out, "writes.cycle_warm.", after.sub(before), int(st.cycles))
+	addWrites(out, "writes.cycle_warm.", after.Sub(before), int(st.cycles))
 	logf("cycles pre-warmed: %d callers, %.0f cycles/s, %d answered Pending", b.best, st.rate(), st.pending)
 	return out, op.alive()
 }

@@ -126,7 +126,7 @@ func measureWrites(ctx context.Context, b *bench, _ int) (figures, error) {
 	if err != nil {
 		return nil, err
 	}
-	addWrites(out, "writes.handout.", after.sub(before), writesHandouts)
+	addWrites(out, "writes.handout.", after.Sub(before), writesHandouts)
 	return out, op.alive()
 }
 
@@ -180,7 +180,7 @@ func (b *bench) quiet(ctx context.Context, op *operator, quiet time.Duration) (w
 		now := time.Now()
 		if last == nil || sum != lastSum {
 			if last != nil {
-				moved = w.sub(last)
+				moved = w.Sub(last)
 			}
 			last, lastSum, since = w, sum, now
 		}
@@ -213,7 +213,7 @@ func (b *bench) writesByAnswer(ctx context.Context, op *operator, c *apiClient, 
 		return -1, took, c.waitBound(ctx, l.ID, time.Minute)
 	}
 	var n float64
-	for k, v := range after.sub(before) {
+	for k, v := range after.Sub(before) {
 		if !notKobe(k) {
 			n += v
 		}

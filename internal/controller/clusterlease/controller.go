@@ -49,6 +49,8 @@ type Reconciler struct {
 
 	// failures paces the retries of binds that keep failing.
 	failures bindFailures
+	// audited remembers the ended leases whose audit record exists.
+	audited auditedLeases
 }
 
 // validate names every required dependency that is missing.
@@ -155,6 +157,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	if err := r.Client.Get(ctx, req.NamespacedName, l); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.failures.forget(req.NamespacedName)
+			r.audited.forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}

@@ -88,6 +88,8 @@ type Reconciler struct {
 	// expected holds this process's creates and deletes of members until
 	// the cache shows them.
 	expected expectations
+	// statusWrites paces status writes under churn (coalesce.go).
+	statusWrites statusWrites
 	// host serialises the count-and-create of members of capped types.
 	host hostLedger
 }
@@ -139,8 +141,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	}
 	s := &scope{pool: p, patch: patch.New(r.Client, p), conds: conditions.Setter{Recorder: r.Recorder, Now: r.Clock.Now()}}
 	defer func() {
+		if retErr == nil && !s.patch.Done() {
+			res = r.coalesceStatus(s, res)
+		}
 		res, retErr = s.patch.Finish(ctx, res, retErr)
-		if !s.patch.Gone() {
+		if s.patch.Gone() {
+			r.statusWrites.forget(p.UID)
+		} else {
 			publishMetrics(p)
 		}
 	}()

@@ -49,6 +49,10 @@ func (h *Helper) Snapshot() {
 	h.before = h.obj.DeepCopyObject().(Object)
 }
 
+// Base is the object as of the last snapshot: what the next status write
+// is computed against. Callers must not change it.
+func (h *Helper) Base() Object { return h.before }
+
 // Gone reports whether the object no longer exists (a write found it gone,
 // or the last finalizer was removed); nothing is written after that.
 func (h *Helper) Gone() bool { return h.gone }
