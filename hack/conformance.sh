@@ -91,6 +91,15 @@ stop_kobe() {
 	run_rc=0
 	wait "$run_pid" 2>/dev/null || run_rc=$?
 	run_pid=
+	if ((run_checks)); then
+		# make dies of the SIGTERM it passed on (143) whatever its program
+		# ended with: the program's verdict is its last line.
+		if tail -n 1 "$runlog" | grep -qx 'the machine is as it was before the start.'; then
+			run_rc=0
+		elif ((run_rc == 0)); then
+			run_rc=1
+		fi
+	fi
 }
 
 # machine prints what a run could leave on the machine: the local backend's

@@ -323,11 +323,30 @@ const notes = `## How the run is set up
   - ` + "`registry.k8s.io/pause`" + `: images/pause, as ` + "`make image-pause`" + `.
   Any other image a spec names is not built: its pod cannot start and the spec fails.
 - **Why specs failed (analysis of the runs of 2026-12-03, by hand from their logs):**
-  - *ExternalName Services are refused by design.* A member's static admission policy
-    (` + "`kobe-member-addresses.static.k8s.io`" + `, internal/addressguard) refuses ` + "`type: ExternalName`" + `:
-    the member's API server would connect to any name through them. Every spec that creates
-    one fails (DNS "should provide DNS for ExternalName services", Services "change the type
-    from/to ExternalName"). This is kobe's isolation, not a bug; the specs stay failing.
+  - *ExternalName Services were refused by design* on the local backend until 2a69ea9. A local
+    member's static admission policy (` + "`kobe-member-addresses.static.k8s.io`" + `, internal/addressguard)
+    refused ` + "`type: ExternalName`" + `, since the member's API server could connect to any name through
+    them; every spec creating one failed (DNS "should provide DNS for ExternalName services",
+    Services "change the type from/to ExternalName"). 2a69ea9 admits them (the API server reaches
+    Services only through their endpoints); a local run recorded before it still lists them.
+    Kubernetes-backend members never had that policy.
+  - *kubernetes backend: the member's API server cannot reach its pods* (not fixed). Pod IPs
+    (` + "`198.19.244.0/22`" + `) exist only inside the node pods, which route them to each other over the
+    member's overlay; the control-plane pod is an ordinary pod of the host cluster, outside it. So
+    everything that makes the API server dial a pod times out, ` + "`pods/proxy`" + ` and
+    ` + "`services/proxy`" + ` first (` + "`error trying to reach service: dial tcp 198.19.245.3:8080: i/o timeout`" + `):
+    the DNS specs read their probe pod's results through the pod proxy, kubectl's Update Demo
+    checks its pods through it and Guestbook its frontend through the Service proxy, so they
+    fail on this backend (each after its 5- or 10-minute wait: most of the run's time). What
+    it takes: a way for the API server into the member's pod network, e.g. its egress to the
+    cluster (the egress selector's ` + "`cluster`" + ` connection, HTTPConnect) through an authenticated
+    proxy in the node pods, reached through a host Service of the member's node pods.
+  - *kubernetes backend: kubectl proxy and a server path* (not fixed). A Proxy lease's kubeconfig
+    names ` + "`https://<kobe>/connect/<lease>`" + `; ` + "`kubectl proxy`" + ` drops a server's path unless given
+    ` + "`--append-server-path`" + ` (it warns so), sends ` + "`/api/`" + ` to kobe's own API instead of the member's,
+    and kubectl's "Proxy server should support proxy with --port 0" fails ("Expected at least
+    one supported apiversion, got"; the ` + "`--unix-socket`" + ` spec checks less and passes). The fix belongs in kobe's connect proxy
+    (e.g. serving a lease's client certificate at the API's root paths too).
   - *A Service with no ready endpoint got no EndpointSlice* (fixed in 1e8baf7). The same
     policy's EndpointSlice rule evaluated ` + "`object.endpoints.all(...)`" + ` when the field was
     present, and the EndpointSlice controller writes its placeholder slice with
