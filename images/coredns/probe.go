@@ -13,16 +13,24 @@ const (
 	// while CoreDNS may still be starting, and a probe that cannot resolve
 	// by then fails (the gate tries again); it never hangs.
 	probeFor = 30 * time.Second
-	// A lookup is bounded by a timeout that starts at firstTimeout and
-	// doubles up to maxTimeout: an answering cluster DNS takes
-	// milliseconds, and a query sent before kube-proxy routes the Service
-	// is lost, so a short first wait lets the next try go soon after the
-	// route appears; the longer later waits still let a resolver on a
-	// loaded machine answer. retryEvery spaces the tries.
-	firstTimeout = 200 * time.Millisecond
-	maxTimeout   = 2 * time.Second
-	retryEvery   = 100 * time.Millisecond
+	// retryEvery spaces the tries.
+	retryEvery = 100 * time.Millisecond
 )
+
+// lookupTimeout bounds one lookup, by how long the name has been tried: an
+// answering cluster DNS takes milliseconds, and a query sent before
+// kube-proxy routes the Service is lost, so for the first seconds a short
+// wait lets the next try go soon after the route appears; later, longer
+// waits still let a resolver on a loaded machine answer.
+func lookupTimeout(trying time.Duration) time.Duration {
+	switch {
+	case trying < 8*time.Second:
+		return 250 * time.Millisecond
+	case trying < 16*time.Second:
+		return time.Second
+	}
+	return 2 * time.Second
+}
 
 // probe resolves every name with the Go resolver (the pod's
 // /etc/resolv.conf: the member's cluster DNS and its search domains),
@@ -50,9 +58,9 @@ func probe(names []string) int {
 
 // lookup resolves name, again and again until the deadline.
 func lookup(name string, deadline time.Time) ([]string, error) {
-	timeout := firstTimeout
-	for ; ; timeout = min(2*timeout, maxTimeout) {
-		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	start := time.Now()
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), lookupTimeout(time.Since(start)))
 		addrs, err := net.DefaultResolver.LookupHost(ctx, name)
 		cancel()
 		if err == nil || time.Now().Add(retryEvery).After(deadline) {

@@ -32,6 +32,9 @@ func TestStartProbes(t *testing.T) {
 		gates.ProbePodName(NodeName(0)): NodeName(0),
 		gates.ProbePodName(NodeName(1)): NodeName(1),
 	}
+	if _, err := cs.CoreV1().ServiceAccounts("kube-system").Get(t.Context(), "default", metav1.GetOptions{}); err != nil {
+		t.Errorf("kube-system/default, which the probe pods need, was not made: %v", err)
+	}
 	if len(pods.Items) != len(want) {
 		t.Fatalf("%d pods, want %d: %v", len(pods.Items), len(want), names(pods.Items))
 	}

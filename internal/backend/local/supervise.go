@@ -234,6 +234,13 @@ func (b *Backend) startAddons(ctx context.Context, p paths, st *state) {
 // the DNS probe alone had taken about 3 s after that. The gates decide from
 // what the member holds, so these pods are theirs to record and delete.
 func (b *Backend) startProbes(ctx context.Context, cs kubernetes.Interface, st *state) error {
+	// Pods need their ServiceAccount to exist (the ServiceAccount admission
+	// refuses them otherwise), and kube-controller-manager makes
+	// kube-system/default only seconds later: make it now, as it would.
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: metav1.NamespaceSystem}}
+	if _, err := cs.CoreV1().ServiceAccounts(sa.Namespace).Create(ctx, sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating ServiceAccount %s/%s: %w", sa.Namespace, sa.Name, err)
+	}
 	pods := []*corev1.Pod{clusterdns.ProbePod(clusterdns.Image)}
 	for i := range st.Nodes {
 		pods = append(pods, gates.ProbePod(NodeName(i), b.opts.PauseImage))
