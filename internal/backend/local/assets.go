@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strconv"
 
+	"sigs.k8s.io/yaml"
+
 	"github.com/kunobi-ninja/kobe/internal/credentials/membercerts"
 	"github.com/kunobi-ninja/kobe/internal/credentials/pki"
 )
@@ -152,4 +154,32 @@ func localURL(host string, port int) string {
 // endpointURL is the API server URL handed to lease holders.
 func endpointURL(host string, port int) string {
 	return (&url.URL{Scheme: "https", Host: net.JoinHostPort(host, strconv.Itoa(port))}).String()
+}
+
+// schedulerBackoff caps how long kube-scheduler waits before it tries an
+// unschedulable pod again (upstream: 1 s, doubling to 10 s). A member's
+// first pods (CoreDNS, the readiness probes) are created before its node
+// registers, so they fail to schedule at first; with the upstream cap they
+// could wait seconds after the node arrived (measured: 4 s), which a
+// member's time to hand-out pays. A test cluster's scheduler has few pods
+// to retry, so one second costs nothing.
+const schedulerBackoff = 1
+
+// writeSchedulerConfig writes kube-scheduler's configuration: the
+// component kubeconfig, no leader election (one scheduler per member), and
+// the short backoff.
+func writeSchedulerConfig(p paths) error {
+	cfg := map[string]any{
+		"apiVersion":               "kubescheduler.config.k8s.io/v1",
+		"kind":                     "KubeSchedulerConfiguration",
+		"clientConnection":         map[string]any{"kubeconfig": p.kubeconfig(compScheduler)},
+		"leaderElection":           map[string]any{"leaderElect": false},
+		"podInitialBackoffSeconds": schedulerBackoff,
+		"podMaxBackoffSeconds":     schedulerBackoff,
+	}
+	data, err := yaml.Marshal(cfg)
+	if err != nil {
+		return fmt.Errorf("encoding kube-scheduler's configuration: %w", err)
+	}
+	return writeFileAtomic(p.schedulerConfig(), data, 0o600)
 }

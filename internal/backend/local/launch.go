@@ -120,9 +120,10 @@ func (b *Backend) componentArgs(p paths, st *state, c string) ([]string, error) 
 			"--secure-port=0",
 		}, b.tuning.args[c]...), nil
 	case compScheduler:
+		// The configuration holds the kubeconfig and leader election too:
+		// with --config, kube-scheduler ignores those flags.
 		return append([]string{
-			"--kubeconfig=" + p.kubeconfig(compScheduler),
-			"--leader-elect=false",
+			"--config=" + p.schedulerConfig(),
 			"--secure-port=0",
 		}, b.tuning.args[c]...), nil
 	case compKwok:

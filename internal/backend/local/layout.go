@@ -73,6 +73,7 @@ func (p paths) kubeconfig(c string) string { return filepath.Join(p.dir, c+".kub
 func (p paths) log(c string) string        { return filepath.Join(p.dir, "logs", c+".log") }
 func (p paths) slotFile() string           { return filepath.Join(p.dir, "slot") }
 func (p paths) admissionConfig() string    { return filepath.Join(p.dir, "admission.yaml") }
+func (p paths) schedulerConfig() string    { return filepath.Join(p.dir, "kube-scheduler.yaml") }
 func (p paths) admissionPolicies() string  { return filepath.Join(p.dir, "admission-policies") }
 func (p paths) node(i int, elem ...string) string {
 	return filepath.Join(append([]string{p.dir, "nodes", strconv.Itoa(i)}, elem...)...)

@@ -1,11 +1,13 @@
 package local
 
 import (
+	"os"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+	"sigs.k8s.io/yaml"
 
 	"github.com/kunobi-ninja/kobe/internal/clusterdns"
 	"github.com/kunobi-ninja/kobe/internal/gates"
@@ -52,4 +54,36 @@ func names(pods []corev1.Pod) []string {
 		out = append(out, p.Namespace+"/"+p.Name)
 	}
 	return out
+}
+
+// kube-scheduler gets its kubeconfig, no leader election and the short
+// backoff from its configuration file (it ignores the flags with --config).
+func TestSchedulerConfig(t *testing.T) {
+	p := paths{dir: t.TempDir()}
+	if err := writeSchedulerConfig(p); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(p.schedulerConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct {
+		APIVersion       string `json:"apiVersion"`
+		Kind             string `json:"kind"`
+		ClientConnection struct {
+			Kubeconfig string `json:"kubeconfig"`
+		} `json:"clientConnection"`
+		LeaderElection struct {
+			LeaderElect *bool `json:"leaderElect"`
+		} `json:"leaderElection"`
+		Initial int `json:"podInitialBackoffSeconds"`
+		Max     int `json:"podMaxBackoffSeconds"`
+	}
+	if err := yaml.UnmarshalStrict(data, &cfg); err != nil {
+		t.Fatalf("%v\n%s", err, data)
+	}
+	if cfg.APIVersion != "kubescheduler.config.k8s.io/v1" || cfg.Kind != "KubeSchedulerConfiguration" || cfg.ClientConnection.Kubeconfig != p.kubeconfig(compScheduler) ||
+		cfg.LeaderElection.LeaderElect == nil || *cfg.LeaderElection.LeaderElect || cfg.Initial != 1 || cfg.Max != 1 {
+		t.Errorf("kube-scheduler configuration:\n%s", data)
+	}
 }

@@ -256,7 +256,12 @@ func (b *Backend) startProbes(ctx context.Context, cs kubernetes.Interface, st *
 // prepareComponent writes what component c reads at start.
 func (b *Backend) prepareComponent(p paths, st *state, c string) error {
 	switch c {
-	case compKCM, compScheduler, compKwok:
+	case compScheduler:
+		if err := writeComponentKubeconfig(p, c, st.LocalHost, st.APIServerPort); err != nil {
+			return err
+		}
+		return writeSchedulerConfig(p)
+	case compKCM, compKwok:
 		return writeComponentKubeconfig(p, c, st.LocalHost, st.APIServerPort)
 	}
 	return nil
