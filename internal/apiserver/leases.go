@@ -2,8 +2,10 @@ package apiserver
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/kunobi-ninja/kobe/internal/lease"
+	"github.com/kunobi-ninja/kobe/internal/metrics"
 	"github.com/kunobi-ninja/kobe/internal/wire"
 )
 
@@ -24,7 +26,9 @@ func (s *Server) createLease(w http.ResponseWriter, r *http.Request) {
 	if l.Bound() {
 		code = http.StatusCreated
 	}
+	answering := time.Now()
 	writeJSON(w, code, toWireLease(l))
+	metrics.HandoutPhase(metrics.PhaseAnswer, time.Since(answering))
 }
 
 // getLease: GET /v1/leases/{id}, by id or alias. Another identity's lease

@@ -14,6 +14,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/kunobi-ninja/kobe/internal/auth"
+	"github.com/kunobi-ninja/kobe/internal/metrics"
 	"github.com/kunobi-ninja/kobe/internal/wire"
 )
 
@@ -44,7 +45,11 @@ func (s *Server) authenticate(optional bool, next http.HandlerFunc) http.Handler
 			next(w, r)
 			return
 		}
+		started := time.Now()
 		p, err := s.opts.Auth.Authenticate(r.Context(), r, body)
+		if r.Method == http.MethodPost && r.URL.Path == "/v1/leases" {
+			metrics.HandoutPhase(metrics.PhaseAuthenticate, time.Since(started))
+		}
 		if err != nil {
 			s.opts.Log.Info("Request refused", "method", r.Method, "path", r.URL.Path, "reason", err.Error())
 			writeAuthError(w, err)

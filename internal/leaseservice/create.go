@@ -55,6 +55,7 @@ func (s *Service) Create(ctx context.Context, p *auth.Principal, req CreateReque
 		return nil, err
 	}
 	ttl, r := admit(in)
+	metrics.HandoutPhase(metrics.PhaseAdmit, s.opts.Clock.Since(start))
 	if r != nil {
 		return nil, s.refused(p, req.Pool, r)
 	}
@@ -68,7 +69,9 @@ func (s *Service) Create(ctx context.Context, p *auth.Principal, req CreateReque
 	// controller's grace is over.
 	detached, cancel := context.WithTimeout(context.WithoutCancel(ctx), AfterAnswerTimeout)
 	defer cancel()
+	created := s.opts.Clock.Now()
 	l, err := s.createLease(detached, p, pl.Name, ttl, req.Alias, req.CleanupMode)
+	metrics.HandoutPhase(metrics.PhaseCreate, s.opts.Clock.Since(created))
 	if err != nil {
 		return nil, s.refused(p, pl.Name, err)
 	}
@@ -308,8 +311,10 @@ func (s *Service) bindNow(ctx context.Context, p *auth.Principal, l *kobev1.Clus
 		return fastPath{}, nil
 	}
 	claimCtx, cancel := context.WithDeadline(ctx, lease.QueuedAt(l).Add(ClaimBudget))
+	claimed := s.opts.Clock.Now()
 	res, err := s.opts.Binder.Bind(claimCtx, l)
 	cancel()
+	metrics.HandoutPhase(metrics.PhaseBind, s.opts.Clock.Since(claimed))
 	if err != nil {
 		s.opts.Log.V(1).Info("Fast-path bind failed; the lease is queued", "lease", l.Name, "error", err.Error())
 		return fastPath{uncertain: errors.Is(err, binding.ErrUncertain)}, nil
@@ -317,7 +322,9 @@ func (s *Service) bindNow(ctx context.Context, p *auth.Principal, l *kobev1.Clus
 	bound := l.DeepCopy()
 	binding.RecordBound(bound, res.Instance, ttl)
 
+	minted := s.opts.Clock.Now()
 	kc, mintErr := s.kubeconfig(ctx, bound, res.Instance)
+	metrics.HandoutPhase(metrics.PhaseMint, s.opts.Clock.Since(minted))
 	if mintErr != nil {
 		return fastPath{}, s.withdraw(ctx, l, mintErr)
 	}

@@ -28,6 +28,15 @@ var (
 		Buckets: []float64{0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300},
 	}, []string{"pool", "path"})
 
+	handoutPhase = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "kobe_handout_phase_seconds",
+		Help: "Time a POST /v1/leases spends in each phase on the replica that served it: authenticate (the caller's credential), " +
+			"admit (policy, pool, limits), create (the ClusterLease, and the caller's ledger when a limit or alias needs it), " +
+			"bind (the member's claim), mint (the kubeconfig), answer (encoding and writing the response). " +
+			"A request answered Pending has no bind or mint; a refused one stops after its phase.",
+		Buckets: []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5},
+	}, []string{"phase"})
+
 	queueDepth = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "kobe_pool_queue_depth",
 		Help: "Leases waiting for a member, by pool.",
@@ -58,7 +67,23 @@ var (
 )
 
 func init() {
-	crmetrics.Registry.MustRegister(leaseRequests, leasesEnded, bindLatency, queueDepth, poolMembers, poolFailures, memberFailures, leakedMembers, leaksRemoved)
+	crmetrics.Registry.MustRegister(leaseRequests, leasesEnded, bindLatency, handoutPhase, queueDepth, poolMembers, poolFailures, memberFailures, leakedMembers, leaksRemoved)
+}
+
+// The phases of a hand-out (kobe_handout_phase_seconds).
+const (
+	PhaseAuthenticate = "authenticate"
+	PhaseAdmit        = "admit"
+	PhaseCreate       = "create"
+	PhaseBind         = "bind"
+	PhaseMint         = "mint"
+	PhaseAnswer       = "answer"
+)
+
+// HandoutPhase records how long one phase of a POST /v1/leases took, so that
+// a slow hand-out on a user's cluster can be explained from /metrics.
+func HandoutPhase(phase string, d time.Duration) {
+	handoutPhase.WithLabelValues(phase).Observe(d.Seconds())
 }
 
 // LeaseRequest counts one lease API request outcome.
