@@ -10,6 +10,7 @@ package clusterdns
 import (
 	"fmt"
 	"net/netip"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -191,6 +192,28 @@ var ProbeNames = []string{"kubernetes.default", ServiceName + "." + Namespace + 
 
 // ProbePodName is the DNSHealthy probe pod's name, in Namespace.
 const ProbePodName = "kobe-dns-probe"
+
+// ProbeResolved tells from the probe pod's log whether it resolved every
+// one of ProbeNames: the probe (images/coredns, probe.go) prints one line
+// "NAME: [ADDRESS ...]" per name it resolved, errors go to stderr as
+// "NAME: ERROR". Reading the log tells of success as soon as it is printed,
+// where the pod's phase waits for the kubelet to notice the exit (its
+// relist runs once a second).
+func ProbeResolved(log string) bool {
+	resolved := map[string]bool{}
+	for _, line := range strings.Split(log, "\n") {
+		name, addrs, ok := strings.Cut(line, ": [")
+		if ok && strings.HasSuffix(addrs, "]") && len(addrs) > 1 {
+			resolved[name] = true
+		}
+	}
+	for _, n := range ProbeNames {
+		if !resolved[n] {
+			return false
+		}
+	}
+	return true
+}
 
 // ProbePod resolves ProbeNames with the pod's cluster DNS settings, once,
 // from a pod placed by the scheduler (so across the member's pod network),

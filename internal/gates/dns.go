@@ -30,9 +30,11 @@ import (
 const AnnotationDNSProbed = "kobe.kunobi.ninja/dns-probe"
 
 // dnsProbeStep decides the next step of the DNS probe from whether the
-// Service records a probe that succeeded and the probe pod (nil when there
-// is none). The message says what the gate waits for.
-func dnsProbeStep(probed bool, pod *corev1.Pod, now time.Time) (probeAction, string) {
+// Service records a probe that succeeded, the probe pod (nil when there is
+// none) and whether its log already shows every name resolved
+// (clusterdns.ProbeResolved; seen before the kubelet reports the exit).
+// The message says what the gate waits for.
+func dnsProbeStep(probed bool, pod *corev1.Pod, logResolved bool, now time.Time) (probeAction, string) {
 	name := clusterdns.ProbePodName
 	switch {
 	case probed && pod == nil:
@@ -49,6 +51,8 @@ func dnsProbeStep(probed bool, pod *corev1.Pod, now time.Time) (probeAction, str
 		return probeRecord, fmt.Sprintf("DNS probe pod %s resolved %s; deleting it", name, strings.Join(clusterdns.ProbeNames, ", "))
 	case pod.Status.Phase == corev1.PodFailed:
 		return probeDelete, fmt.Sprintf("DNS probe pod %s failed (%s); trying again", name, notStarted(pod, now))
+	case started(pod) && logResolved:
+		return probeRecord, fmt.Sprintf("DNS probe pod %s resolved %s (its log); deleting it", name, strings.Join(clusterdns.ProbeNames, ", "))
 	case started(pod):
 		return probeWait, fmt.Sprintf("DNS probe pod %s is resolving %s", name, strings.Join(clusterdns.ProbeNames, ", "))
 	}
@@ -90,7 +94,7 @@ func dnsHealthy(ctx context.Context, cs kubernetes.Interface, image string, now 
 	case err != nil:
 		return fmt.Errorf("getting DNS probe pod %s: %w", clusterdns.ProbePodName, err)
 	}
-	action, msg := dnsProbeStep(probed, pod, now)
+	action, msg := dnsProbeStep(probed, pod, !probed && probeLogResolved(ctx, cs, pod), now)
 	if notRolledOut != nil && action == probeRecord {
 		// Resolved, but through a CoreDNS that is not rolled out yet:
 		// record nothing until it is.
@@ -126,4 +130,15 @@ func dnsHealthy(ctx context.Context, cs kubernetes.Interface, image string, now 
 		msg = notRolledOut.Error() + "; " + msg
 	}
 	return errors.New(msg)
+}
+
+// probeLogResolved reads a running probe pod's log (a request to its
+// kubelet through the API server) and tells whether it shows every name
+// resolved. Anything unreadable is "not yet": the pod's phase still tells.
+func probeLogResolved(ctx context.Context, cs kubernetes.Interface, pod *corev1.Pod) bool {
+	if pod == nil || pod.DeletionTimestamp != nil || pod.Status.Phase != corev1.PodRunning {
+		return false
+	}
+	raw, err := cs.CoreV1().Pods(pod.Namespace).GetLogs(pod.Name, &corev1.PodLogOptions{LimitBytes: ptr.To[int64](4096)}).DoRaw(ctx)
+	return err == nil && clusterdns.ProbeResolved(string(raw))
 }

@@ -30,31 +30,35 @@ func TestDNSProbeStep(t *testing.T) {
 	}
 	phase := func(ph corev1.PodPhase) func(*corev1.Pod) { return func(p *corev1.Pod) { p.Status.Phase = ph } }
 	cases := []struct {
-		name   string
-		probed bool
-		pod    *corev1.Pod
-		action probeAction
-		msg    string
+		name        string
+		probed      bool
+		pod         *corev1.Pod
+		action      probeAction
+		msg         string
+		logResolved bool
 	}{
-		{"probed and gone: done", true, nil, probeDone, ""},
-		{"probed, pod still there: delete", true, pod(phase(corev1.PodSucceeded)), probeDelete, "succeeded; deleting it"},
-		{"probed, pod being deleted: wait", true, pod(func(p *corev1.Pod) { p.DeletionTimestamp = ptr.To(metav1.NewTime(t0)) }), probeWait, "being deleted"},
-		{"not probed, no pod: create (a missing pod is not taken for a pass)", false, nil, probeCreate, "creating DNS probe pod kobe-dns-probe"},
-		{"running is not yet a pass: the names must resolve", false, pod(phase(corev1.PodRunning)), probeWait, "is resolving kubernetes.default"},
-		{"succeeded: record, then delete", false, pod(phase(corev1.PodSucceeded)), probeRecord, "resolved kubernetes.default"},
+		{"probed and gone: done", true, nil, probeDone, "", false},
+		{"probed, pod still there: delete", true, pod(phase(corev1.PodSucceeded)), probeDelete, "succeeded; deleting it", false},
+		{"probed, pod being deleted: wait", true, pod(func(p *corev1.Pod) { p.DeletionTimestamp = ptr.To(metav1.NewTime(t0)) }), probeWait, "being deleted", false},
+		{"not probed, no pod: create (a missing pod is not taken for a pass)", false, nil, probeCreate, "creating DNS probe pod kobe-dns-probe", false},
+		{"running is not yet a pass: the names must resolve", false, pod(phase(corev1.PodRunning)), probeWait, "is resolving kubernetes.default", false},
+		{"succeeded: record, then delete", false, pod(phase(corev1.PodSucceeded)), probeRecord, "resolved kubernetes.default", false},
+		{"running, its log shows every name resolved: record, then delete", false, pod(phase(corev1.PodRunning)), probeRecord, "resolved kubernetes.default, kube-dns.kube-system.svc.cluster.local. (its log)", true},
+		{"a log that says resolved does not undo a failure", false, pod(phase(corev1.PodFailed)), probeDelete, "failed", true},
+		{"not started: a log cannot pass it", false, pod(phase(corev1.PodPending)), probeWait, "has not started", true},
 		{"failed: the lookup error is told and the probe tried again", false, pod(func(p *corev1.Pod) {
 			p.Status.Phase = corev1.PodFailed
 			p.Status.ContainerStatuses = []corev1.ContainerStatus{{State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
 				Reason: "Error", Message: "kubernetes.default: lookup kubernetes.default on 198.19.192.10:53: i/o timeout"}}}}
-		}), probeDelete, "failed (Error: kubernetes.default: lookup kubernetes.default on 198.19.192.10:53: i/o timeout)"},
+		}), probeDelete, "failed (Error: kubernetes.default: lookup kubernetes.default on 198.19.192.10:53: i/o timeout)", false},
 		{"image missing: the kubelet's reason", false, pod(func(p *corev1.Pod) {
 			p.Status.Phase = corev1.PodPending
 			p.Status.ContainerStatuses = []corev1.ContainerStatus{{State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ErrImageNeverPull"}}}}
-		}), probeWait, "has not started: ErrImageNeverPull"},
+		}), probeWait, "has not started: ErrImageNeverPull", false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			action, msg := dnsProbeStep(tc.probed, tc.pod, t0)
+			action, msg := dnsProbeStep(tc.probed, tc.pod, tc.logResolved, t0)
 			if action != tc.action || !strings.Contains(msg, tc.msg) {
 				t.Errorf("dnsProbeStep = %d %q, want %d containing %q", action, msg, tc.action, tc.msg)
 			}
