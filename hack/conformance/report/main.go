@@ -328,7 +328,7 @@ const notes = `## How the run is set up
     refused ` + "`type: ExternalName`" + `, since the member's API server could connect to any name through
     them; every spec creating one failed (DNS "should provide DNS for ExternalName services",
     Services "change the type from/to ExternalName"). 2a69ea9 admits them (the API server reaches
-    Services only through their endpoints); a local run recorded before it still lists them.
+    Services only through their endpoints), and the local runs of 15:15 and 15:29 pass them.
     Kubernetes-backend members never had that policy.
   - *kubernetes backend: the member's API server cannot reach its pods* (not fixed). Pod IPs
     (` + "`198.19.244.0/22`" + `) exist only inside the node pods, which route them to each other over the
@@ -365,7 +365,8 @@ const notes = `## How the run is set up
     failed once with runc's "namespace path: lstat /proc/0/ns/ipc" (the sandbox's process
     gone), failing Services "should serve endpoints on same port and different protocols" in
     the 11:10 run only.
-  - The 1.36.3 run of 11:16 predates both fixes; it has not been repeated.
+  - The local runs of 15:15 (1.36.3) and 15:29 (1.37.2), after both fixes and 2a69ea9, pass
+    every spec.
 - **Results.** ginkgo's JSON and JUnit reports and the suite's log of each run are in
   ` + "`bin/conformance/results/<backend>-<version>/`" + ` (git-ignored).
 `
