@@ -3,10 +3,12 @@ package testenv
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -101,6 +103,24 @@ func KubeconfigFile(t testing.TB, kubeconfig []byte) string {
 		t.Fatal(err)
 	}
 	return f.Name()
+}
+
+// FreeFixedPort returns a free port below Linux's ephemeral range
+// (32768-60999), for a port a test hands to a program that binds it later:
+// a port FreePort found can be given by the kernel to any bind of :0 in
+// between (seen: make run's own health-probe listener took the port meant
+// for its API).
+func FreeFixedPort() (int, error) {
+	for range 200 {
+		port := 20000 + rand.IntN(12000)
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+		if err != nil {
+			continue
+		}
+		_ = l.Close()
+		return port, nil
+	}
+	return 0, fmt.Errorf("no free port between 20000 and 32000 in 200 tries")
 }
 
 // FreePort returns a loopback TCP port that was free a moment ago (usable

@@ -64,7 +64,7 @@ func (t *terminal) String() string {
 // directory on their command lines, read from /proc.
 func TestMakeRunStopsOnCtrlC(t *testing.T) {
 	state := t.TempDir()
-	port, err := testenv.FreePort()
+	port, err := testenv.FreeFixedPort()
 	if err != nil {
 		t.Fatal(err)
 	}
