@@ -843,8 +843,10 @@ type ClusterPoolStatus struct {
 	// +optional
 	Demand *DemandStatus `json:"demand,omitempty"`
 
-	// nextOrdinal is the ordinal the next member will be named with; ordinals
-	// are never reused.
+	// nextOrdinal ends the block of ordinals reserved for member names: the
+	// operator names members from the block without a write each, and
+	// reserves the next block past it. Ordinals are never reused; an
+	// operator restart skips the rest of a block.
 	// +optional
 	NextOrdinal int32 `json:"nextOrdinal,omitempty"`
 

@@ -23,6 +23,11 @@ type Input struct {
 	// Members are the pool's ClusterInstances in any phase, including those
 	// being deleted and those bound to a lease.
 	Members []kobev1.ClusterInstance
+	// FirstFree is the first ordinal of the pool's reserved block
+	// (status.nextOrdinal is its end) that this replica has not used yet;
+	// 0 when it knows of none (a restart), so that the rest of the block is
+	// skipped: ordinals are never reused.
+	FirstFree int32
 	// QueueDepth counts the pool's leases waiting for a member.
 	QueueDepth int32
 	// Wired lists the backend types this operator can build members with.
@@ -120,7 +125,8 @@ type Plan struct {
 	// of an older template. The caller deletes each with its UID and
 	// resourceVersion as preconditions.
 	Delete []Removal
-	// NextOrdinal is the ordinal after every one used so far, including Create.
+	// NextOrdinal is the ordinal after every one used so far, including
+	// Create. Beyond status.nextOrdinal, the caller reserves more first.
 	NextOrdinal int32
 	// TemplateHash is what members are built from now: new members carry
 	// it, members without it are outdated (status.templateHash).
@@ -183,7 +189,7 @@ func Decide(in Input) Plan {
 	built := *p.Spec.DeepCopy()
 	built.Backend = WithDefaultNodes(p.Spec.Backend, in.DefaultNodes)
 	hash := TemplateHashWith(&built, in.Bundles)
-	plan := Plan{Counters: count(in.Members), NextOrdinal: nextOrdinal(p, in.Members), TemplateHash: hash,
+	plan := Plan{Counters: count(in.Members), NextOrdinal: nextOrdinal(p, in.Members, in.FirstFree), TemplateHash: hash,
 		MemberBackend: built.Backend}
 	c := plan.Counters
 	wired := slices.Contains(in.Wired, p.Spec.Backend.Type)
@@ -357,10 +363,16 @@ func count(members []kobev1.ClusterInstance) Counters {
 	return c
 }
 
-// nextOrdinal never reuses an ordinal: it is past both what the pool
-// recorded and every member that exists.
-func nextOrdinal(p *kobev1.ClusterPool, members []kobev1.ClusterInstance) int32 {
+// nextOrdinal never reuses an ordinal: it is past every member that exists
+// and past what this replica used of the reserved block (firstFree); with
+// no such knowledge, past the whole block (status.nextOrdinal). A firstFree
+// beyond the block (a pool read from a lagging cache) asks for a new
+// reservation, whose fenced write fails on that pool.
+func nextOrdinal(p *kobev1.ClusterPool, members []kobev1.ClusterInstance, firstFree int32) int32 {
 	next := p.Status.NextOrdinal
+	if firstFree > 0 {
+		next = firstFree
+	}
 	for i := range members {
 		next = max(next, members[i].Spec.Ordinal+1)
 	}

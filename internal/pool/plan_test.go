@@ -178,6 +178,21 @@ func TestDecide(t *testing.T) {
 			Members: []kobev1.ClusterInstance{member(5, kobev1.InstanceReady)}},
 		want: want{create: []int32{6}, next: 7, counters: Counters{Ready: 1}, phase: kobev1.PoolFilling},
 	}, {
+		name: "a replica's first free ordinal within the reserved block is used next",
+		in: Input{Pool: testPool(func(p *kobev1.ClusterPool) { p.Status.NextOrdinal = 20 }), FirstFree: 5,
+			Members: []kobev1.ClusterInstance{member(4, kobev1.InstanceReady)}},
+		want: want{create: []int32{5}, next: 6, counters: Counters{Ready: 1}, phase: kobev1.PoolFilling},
+	}, {
+		name: "members past the first free ordinal win: it is never reused",
+		in: Input{Pool: testPool(func(p *kobev1.ClusterPool) { p.Status.NextOrdinal = 20 }), FirstFree: 3,
+			Members: []kobev1.ClusterInstance{member(9, kobev1.InstanceReady)}},
+		want: want{create: []int32{10}, next: 11, counters: Counters{Ready: 1}, phase: kobev1.PoolFilling},
+	}, {
+		name: "a first free ordinal beyond the reserved block (a lagging cache's pool) is kept: the caller must reserve",
+		in: Input{Pool: testPool(func(p *kobev1.ClusterPool) { p.Status.NextOrdinal = 20 }), FirstFree: 30,
+			Members: []kobev1.ClusterInstance{member(4, kobev1.InstanceReady)}},
+		want: want{create: []int32{30}, next: 31, counters: Counters{Ready: 1}, phase: kobev1.PoolFilling},
+	}, {
 		name: "warm pool does nothing",
 		in: Input{Pool: testPool(), Members: []kobev1.ClusterInstance{
 			member(0, kobev1.InstanceReady), member(1, kobev1.InstanceReady)}},

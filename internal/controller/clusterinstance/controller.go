@@ -22,6 +22,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/controller/conditions"
 	"github.com/kunobi-ninja/kobe/internal/controller/deps"
 	"github.com/kunobi-ninja/kobe/internal/controller/patch"
+	"github.com/kunobi-ninja/kobe/internal/controller/seen"
 	"github.com/kunobi-ninja/kobe/internal/index"
 )
 
@@ -65,6 +66,10 @@ type Reconciler struct {
 	// MaxConcurrentReconciles; 4 when zero. Gates and probes wait on the
 	// network, so one slow member must not hold up the others.
 	MaxConcurrentReconciles int
+
+	// finalized remembers the members whose finalizer this replica removed;
+	// fenced, the members it fenced.
+	finalized, fenced seen.Set
 }
 
 // scope is one reconcile's view of an instance.
@@ -92,7 +97,17 @@ func (s *scope) member() backend.Member {
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, retErr error) {
 	inst := &kobev1.ClusterInstance{}
 	if err := r.Client.Get(ctx, req.NamespacedName, inst); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.finalized.Forget(req.NamespacedName)
+			r.fenced.Forget(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if r.finalized.Has(req.NamespacedName, inst.UID) {
+		// The cache still holds a member whose finalizer this replica
+		// removed: finalizing it again would only write to an object
+		// that is gone (two writes kube-apiserver serves, and answers 404).
+		return ctrl.Result{}, nil
 	}
 	s, err := r.newScope(ctx, inst)
 	if err != nil {

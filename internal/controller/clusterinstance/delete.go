@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
@@ -69,7 +70,17 @@ func (r *Reconciler) finalize(ctx context.Context, s *scope) (ctrl.Result, error
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
 	s.log.Info("Destroyed: the backend reports nothing of the member is left")
-	return ctrl.Result{}, s.patch.RemoveFinalizer(ctx, kobev1.FinalizerInstance)
+	// The object goes with its finalizer: a last status write would be
+	// read by no one. A teardown that took longer showed Recycling while
+	// it ran (the reconciles that waited for the backend wrote it).
+	s.patch.KeepStatus()
+	if err := s.patch.RemoveFinalizer(ctx, kobev1.FinalizerInstance); err != nil {
+		return ctrl.Result{}, err
+	}
+	if s.patch.Gone() {
+		r.finalized.Add(client.ObjectKeyFromObject(s.inst), s.inst.UID)
+	}
+	return ctrl.Result{}, nil
 }
 
 // countWaitMax bounds how long a destroyed member that failed to become

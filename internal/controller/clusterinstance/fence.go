@@ -6,6 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/backend"
@@ -21,7 +22,12 @@ import (
 // why, and the next pass fences again.
 func (r *Reconciler) fence(ctx context.Context, s *scope) {
 	f, ok := s.backend.(backend.Fencer)
+	key := client.ObjectKeyFromObject(s.inst)
 	if !ok || !needsFence(s.inst) {
+		return
+	}
+	if r.fenced.Has(key, s.inst.UID) {
+		r.markFenced(s)
 		return
 	}
 	if c, _ := backend.CheckHost(s.inst, s.backend); c == backend.HostElsewhere {
@@ -32,6 +38,16 @@ func (r *Reconciler) fence(ctx context.Context, s *scope) {
 			"stopping the member's API server failed; its destruction cuts its lease's access instead: "+err.Error(), corev1.EventTypeWarning)
 		return
 	}
+	// A lease's routine end deletes the member without writing the
+	// condition (recycle): this replica remembers the fence instead, and
+	// another one fences once more (Fence is idempotent).
+	r.fenced.Add(key, s.inst.UID)
+	r.markFenced(s)
+}
+
+// markFenced sets the Fenced condition (in memory; the reconcile's status
+// write records it).
+func (r *Reconciler) markFenced(s *scope) {
 	r.setCondition(s, kobev1.ConditionFenced, metav1.ConditionTrue, kobev1.ReasonFenced,
 		"the member's API server is stopped: no credential of lease "+s.inst.Spec.LeaseRef.Name+" works")
 }

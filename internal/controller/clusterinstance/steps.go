@@ -249,8 +249,18 @@ func (r *Reconciler) lookupLease(ctx context.Context, s *scope) (leaseState, str
 // became Ready leaves with a failure reason: the pool controller counts it
 // in the pool's failure streak (pool.Failed), and the finalizer waits for
 // that count.
+//
+// A member whose lease ended, the routine end, is deleted without the move
+// to Recycling being written first: the deletion says it, its lease's
+// status says why, and the finalizer, which fences again until a fence is
+// recorded, writes Recycling only if the teardown takes longer than one
+// pass (issue 27: a status write per transition, none nobody reads).
 func (r *Reconciler) recycle(ctx context.Context, s *scope, reason, msg string) (ctrl.Result, error) {
 	r.fence(ctx, s)
+	if reason == kobev1.ReasonLeaseEnded {
+		s.patch.KeepStatus()
+		return r.deleteInstance(ctx, s)
+	}
 	return r.moveToRecycling(ctx, s, reason, msg)
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -12,7 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
@@ -136,7 +134,7 @@ func (r *Reconciler) audit(ctx context.Context, s *scope) error {
 		return nil
 	}
 	key := client.ObjectKeyFromObject(s.lease)
-	if r.audited.has(key, s.lease.UID) {
+	if r.audited.Has(key, s.lease.UID) {
 		// An ended lease is reconciled several times (its member's
 		// teardown wakes it): a create that fails with AlreadyExists is
 		// still a write kube-apiserver serves. After a restart the record
@@ -157,12 +155,12 @@ func (r *Reconciler) audit(ctx context.Context, s *scope) error {
 	}
 	if err := r.Client.Create(ctx, rec); err != nil {
 		if apierrors.IsAlreadyExists(err) {
-			r.audited.add(key, s.lease.UID)
+			r.audited.Add(key, s.lease.UID)
 			return nil
 		}
 		return fmt.Errorf("writing audit record %s of lease %s: %w", rec.Name, s.lease.Name, err)
 	}
-	r.audited.add(key, s.lease.UID)
+	r.audited.Add(key, s.lease.UID)
 	d := rec.Data
 	s.log.Info("Lease audit record", "record", rec.Name, "lease", d[AuditKeyLease], "leaseUID", d[AuditKeyLeaseUID],
 		"pool", d[AuditKeyPool], "identity", d[AuditKeyIdentity], "policy", d[AuditKeyPolicy], "method", d[AuditKeyMethod],
@@ -236,36 +234,4 @@ func (j *AuditJanitor) retention() time.Duration {
 		return j.Retention
 	}
 	return DefaultAuditRetention
-}
-
-// auditedLeases remembers which ended leases have their audit record, by
-// name and UID (a lease re-created under the same name is another lease).
-// Only an optimisation: the record itself is the truth. Entries go with
-// their lease (Reconcile on NotFound), so the map holds at most the ended
-// leases within their retention.
-type auditedLeases struct {
-	mu   sync.Mutex
-	uids map[types.NamespacedName]types.UID
-}
-
-func (a *auditedLeases) has(key types.NamespacedName, uid types.UID) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	got, ok := a.uids[key]
-	return ok && got == uid
-}
-
-func (a *auditedLeases) add(key types.NamespacedName, uid types.UID) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.uids == nil {
-		a.uids = map[types.NamespacedName]types.UID{}
-	}
-	a.uids[key] = uid
-}
-
-func (a *auditedLeases) forget(key types.NamespacedName) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	delete(a.uids, key)
 }

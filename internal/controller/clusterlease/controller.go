@@ -21,6 +21,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/controller/conditions"
 	"github.com/kunobi-ninja/kobe/internal/controller/deps"
 	"github.com/kunobi-ninja/kobe/internal/controller/patch"
+	"github.com/kunobi-ninja/kobe/internal/controller/seen"
 	"github.com/kunobi-ninja/kobe/internal/index"
 	"github.com/kunobi-ninja/kobe/internal/lease"
 )
@@ -50,7 +51,7 @@ type Reconciler struct {
 	// failures paces the retries of binds that keep failing.
 	failures bindFailures
 	// audited remembers the ended leases whose audit record exists.
-	audited auditedLeases
+	audited seen.Set
 }
 
 // validate names every required dependency that is missing.
@@ -157,7 +158,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	if err := r.Client.Get(ctx, req.NamespacedName, l); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.failures.forget(req.NamespacedName)
-			r.audited.forget(req.NamespacedName)
+			r.audited.Forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}

@@ -90,6 +90,8 @@ type Reconciler struct {
 	expected expectations
 	// statusWrites paces status writes under churn (coalesce.go).
 	statusWrites statusWrites
+	// ordinals remembers what this replica used of each pool's block.
+	ordinals ordinalsUsed
 	// host serialises the count-and-create of members of capped types.
 	host hostLedger
 }
@@ -147,6 +149,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		res, retErr = s.patch.Finish(ctx, res, retErr)
 		if s.patch.Gone() {
 			r.statusWrites.forget(p.UID)
+			r.ordinals.forget(p.UID)
 		} else {
 			publishMetrics(p)
 		}
@@ -250,7 +253,7 @@ func (r *Reconciler) plan(s *scope, members []kobev1.ClusterInstance) pool.Plan 
 	}
 	slices.Sort(wired)
 	return pool.Decide(pool.Input{
-		Pool: p, Members: members, QueueDepth: s.queue, Wired: wired,
+		Pool: p, Members: members, FirstFree: r.ordinals.firstFree(p.UID), QueueDepth: s.queue, Wired: wired,
 		Backend: r.capabilities(p.Spec.Backend.Type), Now: s.conds.Now, SignalGrace: r.SignalGrace, Host: s.host,
 		Bundles: s.bundles, JobBundles: s.jobBundles, JobsRefusal: r.jobsRefusal(p), NetworkPolicy: s.netpol,
 		DefaultNodes: r.defaultNodes(p),

@@ -3,9 +3,11 @@ package clusterpool
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -14,18 +16,29 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/pool"
 )
 
-// reserveOrdinals records status.nextOrdinal before any member uses the new
-// ordinals, fenced by the pool's resourceVersion: a pool read from a lagging
-// cache goes stale (and decides again) instead of handing an ordinal out
-// twice.
+// ordinalBlock is how many ordinals one reservation takes beyond what the
+// plan needs now: the reservation is a status write of its own, so members
+// created one by one (every hand-out's replacement) share it.
+const ordinalBlock = 16
+
+// reserveOrdinals makes sure the plan's ordinals lie within the block the
+// pool's status reserves (status.nextOrdinal, its end), and otherwise
+// reserves a new block, fenced by the pool's resourceVersion: a pool read
+// from a lagging cache goes stale (and decides again) instead of handing a
+// block out twice. Which ordinals of the block this replica used is kept in
+// memory (r.ordinals): a restart skips the rest of the block, a gap in the
+// names and nothing worse.
 func (r *Reconciler) reserveOrdinals(ctx context.Context, s *scope) error {
-	if s.plan.NextOrdinal <= s.pool.Status.NextOrdinal {
-		return nil
+	if s.plan.NextOrdinal > s.pool.Status.NextOrdinal {
+		s.pool.Status.NextOrdinal = s.plan.NextOrdinal + ordinalBlock
+		if err := s.patch.Status(ctx); err != nil {
+			return fmt.Errorf("reserving ordinals up to %d: %w", s.pool.Status.NextOrdinal, err)
+		}
+		if s.patch.Done() {
+			return nil
+		}
 	}
-	s.pool.Status.NextOrdinal = s.plan.NextOrdinal
-	if err := s.patch.Status(ctx); err != nil {
-		return fmt.Errorf("reserving ordinals up to %d: %w", s.plan.NextOrdinal, err)
-	}
+	r.ordinals.used(s.pool.UID, s.plan.NextOrdinal)
 	return nil
 }
 
@@ -115,4 +128,32 @@ func (r *Reconciler) deleteMember(ctx context.Context, p *kobev1.ClusterPool, m 
 	r.expected.expect(p.UID, nil, []string{m.Name}, r.Clock.Now())
 	ctrl.LoggerFrom(ctx).Info("Member deleted", "member", klog.KObj(m), "phase", m.Status.Phase, "reason", reason, "why", why)
 	return false, nil
+}
+
+// ordinalsUsed remembers, per pool, the first ordinal of its reserved block
+// this replica has not used. Only ever raised.
+type ordinalsUsed struct {
+	mu   sync.Mutex
+	next map[types.UID]int32
+}
+
+func (o *ordinalsUsed) used(uid types.UID, next int32) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.next == nil {
+		o.next = map[types.UID]int32{}
+	}
+	o.next[uid] = max(o.next[uid], next)
+}
+
+func (o *ordinalsUsed) firstFree(uid types.UID) int32 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.next[uid]
+}
+
+func (o *ordinalsUsed) forget(uid types.UID) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	delete(o.next, uid)
 }

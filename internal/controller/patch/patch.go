@@ -33,6 +33,8 @@ type Helper struct {
 	before Object
 	gone   bool
 	stale  bool
+	// keep: status changes are not written (KeepStatus).
+	keep bool
 }
 
 // New snapshots obj, as just read, for c's writes.
@@ -70,6 +72,13 @@ func (h *Helper) MarkStale() { h.stale = true }
 // or the state it decided from is stale.
 func (h *Helper) Done() bool { return h.gone || h.stale }
 
+// KeepStatus makes the status as the API holds it final for this
+// reconcile: changes made to it in memory are not written, by Status,
+// Finish or RemoveFinalizer. For a reconcile that deleted the object itself,
+// or ends it at once: a status write there is a write nobody reads (and,
+// fenced by a resourceVersion the delete changed, a conflict).
+func (h *Helper) KeepStatus() { h.keep = true }
+
 // Status writes the object's status if it changed since the snapshot,
 // setting status.observedGeneration to metadata.generation first. The write
 // is a merge patch fenced by the snapshot's resourceVersion: conditions are a
@@ -78,7 +87,7 @@ func (h *Helper) Done() bool { return h.gone || h.stale }
 // Conflict marks it Stale; neither is an error. After a successful write the
 // object (now the server's answer) is the new snapshot.
 func (h *Helper) Status(ctx context.Context) error {
-	if h.Done() {
+	if h.Done() || h.keep {
 		return nil
 	}
 	h.obj.SetObservedGeneration(h.obj.GetGeneration())
