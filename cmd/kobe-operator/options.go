@@ -7,6 +7,8 @@ import (
 	"os"
 	"time"
 
+	"k8s.io/client-go/rest"
+
 	"github.com/kunobi-ninja/kobe/internal/apiserver"
 	"github.com/kunobi-ninja/kobe/internal/auth"
 	kubebackend "github.com/kunobi-ninja/kobe/internal/backend/kubernetes"
@@ -29,6 +31,7 @@ type options struct {
 	enableSim         bool
 	sweep             sweepFlags
 	memberPoll        time.Duration
+	hostAPI           hostAPILimits
 
 	local          local.Flags
 	kubernetes     kubebackend.Flags
@@ -53,6 +56,7 @@ func (o *options) bind(fs *flag.FlagSet) {
 	o.leaderElectTimes.bind(fs)
 	fs.BoolVar(&o.enableSim, "enable-sim-backend", false, "Wire the sim backend: pools with backend.type sim get simulated members, with no cluster behind them, whose kubeconfigs point at an address that answers nothing. For benchmarks, scale tests and demos only; never for real use.")
 	o.sweep.bind(fs)
+	o.hostAPI.bind(fs)
 	fs.DurationVar(&o.memberPoll, "member-poll-interval", 500*time.Millisecond, "How often a member that is not Ready yet is observed and its readiness gates are checked (50ms to 1m). Each check is a call to the backend and, for gates, to the member's own API server; a member is handed out at most this long after it became ready.")
 
 	o.local.Bind(fs)
@@ -74,6 +78,7 @@ func (o *options) validate() error {
 		o.receipts.Validate,
 		o.sweep.validate,
 		o.validateMemberPoll,
+		o.hostAPI.validate,
 		o.leaderElectTimes.validate,
 		o.kubernetes.Validate,
 		o.api.Validate,
@@ -110,4 +115,41 @@ func (s sweepFlags) validate() error {
 		return errors.New("--leak-sweep-interval must be 0 (at start only) or positive")
 	}
 	return nil
+}
+
+// hostAPILimits are the client-side rate limit of the operator's requests
+// to the host cluster's API server. client-go's default (20 a second, the
+// one controller-runtime sets) capped a refill at about 5 members a second:
+// each member costs three to four writes and some reads. The host's API
+// server protects itself with API Priority and Fairness whatever a client
+// does; this limit is kobe's own ceiling on top of it.
+type hostAPILimits struct {
+	qps   float64
+	burst int
+}
+
+// Defaults of --kube-api-qps and --kube-api-burst.
+const (
+	defaultKubeAPIQPS   = 200
+	defaultKubeAPIBurst = 400
+)
+
+func (l *hostAPILimits) bind(fs *flag.FlagSet) {
+	fs.Float64Var(&l.qps, "kube-api-qps", defaultKubeAPIQPS, "Most requests a second the operator sends to the host cluster's API server, on average (-1: no client-side limit, only the server's API Priority and Fairness). Each member built and destroyed costs about 4 writes.")
+	fs.IntVar(&l.burst, "kube-api-burst", defaultKubeAPIBurst, "Most requests the operator sends to the host cluster's API server at once, beyond --kube-api-qps, in a burst.")
+}
+
+func (l *hostAPILimits) validate() error {
+	switch {
+	case l.qps != -1 && l.qps <= 0:
+		return fmt.Errorf("--kube-api-qps %v: must be positive, or -1 for no client-side limit", l.qps)
+	case l.qps != -1 && l.burst < 1:
+		return fmt.Errorf("--kube-api-burst %d: must be at least 1", l.burst)
+	}
+	return nil
+}
+
+// apply sets the limits on cfg, the host cluster's client configuration.
+func (l *hostAPILimits) apply(cfg *rest.Config) {
+	cfg.QPS, cfg.Burst = float32(l.qps), l.burst
 }

@@ -5,6 +5,10 @@ import (
 	"io"
 	"strings"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 )
 
 // parse binds every flag set on a fresh FlagSet (a flag bound twice
@@ -47,6 +51,9 @@ func TestValidateRefuses(t *testing.T) {
 		{"leak sweep", []string{"--leak-sweep-interval=-1s"}, "--leak-sweep-interval must be 0 (at start only) or positive"},
 		{"member poll too fast", []string{"--member-poll-interval=1ms"}, "--member-poll-interval 1ms: must be between 50ms and 1m"},
 		{"member poll too slow", []string{"--member-poll-interval=2m"}, "--member-poll-interval 2m0s: must be between 50ms and 1m"},
+		{"host API qps zero", []string{"--kube-api-qps=0"}, "--kube-api-qps 0: must be positive, or -1"},
+		{"host API qps negative", []string{"--kube-api-qps=-5"}, "--kube-api-qps -5: must be positive, or -1"},
+		{"host API burst", []string{"--kube-api-burst=0"}, "--kube-api-burst 0: must be at least 1"},
 		{"leader election", []string{"--leader-elect-renew-deadline=20s"}, "--leader-elect-renew-deadline (20s) must be less than"},
 		{"kubernetes backend", []string{"--member-network-policy-operator-selector=kobe"}, "--member-network-policy-operator-selector:"},
 		{"listeners", []string{"--metrics-bind-address=:8080"}, "--metrics-bind-address"},
@@ -66,5 +73,40 @@ func TestDisabledKubernetesBackendIgnoresItsSelector(t *testing.T) {
 	o := parse(t, "--disable-kubernetes-backend", "--member-network-policy-operator-selector=kobe")
 	if err := o.validate(); err != nil {
 		t.Fatalf("refused: %v", err)
+	}
+}
+
+// TestHostAPILimits: the operator's client to the host cluster gets the
+// flags' limits instead of client-go's 20 a second, and -1 leaves it
+// unlimited on the client side.
+func TestHostAPILimits(t *testing.T) {
+	cases := []struct {
+		args      []string
+		qps       float32
+		burst     int
+		unlimited bool
+	}{
+		{nil, defaultKubeAPIQPS, defaultKubeAPIBurst, false},
+		{[]string{"--kube-api-qps=50", "--kube-api-burst=70"}, 50, 70, false},
+		{[]string{"--kube-api-qps=-1"}, -1, defaultKubeAPIBurst, true},
+	}
+	for _, tc := range cases {
+		o := parse(t, tc.args...)
+		if err := o.validate(); err != nil {
+			t.Fatalf("%q: %v", tc.args, err)
+		}
+		cfg := &rest.Config{Host: "https://127.0.0.1:1", QPS: 20, Burst: 30}
+		o.hostAPI.apply(cfg)
+		if cfg.QPS != tc.qps || cfg.Burst != tc.burst {
+			t.Errorf("%q: QPS %v burst %d, want %v and %d", tc.args, cfg.QPS, cfg.Burst, tc.qps, tc.burst)
+		}
+		c, err := rest.RESTClientFor(&rest.Config{Host: cfg.Host, QPS: cfg.QPS, Burst: cfg.Burst,
+			ContentConfig: rest.ContentConfig{GroupVersion: &schema.GroupVersion{Version: "v1"}, NegotiatedSerializer: scheme.Codecs}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.GetRateLimiter() == nil; got != tc.unlimited {
+			t.Errorf("%q: client without a rate limiter %v, want %v", tc.args, got, tc.unlimited)
+		}
 	}
 }

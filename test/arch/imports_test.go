@@ -36,6 +36,7 @@ var controllerHelpers = []string{
 	module + "/internal/controller/patch",
 	module + "/internal/controller/conditions",
 	module + "/internal/controller/deps",
+	module + "/internal/controller/seen",
 }
 
 // isController reports whether path is a controller of one reconciled kind.
@@ -82,6 +83,7 @@ var leaves = []string{
 	"internal/controller/conditions",
 	"internal/controller/deps",
 	"internal/controller/patch",
+	"internal/controller/seen",
 	"internal/credentials/pki",
 	"internal/identity",
 	"internal/metrics",
