@@ -53,6 +53,10 @@ type Config struct {
 	// authenticates. Only in a node pod (no Interface).
 	OverlayKeyFile string `json:"overlayKeyFile,omitempty"`
 
+	// EgressProxy, in a node pod only (no Interface), serves the member's
+	// API server a way into the member's network (egressproxy.go).
+	EgressProxy *EgressProxy `json:"egressProxy,omitempty"`
+
 	// PodCIDR is this node's pod range (a /24 of 198.18.128.0/17).
 	PodCIDR string `json:"podCIDR"`
 	// ClusterCIDR is the member's pod range (all its nodes), for kube-proxy.
@@ -134,6 +138,12 @@ func (c *Config) Validate() error {
 	}
 	if c.OverlayKeyFile != "" && (c.Interface != "" || !filepath.IsAbs(c.OverlayKeyFile)) {
 		errs = append(errs, fmt.Errorf("overlayKeyFile %q: an absolute path, in a node pod only (no interface)", c.OverlayKeyFile))
+	}
+	if c.EgressProxy != nil {
+		if c.Interface != "" {
+			errs = append(errs, errors.New("egressProxy is for a node pod only (no interface)"))
+		}
+		errs = append(errs, c.EgressProxy.validate())
 	}
 	if c.Interface == "" {
 		if c.Address != "" || c.Gateway != "" || len(c.PeerRoutes) > 0 {

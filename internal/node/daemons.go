@@ -194,7 +194,7 @@ func kubeletConfig(c *Config, nodeIP, cgroupRoot, sock, podLogs string, protectK
 		"cgroupRoot":               cgroupRoot,
 		"containerRuntimeEndpoint": "unix://" + sock,
 		"address":                  nodeIP,
-		"port":                     10250,
+		"port":                     KubeletPort,
 		"readOnlyPort":             0,
 		"healthzBindAddress":       "127.0.0.1",
 		"healthzPort":              10248,

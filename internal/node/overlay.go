@@ -294,6 +294,17 @@ func (o *overlay) admit(ctx context.Context) error {
 	return nil
 }
 
+// peerList is the verified peers, at the time of the call.
+func (o *overlay) peerList() []overlayPeer {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	out := make([]overlayPeer, 0, len(o.peers))
+	for _, p := range o.peers {
+		out = append(out, p)
+	}
+	return out
+}
+
 // consider verifies the statement on node n and adds its peer when it is
 // new. Refusals are logged once per statement.
 func (o *overlay) consider(ctx context.Context, n *corev1.Node) {

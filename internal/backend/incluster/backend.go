@@ -102,8 +102,10 @@ func (b *Backend) Capabilities() backend.Capabilities { return b.opts.Capabiliti
 // Create implements backend.Backend. Each step looks before it writes, so a
 // call after a crash, or on a member that is complete, only reads: the
 // Service first (its ClusterIP goes into the certificates), then the PKI
-// Secret, the NetworkPolicy, the PodDisruptionBudget, and last the pods,
-// which are made at most once (AnnotationPodsCreated).
+// Secret, the egress Service (PKINeeds.Egress: its ClusterIP goes into the
+// control-plane pods), the NetworkPolicy, the PodDisruptionBudget, and last
+// the pods, which are made at most once (AnnotationPodsCreated), as is the
+// egress Service.
 func (b *Backend) Create(ctx context.Context, m backend.Member) error {
 	set, err := b.opts.Template.Settings(m)
 	if err != nil {
@@ -138,7 +140,17 @@ func (b *Backend) Create(ctx context.Context, m backend.Member) error {
 	if svc.Annotations[AnnotationPodsCreated] != "" {
 		return nil // pods are never made twice
 	}
-	pods, err := b.renderPods(m, set, clusterIP, sec)
+	egressIP := ""
+	if set.PKI.Egress {
+		egress := &corev1.Service{}
+		if err := b.ensure(ctx, m, renderEgressService(b.opts.Type, m), egress); err != nil {
+			return err
+		}
+		if egressIP = egress.Spec.ClusterIP; egressIP == "" || egressIP == corev1.ClusterIPNone {
+			return fmt.Errorf("service %s has no ClusterIP", egress.Name)
+		}
+	}
+	pods, err := b.renderPods(m, set, clusterIP, egressIP, sec)
 	if err != nil {
 		return err
 	}
@@ -165,7 +177,7 @@ func (b *Backend) Create(ctx context.Context, m backend.Member) error {
 }
 
 // renderPods asks the template for the member's pods and completes them.
-func (b *Backend) renderPods(m backend.Member, set Settings, clusterIP string, sec *corev1.Secret) ([]corev1.Pod, error) {
+func (b *Backend) renderPods(m backend.Member, set Settings, clusterIP, egressIP string, sec *corev1.Secret) ([]corev1.Pod, error) {
 	pods, err := b.opts.Template.Pods(RenderInput{Member: m, ClusterIP: clusterIP, APIPort: set.APIPort, PKIDir: PKIDir})
 	if err != nil {
 		return nil, fmt.Errorf("rendering the pods of member %s: %w", m.Name, err)
@@ -174,7 +186,7 @@ func (b *Backend) renderPods(m backend.Member, set Settings, clusterIP string, s
 		return nil, fmt.Errorf("rendering the pods of member %s: the template made none", m.Name)
 	}
 	for i := range pods {
-		if err := finishPod(b.opts.Type, m, &pods[i], i, set, sec.Data); err != nil {
+		if err := finishPod(b.opts.Type, m, &pods[i], i, set, sec.Data, egressIP); err != nil {
 			return nil, fmt.Errorf("rendering pod %d of member %s: %w", i, m.Name, err)
 		}
 	}

@@ -157,8 +157,8 @@ func (b *Backend) memberObjects(ctx context.Context, m backend.Member) ([]client
 			}
 		}
 	}
-	byName := []client.Object{&corev1.Service{}, &corev1.Secret{}, &networkingv1.NetworkPolicy{}, &policyv1.PodDisruptionBudget{}, &corev1.Pod{}}
-	names := []string{serviceName(m), secretName(m), policyName(m), pdbName(m), podName(m, 0)}
+	byName := []client.Object{&corev1.Service{}, &corev1.Service{}, &corev1.Secret{}, &networkingv1.NetworkPolicy{}, &policyv1.PodDisruptionBudget{}, &corev1.Pod{}}
+	names := []string{serviceName(m), EgressServiceName(m), secretName(m), policyName(m), pdbName(m), podName(m, 0)}
 	for i, o := range byName {
 		err := b.opts.Client.Get(ctx, types.NamespacedName{Namespace: m.Namespace, Name: names[i]}, o)
 		if apierrors.IsNotFound(err) {

@@ -63,8 +63,12 @@ func baseName(m backend.Member) string {
 
 func serviceName(m backend.Member) string { return baseName(m) }
 func secretName(m backend.Member) string  { return baseName(m) + "-pki" }
-func policyName(m backend.Member) string  { return baseName(m) }
-func pdbName(m backend.Member) string     { return baseName(m) }
+
+// EgressServiceName names the Service of the member's node pods' egress
+// proxies (PKINeeds.Egress).
+func EgressServiceName(m backend.Member) string { return baseName(m) + "-egress" }
+func policyName(m backend.Member) string        { return baseName(m) }
+func pdbName(m backend.Member) string           { return baseName(m) }
 func podName(m backend.Member, i int) string {
 	return baseName(m) + "-server-" + strconv.Itoa(i)
 }

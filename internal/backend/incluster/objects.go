@@ -54,6 +54,26 @@ func renderService(t kobev1.BackendType, m backend.Member, port int32) *corev1.S
 	}
 }
 
+// renderEgressService is the Service of the member's node pods' egress
+// proxies (PKINeeds.Egress): an address of the host cluster that stays
+// valid while node pods come and go, which the control-plane pods know as
+// EgressHost. A node pod whose proxy is not listening yet refuses the
+// connection; the API server's caller retries.
+func renderEgressService(t kobev1.BackendType, m backend.Member) *corev1.Service {
+	sel := selectorFor(t, m)
+	sel[LabelComponent] = ComponentNode
+	return &corev1.Service{
+		ObjectMeta: objectMeta(t, m, EgressServiceName(m)),
+		Spec: corev1.ServiceSpec{
+			Type:     corev1.ServiceTypeClusterIP,
+			Selector: sel,
+			Ports: []corev1.ServicePort{{
+				Name: "egress", Protocol: corev1.ProtocolTCP, Port: node.EgressProxyPort, TargetPort: intstr.FromInt32(node.EgressProxyPort),
+			}},
+		},
+	}
+}
+
 // renderSecret is the member's PKI Secret.
 func renderSecret(t kobev1.BackendType, m backend.Member, clusterIP string, data map[string][]byte) *corev1.Secret {
 	sec := &corev1.Secret{
@@ -66,7 +86,9 @@ func renderSecret(t kobev1.BackendType, m backend.Member, clusterIP string, data
 }
 
 // renderNetworkPolicy keeps the member's pods to themselves: they take
-// connections from each other (etcd and every other port), on the API port
+// connections from each other (etcd and every other port: the API server
+// reaches its node pods' egress proxies, node pods each other's kubelets,
+// overlay and NodePorts), on the API port
 // from the operator's pods (operatorSelector, in the member's namespace)
 // and, for Direct access, from anywhere; they open connections to each
 // other, and beyond only as far as the pool's cluster.egress says
@@ -155,11 +177,13 @@ func renderPDB(t kobev1.BackendType, m backend.Member, pods int) *policyv1.PodDi
 }
 
 // finishPod completes a template's pod: identity, labels, owner, the PKI
-// volume, placement and the security settings every member pod gets. It
+// volume, placement and the security settings every member pod gets, and
+// a control-plane pod the host alias EgressHost for egressIP (when
+// set). It
 // refuses a container without CPU and memory requests and limits. A node
 // pod (LabelComponent ComponentNode) keeps its own security settings and
 // gets only its own files, at NodeDir.
-func finishPod(t kobev1.BackendType, m backend.Member, p *corev1.Pod, i int, set Settings, data map[string][]byte) error {
+func finishPod(t kobev1.BackendType, m backend.Member, p *corev1.Pod, i int, set Settings, data map[string][]byte, egressIP string) error {
 	place, nodes := set.Placement, set.Nodes
 	component := componentControlPlane
 	if p.Labels[LabelComponent] == ComponentNode {
@@ -217,6 +241,9 @@ func finishPod(t kobev1.BackendType, m backend.Member, p *corev1.Pod, i int, set
 	s.Volumes = append(s.Volumes, corev1.Volume{Name: PKIVolume, VolumeSource: corev1.VolumeSource{
 		Secret: &corev1.SecretVolumeSource{SecretName: secretName(m), DefaultMode: ptr.To[int32](0o440), Items: pkiItems(data, set.FilePaths)},
 	}})
+	if egressIP != "" {
+		s.HostAliases = append(s.HostAliases, corev1.HostAlias{IP: egressIP, Hostnames: []string{EgressHost}})
+	}
 	for j := range s.Containers {
 		s.Containers[j].SecurityContext = &corev1.SecurityContext{
 			AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),
@@ -228,10 +255,14 @@ func finishPod(t kobev1.BackendType, m backend.Member, p *corev1.Pod, i int, set
 }
 
 // nodeItems projects node i's files of the PKI Secret under their names in
-// NodeDir.
+// NodeDir; the egress proxy's when the member has them.
 func nodeItems(data map[string][]byte, i int) ([]corev1.KeyToPath, error) {
 	var items []corev1.KeyToPath
-	for _, f := range []string{NodeConfigFile, NodeKubeletKubeconfig, NodeKubeProxyKubeconfig, NodeKubeletCert, NodeKubeletKey, NodeClientCACert, NodeOverlayKey} {
+	files := []string{NodeConfigFile, NodeKubeletKubeconfig, NodeKubeProxyKubeconfig, NodeKubeletCert, NodeKubeletKey, NodeClientCACert, NodeOverlayKey}
+	if len(data[KeyEgressCACert]) > 0 {
+		files = append(files, NodeEgressCert, NodeEgressKey, NodeEgressCACert)
+	}
+	for _, f := range files {
 		k := nodeKey(i, f)
 		if len(data[k]) == 0 {
 			return nil, fmt.Errorf("the PKI Secret has no %s (made before the pool asked for nodes?)", k)

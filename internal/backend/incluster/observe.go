@@ -32,7 +32,8 @@ var fatalWaiting = map[string]bool{
 // exists; Failed when a pod that was created is gone, is being deleted,
 // ended (Failed or Succeeded), cannot pull its image, crash-loops, or stays
 // unschedulable past UnschedulableTimeout, or when the Service or Secret
-// vanished or no longer match each other; Ready, with Access, when every
+// vanished or no longer match each other, or the egress Service of a member
+// with pods vanished; Ready, with Access, when every
 // pod is Ready; Provisioning otherwise. It only reads.
 func (b *Backend) Observe(ctx context.Context, m backend.Member) (backend.Observation, error) {
 	set, err := b.opts.Template.Settings(m)
@@ -69,6 +70,16 @@ func (b *Backend) Observe(ctx context.Context, m backend.Member) (backend.Observ
 	}
 	if ip := sec.Annotations[AnnotationClusterIP]; ip != svc.Spec.ClusterIP {
 		return failed("Service %s has ClusterIP %q, but the PKI was made for %q", svc.Name, svc.Spec.ClusterIP, ip), nil
+	}
+	if set.PKI.Egress && created > 0 {
+		// Made once, before the pods, whose host alias holds its address.
+		err := b.get(ctx, m, EgressServiceName(m), &corev1.Service{})
+		if apierrors.IsNotFound(err) {
+			return failed("Service %s (the API server's way to its pods) is gone", EgressServiceName(m)), nil
+		}
+		if err != nil {
+			return backend.Observation{}, fmt.Errorf("reading the egress Service of member %s: %w", m.Name, err)
+		}
 	}
 	if obs, done := b.judgePods(m, pods.Items, created, set.Nodes); done {
 		return obs, nil

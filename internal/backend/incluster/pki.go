@@ -2,6 +2,7 @@ package incluster
 
 import (
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -38,6 +39,11 @@ const (
 	// The kubelet client keys exist with PKINeeds.KubeletClient.
 	KeyKubeletClientCert = "apiserver-kubelet-client.crt"
 	KeyKubeletClientKey  = "apiserver-kubelet-client.key"
+	// The egress keys exist with PKINeeds.Egress: the egress CA and the
+	// API server's client certificate for the egress proxies.
+	KeyEgressCACert     = "egress-ca.crt"
+	KeyEgressClientCert = "egress-client.crt"
+	KeyEgressClientKey  = "egress-client.key"
 )
 
 // secretOnly are the keys no pod gets: the client CA's key signs lease
@@ -126,6 +132,16 @@ func newPKI(m backend.Member, clusterIP string, port int32, set Settings) (map[s
 		}
 		data[KeyKubeletClientCert], data[KeyKubeletClientKey] = cert, key
 	}
+	var egress *membercerts.Egress
+	if needs.Egress {
+		if len(set.Nodes) == 0 {
+			return nil, errors.New("an egress proxy needs nodes")
+		}
+		if egress, err = membercerts.NewEgress(EgressHost, len(set.Nodes)); err != nil {
+			return nil, err
+		}
+		data[KeyEgressCACert], data[KeyEgressClientCert], data[KeyEgressClientKey] = egress.CACert, egress.ClientCert, egress.ClientKey
+	}
 	for k, v := range set.Files {
 		if _, taken := data[k]; taken || strings.HasPrefix(k, "node-") {
 			return nil, fmt.Errorf("template file %q clashes with the PKI's keys", k)
@@ -147,6 +163,9 @@ func newPKI(m backend.Member, clusterIP string, port int32, set Settings) (map[s
 		}
 		files[NodeConfigFile] = set.NodeConfigs[i]
 		files[NodeOverlayKey] = overlayKey
+		if egress != nil {
+			files[NodeEgressCert], files[NodeEgressKey], files[NodeEgressCACert] = egress.ServerCerts[i], egress.ServerKeys[i], egress.CACert
+		}
 		for f, v := range files {
 			data[nodeKey(i, f)] = v
 		}

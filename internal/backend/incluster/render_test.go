@@ -212,7 +212,7 @@ func TestFinishPod(t *testing.T) {
 	for _, f := range []string{NodeConfigFile, NodeKubeletKubeconfig, NodeKubeProxyKubeconfig, NodeKubeletCert, NodeKubeletKey, NodeClientCACert, NodeOverlayKey} {
 		data[nodeKey(0, f)] = []byte("x")
 	}
-	if err := finishPod(kobev1.BackendKubernetes, m, &p, 3, Settings{Placement: place}, data); err != nil {
+	if err := finishPod(kobev1.BackendKubernetes, m, &p, 3, Settings{Placement: place}, data, ""); err != nil {
 		t.Fatal(err)
 	}
 	if p.Name != "kobe-m-server-3" || p.Namespace != "kobe" || p.Labels[LabelComponent] != "control-plane" {
@@ -232,7 +232,7 @@ func TestFinishPod(t *testing.T) {
 		t.Errorf("mounted keys %v, want the serving certificate and SA key only (no node's)", keys)
 	}
 	placed := corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "a", Resources: full}}}}
-	if err := finishPod(kobev1.BackendKubernetes, m, &placed, 0, Settings{FilePaths: map[string]string{KeySAKey: "keys/sa.key"}}, data); err != nil {
+	if err := finishPod(kobev1.BackendKubernetes, m, &placed, 0, Settings{FilePaths: map[string]string{KeySAKey: "keys/sa.key"}}, data, ""); err != nil {
 		t.Fatal(err)
 	}
 	for _, it := range placed.Spec.Volumes[0].Secret.Items {
@@ -247,7 +247,7 @@ func TestFinishPod(t *testing.T) {
 	np := corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "node", Resources: full,
 		SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)}}}}}
 	np.Name, np.Labels = nodes[0], map[string]string{LabelComponent: ComponentNode}
-	if err := finishPod(kobev1.BackendKubernetes, m, &np, 1, Settings{Placement: place, Nodes: nodes}, data); err != nil {
+	if err := finishPod(kobev1.BackendKubernetes, m, &np, 1, Settings{Placement: place, Nodes: nodes}, data, ""); err != nil {
 		t.Fatal(err)
 	}
 	if np.Name != "kobe-m-node-0" || np.Labels[LabelComponent] != ComponentNode || np.Labels[LabelMemberUID] != "uid-1" || np.Spec.SecurityContext != nil ||
@@ -267,10 +267,10 @@ func TestFinishPod(t *testing.T) {
 	}
 	stray := np.DeepCopy()
 	stray.Name = NodePodName(m, 1)
-	if err := finishPod(kobev1.BackendKubernetes, m, stray, 2, Settings{Placement: place, Nodes: []string{nodes[0], NodePodName(m, 1)}}, data); err == nil {
+	if err := finishPod(kobev1.BackendKubernetes, m, stray, 2, Settings{Placement: place, Nodes: []string{nodes[0], NodePodName(m, 1)}}, data, ""); err == nil {
 		t.Error("node pod 1 was given files the Secret does not hold")
 	}
-	if err := finishPod(kobev1.BackendKubernetes, m, stray, 2, Settings{Placement: place, Nodes: nodes}, data); err == nil {
+	if err := finishPod(kobev1.BackendKubernetes, m, stray, 2, Settings{Placement: place, Nodes: nodes}, data, ""); err == nil {
 		t.Error("a node pod that is not among the template's nodes was accepted")
 	}
 	if *p.Spec.AutomountServiceAccountToken || !*p.Spec.SecurityContext.RunAsNonRoot {
@@ -279,7 +279,7 @@ func TestFinishPod(t *testing.T) {
 
 	place.SpreadAcrossNodes = ptr.To(false)
 	p2 := corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "a", Resources: full}}}}
-	if err := finishPod(kobev1.BackendKubernetes, m, &p2, 0, Settings{Placement: place}, nil); err != nil || len(p2.Spec.TopologySpreadConstraints) != 0 {
+	if err := finishPod(kobev1.BackendKubernetes, m, &p2, 0, Settings{Placement: place}, nil, ""); err != nil || len(p2.Spec.TopologySpreadConstraints) != 0 {
 		t.Errorf("spreadAcrossNodes false: %v %v", err, p2.Spec.TopologySpreadConstraints)
 	}
 
@@ -290,7 +290,7 @@ func TestFinishPod(t *testing.T) {
 		r := *full.DeepCopy()
 		drop(&r)
 		bad := corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "a", Resources: r}}}}
-		if err := finishPod(kobev1.BackendKubernetes, m, &bad, 0, Settings{}, nil); err == nil {
+		if err := finishPod(kobev1.BackendKubernetes, m, &bad, 0, Settings{}, nil, ""); err == nil {
 			t.Errorf("a container with %v was accepted", r)
 		}
 	}

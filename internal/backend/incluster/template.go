@@ -76,7 +76,25 @@ type PKINeeds struct {
 	// (KeyKubeletClientCert, in system:masters), for logs, exec and
 	// port-forward on node pods.
 	KubeletClient bool
+	// Egress, for a member with nodes: the API server's way into its
+	// member's network, through the egress proxy of its node pods
+	// (internal/node, egressproxy.go). The machinery makes a Service of
+	// the node pods on node.EgressProxyPort (EgressServiceName), names its
+	// address EgressHost in the control-plane pods (a host alias), and
+	// issues the channel's PKI from a CA of its own: the API server's
+	// client certificate and the CA (KeyEgressCACert,
+	// KeyEgressClientCert, KeyEgressClientKey) for the control-plane pods,
+	// and for each node pod a serving certificate for EgressHost and the
+	// CA (NodeEgressCert, NodeEgressKey, NodeEgressCACert). The template
+	// points the API server's "cluster" egress at
+	// https://EgressHost:node.EgressProxyPort and configures the proxies.
+	Egress bool
 }
+
+// EgressHost is the name of the member's egress proxies in its
+// control-plane pods (a host alias of the egress Service's address) and in
+// their serving certificates. In a reserved domain: it names nothing else.
+const EgressHost = "egress-proxy.kobe.invalid"
 
 // RenderInput is what a Template renders pods from.
 type RenderInput struct {
@@ -120,6 +138,12 @@ const (
 	NodeKubeletCert         = "kubelet.crt"
 	NodeKubeletKey          = "kubelet.key"
 	NodeClientCACert        = "client-ca.crt"
+	// NodeEgressCert and NodeEgressKey are the node's egress proxy's
+	// serving certificate (PKINeeds.Egress), NodeEgressCACert the egress
+	// CA, whose API server certificate is the only client it accepts.
+	NodeEgressCert   = "egress-proxy.crt"
+	NodeEgressKey    = "egress-proxy.key"
+	NodeEgressCACert = "egress-ca.crt"
 	// NodeOverlayKey is the member's overlay key (node.Config
 	// OverlayKeyFile): random, the same for every node of the member, in
 	// no other member's pods nor the member's API.

@@ -13,6 +13,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/backend"
 	"github.com/kunobi-ninja/kobe/internal/backend/incluster"
 	"github.com/kunobi-ninja/kobe/internal/clusterdns"
+	"github.com/kunobi-ninja/kobe/internal/credentials/membercerts"
 	"github.com/kunobi-ninja/kobe/internal/node"
 	"github.com/kunobi-ninja/kobe/internal/podsecurity"
 	"github.com/kunobi-ninja/kobe/internal/version"
@@ -191,9 +192,10 @@ func (t Template) nodeSettings(m backend.Member, set *incluster.Settings) error 
 
 // nodeConfig is node i's kobe-node configuration in pod mode: no
 // interface (the pod's network as it is), no cgroup parent (kubelet's cgroup
-// root under kobe-node's own cgroup), nothing to hide, and the member's
+// root under kobe-node's own cgroup), nothing to hide, the member's
 // overlay key, with which the node pods of a member route their pod ranges
-// to each other (internal/node, overlay.go).
+// to each other (internal/node, overlay.go), and the egress proxy through
+// which the member's API server reaches its pods and kubelets (egress.go).
 func (t Template) nodeConfig(name string, i int) *node.Config {
 	f := func(file string) string { return incluster.NodeDir + "/" + file }
 	return &node.Config{
@@ -213,8 +215,15 @@ func (t Template) nodeConfig(name string, i int) *node.Config {
 		KubeletKey:          f(incluster.NodeKubeletKey),
 		ClientCAFile:        f(incluster.NodeClientCACert),
 		OverlayKeyFile:      f(incluster.NodeOverlayKey),
-		PauseImage:          NodePauseImage,
-		Images:              append([]string{NodePauseArchive, nodeDNSArchive}, t.NodePreload...),
+		EgressProxy: &node.EgressProxy{
+			Port:         node.EgressProxyPort,
+			CertFile:     f(incluster.NodeEgressCert),
+			KeyFile:      f(incluster.NodeEgressKey),
+			ClientCAFile: f(incluster.NodeEgressCACert),
+			ClientName:   membercerts.EgressClientName,
+		},
+		PauseImage: NodePauseImage,
+		Images:     append([]string{NodePauseArchive, nodeDNSArchive}, t.NodePreload...),
 	}
 }
 
@@ -246,6 +255,7 @@ func (t Template) nodePods(in incluster.RenderInput, img Images) ([]corev1.Pod, 
 				Command:         []string{"/bin/sh", "-c", nodeEntrypoint},
 				Env:             []corev1.EnvVar{{Name: "PATH", Value: nodePath}},
 				Resources:       nodeRes,
+				Ports:           []corev1.ContainerPort{{Name: "egress", ContainerPort: node.EgressProxyPort, Protocol: corev1.ProtocolTCP}},
 				// Privileged: containerd and runc make namespaces, mounts
 				// and cgroups for the member's containers. Root on the host
 				// node: see docs/backends.md, "Node pods".

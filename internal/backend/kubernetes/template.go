@@ -219,10 +219,16 @@ func (t Template) Settings(m backend.Member) (incluster.Settings, error) {
 	if err != nil {
 		return incluster.Settings{}, fmt.Errorf("spec.cluster.podSecurity: %w", err)
 	}
+	withNodes := nodeCount(m) > 0
 	set := incluster.Settings{
 		APIPort: APIPort,
-		PKI:     incluster.PKINeeds{Etcd: true, ControllerManager: true, KubeletClient: true, Scheduler: nodeCount(m) > 0},
+		PKI:     incluster.PKINeeds{Etcd: true, ControllerManager: true, KubeletClient: true, Scheduler: withNodes, Egress: withNodes},
 		Files:   map[string][]byte{admissionFile: admission},
+	}
+	if withNodes {
+		if set.Files[egressSelectorFile], err = egressSelectorConfig(incluster.PKIDir); err != nil {
+			return incluster.Settings{}, err
+		}
 	}
 	if policy != nil {
 		set.Files[admissionPolicyFile] = policy
@@ -345,6 +351,9 @@ func (t Template) Pods(in incluster.RenderInput) ([]corev1.Pod, error) {
 		},
 		Resources:    incluster.Resources(res.ControllerManager, DefaultResources.ControllerManager),
 		VolumeMounts: append([]corev1.VolumeMount{{Name: "tmp", MountPath: "/tmp"}}, mounts...),
+	}
+	if nodeCount(in.Member) > 0 {
+		apiserver.Args = append(apiserver.Args, egressFlags(in.PKIDir)...)
 	}
 	pod := corev1.Pod{Spec: corev1.PodSpec{
 		Containers: []corev1.Container{etcd, apiserver, kcm},

@@ -226,3 +226,44 @@ func ServiceAccountKeys() (keyPEM, pubPEM []byte, err error) {
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pubDER}), nil
 }
+
+// EgressCAName is the common name of a member's egress CA; EgressClientName
+// that of the API server's certificate for its egress proxies, the one
+// client they accept.
+const (
+	EgressCAName     = "kobe-member-egress-ca"
+	EgressClientName = "kube-apiserver-egress"
+)
+
+// Egress is the PKI of the channel between a member's API server and the
+// egress proxies of its node pods (in-cluster backends): a CA of its own,
+// the API server's client certificate and one serving certificate per
+// proxy for serverName. The CA's key is not kept: nothing is issued later,
+// so nothing can be issued by anyone else either. It is not the member's
+// server or client CA, with which a lease holder (system:masters) can have
+// certificates signed.
+type Egress struct {
+	CACert                  []byte
+	ClientCert, ClientKey   []byte
+	ServerCerts, ServerKeys [][]byte
+}
+
+// NewEgress makes a member's egress PKI with servers serving certificates.
+func NewEgress(serverName string, servers int) (*Egress, error) {
+	ca, err := pki.NewCA(EgressCAName, CAValidity)
+	if err != nil {
+		return nil, err
+	}
+	e := &Egress{CACert: ca.CertPEM}
+	if e.ClientCert, e.ClientKey, err = Client(ca, Identity{User: EgressClientName}); err != nil {
+		return nil, err
+	}
+	for range servers {
+		cert, key, err := ca.IssueServing(serverName, []string{serverName}, nil, CertValidity)
+		if err != nil {
+			return nil, err
+		}
+		e.ServerCerts, e.ServerKeys = append(e.ServerCerts, cert), append(e.ServerKeys, key)
+	}
+	return e, nil
+}
