@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -37,8 +38,11 @@ const (
 // pod on the other node by pod IP and through a Service (the pod overlay),
 // is refused a privileged pod by Pod Security, and cannot point the overlay
 // at any other address nor have a node forward a pod's forged source
-// address (overlayHostile); deleting the pool leaves no host
-// object, and the machine is as before.
+// address (overlayHostile); reaches a pod through pods/ and
+// services/proxy, and cannot aim the API server at anything else through
+// forged pod, EndpointSlice, webhook or Node addresses
+// (egressThroughNodePods); deleting the pool leaves no host object (the
+// egress Service included), and the machine is as before.
 func TestLeasedMemberWithANode(t *testing.T) {
 	f := start(t)
 	ctx := t.Context()
@@ -93,6 +97,13 @@ func TestLeasedMemberWithANode(t *testing.T) {
 		t.Fatalf("the member's nodes through the proxy: %q, want node-0 and node-1, Ready", out)
 	}
 	nodes := []string{f1[0], f1[2]}
+	objs, err := f.hostObjects(ctx, "kobe.kunobi.ninja/pool="+nodePoolName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(objs, func(o string) bool { return strings.HasPrefix(o, "Service/") && strings.HasSuffix(o, "-egress") }) {
+		t.Errorf("the member has no egress Service: %v", objs)
+	}
 	f.startRelay(t, kc, nodes[0])
 	spoofer := f.startSpoofer(t, kc, nodes[0])
 
@@ -160,6 +171,7 @@ func TestLeasedMemberWithANode(t *testing.T) {
 	}
 
 	f.overlayHostile(t, kc, nodes, spoofer)
+	f.egressThroughNodePods(t, kc)
 
 	began = time.Now()
 	if out, errOut, err := f.kobe(t, "release", l.ID); err != nil {
