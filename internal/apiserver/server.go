@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -152,9 +151,12 @@ func (s *Server) routes() http.Handler {
 	// The connect proxy is routed before the mux, which would clean (and
 	// redirect) its paths: it refuses unclean ones itself. It has its own
 	// in-flight limit and no body buffering: its streams last as long as
-	// the lease.
+	// the lease. It answers /connect/<lease>/... and the Kubernetes API's
+	// paths at the root (/api, /apis, /version, /openapi...: connect.RootPaths,
+	// which no route below shares), for clients that drop a kubeconfig
+	// server's path; none of them reaches the lease API.
 	return recoverPanics(s.opts.Log, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasPrefix(r.URL.Path, leasecreds.ConnectPrefix) || strings.HasPrefix(r.URL.EscapedPath(), leasecreds.ConnectPrefix) {
+		if connect.Serves(r) {
 			s.connect.ServeHTTP(w, r)
 			return
 		}

@@ -55,9 +55,73 @@ func SplitPath(escaped string) (name, rest string, r *Refusal) {
 	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
 		return "", "", refuse(http.StatusBadRequest, wire.ReasonBadRequest, "bad request", "%q is not a lease name: %s", name, strings.Join(errs, "; "))
 	}
+	if r := checkClean(rest, leasecreds.ConnectPrefix+name); r != nil {
+		return "", "", r
+	}
+	return name, rest, nil
+}
+
+// RootPaths are the Kubernetes API paths that the proxy also serves at the
+// root of kobe's endpoint, each with the paths under it, for clients that
+// drop the path of a kubeconfig's server (https://<kobe>/connect/<lease>):
+// kubectl proxy without --append-server-path, some SDKs. The lease is the
+// one whose client certificate the caller presents (LeaseName). They are
+// what kube-apiserver serves to its clients (discovery, resources,
+// OpenAPI, version, the ServiceAccount issuer's discovery) and nothing
+// kobe's endpoint serves or keeps for itself: not /v1 (the lease API),
+// /healthz, /readyz and /livez (kobe's probes: a probe of kobe must never
+// be answered by a member), /metrics (never served on this port), nor
+// kube-apiserver's administrative /logs, /debug and /flowcontrol. Those
+// members' paths stay reachable under /connect/<lease>.
+var RootPaths = []string{"/api", "/apis", "/version", "/openapi", "/.well-known/openid-configuration", "/openid/v1/jwks"}
+
+// IsRootPath reports whether escaped, a request's escaped path, is one of
+// RootPaths or under one (/api and /api/..., never /apiary). The escaped
+// form decides: /%61pi is not /api here, and is not forwarded.
+func IsRootPath(escaped string) bool {
+	for _, p := range RootPaths {
+		if escaped == p || strings.HasPrefix(escaped, p+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// IsConnectPath reports whether r's path, plain or escaped, is under
+// /connect/: the proxy answers it, forwarding or refusing, and nothing else
+// of kobe's endpoint does.
+func IsConnectPath(r *http.Request) bool {
+	return strings.HasPrefix(r.URL.Path, leasecreds.ConnectPrefix) || strings.HasPrefix(r.URL.EscapedPath(), leasecreds.ConnectPrefix)
+}
+
+// Serves reports whether the proxy answers r: a connect path or a
+// Kubernetes API path at the root (IsRootPath). kobe's endpoint routes
+// these to the proxy before anything else, so that none falls through to
+// the lease API.
+func Serves(r *http.Request) bool {
+	return IsConnectPath(r) || IsRootPath(r.URL.EscapedPath())
+}
+
+// RootPath checks the escaped path of a request at the root of kobe's
+// endpoint and returns it as the member's path: one of RootPaths or under
+// one, clean as SplitPath requires a member's path to be.
+func RootPath(escaped string) (rest string, r *Refusal) {
+	if !IsRootPath(escaped) {
+		return "", refuse(http.StatusNotFound, wire.ReasonNotFound, "not found", "connect paths are %s<lease>/...", leasecreds.ConnectPrefix)
+	}
+	if r := checkClean(escaped, ""); r != nil {
+		return "", r
+	}
+	return escaped, nil
+}
+
+// checkClean refuses rest, an escaped member path under the prefix under,
+// when it is not validly escaped or, unescaped, not clean: dot or empty
+// segments, or a backslash.
+func checkClean(rest, under string) *Refusal {
 	plain, err := url.PathUnescape(rest)
 	if err != nil {
-		return "", "", refuse(http.StatusBadRequest, wire.ReasonBadRequest, "bad request", "the path is not validly escaped")
+		return refuse(http.StatusBadRequest, wire.ReasonBadRequest, "bad request", "the path is not validly escaped")
 	}
 	// path.Clean keeps a trailing slash off; the member's paths may end
 	// with one (kubectl's discovery does not, but proxies may).
@@ -66,9 +130,27 @@ func SplitPath(escaped string) (name, rest string, r *Refusal) {
 		clean += "/"
 	}
 	if clean != plain || strings.Contains(plain, "\\") {
-		return "", "", refuse(http.StatusBadRequest, wire.ReasonBadRequest, "bad request", "the path under %s%s must be clean: no dot or empty segments", leasecreds.ConnectPrefix, name)
+		if under == "" {
+			return refuse(http.StatusBadRequest, wire.ReasonBadRequest, "bad request", "the path must be clean: no dot or empty segments")
+		}
+		return refuse(http.StatusBadRequest, wire.ReasonBadRequest, "bad request", "the path under %s must be clean: no dot or empty segments", under)
 	}
-	return name, rest, nil
+	return nil
+}
+
+// LeaseOf is the name of the lease whose certificate leaf claims to be
+// (leasecreds.LeaseName of its CN), for requests at the root, whose path
+// names no lease. The claim is checked as on a connect path: the CN must
+// equal the lease's exactly and the certificate chain to its member's
+// client CA (VerifyClient). A certificate of another form (a member's
+// admin or a node's, any other) is refused here.
+func LeaseOf(leaf *x509.Certificate) (string, *Refusal) {
+	name, ok := leasecreds.LeaseName(leaf.Subject.CommonName)
+	if !ok {
+		return "", refuse(http.StatusForbidden, wire.ReasonForbidden, "forbidden",
+			"the client certificate is not a lease's; use the kubeconfig the lease returned")
+	}
+	return name, nil
 }
 
 // CheckLease decides, from the operator's cache, whether lease l may reach

@@ -4,5 +4,9 @@
 // on every request, from the operator's cache, that the lease is Bound,
 // unexpired and still held by its member and that the caller presents that
 // lease's client certificate; it closes a lease's open streams the moment
-// the lease ends. It must not import the HTTP API or the controllers.
+// the lease ends. The Kubernetes API's paths at the endpoint's root
+// (RootPaths: /api, /apis, /version, /openapi...), which clients that drop
+// a kubeconfig server's path ask for, are forwarded the same way to the
+// lease whose certificate the caller presents (LeaseOf), after the same
+// checks. It must not import the HTTP API or the controllers.
 package connect

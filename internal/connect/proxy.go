@@ -153,7 +153,17 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			"the server is proxying %d requests; retry after a second", cap(p.slots)))
 		return
 	}
-	name, rest, refusal := SplitPath(r.URL.EscapedPath())
+	// A connect path names its lease; a Kubernetes API path at the root
+	// (RootPaths) is the lease's whose certificate the caller presents.
+	var name, rest string
+	var refusal *Refusal
+	route := routeConnect
+	if IsConnectPath(r) {
+		name, rest, refusal = SplitPath(r.URL.EscapedPath())
+	} else {
+		route = routeRoot
+		rest, refusal = RootPath(r.URL.EscapedPath())
+	}
 	if refusal != nil {
 		writeRefusal(w, refusal)
 		return
@@ -166,6 +176,13 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if len(r.TLS.PeerCertificates) == 0 {
 		writeRefusal(w, refuse(http.StatusUnauthorized, wire.ReasonUnauthorized, "missing credentials", "present the client certificate of the lease's kubeconfig"))
 		return
+	}
+	if route == routeRoot {
+		if name, refusal = LeaseOf(r.TLS.PeerCertificates[0]); refusal != nil {
+			p.opts.Log.V(1).Info("Connect refused", "route", route, "reason", refusal.Reason, "detail", refusal.Detail)
+			writeRefusal(w, refusal)
+			return
+		}
 	}
 	l := &kobev1.ClusterLease{}
 	if err := p.opts.Reader.Get(r.Context(), types.NamespacedName{Namespace: p.opts.Namespace, Name: name}, l); err != nil {
@@ -193,7 +210,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.internal(w, r, err)
 		return
 	case refusal != nil:
-		p.opts.Log.V(1).Info("Connect refused", "lease", name, "reason", refusal.Reason, "detail", refusal.Detail)
+		p.opts.Log.V(1).Info("Connect refused", "lease", name, "route", route, "reason", refusal.Reason, "detail", refusal.Detail)
 		writeRefusal(w, refusal)
 		return
 	}
@@ -214,26 +231,36 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.timer = p.opts.Clock.AfterFunc(end.Sub(p.opts.Clock.Now()), s.close)
 	defer s.timer.Stop()
 
-	p.forward(w, r.WithContext(ctx), t, s, rest)
+	p.forward(w, r.WithContext(ctx), t, s, route, rest)
 }
+
+// Routes of a forwarded request, as audit lines name them.
+const (
+	// routeConnect is /connect/<lease>/<member path>.
+	routeConnect = "connect"
+	// routeRoot is a member path at the root (RootPaths), whose lease the
+	// caller's certificate names.
+	routeRoot = "root"
+)
 
 // auditSession logs one forwarded connect request, with who made it (the
 // lease's requester), the member, its size and duration. Never the query
 // (exec commands), headers or credentials.
-func (p *Proxy) auditSession(t *target, r *http.Request, rest string, s *stream, kind string, start time.Time) {
+func (p *Proxy) auditSession(t *target, r *http.Request, route, rest string, s *stream, kind string, start time.Time) {
 	l, end := t.lease, p.opts.Clock.Now()
-	plain, _ := url.PathUnescape(rest) // SplitPath checked it
+	plain, _ := url.PathUnescape(rest) // SplitPath or RootPath checked it
 	code, upgraded := s.status()
 	p.opts.Log.Info("Connect audit", "lease", l.Name, "leaseUID", l.UID,
 		"identity", l.Spec.Requester.Identity, "policy", l.Spec.Requester.Policy, "method", l.Spec.Requester.Method,
-		"member", t.member, "memberUID", s.member, "verb", r.Method, "path", plain, "kind", kind,
+		"member", t.member, "memberUID", s.member, "route", route, "verb", r.Method, "path", plain, "kind", kind,
 		"code", code, "upgraded", upgraded, "bytesIn", s.in.Load(), "bytesOut", s.out.Load(),
 		"start", start.UTC().Format(time.RFC3339Nano), "end", end.UTC().Format(time.RFC3339Nano), "duration", end.Sub(start).String())
 }
 
 // forward sends r, checked, to t's member at its path rest (escaped),
-// tracking an upgraded connection and the bytes both ways in s.
-func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, t *target, s *stream, rest string) {
+// tracking an upgraded connection and the bytes both ways in s; route is
+// how r reached the proxy, for the audit line.
+func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, t *target, s *stream, route, rest string) {
 	// A watch or an exec session lasts as long as the lease allows, not
 	// the server's read and write timeouts (which exist for the lease API).
 	rc := http.NewResponseController(w)
@@ -242,11 +269,12 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, t *target, s *st
 
 	out := r.Clone(r.Context())
 	upgrade := forwardAs(out.Header, t.user)
+	plain, _ := url.PathUnescape(rest) // SplitPath or RootPath checked it
 	kind, transport := "request", t.up.transport
 	switch {
 	case upgrade:
 		kind = "upgrade"
-	case streaming(out):
+	case streaming(out, plain):
 		kind, transport = "stream", t.up.streaming
 	}
 	start := p.opts.Clock.Now()
@@ -254,14 +282,13 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, t *target, s *st
 		p.opts.Log.Info("Connect stream opened", "lease", t.lease.Name, "identity", t.lease.Spec.Requester.Identity,
 			"member", t.member, "kind", kind, "start", start.UTC().Format(time.RFC3339Nano))
 	}
-	defer p.auditSession(t, r, rest, s, kind, start)
+	defer p.auditSession(t, r, route, rest, s, kind, start)
 	if r.Body != nil && r.Body != http.NoBody {
 		// Upgrades (GETs without a body) read their stream from the
 		// hijacked connection: this bounds plain request bodies only.
 		out.Body = &countingBody{ReadCloser: http.MaxBytesReader(w, r.Body, MaxBodyBytes), n: &s.in}
 	}
 	loc := *t.up.location
-	plain, _ := url.PathUnescape(rest) // SplitPath checked it
 	basePath := strings.TrimSuffix(loc.EscapedPath(), "/")
 	loc.Path = strings.TrimSuffix(loc.Path, "/") + plain
 	loc.RawPath = basePath + rest
@@ -456,10 +483,11 @@ func newUpstream(adminKubeconfig, servingCA []byte, headerTimeout time.Duration)
 	}, nil
 }
 
-// streaming reports whether a request's response headers may come late: a
-// watch (a /watch/ path or watch=true) or a followed log. It decides only
-// the header timeout; the per-lease cap bounds what it lets wait.
-func streaming(r *http.Request) bool {
+// streaming reports whether a request for the member's path memberPath
+// (unescaped) may get its response headers late: a watch (a /watch/ path
+// or watch=true) or a followed log. It decides only the header timeout;
+// the per-lease cap bounds what it lets wait.
+func streaming(r *http.Request, memberPath string) bool {
 	q := r.URL.Query()
 	for _, param := range []string{"watch", "follow"} {
 		var on bool
@@ -469,12 +497,8 @@ func streaming(r *http.Request) bool {
 			return true
 		}
 	}
-	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
-	// /connect/<lease>/api/<version>/watch/... or .../apis/<group>/<version>/watch/...
-	if len(parts) < 2 || parts[0] != "connect" {
-		return false
-	}
-	parts = parts[2:]
+	// /api/<version>/watch/... or /apis/<group>/<version>/watch/...
+	parts := strings.Split(strings.Trim(memberPath, "/"), "/")
 	switch {
 	case len(parts) > 2 && parts[0] == "api":
 		return parts[2] == "watch"

@@ -35,7 +35,8 @@ import (
 const adminToken = "admin-token-never-logged"
 
 // memberServer stands in for a member's API server: it records the
-// headers of every request by its X-Test-Case header and answers
+// headers and escaped path of every request by its X-Test-Case header and
+// answers
 //   - an upgrade with 101, then echoes;
 //   - a path under /apis/hung.example.com/ never (until the caller leaves);
 //   - a watch with 200 after watchDelay, then holds it open;
@@ -45,12 +46,13 @@ type memberServer struct {
 	watchDelay time.Duration
 	respBody   string
 
-	mu   sync.Mutex
-	seen map[string]http.Header
+	mu    sync.Mutex
+	seen  map[string]http.Header
+	paths map[string]string
 }
 
 func newMemberServer(t *testing.T) *memberServer {
-	m := &memberServer{seen: map[string]http.Header{}, respBody: `{"kind":"SelfSubjectReview"}`}
+	m := &memberServer{seen: map[string]http.Header{}, paths: map[string]string{}, respBody: `{"kind":"SelfSubjectReview"}`}
 	m.Server = httptest.NewTLSServer(http.HandlerFunc(m.serve))
 	t.Cleanup(m.Close)
 	return m
@@ -59,6 +61,7 @@ func newMemberServer(t *testing.T) *memberServer {
 func (m *memberServer) serve(w http.ResponseWriter, r *http.Request) {
 	m.mu.Lock()
 	m.seen[r.Header.Get("X-Test-Case")] = r.Header.Clone()
+	m.paths[r.Header.Get("X-Test-Case")] = r.URL.EscapedPath()
 	m.mu.Unlock()
 	switch {
 	case r.Header.Get("Upgrade") != "":
@@ -100,14 +103,34 @@ func (m *memberServer) headers(t *testing.T, testCase string) http.Header {
 	return h
 }
 
-// harness is a Proxy over TLS in front of a memberServer, with leases
-// bound to members that all reach it.
+// saw reports whether the member saw a request of case testCase.
+func (m *memberServer) saw(testCase string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, ok := m.seen[testCase]
+	return ok
+}
+
+// path is the escaped path of the member's request of case testCase.
+func (m *memberServer) path(testCase string) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.paths[testCase]
+}
+
+// harness is a Proxy over TLS, with leases bound to members, each its own
+// memberServer.
 type harness struct {
-	proxy  *Proxy
-	front  *httptest.Server
-	member *memberServer
-	leases map[string]*kobev1.ClusterLease
-	certs  map[string]tls.Certificate
+	proxy *Proxy
+	front *httptest.Server
+	// member is the first lease's member; members are all, by lease name.
+	member  *memberServer
+	members map[string]*memberServer
+	leases  map[string]*kobev1.ClusterLease
+	certs   map[string]tls.Certificate
+	// cas are the members' client CAs, by lease name.
+	cas     map[string]*pki.CA
+	objects client.Client
 
 	logMu sync.Mutex
 	logs  []string
@@ -115,19 +138,26 @@ type harness struct {
 
 // newHarness binds lease-<x> to member m-<x> for each x in names.
 func newHarness(t *testing.T, opts Options, names ...string) *harness {
-	h := &harness{member: newMemberServer(t), leases: map[string]*kobev1.ClusterLease{}, certs: map[string]tls.Certificate{}}
-	servingCA := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: h.member.Certificate().Raw})
-	admin, err := clientcmd.Write(clientcmdapi.Config{
-		Clusters:       map[string]*clientcmdapi.Cluster{"m": {Server: h.member.URL, CertificateAuthorityData: servingCA}},
-		AuthInfos:      map[string]*clientcmdapi.AuthInfo{"admin": {Token: adminToken}},
-		Contexts:       map[string]*clientcmdapi.Context{"m": {Cluster: "m", AuthInfo: "admin"}},
-		CurrentContext: "m",
-	})
-	if err != nil {
-		t.Fatal(err)
+	h := &harness{
+		members: map[string]*memberServer{}, leases: map[string]*kobev1.ClusterLease{},
+		certs: map[string]tls.Certificate{}, cas: map[string]*pki.CA{},
 	}
 	var objs []client.Object
 	for _, x := range names {
+		ms := newMemberServer(t)
+		if h.member == nil {
+			h.member = ms
+		}
+		servingCA := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ms.Certificate().Raw})
+		admin, err := clientcmd.Write(clientcmdapi.Config{
+			Clusters:       map[string]*clientcmdapi.Cluster{"m": {Server: ms.URL, CertificateAuthorityData: servingCA}},
+			AuthInfos:      map[string]*clientcmdapi.AuthInfo{"admin": {Token: adminToken}},
+			Contexts:       map[string]*clientcmdapi.Context{"m": {Cluster: "m", AuthInfo: "admin"}},
+			CurrentContext: "m",
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
 		l, inst := bound()
 		l.Name, l.UID = "lease-"+x, types.UID("lease-uid-"+x)
 		l.Spec.Requester = kobev1.Requester{Identity: "ci-" + x, Policy: "policy-" + x, Method: "token"}
@@ -138,8 +168,9 @@ func newHarness(t *testing.T, opts Options, names ...string) *harness {
 		if err != nil {
 			t.Fatal(err)
 		}
+		h.members[l.Name], h.cas[l.Name] = ms, ca
 		sec := memberaccess.Secret(inst, &backend.Access{
-			Endpoint: h.member.URL, CACert: servingCA, ClientCACert: ca.CertPEM, ClientCAKey: ca.KeyPEM, AdminKubeconfig: admin,
+			Endpoint: ms.URL, CACert: servingCA, ClientCACert: ca.CertPEM, ClientCAKey: ca.KeyPEM, AdminKubeconfig: admin,
 		})
 		certPEM, keyPEM, err := ca.IssueClient(leasecreds.CommonName(l), []string{leasecreds.AdminGroup}, now.Add(-9*time.Minute), now.Add(20*time.Minute))
 		if err != nil {
@@ -152,6 +183,7 @@ func newHarness(t *testing.T, opts Options, names ...string) *harness {
 		objs = append(objs, l, inst, sec)
 	}
 	c := fake.NewClientBuilder().WithScheme(testenv.Scheme()).WithObjects(objs...).Build()
+	h.objects = c
 	opts.Namespace, opts.Reader, opts.APIReader = "ns", c, c
 	opts.Log = funcr.NewJSON(func(line string) {
 		h.logMu.Lock()
@@ -460,9 +492,23 @@ func TestStreaming(t *testing.T) {
 		// "watch" as a name is not the watch prefix.
 		{"/connect/lease-a/api/v1/namespaces/watch/services/watch/proxy", false},
 		{"/connect/lease-a/apis/apps/watch", false},
+		// At the root, the path is the member's.
+		{"/api/v1/watch/namespaces/default/configmaps", true},
+		{"/apis/apps/v1/watch/deployments", true},
+		{"/api/v1/namespaces/default/configmaps?watch=1", true},
+		{"/api/v1/namespaces/default/pods/p/log?follow=1", true},
+		{"/api/v1/namespaces/default/configmaps", false},
+		{"/apis/apps/watch", false},
 	} {
 		r := httptest.NewRequest(http.MethodGet, tt.url, nil)
-		if got := streaming(r); got != tt.want {
+		_, rest, refusal := SplitPath(r.URL.EscapedPath())
+		if !IsConnectPath(r) {
+			rest, refusal = RootPath(r.URL.EscapedPath())
+		}
+		if refusal != nil {
+			t.Fatalf("%s: %v", tt.url, refusal)
+		}
+		if got := streaming(r, rest); got != tt.want {
 			t.Errorf("streaming(%s) = %v, want %v", tt.url, got, tt.want)
 		}
 	}

@@ -226,6 +226,45 @@ func TestHostileCallers(t *testing.T) {
 		}
 	})
 
+	// At the root (clients that drop the kubeconfig server's path), the
+	// certificate names the lease: each reaches its own member, as itself,
+	// and nothing else does.
+	t.Run("root", func(t *testing.T) {
+		body := `{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}`
+		for _, c := range []struct {
+			cert *tls.Certificate
+			id   string
+		}{{&certA, a.ID}, {&certB, b.ID}} {
+			want := leasecreds.CommonName(getLease(t, c.id))
+			code, raw := call(t, c.cert, http.MethodPost, "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+				http.Header{"Content-Type": {"application/json"}, "Impersonate-User": {"system:admin"}}, strings.NewReader(body))
+			var r authnv1.SelfSubjectReview
+			if code != http.StatusCreated || json.Unmarshal(raw, &r) != nil || r.Status.UserInfo.Username != want {
+				t.Errorf("whoami at the root with %s's certificate: %d %s, want %s", c.id, code, raw, want)
+			}
+		}
+		caB := memberCA(t, b.ClusterName)
+		forgedPEM, forgedKey, err := caB.IssueClient(leasecreds.CommonName(objA), []string{"system:masters"}, time.Now().Add(-time.Minute), time.Now().Add(time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct {
+			name string
+			cert *tls.Certificate
+			want int
+		}{
+			{"no client certificate", nil, http.StatusUnauthorized},
+			{"lease A's name signed by lease B's member CA", keyPair(t, forgedPEM, forgedKey), http.StatusForbidden},
+			{"self-signed with lease A's name", selfSigned(t, leasecreds.CommonName(objA)), http.StatusForbidden},
+			{"self-signed, not a lease's", selfSigned(t, "kubernetes-admin"), http.StatusForbidden},
+		} {
+			for _, p := range []string{"/api", "/apis", "/version"} {
+				code, body := call(t, c.cert, http.MethodGet, p, nil, nil)
+				refusedWith(t, c.name+" at "+p, code, body, c.want)
+			}
+		}
+	})
+
 	t.Run("forged later expiry", func(t *testing.T) {
 		l := getLease(t, a.ID)
 		inst := &kobev1.ClusterInstance{}

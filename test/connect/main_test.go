@@ -142,17 +142,35 @@ func api(t *testing.T, method, path string, body io.Reader) (int, []byte) {
 }
 
 // lease takes a lease of the Proxy pool through the API and returns it
-// with its kubeconfig written to a file.
+// with its kubeconfig written to a file. A lease queued because the pool's
+// status still counted a member that an earlier test's lease took (202)
+// is waited for until Bound.
 func lease(t *testing.T, ttl string) (wire.Lease, string) {
 	t.Helper()
 	waitPoolReady(t, 1)
 	code, b := api(t, http.MethodPost, "/v1/leases", strings.NewReader(fmt.Sprintf(`{"pool":%q,"ttl":%q}`, pool, ttl)))
-	if code != http.StatusCreated && code != http.StatusOK {
+	if code != http.StatusCreated && code != http.StatusOK && code != http.StatusAccepted {
 		t.Fatalf("POST /v1/leases: %d %s", code, b)
 	}
 	var l wire.Lease
 	if err := json.Unmarshal(b, &l); err != nil {
 		t.Fatalf("decoding lease %s: %v", b, err)
+	}
+	if code == http.StatusAccepted {
+		testenv.Eventually(t, memberDeadline, fmt.Sprintf("queued lease %s to be Bound", l.ID), func() error {
+			code, b := api(t, http.MethodGet, "/v1/leases/"+l.ID, nil)
+			if code != http.StatusOK {
+				return fmt.Errorf("GET /v1/leases/%s: %d %s", l.ID, code, b)
+			}
+			l = wire.Lease{}
+			if err := json.Unmarshal(b, &l); err != nil {
+				return err
+			}
+			if l.Phase != wire.PhaseBound {
+				return fmt.Errorf("phase %s", l.Phase)
+			}
+			return nil
+		})
 	}
 	if l.Phase != wire.PhaseBound || l.Kubeconfig == "" {
 		t.Fatalf("lease %+v is not Bound with a kubeconfig", l)

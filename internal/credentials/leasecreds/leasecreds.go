@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/validation"
+
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/backend"
 	"github.com/kunobi-ninja/kobe/internal/binding"
@@ -99,11 +101,34 @@ func NotAfter(l *kobev1.ClusterLease, inst *kobev1.ClusterInstance, pool *kobev1
 	return l.Status.ExpiresAt.Time
 }
 
+// commonNamePrefix begins the CN of every lease certificate.
+const commonNamePrefix = "kobe-lease:"
+
 // CommonName is the certificate subject's CN: the lease and its requester,
 // which the member's audit log then shows as the user.
 func CommonName(l *kobev1.ClusterLease) string {
 	if l.Spec.Requester.Identity == "" {
-		return "kobe-lease:" + l.Name
+		return commonNamePrefix + l.Name
 	}
-	return "kobe-lease:" + l.Name + ":" + l.Spec.Requester.Identity
+	return commonNamePrefix + l.Name + ":" + l.Spec.Requester.Identity
+}
+
+// LeaseName is the name of the lease that cn, a certificate's CN of the
+// form CommonName writes, names: what follows "kobe-lease:" up to the next
+// ":" (a lease's name, an object name, has none; the identity after it
+// may). It reports false for a CN of another form or whose name is not an
+// object name. The name says only which lease to check: a certificate is
+// that lease's when its CN equals CommonName of the lease read, exactly,
+// and it chains to the lease's member's client CA (the connect proxy's
+// VerifyClient); anyone can write any CN.
+func LeaseName(cn string) (string, bool) {
+	rest, ok := strings.CutPrefix(cn, commonNamePrefix)
+	if !ok {
+		return "", false
+	}
+	name, _, _ := strings.Cut(rest, ":")
+	if len(validation.IsDNS1123Subdomain(name)) > 0 {
+		return "", false
+	}
+	return name, true
 }

@@ -222,3 +222,31 @@ func TestProxyKubeconfig(t *testing.T) {
 		}
 	}
 }
+
+// TestLeaseName: the lease a CN names is read back from every CN that
+// CommonName writes, identities with colons included; other CNs name none.
+func TestLeaseName(t *testing.T) {
+	for _, tt := range []struct {
+		name, identity string
+	}{
+		{"lease-3f9a1c0d2b7e", ""},
+		{"lease-3f9a1c0d2b7e", "ci"},
+		{"lease-3f9a1c0d2b7e", "my-org/my-repo:refs/heads/main"},
+		{"my.lease", "system:serviceaccount:ci:runner"},
+	} {
+		l := &kobev1.ClusterLease{ObjectMeta: metav1.ObjectMeta{Name: tt.name}, Spec: kobev1.ClusterLeaseSpec{Requester: kobev1.Requester{Identity: tt.identity}}}
+		cn := CommonName(l)
+		if got, ok := LeaseName(cn); !ok || got != tt.name {
+			t.Errorf("LeaseName(%q) = %q %v, want %q", cn, got, ok, tt.name)
+		}
+	}
+	for _, cn := range []string{
+		"", "kobe-lease:", "kobe-lease::ci", "kubernetes-admin", "system:node:n1", "system:kube-controller-manager",
+		"Kobe-Lease:lease-a", "kobe-lease-a", " kobe-lease:lease-a", "kobe-lease:LEASE-A", "kobe-lease:lease-a/b:ci",
+		"kobe-lease:../lease-a", "kobe-lease:lease a", "xkobe-lease:lease-a",
+	} {
+		if got, ok := LeaseName(cn); ok {
+			t.Errorf("LeaseName(%q) = %q, want no lease", cn, got)
+		}
+	}
+}
