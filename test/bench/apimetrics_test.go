@@ -89,8 +89,8 @@ func (m *apiMetrics) requestDurations(ctx context.Context) (map[writeKey][2]floa
 
 func labels(m *dto.Metric) map[string]string { return apiwrites.Labels(m) }
 
-// operatorMetrics reads gauges from the operator's metrics endpoint.
-func operatorMetrics(ctx context.Context, op *operator, names ...string) ([]float64, error) {
+// operatorFamilies reads the operator's metrics endpoint.
+func operatorFamilies(ctx context.Context, op *operator) (map[string]*dto.MetricFamily, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, op.metricsURL, nil)
 	if err != nil {
 		return nil, err
@@ -104,6 +104,32 @@ func operatorMetrics(ctx context.Context, op *operator, names ...string) ([]floa
 	fams, err := p.TextToMetricFamilies(resp.Body)
 	if err != nil {
 		return nil, fmt.Errorf("parsing the operator's metrics: %w", err)
+	}
+	return fams, nil
+}
+
+// handoutPhases reads kobe_handout_phase_seconds: per phase, how many
+// hand-outs it timed and their total seconds.
+func handoutPhases(ctx context.Context, op *operator) (map[string][2]float64, error) {
+	fams, err := operatorFamilies(ctx, op)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][2]float64{}
+	if f, ok := fams["kobe_handout_phase_seconds"]; ok {
+		for _, m := range f.GetMetric() {
+			h := m.GetHistogram()
+			out[labels(m)["phase"]] = [2]float64{float64(h.GetSampleCount()), h.GetSampleSum()}
+		}
+	}
+	return out, nil
+}
+
+// operatorMetrics reads gauges from the operator's metrics endpoint.
+func operatorMetrics(ctx context.Context, op *operator, names ...string) ([]float64, error) {
+	fams, err := operatorFamilies(ctx, op)
+	if err != nil {
+		return nil, err
 	}
 	out := make([]float64, len(names))
 	for i, n := range names {

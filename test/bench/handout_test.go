@@ -46,9 +46,22 @@ func measureHandout(ctx context.Context, b *bench, _ int) (figures, error) {
 		if err != nil {
 			return nil, err
 		}
+		phasesBefore, err := handoutPhases(ctx, op)
+		if err != nil {
+			return nil, err
+		}
 		lat, elapsed, pending, err := b.handouts(ctx, op, name, callers, per)
 		if err != nil {
 			return nil, err
+		}
+		phasesAfter, err := handoutPhases(ctx, op)
+		if err != nil {
+			return nil, err
+		}
+		for phase, v := range phasesAfter {
+			if n := v[0] - phasesBefore[phase][0]; n > 0 {
+				out[fmt.Sprintf("handout.c%d.phase_mean_ms[%s]", callers, phase)] = 1000 * (v[1] - phasesBefore[phase][1]) / n
+			}
 		}
 		if err := shares.add(out, fmt.Sprintf("cpu.handout_c%d.", callers)); err != nil {
 			return nil, err

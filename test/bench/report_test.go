@@ -381,6 +381,7 @@ func (r *report) whereTimeGoes(w func(string, ...any)) {
 	w("### Where the time goes\n\n")
 	w("CPU of each process while the measurement ran (utime+stime from /proc; one core = 100%%, the machine has %s):\n\n", r.Machine["cores"])
 	w("| scenario | operator | kube-apiserver | etcd | harness | total |\n|---|---|---|---|---|---|\n%s\n\n", strings.Join(rows, "\n"))
+	r.handoutPhases(w)
 	const prefix = "apiserver.handout_c16.mean_ms["
 	var kinds []string
 	for k := range m {
@@ -398,4 +399,29 @@ func (r *report) whereTimeGoes(w func(string, ...any)) {
 		}
 		w("\n")
 	}
+}
+
+// handoutPhases tables the operator's own time per hand-out phase
+// (kobe_handout_phase_seconds, sum / count) at each caller count.
+func (r *report) handoutPhases(w func(string, ...any)) {
+	m := r.Median
+	phases := []string{"authenticate", "admit", "create", "bind", "mint", "answer"}
+	var rows []string
+	for _, c := range handoutCallers {
+		row := fmt.Sprintf("| %d", c)
+		seen := false
+		for _, ph := range phases {
+			v, ok := m[fmt.Sprintf("handout.c%d.phase_mean_ms[%s]", c, ph)]
+			seen = seen || ok
+			row += fmt.Sprintf(" | %.1f ms", v)
+		}
+		if seen {
+			rows = append(rows, row+" |")
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	w("The operator's time per hand-out phase (`kobe_handout_phase_seconds`, sum / count), by concurrent callers:\n\n")
+	w("| callers | %s |\n|---|%s\n%s\n\n", strings.Join(phases, " | "), strings.Repeat("---|", len(phases)), strings.Join(rows, "\n"))
 }
