@@ -27,9 +27,9 @@ import (
 // one at random; the other reaches the pod through the overlay), and
 // through services/proxy. Then the lease holder forges what makes the API
 // server connect somewhere: a pod's status IP, an EndpointSlice behind a
-// Service, a webhook's Service, a Node's InternalIP, each naming a listener
-// of the test at the host machine's address (where the host cluster's API
-// server listens). Each request must fail with the proxy's refusal, and
+// Service, a webhook's Service, a Node's InternalIP, a webhook's URL, each
+// naming a listener of the test at the host machine's address (where the
+// host cluster's API server listens). Each request must fail with the proxy's refusal, and
 // the listener must see no connection, while a control connection from the
 // spoofer pod to it arrives (node pods reach it, so its silence proves
 // something).
@@ -133,27 +133,40 @@ func (f *fixture) egressThroughNodePods(t *testing.T, kc string) {
 	refused("pods/proxy to a forged pod IP", "pods", "default", "forged:"+port)
 	refused("services/proxy to a forged EndpointSlice", "services", "default", "forged:"+port)
 	refused("nodes/proxy to a forged InternalIP", "nodes", "", "egress-forged:"+port)
-	// The webhook's configuration takes effect within a moment: until it
+	// A webhook's configuration takes effect within a moment: until it
 	// does, a ConfigMap is admitted without it.
 	n := 0
-	testenv.Eventually(t, 20*time.Second, "a webhook whose Service's endpoint is "+dst+" refused", func() error {
-		n++
-		out, err := testenv.Kubectl(t, kc, "create", "configmap", fmt.Sprintf("forged-%d", n))
-		if err == nil {
-			return fmt.Errorf("admitted (the webhook not active yet?): %s", out)
-		}
-		if !strings.Contains(out, "code 403") {
-			t.Fatalf("the webhook call failed otherwise than by the egress proxy's refusal: %s", out)
-		}
-		t.Logf("a webhook through a forged EndpointSlice: refused: %s", firstLine(out))
-		return nil
-	})
+	webhookRefused := func(what string) {
+		t.Helper()
+		testenv.Eventually(t, 20*time.Second, what+" refused", func() error {
+			n++
+			out, err := testenv.Kubectl(t, kc, "create", "configmap", fmt.Sprintf("forged-%d", n))
+			if err == nil {
+				return fmt.Errorf("admitted (the webhook not active yet?): %s", out)
+			}
+			if !strings.Contains(out, "code 403") {
+				t.Fatalf("%s failed otherwise than by the egress proxy's refusal: %s", what, out)
+			}
+			t.Logf("%s: refused: %s", what, firstLine(out))
+			return nil
+		})
+	}
+	webhookRefused("a webhook through a forged EndpointSlice")
 	testenv.MustKubectl(t, kc, "delete", "validatingwebhookconfiguration", "forged")
+	// A webhook given by URL: the API server's "controlplane" egress,
+	// through the proxies too.
+	byURL := filepath.Join(f.work, "forged-url.yaml")
+	if err := os.WriteFile(byURL, []byte(strings.NewReplacer("TARGET", target, "PORT", port).Replace(forgedURLWebhook)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	testenv.MustKubectl(t, kc, "apply", "-f", byURL)
+	webhookRefused("a webhook by URL")
+	testenv.MustKubectl(t, kc, "delete", "validatingwebhookconfiguration", "forged-url")
 	time.Sleep(time.Second) // a connection on its way would be in by now
 	if got := conns.Load(); got != control {
 		t.Errorf("%d connections reached %s from the member's API server (after %d of the control)", got-control, dst, control)
 	}
-	t.Logf("4 forgeries refused by the egress proxy, no connection at %s, in %v", dst, time.Since(began).Round(time.Millisecond))
+	t.Logf("5 forgeries refused by the egress proxy, no connection at %s, in %v", dst, time.Since(began).Round(time.Millisecond))
 }
 
 func firstLine(s string) string {
@@ -235,6 +248,26 @@ webhooks:
   objectSelector:
     matchExpressions:
     - {key: never, operator: DoesNotExist}
+  sideEffects: None
+  admissionReviewVersions: [v1]
+  failurePolicy: Fail
+  timeoutSeconds: 5
+`
+
+// forgedURLWebhook is a webhook of every ConfigMap of namespace default
+// given by URL: TARGET:PORT.
+const forgedURLWebhook = `apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata:
+  name: forged-url
+webhooks:
+- name: forged-url.kobe.test
+  clientConfig:
+    url: https://TARGET:PORT/validate
+  rules:
+  - {apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [configmaps], scope: Namespaced}
+  namespaceSelector:
+    matchLabels: {kubernetes.io/metadata.name: default}
   sideEffects: None
   admissionReviewVersions: [v1]
   failurePolicy: Fail

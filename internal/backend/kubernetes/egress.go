@@ -15,10 +15,11 @@ import (
 // outside its member's network: its pods' addresses exist only inside the
 // node pods and their overlay. Its egress selector sends everything of the
 // "cluster" egress (pods/proxy, services/proxy, kubelets, webhooks,
-// aggregated APIs) as HTTP CONNECT over mutual TLS to the egress proxy of
-// one of its node pods (internal/node, egressproxy.go), at
-// incluster.EgressHost: the egress Service's address. The proxy connects
-// only to the member's pods and its node pods' kubelets, by address.
+// aggregated APIs) and of the "controlplane" one (webhooks given by URL)
+// as HTTP CONNECT over mutual TLS to the egress proxy of one of its node
+// pods (internal/node, egressproxy.go), at incluster.EgressHost: the egress
+// Service's address. The proxy connects only to the member's pods and its
+// node pods' kubelets, by address.
 //
 // With aggregator routing, a Service named by a webhook, a conversion
 // webhook or an APIService is reached at one of its endpoints, as
@@ -44,25 +45,30 @@ func egressFlags(pkiDir string) []string {
 // egressSelectorConfig is the EgressSelectorConfiguration: the "cluster"
 // egress through the node pods' proxies, with the member's egress CA and
 // the API server's certificate for them (incluster.PKINeeds.Egress) in
-// pkiDir. The control plane and etcd are reached directly (loopback).
+// pkiDir; and the "controlplane" egress the same way, which is what
+// webhooks given by URL use (and webhook authenticators, authorizers and
+// audit backends, which a member has none of): a URL can name a host
+// address as well as a forged object can, and the proxies refuse it unless
+// it is one of the member's pods. etcd is reached directly (loopback).
 func egressSelectorConfig(pkiDir string) ([]byte, error) {
+	connection := map[string]any{
+		"proxyProtocol": "HTTPConnect",
+		"transport": map[string]any{"tcp": map[string]any{
+			"url": "https://" + incluster.EgressHost + ":" + strconv.Itoa(node.EgressProxyPort),
+			"tlsConfig": map[string]any{
+				"caBundle":   path.Join(pkiDir, incluster.KeyEgressCACert),
+				"clientCert": path.Join(pkiDir, incluster.KeyEgressClientCert),
+				"clientKey":  path.Join(pkiDir, incluster.KeyEgressClientKey),
+			},
+		}},
+	}
 	cfg := map[string]any{
 		"apiVersion": "apiserver.k8s.io/v1beta1",
 		"kind":       "EgressSelectorConfiguration",
-		"egressSelections": []any{map[string]any{
-			"name": "cluster",
-			"connection": map[string]any{
-				"proxyProtocol": "HTTPConnect",
-				"transport": map[string]any{"tcp": map[string]any{
-					"url": "https://" + incluster.EgressHost + ":" + strconv.Itoa(node.EgressProxyPort),
-					"tlsConfig": map[string]any{
-						"caBundle":   path.Join(pkiDir, incluster.KeyEgressCACert),
-						"clientCert": path.Join(pkiDir, incluster.KeyEgressClientCert),
-						"clientKey":  path.Join(pkiDir, incluster.KeyEgressClientKey),
-					},
-				}},
-			},
-		}},
+		"egressSelections": []any{
+			map[string]any{"name": "cluster", "connection": connection},
+			map[string]any{"name": "controlplane", "connection": connection},
+		},
 	}
 	b, err := yaml.Marshal(cfg)
 	if err != nil {

@@ -15,8 +15,8 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/node"
 )
 
-// TestEgress: a member with nodes has its API server's "cluster" egress go
-// through its node pods' egress proxies (a configuration kube-apiserver's
+// TestEgress: a member with nodes has its API server's "cluster" and
+// "controlplane" egress go through its node pods' egress proxies (a configuration kube-apiserver's
 // v1beta1 format, naming the PKI files the machinery makes), with
 // aggregator routing, and each node pod runs a proxy accepting only the API
 // server's certificate; a member without nodes has neither.
@@ -55,14 +55,17 @@ func TestEgress(t *testing.T) {
 	if err := yaml.UnmarshalStrict(set.Files[egressSelectorFile], &cfg); err != nil {
 		t.Fatalf("%s:\n%s\n%v", egressSelectorFile, set.Files[egressSelectorFile], err)
 	}
-	if cfg.APIVersion != "apiserver.k8s.io/v1beta1" || cfg.Kind != "EgressSelectorConfiguration" || len(cfg.EgressSelections) != 1 || cfg.EgressSelections[0].Name != "cluster" {
+	if cfg.APIVersion != "apiserver.k8s.io/v1beta1" || cfg.Kind != "EgressSelectorConfiguration" || len(cfg.EgressSelections) != 2 ||
+		cfg.EgressSelections[0].Name != "cluster" || cfg.EgressSelections[1].Name != "controlplane" {
 		t.Fatalf("egress selector configuration %+v", cfg)
 	}
-	c := cfg.EgressSelections[0].Connection
-	tcp := c.Transport.TCP
-	if c.ProxyProtocol != "HTTPConnect" || tcp == nil || tcp.URL != "https://egress-proxy.kobe.invalid:10261" ||
-		tcp.TLSConfig.CABundle != "/etc/kobe/pki/egress-ca.crt" || tcp.TLSConfig.ClientCert != "/etc/kobe/pki/egress-client.crt" || tcp.TLSConfig.ClientKey != "/etc/kobe/pki/egress-client.key" {
-		t.Errorf("cluster egress %+v", c)
+	for _, sel := range cfg.EgressSelections {
+		c := sel.Connection
+		tcp := c.Transport.TCP
+		if c.ProxyProtocol != "HTTPConnect" || tcp == nil || tcp.URL != "https://egress-proxy.kobe.invalid:10261" ||
+			tcp.TLSConfig.CABundle != "/etc/kobe/pki/egress-ca.crt" || tcp.TLSConfig.ClientCert != "/etc/kobe/pki/egress-client.crt" || tcp.TLSConfig.ClientKey != "/etc/kobe/pki/egress-client.key" {
+			t.Errorf("%s egress %+v", sel.Name, c)
+		}
 	}
 
 	pods, err := tpl.Pods(incluster.RenderInput{Member: m, ClusterIP: "198.19.0.9", APIPort: APIPort, PKIDir: incluster.PKIDir})
