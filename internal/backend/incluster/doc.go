@@ -1,7 +1,8 @@
 // Package incluster is the machinery shared by backends whose member is a set
 // of host-cluster objects (kubernetes today; k3s and k0s next): a Service, a
 // PKI Secret, a NetworkPolicy, a PodDisruptionBudget and bare control-plane
-// pods, all labelled and owned by the ClusterInstance. It creates them step
+// pods (with nodes, node pods and the Service of their egress proxies too),
+// all labelled and owned by the ClusterInstance. It creates them step
 // by step and idempotently, observes them, deletes them by owner and label
 // with UID preconditions, and sweeps those nobody owns.
 //
