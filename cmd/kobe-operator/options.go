@@ -130,8 +130,8 @@ type hostAPILimits struct {
 
 // Defaults of --kube-api-qps and --kube-api-burst.
 const (
-	defaultKubeAPIQPS   = 200
-	defaultKubeAPIBurst = 400
+	defaultKubeAPIQPS   = 500
+	defaultKubeAPIBurst = 1000
 )
 
 func (l *hostAPILimits) bind(fs *flag.FlagSet) {

@@ -46,6 +46,7 @@ var (
 	flagOverloadReqs = flag.Int("bench.overload-requests", 1000, "Concurrent requests of the overload measurement.")
 	flagMaxInFlight  = flag.Int("bench.max-in-flight", 50, "--api-max-in-flight of the overload measurement's operator.")
 	flagOperator     = flag.String("bench.operator", "", "The kobe-operator binary (default bin/kobe-operator of the repository).")
+	flagOperatorArgs = flag.String("bench.operator-args", "", "Space-separated extra kobe-operator flags for every measurement, e.g. \"--kube-api-qps=-1\" (the report names them).")
 	flagSim          = flag.Bool("bench.sim", true, "Start the operator with --enable-sim-backend.")
 )
 

@@ -47,6 +47,7 @@ func startOperator(ctx context.Context, kubeconfig, ns, workDir string, extra ..
 	// Every bench client is one caller: the default cap of 10 waiting
 	// leases per caller would refuse the load being measured.
 	args := append([]string{"--max-queued-per-owner", "1000000", "--default-max-concurrent-leases", "0"}, extra...)
+	args = append(args, strings.Fields(*flagOperatorArgs)...)
 	if *flagSim {
 		args = append(args, "--enable-sim-backend")
 	}

@@ -66,6 +66,9 @@ func newReport(runs int) *report {
 		Date: time.Now().UTC().Format(time.RFC3339), Command: command, Machine: machine(), Runs: runs,
 		Median: map[string]float64{}, PerRun: map[string][]float64{}, Before: map[string]float64{},
 	}
+	if a := strings.TrimSpace(*flagOperatorArgs); a != "" {
+		r.Machine["operator_args"] = a
+	}
 	out, err := exec.Command("git", "-C", testenv.RepoRoot(), "describe", "--always", "--dirty", "--abbrev=12").Output()
 	if err == nil {
 		r.Commit = strings.TrimSpace(string(out))
@@ -157,6 +160,9 @@ func (r *report) markdown() string {
 		w("**Incomplete run**: it ended after %s; the medians are over the runs completed (`per_run` in the JSON).\n\n", r.Progress)
 	}
 	w("```\n%s\n```\n\n", r.Command)
+	if a := r.Machine["operator_args"]; a != "" {
+		w("The operator ran with extra flags: `%s`.\n\n", a)
+	}
 	w("What runs: a real kube-apiserver 1.37.2 + etcd (internal/testenv), `bin/kobe-operator` as its own process " +
 		"(`--enable-sim-backend`, every controller and the HTTP API, loopback ports), a token AccessPolicy with no per-owner " +
 		"limit, and the harness calling the HTTP API. Each measurement starts its own operator on a namespace of its own. " +
