@@ -32,7 +32,7 @@ export CGO_ENABLED := 0
 export GOFLAGS     := -trimpath $(filter-out -trimpath,$(GOFLAGS))
 # The test layers beyond unit are build tags on the test files
 # (hack/test-packages.sh); vet and lint see every layer.
-TEST_TAGS       := integration,e2e,heavy,root,bench
+TEST_TAGS       := integration,e2e,heavy,root,bench,soak
 # Every Go module of the repository: kobe, its pinned tools, and the modules
 # that pin the test control plane.
 GO_MODULES      := . hack/tools hack/image test/chart hack/controlplane/kubernetes hack/controlplane/etcd hack/controlplane/kwok images/coredns
@@ -510,6 +510,17 @@ conformance: node-deps controlplane node image-pause image-coredns build $(IMAGE
 .PHONY: bench
 bench: controlplane build ## The real kobe-operator (sim backend) against a real API server: hand-out latency, cycles/s, API writes, refill, scale, overload; writes docs/benchmarks.md and docs/benchmarks.json.
 	BENCH='$(BENCH)' go test -tags bench -count=1 -v -run='^TestBench$$' -timeout 90m ./test/bench/ -args -bench.write $(BENCH_ARGS)
+
+# make soak: the chaos soak (test/soak; not in make test or CI). SOAK_DURATION
+# is how long the clients lease under faults (30m by default; e.g.
+# SOAK_DURATION=5m); SOAK_ARGS passes more -soak.* flags. It fails on any
+# violation and writes its figures into docs/benchmarks.md.
+SOAK_DURATION ?= 30m
+SOAK_TIMEOUT  ?= 3h
+
+.PHONY: soak
+soak: controlplane build ## Two kobe-operator replicas (sim backend) under faults (SIGKILL, SIGSTOP of the leader, kube-apiserver restarts) with 16 clients leasing for SOAK_DURATION; fails on a double bind, a lost, stuck or overdue lease, a leak or an unconfirmed credential; writes docs/benchmarks.md.
+	go test -tags soak -count=1 -v -run='^TestSoak$$' -timeout $(SOAK_TIMEOUT) ./test/soak/ -args -soak.duration=$(SOAK_DURATION) -soak.write $(SOAK_ARGS)
 
 ##@ Run
 

@@ -11,6 +11,7 @@
 #                connect proxy under load, scaling; one package at a time
 #   root         the real-node host cluster (root, containerd, kubelet)
 #   bench        the `make bench` harness
+#   soak         the `make soak` chaos soak (run by its own target only)
 #
 # A package is in a layer when one of its test files carries that tag.
 # With --tests it prints the layer's test names instead (for go test -run).
@@ -24,9 +25,9 @@ if [ "${1:-}" = --tests ]; then
 fi
 layer=${1:-}
 case $layer in
-integration | e2e | heavy | root | bench) ;;
+integration | e2e | heavy | root | bench | soak) ;;
 *)
-	echo "usage: $0 [--tests] integration|e2e|heavy|root|bench" >&2
+	echo "usage: $0 [--tests] integration|e2e|heavy|root|bench|soak" >&2
 	exit 2
 	;;
 esac

@@ -26,7 +26,7 @@ import (
 
 // tags are every build tag the repository's files use, so that each
 // layer's packages count.
-const tags = "tools,integration,e2e,heavy,root,bench"
+const tags = "tools,integration,e2e,heavy,root,bench,soak"
 
 // maxRounds bounds apply: go get may raise further dependencies, which the
 // next round aligns; versions only rise, so this ends.

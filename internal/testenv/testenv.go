@@ -1,7 +1,9 @@
 package testenv
 
 import (
+	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -34,6 +36,20 @@ type Env struct {
 	// EtcdURL is etcd's client URL, for tests that must write what no API
 	// request may.
 	EtcdURL string
+
+	// restartAPIServer is set when Options.RestartableAPIServer asked for it.
+	restartAPIServer func() error
+}
+
+// RestartAPIServer stops kube-apiserver (SIGTERM) and starts it again on the
+// same port with the same certificates and etcd, waiting until it answers:
+// every client and kubeconfig keeps working across it. Only for a control
+// plane started with Options.RestartableAPIServer.
+func (e *Env) RestartAPIServer() error {
+	if e.restartAPIServer == nil {
+		return errors.New("testenv: the API server was not started restartable (Options.RestartableAPIServer)")
+	}
+	return e.restartAPIServer()
 }
 
 // RepoRoot returns the repository root: the nearest directory above the
@@ -98,6 +114,12 @@ type Options struct {
 	// APIServerFlags are kube-apiserver flags (name without dashes: value)
 	// set besides envtest's, such as admission-control-config-file.
 	APIServerFlags map[string]string
+	// RestartableAPIServer keeps kube-apiserver's certificates in
+	// <dir>/kube-apiserver, so that Env.RestartAPIServer can restart it:
+	// envtest deletes a certificate directory it made itself when the
+	// server stops, and a restart would then serve a new CA and trust a new
+	// client CA, which no existing kubeconfig would accept.
+	RestartableAPIServer bool
 }
 
 // NewWith is New with Options.
@@ -121,6 +143,13 @@ func NewWith(dir string, o Options) (env *Env, stop func() error, err error) {
 	}
 	for name, value := range o.APIServerFlags {
 		te.ControlPlane.GetAPIServer().Configure().Set(name, value)
+	}
+	if o.RestartableAPIServer {
+		certs := filepath.Join(dir, "kube-apiserver")
+		if err := os.MkdirAll(certs, 0o700); err != nil {
+			return nil, nil, err
+		}
+		te.ControlPlane.GetAPIServer().CertDir = certs
 	}
 	if err := auditWrites(dir, te); err != nil {
 		return nil, nil, err
@@ -149,7 +178,42 @@ func NewWith(dir string, o Options) (env *Env, stop func() error, err error) {
 	if err := os.WriteFile(path, kc, 0o600); err != nil {
 		return fail(fmt.Errorf("writing kubeconfig: %w", err))
 	}
-	return &Env{Config: cfg, Client: c, Scheme: scheme, Kubeconfig: path, EtcdURL: te.ControlPlane.Etcd.URL.String()}, te.Stop, nil
+	env = &Env{Config: cfg, Client: c, Scheme: scheme, Kubeconfig: path, EtcdURL: te.ControlPlane.Etcd.URL.String()}
+	if o.RestartableAPIServer {
+		api := te.ControlPlane.GetAPIServer()
+		env.restartAPIServer = func() error {
+			// Stop sends SIGTERM and, when the server has not exited
+			// within envtest's stop timeout (20 s; a busy server drains
+			// its requests for longer), SIGKILL without waiting: wait
+			// for the port instead.
+			_ = api.Stop()
+			addr := net.JoinHostPort(api.Address, api.Port)
+			if err := waitPortFree(addr, 30*time.Second); err != nil {
+				return err
+			}
+			if err := api.Start(); err != nil {
+				return fmt.Errorf("starting kube-apiserver again: %w", err)
+			}
+			return nil
+		}
+	}
+	return env, te.Stop, nil
+}
+
+// waitPortFree waits until nothing listens on addr.
+func waitPortFree(addr string, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err != nil {
+			return nil
+		}
+		_ = c.Close()
+		if time.Now().After(deadline) {
+			return fmt.Errorf("kube-apiserver still listens on %s %s after it was stopped", addr, within)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // GVK is a small helper for tests that build unstructured objects.
