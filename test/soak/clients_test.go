@@ -232,14 +232,20 @@ func (c *soakClient) holdPastExpiry(l wire.Lease) {
 	c.look(l.ID)
 }
 
-// release DELETEs the lease, on either replica, until one answers.
+// release DELETEs the lease, on either replica, until one answers other
+// than 5xx.
 func (c *soakClient) release(id string) {
 	c.rec.do(func(ch *Checker) { ch.ClientReleased(time.Now(), id) })
 	deadline := time.Now().Add(giveUp)
 	for time.Now().Before(deadline) {
 		code, _, err := c.call(http.MethodDelete, "/v1/leases/"+id, nil)
-		if err != nil {
-			time.Sleep(200 * time.Millisecond)
+		if err != nil || code >= 500 {
+			// No answer, or the API server was away: try again, as a
+			// client that wants its member gone would.
+			if err == nil {
+				c.rec.note(func(r *recorder) { r.releaseKO[code]++ })
+			}
+			time.Sleep(500 * time.Millisecond)
 			continue
 		}
 		if code != http.StatusNoContent {

@@ -36,7 +36,8 @@ type Result struct {
 	PostsCut int
 	// Errors counts cycles a client gave up, by why.
 	Errors map[string]int
-	// ReleaseAnswers counts DELETEs answered other than 204, by code.
+	// ReleaseAnswers counts DELETEs answered other than 204, by code (5xx
+	// ones were retried).
 	ReleaseAnswers map[int]int
 	// Handout is POST to kubeconfig (Pending waits included), all of them;
 	// AfterFault those that began within 20 s after a fault.
@@ -93,7 +94,7 @@ func (r Result) text() string {
 	w := func(f string, a ...any) { fmt.Fprintf(&b, f+"\n", a...) }
 	w("soak summary: %s of load (asked %s), %d clients, a fault every %s, pool of %d; load average %s at the start, %s at the end", r.Took.Round(time.Second), r.Asked, r.Clients, r.FaultEvery, r.PoolSize, r.LoadStart, r.LoadEnd)
 	w("  leases handed out: %d (%d answered Pending first); released: %d; ended by reason: %v", r.Stats.Grants, r.PendingThenBound, r.Stats.Releases, r.Stats.EndedBy)
-	w("  leases no client was told of (POST cut by a fault): %d; POSTs retried: %d; refused: %v; cycles given up: %v; DELETE answered other than 204: %v", r.Stats.Unanswered, r.PostsCut, r.Refused, r.Errors, r.ReleaseAnswers)
+	w("  leases no client was told of (POST cut by a fault): %d; POSTs retried: %d; refused: %v; cycles given up: %v; DELETEs answered other than 204 (5xx retried): %v", r.Stats.Unanswered, r.PostsCut, r.Refused, r.Errors, r.ReleaseAnswers)
 	w("  hand-out latency, all: %s; begun within 20 s after a fault: %s", r.Handout, r.AfterFault)
 	for _, f := range r.Faults {
 		w("  fault %q: %d injected (%d failed), recovered %s; targets %s", f.Kind, f.Count, f.Failed, f.Recovery, f.Targets)
@@ -126,6 +127,7 @@ func (r Result) markdown() string {
 	w("| leases ended, by reason | %s |", mapText(r.Stats.EndedBy))
 	w("| POSTs cut by a fault and retried / leases no client was told of | %d / %d |", r.PostsCut, r.Stats.Unanswered)
 	w("| refused / cycles given up | %s / %s |", mapText(r.Refused), mapText(r.Errors))
+	w("| DELETEs answered other than 204 (5xx retried) | %s |", mapText(r.ReleaseAnswers))
 	w("| hand-out latency (POST to kubeconfig, Pending included), all | %s |", r.Handout)
 	w("| ... begun within 20 s after a fault | %s |", r.AfterFault)
 	gaps := NewLatency(r.Stats.LeaderGaps)
