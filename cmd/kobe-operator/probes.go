@@ -51,10 +51,13 @@ func addProbeServer(mgr ctrl.Manager, addr string, ready func() bool) error {
 	})
 }
 
-// probeHandler serves /healthz and /readyz; ready must not block.
+// probeHandler serves /healthz and /livez (the same: 200 while the process
+// runs) and /readyz; ready must not block.
 func probeHandler(ready func() bool) http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { writeProbe(w, http.StatusOK, "ok") })
+	alive := func(w http.ResponseWriter, _ *http.Request) { writeProbe(w, http.StatusOK, "ok") }
+	mux.HandleFunc("GET /healthz", alive)
+	mux.HandleFunc("GET /livez", alive)
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if !ready() {
 			writeProbe(w, http.StatusServiceUnavailable, "caches not synced")

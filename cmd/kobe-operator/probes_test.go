@@ -39,6 +39,9 @@ func TestProbesAnswerAtOnceUntilTheCachesSync(t *testing.T) {
 		if code, body := probe("/readyz"); code != http.StatusServiceUnavailable || body != "caches not synced" {
 			t.Fatalf("/readyz before the sync: %d %q, want 503", code, body)
 		}
+		if code, _ := probe("/livez"); code != http.StatusOK {
+			t.Fatalf("/livez before the sync: %d", code)
+		}
 		if code, _ := probe("/healthz"); code != http.StatusOK {
 			t.Fatalf("/healthz before the sync: %d", code)
 		}

@@ -35,8 +35,18 @@ func (c *Client) GetLease(ctx context.Context, id string) (*wire.Lease, error) {
 
 // ListLeases returns the caller's active leases (GET /v1/leases).
 func (c *Client) ListLeases(ctx context.Context) ([]wire.Lease, error) {
+	return c.ListLeasesOf(ctx, wire.LeaseFilter{})
+}
+
+// ListLeasesOf returns the caller's active leases that f keeps
+// (GET /v1/leases?alias=&pool=).
+func (c *Client) ListLeasesOf(ctx context.Context, f wire.LeaseFilter) ([]wire.Lease, error) {
+	path := "/v1/leases"
+	if q := f.Query().Encode(); q != "" {
+		path += "?" + q
+	}
 	leases := []wire.Lease{}
-	if _, err := c.do(ctx, http.MethodGet, "/v1/leases", nil, &leases, http.StatusOK); err != nil {
+	if _, err := c.do(ctx, http.MethodGet, path, nil, &leases, http.StatusOK); err != nil {
 		return nil, err
 	}
 	return leases, nil

@@ -142,11 +142,14 @@ func newHTTPClient(o options) (*http.Client, error) {
 // Endpoint is the API's base URL.
 func (c *Client) Endpoint() string { return c.endpoint.String() }
 
-// do sends one request. in, when non-nil, is encoded as the JSON body; out,
-// when non-nil, receives the decoded JSON answer. Any status outside
-// wantStatus is an *Error.
+// do sends one request to path, which may end in "?" and an encoded query.
+// in, when non-nil, is encoded as the JSON body; out, when non-nil,
+// receives the decoded JSON answer. Any status outside wantStatus is an
+// *Error.
 func (c *Client) do(ctx context.Context, method, path string, in, out any, wantStatus ...int) (int, error) {
+	path, query, _ := strings.Cut(path, "?")
 	u := c.endpoint.JoinPath(path)
+	u.RawQuery = query
 	var body []byte
 	if in != nil {
 		var err error

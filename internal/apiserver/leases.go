@@ -1,10 +1,13 @@
 package apiserver
 
 import (
+	"fmt"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/kunobi-ninja/kobe/internal/lease"
+	"github.com/kunobi-ninja/kobe/internal/leaseservice"
 	"github.com/kunobi-ninja/kobe/internal/metrics"
 	"github.com/kunobi-ninja/kobe/internal/wire"
 )
@@ -44,7 +47,12 @@ func (s *Server) getLease(w http.ResponseWriter, r *http.Request) {
 
 // listLeases: GET /v1/leases, the caller's active leases.
 func (s *Server) listLeases(w http.ResponseWriter, r *http.Request) {
-	ls, err := s.leases.List(r.Context(), principal(r))
+	f, err := listFilter(r.URL.Query())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	ls, err := s.leases.List(r.Context(), principal(r), f)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -81,4 +89,25 @@ func (s *Server) extendLease(w http.ResponseWriter, r *http.Request) {
 		MaxExtensions: int(lease.MaxExtensions(l.Object)),
 		Kubeconfig:    string(l.Kubeconfig),
 	})
+}
+
+// listFilter reads GET /v1/leases' query: alias and pool, each at most
+// once. Any other parameter is refused rather than ignored: a misspelled
+// filter must not list (and a script then release) every lease.
+func listFilter(q url.Values) (leaseservice.ListFilter, error) {
+	var f leaseservice.ListFilter
+	for key, vals := range q {
+		if len(vals) != 1 {
+			return f, fmt.Errorf("%w: query parameter %q given %d times; give it once", errBadRequest, key, len(vals))
+		}
+		switch key {
+		case "alias":
+			f.Alias = vals[0]
+		case "pool":
+			f.Pool = vals[0]
+		default:
+			return f, fmt.Errorf("%w: unknown query parameter %q; GET /v1/leases takes alias and pool", errBadRequest, key)
+		}
+	}
+	return f, nil
 }

@@ -52,6 +52,38 @@ func TestAlias(t *testing.T) {
 		requireReason(t, requireError(t, r, http.StatusConflict, "alias in use", first.ID), wire.ReasonAliasInUse)
 		requireNoNewLease(t, before)
 	})
+	t.Run("GET /v1/leases filtered by alias and pool", func(t *testing.T) {
+		list := func(creds apiclient.Credentials, query string) []string {
+			t.Helper()
+			var ids []string
+			for _, l := range decode[[]wire.Lease](t, call(t, creds, http.MethodGet, "/v1/leases"+query, nil), http.StatusOK) {
+				ids = append(ids, l.ID)
+			}
+			return ids
+		}
+		for query, want := range map[string][]string{
+			"?alias=" + alias:                    {first.ID},
+			"?alias=" + alias + "&pool=ci-small": {first.ID},
+			"?alias=" + alias + "&pool=ci-large": nil,
+			"?alias=other-alias":                 nil,
+		} {
+			if got := list(creds, query); fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("GET /v1/leases%s: %v, want %v", query, got, want)
+			}
+		}
+		if got := list(other, "?alias="+alias); len(got) != 0 {
+			t.Errorf("another caller listing by this caller's alias gets %v, want nothing", got)
+		}
+		for query, says := range map[string]string{
+			"?alias=My-CI":           "alias",
+			"?pool=Not_A_Name":       "pool",
+			"?alais=" + alias:        "unknown query parameter",
+			"?alias=a&alias=b":       "given 2 times",
+			"?alias=" + alias + "&x": "unknown query parameter",
+		} {
+			requireReason(t, requireError(t, call(t, creds, http.MethodGet, "/v1/leases"+query, nil), http.StatusBadRequest, "bad request", says), wire.ReasonBadRequest)
+		}
+	})
 	t.Run("another caller", func(t *testing.T) {
 		obj := leaseObject(t, first.ID)
 		requireReason(t, requireError(t, call(t, other, http.MethodGet, "/v1/leases/"+alias, nil), http.StatusNotFound, "lease not found", alias), wire.ReasonLeaseNotFound)

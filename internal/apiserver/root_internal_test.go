@@ -46,13 +46,15 @@ func TestRootKubernetesPathsGoToTheProxy(t *testing.T) {
 			t.Errorf("GET %s without TLS: %d %s, want the connect proxy's 503 Status", path, rec.Code, rec.Body)
 		}
 	}
-	for _, path := range []string{"/apiary", "/livez", "/metrics", "/logs/", "/debug/pprof/", "/%61pi/v1", "/v1/nothing"} {
+	for _, path := range []string{"/apiary", "/metrics", "/logs/", "/debug/pprof/", "/%61pi/v1", "/v1/nothing"} {
 		rec, body := serve(path, noCert, nil)
 		if rec.Code != http.StatusNotFound || body["kind"] != nil || body["reason"] != wire.ReasonNotFound {
 			t.Errorf("GET %s: %d %s, want kobe's JSON 404", path, rec.Code, rec.Body)
 		}
 	}
-	if rec, _ := serve("/healthz", noCert, nil); rec.Code != http.StatusOK || rec.Body.String() != "ok" {
-		t.Errorf("GET /healthz: %d %s, want kobe's ok", rec.Code, rec.Body)
+	for _, path := range []string{"/healthz", "/livez"} {
+		if rec, _ := serve(path, noCert, nil); rec.Code != http.StatusOK || rec.Body.String() != "ok" {
+			t.Errorf("GET %s: %d %s, want kobe's ok", path, rec.Code, rec.Body)
+		}
 	}
 }

@@ -137,7 +137,11 @@ func (s *Server) routes() http.Handler {
 	limited := s.bufferBody(s.limitInFlight(jsonMuxErrors(api)))
 
 	root := http.NewServeMux()
-	root.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { writeText(w, http.StatusOK, "ok") })
+	// /livez is /healthz by the name Kubernetes components use today: 200
+	// while the process serves.
+	alive := func(w http.ResponseWriter, _ *http.Request) { writeText(w, http.StatusOK, "ok") }
+	root.HandleFunc("GET /healthz", alive)
+	root.HandleFunc("GET /livez", alive)
 	root.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if !s.opts.Ready() {
 			writeText(w, http.StatusServiceUnavailable, "caches not synced")

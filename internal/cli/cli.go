@@ -164,6 +164,7 @@ per call with --endpoint/--token or KOBE_ENDPOINT/KOBE_TOKEN.`,
 		NewCmdLease(flags, streams),
 		NewCmdKubeconfig(flags, streams),
 		NewCmdRelease(flags, streams),
+		NewCmdPurge(flags, streams),
 		NewCmdExtend(flags, streams),
 		NewCmdLeases(flags, streams),
 		NewCmdPools(flags, streams),
@@ -192,6 +193,16 @@ func releaseDetached(ctx context.Context, c *apiclient.Client, id string) error 
 }
 
 // exactArgs is cobra.ExactArgs with a message that names what is missing.
+// maxArgs is cobra.MaximumNArgs with a message that says what is expected.
+func maxArgs(n int, what string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) > n {
+			return fmt.Errorf("%s expects %s, got %d argument(s)\nRun '%s --help' for usage", cmd.CommandPath(), what, len(args), cmd.CommandPath())
+		}
+		return nil
+	}
+}
+
 func exactArgs(n int, what string) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
 		if len(args) != n {

@@ -291,7 +291,7 @@ func TestErrorsSayWhatToFix(t *testing.T) {
 		want string
 	}{
 		{[]string{"leases"}, "error: no endpoint configured: run `kobe config set NAME --endpoint URL` or set KOBE_ENDPOINT"},
-		{[]string{"lease"}, "expects a pool name"},
+		{[]string{"lease", "a", "b"}, "expects at most one pool name"},
 		{[]string{"lease", "Bad_Pool"}, `"Bad_Pool" is not a pool name`},
 		{[]string{"lease", "ci-small", "--ttl", "forever"}, `--ttl "forever" is not a positive duration`},
 		{[]string{"lease", "ci-small", "-o", "yaml"}, `unknown output format "yaml"`},
@@ -392,4 +392,85 @@ func TestLeaseAlias(t *testing.T) {
 			t.Errorf("--alias %q: %s", bad, r)
 		}
 	}
+}
+
+// TestPurge: `kobe purge` releases every active lease of the caller, or
+// those of --pool, removes their default kubeconfigs, and says so when
+// there is nothing to release.
+func TestPurge(t *testing.T) {
+	e := newTestEnv(t)
+	srv := apiclienttest.New(t, apiclienttest.WithPool(wire.Pool{Name: "ci-large", Phase: "Healthy", Ready: 2,
+		Policy: wire.PoolPolicy{Mode: "fixed", TTL: "1h", WarmTarget: 2}}))
+	e.withServer(t, srv)
+
+	mustKobe(t, "lease", "ci-small")
+	mustKobe(t, "lease", "ci-small")
+	mustKobe(t, "lease", "ci-large")
+	r := mustKobe(t, "purge", "--pool", "ci-large", "-o", "json")
+	if got := srv.Released(); len(got) != 1 || got[0] != "lease-000000000003" {
+		t.Fatalf("purge --pool ci-large released %v, want only lease-000000000003\n%s", got, r)
+	}
+	r = mustKobe(t, "purge")
+	for _, id := range []string{"lease-000000000001", "lease-000000000002"} {
+		if !strings.Contains(r.stdout, "Released lease "+id) {
+			t.Errorf("purge does not say it released %s:\n%s", id, r)
+		}
+		if _, err := os.Stat(filepath.Join(e.runtimeDir, "kobe", "kubeconfig-"+id)); !os.IsNotExist(err) {
+			t.Errorf("kubeconfig of %s still there: %v", id, err)
+		}
+	}
+	if got := srv.Released(); len(got) != 3 {
+		t.Errorf("released %v, want all three", got)
+	}
+	if r := mustKobe(t, "purge"); !strings.Contains(r.stdout, "No active leases") {
+		t.Errorf("purge with nothing left: %s", r)
+	}
+	if r := kobe(t, "purge", "--pool", "Not_A_Pool"); r.code != 1 || !strings.Contains(r.stderr, "--pool") {
+		t.Errorf("purge with a malformed pool: %s", r)
+	}
+	if r := kobe(t, "purge", "lease-000000000001"); r.code != 1 || !strings.Contains(r.stderr, "no arguments") {
+		t.Errorf("purge with an argument: %s", r)
+	}
+}
+
+// TestLeaseWithoutPool: `kobe lease` without POOL leases from the one pool
+// open to the caller, and otherwise says which pools there are (or that
+// there are none) without creating anything.
+func TestLeaseWithoutPool(t *testing.T) {
+	t.Run("one pool", func(t *testing.T) {
+		e := newTestEnv(t)
+		srv := apiclienttest.New(t)
+		e.withServer(t, srv)
+		r := mustKobe(t, "lease", "-o", "json")
+		if !strings.Contains(r.stdout, `"pool": "ci-small"`) {
+			t.Errorf("lease without a pool: %s", r)
+		}
+	})
+	t.Run("several pools", func(t *testing.T) {
+		e := newTestEnv(t)
+		srv := apiclienttest.New(t, apiclienttest.WithPool(wire.Pool{Name: "ci-large", Phase: "Healthy", Ready: 1,
+			Policy: wire.PoolPolicy{Mode: "fixed", TTL: "1h", WarmTarget: 1}}))
+		e.withServer(t, srv)
+		r := kobe(t, "lease")
+		if r.code != 1 || !strings.Contains(r.stderr, "2 pools are open to you (ci-large, ci-small)") || !strings.Contains(r.stderr, "kobe lease ci-large") {
+			t.Errorf("lease without a pool among two: %s", r)
+		}
+		if _, ok := srv.Lease("lease-000000000001"); ok {
+			t.Error("a lease was created although no pool was chosen")
+		}
+	})
+	t.Run("no pool", func(t *testing.T) {
+		e := newTestEnv(t)
+		srv := apiclienttest.New(t, apiclienttest.WithIdentity(apiclienttest.Token, apiclienttest.Identity{Name: "tester", Pools: []string{"elsewhere-*"}}))
+		e.withServer(t, srv)
+		if r := kobe(t, "lease"); r.code != 1 || !strings.Contains(r.stderr, "no pool is open to you") {
+			t.Errorf("lease without a pool, none open: %s", r)
+		}
+	})
+	t.Run("two pools named", func(t *testing.T) {
+		newTestEnv(t)
+		if r := kobe(t, "lease", "a", "b"); r.code != 1 || !strings.Contains(r.stderr, "at most one pool name") {
+			t.Errorf("lease a b: %s", r)
+		}
+	})
 }

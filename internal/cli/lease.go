@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -34,9 +36,11 @@ type LeaseOptions struct {
 func NewCmdLease(flags *ConfigFlags, streams IOStreams) *cobra.Command {
 	o := &LeaseOptions{flags: flags, streams: streams, WaitTimeout: 10 * time.Minute, now: time.Now}
 	cmd := &cobra.Command{
-		Use:   "lease POOL",
+		Use:   "lease [POOL]",
 		Short: "Lease a cluster from a pool and write its kubeconfig",
 		Long: `Lease a cluster from POOL, wait until it is bound, and write its kubeconfig.
+Without POOL, the one pool open to you is used; when several are, kobe
+names them and asks you to choose.
 
 When the pool has no Ready member the lease waits in the pool's queue; kobe
 prints its queue position on stderr while waiting. If it is not bound within
@@ -52,7 +56,7 @@ the last line is 'export KUBECONFIG=...'.`,
   eval "$(kobe lease ci-small)" && kubectl get nodes
   kobe lease ci-small --no-wait -o json
   kobe lease ci-small --alias build-42 && kobe release build-42`,
-		Args: exactArgs(1, "a pool name"),
+		Args: maxArgs(1, "at most one pool name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.Complete(args); err != nil {
 				return err
@@ -83,8 +87,10 @@ func (o *LeaseOptions) Complete(args []string) error {
 
 // Validate checks the options without calling the API.
 func (o *LeaseOptions) Validate() error {
-	if err := validatePoolName(o.Pool); err != nil {
-		return err
+	if o.Pool != "" {
+		if err := validatePoolName(o.Pool); err != nil {
+			return err
+		}
 	}
 	if err := validateTTL("--ttl", o.TTL, true); err != nil {
 		return err
@@ -127,6 +133,11 @@ func (o *LeaseOptions) Run(ctx context.Context) error {
 		return err
 	}
 	o.client = c
+	if o.Pool == "" {
+		if o.Pool, err = onlyPool(ctx, c); err != nil {
+			return err
+		}
+	}
 	l, err := acquire(ctx, c, wire.CreateLeaseRequest{Pool: o.Pool, TTL: o.TTL, Alias: o.Alias, CleanupMode: o.CleanupMode}, o.NoWait, o.WaitTimeout, o.streams.ErrOut)
 	if err != nil {
 		return err
@@ -186,4 +197,25 @@ func printBound(w io.Writer, l *wire.Lease, path string, now time.Time) error {
 	p.printf("# Extend with `kobe extend %s`, release with `kobe release %s`.\n", l.ID, l.ID)
 	p.printf("export KUBECONFIG=%s\n", shellQuote(path))
 	return p.err
+}
+
+// onlyPool is the pool a `kobe lease` without POOL means: the one pool the
+// caller may use. None or several is an error that says what to do.
+func onlyPool(ctx context.Context, c *apiclient.Client) (string, error) {
+	pools, err := c.ListPools(ctx)
+	if err != nil {
+		return "", fmt.Errorf("finding the pool to lease from: %w", err)
+	}
+	switch len(pools) {
+	case 0:
+		return "", errors.New("no pool is open to you: ask for access (an AccessPolicy rule naming a pool), then run 'kobe lease POOL'")
+	case 1:
+		return pools[0].Name, nil
+	}
+	names := make([]string, 0, len(pools))
+	for _, p := range pools {
+		names = append(names, p.Name)
+	}
+	slices.Sort(names)
+	return "", fmt.Errorf("%d pools are open to you (%s): name one, e.g. 'kobe lease %s'", len(names), strings.Join(names, ", "), names[0])
 }

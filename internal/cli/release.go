@@ -99,3 +99,70 @@ func (o *ReleaseOptions) Run(ctx context.Context) error {
 	}
 	return errors.Join(errs...)
 }
+
+// PurgeOptions are the options of `kobe purge`.
+type PurgeOptions struct {
+	Pool   string
+	Output string
+
+	flags   *ConfigFlags
+	streams IOStreams
+}
+
+// NewCmdPurge returns `kobe purge`.
+func NewCmdPurge(flags *ConfigFlags, streams IOStreams) *cobra.Command {
+	o := &PurgeOptions{flags: flags, streams: streams}
+	cmd := &cobra.Command{
+		Use:   "purge",
+		Short: "Release every lease you hold",
+		Long: `Release every active lease you hold (Bound and Pending), or only those of
+--pool: their clusters are destroyed and replaced, as with 'kobe release'.
+Useful at the end of a CI job or after a script that leaked leases. Leases
+of other callers are never touched.`,
+		Example: `  kobe purge
+  kobe purge --pool ci-small -o json`,
+		Args: exactArgs(0, "no arguments (--pool narrows it to one pool)"),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	cmd.Flags().StringVar(&o.Pool, "pool", "", "release only the leases of this pool")
+	addOutputFlag(cmd, &o.Output)
+	return cmd
+}
+
+// Validate checks the options without calling the API.
+func (o *PurgeOptions) Validate() error {
+	if o.Pool != "" {
+		if err := validatePoolName(o.Pool); err != nil {
+			return fmt.Errorf("--pool: %w", err)
+		}
+	}
+	return validateOutput(o.Output)
+}
+
+// Run lists the caller's active leases and releases them as `kobe release`
+// does. Nothing to release is not an error.
+func (o *PurgeOptions) Run(ctx context.Context) error {
+	c, _, err := o.flags.NewClient(o.streams.ErrOut, true)
+	if err != nil {
+		return err
+	}
+	leases, err := c.ListLeasesOf(ctx, wire.LeaseFilter{Pool: o.Pool})
+	if err != nil {
+		return fmt.Errorf("listing your leases: %w", err)
+	}
+	ids := make([]string, 0, len(leases))
+	for _, l := range leases {
+		ids = append(ids, l.ID)
+	}
+	if len(ids) == 0 && o.Output != OutputJSON {
+		_, err := fmt.Fprintln(o.streams.Out, "No active leases to release.")
+		return err
+	}
+	r := &ReleaseOptions{IDs: ids, Output: o.Output, flags: o.flags, streams: o.streams}
+	return r.Run(ctx)
+}

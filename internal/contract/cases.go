@@ -200,6 +200,36 @@ func createCases() []Case {
 				}
 				return s.requirePositions(ls)
 			}},
+		{Route: "GET /v1/leases", Condition: "narrowed by alias and pool", Status: http.StatusOK, Shape: ShapeLeases,
+			send: req(allowed, http.MethodGet, func(s *suite) string {
+				return "/v1/leases?" + wire.LeaseFilter{Alias: boundAlias, Pool: s.tg.ReadyPool}.Query().Encode()
+			}, nil),
+			check: func(s *suite, r response) error {
+				ls, err := decodeLeases(r)
+				if err != nil {
+					return err
+				}
+				if len(ls) != 1 || ls[0].ID != s.bound.ID {
+					return fmt.Errorf("want exactly lease %s (alias %s): %s", s.bound.ID, boundAlias, r)
+				}
+				return nil
+			}},
+		{Route: "GET /v1/leases", Condition: "an alias no lease has", Status: http.StatusOK, Shape: ShapeLeases,
+			send: req(allowed, http.MethodGet, fixed("/v1/leases?alias=no-such-alias"), nil),
+			check: func(_ *suite, r response) error {
+				ls, err := decodeLeases(r)
+				if err != nil {
+					return err
+				}
+				if len(ls) != 0 {
+					return fmt.Errorf("want an empty list: %s", r)
+				}
+				return nil
+			}},
+		{Route: "GET /v1/leases", Condition: "an unknown query parameter", Status: http.StatusBadRequest, Reason: wire.ReasonBadRequest,
+			send: req(allowed, http.MethodGet, fixed("/v1/leases?alais=x"), nil)},
+		{Route: "GET /v1/leases", Condition: "a malformed alias", Status: http.StatusBadRequest, Reason: wire.ReasonBadRequest,
+			send: req(allowed, http.MethodGet, fixed("/v1/leases?alias=Not%20An%20Alias"), nil)},
 		{Route: "GET /v1/leases", Condition: "no credentials", Status: http.StatusUnauthorized, Reason: wire.ReasonUnauthorized,
 			send: req(nil, http.MethodGet, fixed("/v1/leases"), nil)},
 	}

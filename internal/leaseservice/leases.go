@@ -18,6 +18,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/index"
 	"github.com/kunobi-ninja/kobe/internal/lease"
 	"github.com/kunobi-ninja/kobe/internal/metrics"
+	"github.com/kunobi-ninja/kobe/internal/wire"
 )
 
 // Get returns the caller's lease named by ref (a lease id or an alias), with
@@ -30,10 +31,41 @@ func (s *Service) Get(ctx context.Context, p *auth.Principal, ref string) (*Leas
 	return s.view(ctx, p, l)
 }
 
-// List returns the caller's active leases, by id. It reads them from the
-// API server, not the cache, so that a caller who has just released or
-// created a lease sees that in its next listing.
-func (s *Service) List(ctx context.Context, p *auth.Principal) ([]Lease, error) {
+// ListFilter narrows List; its zero value lists every active lease of the
+// caller. Fields are exact matches.
+type ListFilter struct {
+	// Alias keeps the lease with this alias (at most one is active).
+	Alias string
+	// Pool keeps the leases of this pool.
+	Pool string
+}
+
+// Validate says why f cannot match any lease (ErrInvalid), or nil: a
+// malformed alias or pool name is a caller's mistake to report, not an
+// empty listing.
+func (f ListFilter) Validate() error {
+	if f.Alias != "" {
+		if err := wire.ValidateAlias(f.Alias); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+	}
+	if f.Pool != "" {
+		return validName("pool", f.Pool)
+	}
+	return nil
+}
+
+func (f ListFilter) keeps(l *kobev1.ClusterLease) bool {
+	return (f.Alias == "" || l.Labels[kobev1.LabelAlias] == f.Alias) && (f.Pool == "" || l.Spec.Pool == f.Pool)
+}
+
+// List returns the caller's active leases that f keeps, by id. It reads
+// them from the API server, not the cache, so that a caller who has just
+// released or created a lease sees that in its next listing.
+func (s *Service) List(ctx context.Context, p *auth.Principal, f ListFilter) ([]Lease, error) {
+	if err := f.Validate(); err != nil {
+		return nil, err
+	}
 	var ls kobev1.ClusterLeaseList
 	if err := s.opts.APIReader.List(ctx, &ls, client.InNamespace(s.opts.Namespace), client.MatchingLabels{kobev1.LabelRequesterHash: RequesterHash(p)}); err != nil {
 		return nil, fmt.Errorf("listing leases of %s: %w", p.Identity, err)
@@ -42,7 +74,7 @@ func (s *Service) List(ctx context.Context, p *auth.Principal) ([]Lease, error) 
 	pools := map[string]func(*kobev1.ClusterLease) int32{}
 	for i := range ls.Items {
 		l := &ls.Items[i]
-		if !owns(p, l) || !lease.IsActive(l) {
+		if !owns(p, l) || !lease.IsActive(l) || !f.keeps(l) {
 			continue
 		}
 		v := Lease{Object: l, Pool: s.poolOrNil(ctx, l.Spec.Pool), Owned: true}

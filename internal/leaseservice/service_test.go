@@ -217,7 +217,7 @@ func TestOtherCallersLease(t *testing.T) {
 				t.Fatalf("%s/%s Release %s: %v, want nil", p.Policy, p.Identity, ref, err)
 			}
 		}
-		if ls, err := s.List(t.Context(), p); err != nil || len(ls) != 0 {
+		if ls, err := s.List(t.Context(), p, leaseservice.ListFilter{}); err != nil || len(ls) != 0 {
 			t.Fatalf("%s/%s List: %v, %d leases; want none", p.Policy, p.Identity, err, len(ls))
 		}
 	}
@@ -318,7 +318,7 @@ func TestQueuePositions(t *testing.T) {
 	}
 	want := map[string]int32{names[0]: 1, names[1]: 2, names[2]: 3}
 	testenv.Eventually(t, 15*time.Second, "positions 1, 2, 3 in List and ListPool", func() error {
-		mine, err := s.List(t.Context(), p)
+		mine, err := s.List(t.Context(), p, leaseservice.ListFilter{})
 		if err != nil {
 			return err
 		}

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"net/url"
 	"strings"
 	"time"
 )
@@ -186,4 +187,23 @@ func FormatTTL(d time.Duration) string {
 		s = strings.TrimSuffix(s, "0m")
 	}
 	return s
+}
+
+// LeaseFilter is GET /v1/leases' query: exact matches, empty fields match
+// everything.
+type LeaseFilter struct {
+	Alias string
+	Pool  string
+}
+
+// Query renders f as query parameters.
+func (f LeaseFilter) Query() url.Values {
+	q := url.Values{}
+	if f.Alias != "" {
+		q.Set("alias", f.Alias)
+	}
+	if f.Pool != "" {
+		q.Set("pool", f.Pool)
+	}
+	return q
 }

@@ -559,11 +559,30 @@ func (s *Server) own(w http.ResponseWriter, r *http.Request, identity string) *l
 	return l
 }
 
-func (s *Server) listLeases(w http.ResponseWriter, _ *http.Request, identity string, _ []byte) {
+func (s *Server) listLeases(w http.ResponseWriter, r *http.Request, identity string, _ []byte) {
+	var f wire.LeaseFilter
+	for key, vals := range r.URL.Query() {
+		switch {
+		case len(vals) != 1:
+			writeError(w, http.StatusBadRequest, wire.ReasonBadRequest, "bad request", "query parameter "+key+" given more than once")
+			return
+		case key == "alias":
+			if err := wire.ValidateAlias(vals[0]); err != nil {
+				writeError(w, http.StatusBadRequest, wire.ReasonBadRequest, "bad request", err.Error())
+				return
+			}
+			f.Alias = vals[0]
+		case key == "pool":
+			f.Pool = vals[0]
+		default:
+			writeError(w, http.StatusBadRequest, wire.ReasonBadRequest, "bad request", "unknown query parameter "+key)
+			return
+		}
+	}
 	out := []wire.Lease{}
 	for _, id := range s.order {
 		l := s.leases[id]
-		if l.owner == identity && !wire.PhaseEnded(l.Phase) {
+		if l.owner == identity && !wire.PhaseEnded(l.Phase) && (f.Alias == "" || l.Alias == f.Alias) && (f.Pool == "" || l.Pool == f.Pool) {
 			out = append(out, withoutKubeconfig(s.render(l)))
 		}
 	}
