@@ -330,23 +330,26 @@ const notes = `## How the run is set up
     Services "change the type from/to ExternalName"). 2a69ea9 admits them (the API server reaches
     Services only through their endpoints), and the local runs of 15:15 and 15:29 pass them.
     Kubernetes-backend members never had that policy.
-  - *kubernetes backend: the member's API server cannot reach its pods* (not fixed). Pod IPs
-    (` + "`198.19.244.0/22`" + `) exist only inside the node pods, which route them to each other over the
-    member's overlay; the control-plane pod is an ordinary pod of the host cluster, outside it. So
-    everything that makes the API server dial a pod times out, ` + "`pods/proxy`" + ` and
+  - *kubernetes backend: the member's API server could not reach its pods* (fixed in de18e8d).
+    Pod IPs (` + "`198.19.244.0/22`" + `) exist only inside the node pods, which route them to each other
+    over the member's overlay; the control-plane pod is an ordinary pod of the host cluster, outside
+    it. So everything that made the API server dial a pod timed out, ` + "`pods/proxy`" + ` and
     ` + "`services/proxy`" + ` first (` + "`error trying to reach service: dial tcp 198.19.245.3:8080: i/o timeout`" + `):
     the DNS specs read their probe pod's results through the pod proxy, kubectl's Update Demo
-    checks its pods through it and Guestbook its frontend through the Service proxy, so they
-    fail on this backend (each after its 5- or 10-minute wait: most of the run's time). What
-    it takes: a way for the API server into the member's pod network, e.g. its egress to the
-    cluster (the egress selector's ` + "`cluster`" + ` connection, HTTPConnect) through an authenticated
-    proxy in the node pods, reached through a host Service of the member's node pods.
-  - *kubernetes backend: kubectl proxy and a server path* (not fixed). A Proxy lease's kubeconfig
+    checks its pods through it and Guestbook its frontend through the Service proxy, so the 14:25
+    (1.37.2) and 15:07 (1.36.3) runs failed them (each after its 5- or 10-minute wait: most of the
+    run's time). The API server's ` + "`cluster`" + ` and ` + "`controlplane`" + ` egress now go, through
+    kube-apiserver's egress selector, as HTTP CONNECT over mutual TLS to an egress proxy in the
+    member's node pods (internal/node, egressproxy.go; docs/backends.md, "Egress proxy"), reached
+    through a host Service of the node pods, which connects only to the member's pods and kubelets;
+    the later runs pass these specs (and take 7 minutes instead of 38).
+  - *kubernetes backend: kubectl proxy and a server path* (fixed in 3506f7f). A Proxy lease's kubeconfig
     names ` + "`https://<kobe>/connect/<lease>`" + `; ` + "`kubectl proxy`" + ` drops a server's path unless given
-    ` + "`--append-server-path`" + ` (it warns so), sends ` + "`/api/`" + ` to kobe's own API instead of the member's,
-    and kubectl's "Proxy server should support proxy with --port 0" fails ("Expected at least
-    one supported apiversion, got"; the ` + "`--unix-socket`" + ` spec checks less and passes). The fix belongs in kobe's connect proxy
-    (e.g. serving a lease's client certificate at the API's root paths too).
+    ` + "`--append-server-path`" + ` (it warns so) and sent ` + "`/api/`" + ` to kobe's own API instead of the member's,
+    so kubectl's "Proxy server should support proxy with --port 0" failed ("Expected at least
+    one supported apiversion, got"; the ` + "`--unix-socket`" + ` spec checks less and passed). kobe's
+    endpoint now serves the API's root paths for the lease whose client certificate is presented,
+    and the later kubernetes runs pass it.
   - *A Service with no ready endpoint got no EndpointSlice* (fixed in 1e8baf7). The same
     policy's EndpointSlice rule evaluated ` + "`object.endpoints.all(...)`" + ` when the field was
     present, and the EndpointSlice controller writes its placeholder slice with
