@@ -34,6 +34,7 @@ fail() {
 pool=${KOBE_ACTION_POOL:-}
 command=${KOBE_ACTION_COMMAND:-}
 ttl=${KOBE_ACTION_TTL:-}
+heartbeat=${KOBE_ACTION_HEARTBEAT_TIMEOUT:-}
 endpoint=${KOBE_ACTION_ENDPOINT:-${KOBE_ENDPOINT:-}}
 audience=${KOBE_ACTION_AUDIENCE:-$endpoint}
 version=${KOBE_ACTION_VERSION:-}
@@ -186,5 +187,6 @@ unset KOBE_TOKEN KOBE_OIDC_TOKEN token
 export KOBE_ENDPOINT=$endpoint KOBE_TOKEN_FILE=$token_file
 args=(run "$pool")
 [ -n "$ttl" ] && args+=(--ttl "$ttl")
+[ -n "$heartbeat" ] && args+=(--heartbeat-timeout "$heartbeat")
 echo "kobe: kobe ${args[*]} -- sh -c <command> (endpoint $endpoint, OIDC audience $audience, token refreshed every ${refresh}s)"
 exec kobe --auth oidc --token-file "$token_file" "${args[@]}" -- sh -c "$command"

@@ -141,6 +141,17 @@ type AccessRule struct {
 	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || duration(self) > duration('0s')",message="maxTtl must be greater than zero"
 	MaxTTL *metav1.Duration `json:"maxTtl,omitempty"`
 
+	// maxHeartbeatTimeout requires heartbeats of the identity's leases: a
+	// lease gets at most this heartbeat timeout (a longer one is clamped to
+	// it) and one that would take none (neither the request nor the pool
+	// names one) gets this one. Unset: heartbeats as asked. 10s to 24h.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || (duration(self) >= duration('10s') && duration(self) <= duration('24h'))",message="maxHeartbeatTimeout must be between 10s and 24h"
+	MaxHeartbeatTimeout *metav1.Duration `json:"maxHeartbeatTimeout,omitempty"`
+
 	// maxConcurrentLeases caps the leases the identity may hold at once.
 	// +optional
 	// +kubebuilder:validation:Minimum=1

@@ -59,6 +59,7 @@ type Requester struct {
 // +kubebuilder:validation:XValidation:rule="has(self.maxTtl) == has(oldSelf.maxTtl)",message="maxTtl is write-once: it cannot be added or removed after creation"
 // +kubebuilder:validation:XValidation:rule="has(self.ttl) == has(oldSelf.ttl)",message="ttl is write-once: it cannot be added or removed after creation"
 // +kubebuilder:validation:XValidation:rule="has(self.maxExtensions) == has(oldSelf.maxExtensions)",message="maxExtensions is write-once: it cannot be added or removed after creation"
+// +kubebuilder:validation:XValidation:rule="has(self.heartbeatTimeout) == has(oldSelf.heartbeatTimeout)",message="heartbeatTimeout is write-once: it cannot be added or removed after creation"
 type ClusterLeaseSpec struct {
 	// pool to lease from.
 	// +required
@@ -102,6 +103,19 @@ type ClusterLeaseSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="maxTtl is write-once and cannot be changed after creation"
 	MaxTTL *metav1.Duration `json:"maxTtl,omitempty"`
 
+	// heartbeatTimeout, when set, ends the lease (reason HeartbeatMissed)
+	// once its holder has sent no heartbeat for that long (POST
+	// /v1/leases/{id}/heartbeat), whatever its ttl: a holder that died
+	// without releasing frees its member within the timeout, not at expiry.
+	// 10s to 24h. Write-once.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || (duration(self) >= duration('10s') && duration(self) <= duration('24h'))",message="heartbeatTimeout must be between 10s and 24h"
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="heartbeatTimeout is write-once and cannot be changed after creation"
+	HeartbeatTimeout *metav1.Duration `json:"heartbeatTimeout,omitempty"`
+
 	// cleanupMode says how the member's destruction is proven. Write-once.
 	// +optional
 	// +kubebuilder:default=Standard
@@ -134,6 +148,13 @@ type ClusterLeaseStatus struct {
 	// endedAt is when the lease ended.
 	// +optional
 	EndedAt *metav1.Time `json:"endedAt,omitempty"`
+
+	// heartbeatDeadline is the last heartbeat recorded plus
+	// spec.heartbeatTimeout. Heartbeats are recorded at a coarse grain (a
+	// quarter of the timeout), not one write each; the lease ends once this
+	// deadline plus that grain has passed (lease.HeartbeatEndsAt).
+	// +optional
+	HeartbeatDeadline *metav1.Time `json:"heartbeatDeadline,omitempty"`
 
 	// extensions counts granted extensions.
 	// +optional

@@ -50,6 +50,17 @@ type ClusterPoolSpec struct {
 	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || duration(self) > duration('0s')",message="ttl must be greater than zero"
 	TTL *metav1.Duration `json:"ttl,omitempty"`
 
+	// heartbeatTimeout is the heartbeat timeout of a lease that names none:
+	// such a lease ends (HeartbeatMissed) once its holder has sent no
+	// heartbeat for that long. Unset: leases that name none take no
+	// heartbeats and last their ttl. 10s to 24h.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || (duration(self) >= duration('10s') && duration(self) <= duration('24h'))",message="heartbeatTimeout must be between 10s and 24h"
+	HeartbeatTimeout *metav1.Duration `json:"heartbeatTimeout,omitempty"`
+
 	// backend selects the provisioner and holds its settings.
 	// +optional
 	// +kubebuilder:default={type: kubernetes}

@@ -187,6 +187,9 @@ const (
 	ReasonReleased = "Released"
 	// ReasonExpired: the lease reached expiresAt.
 	ReasonExpired = "Expired"
+	// ReasonHeartbeatMissed: the lease's holder sent no heartbeat within
+	// spec.heartbeatTimeout.
+	ReasonHeartbeatMissed = "HeartbeatMissed"
 	// ReasonQueueTimeout: the lease waited longer than the pool's queueTimeout.
 	ReasonQueueTimeout = "QueueTimeout"
 	// ReasonPoolNotFound: the lease names a pool that does not exist.

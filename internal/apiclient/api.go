@@ -33,6 +33,17 @@ func (c *Client) GetLease(ctx context.Context, id string) (*wire.Lease, error) {
 	return &l, nil
 }
 
+// Heartbeat tells the server the lease's holder is alive
+// (POST /v1/leases/{id}/heartbeat) and returns the lease, with
+// HeartbeatEndsAt, without its kubeconfig.
+func (c *Client) Heartbeat(ctx context.Context, id string) (*wire.Lease, error) {
+	var l wire.Lease
+	if _, err := c.do(ctx, http.MethodPost, "/v1/leases/"+url.PathEscape(id)+"/heartbeat", nil, &l, http.StatusOK); err != nil {
+		return nil, err
+	}
+	return &l, nil
+}
+
 // ListLeases returns the caller's active leases (GET /v1/leases).
 func (c *Client) ListLeases(ctx context.Context) ([]wire.Lease, error) {
 	return c.ListLeasesOf(ctx, wire.LeaseFilter{})

@@ -38,6 +38,12 @@ func toWireLease(v *leaseservice.Lease) wire.Lease {
 	if l.Status.BoundAt != nil {
 		out.BoundAt = wire.WireTime(l.Status.BoundAt.Time)
 	}
+	if timeout, ok := lease.HeartbeatTimeout(l); ok {
+		out.HeartbeatTimeout = wire.FormatTTL(timeout)
+		if !lease.IsEnded(l.Status.Phase) {
+			out.HeartbeatEndsAt = wire.WireTime(lease.HeartbeatEndsAt(l))
+		}
+	}
 	if v.Owned {
 		out.Requester = l.Spec.Requester.Identity
 		out.Alias = l.Labels[kobev1.LabelAlias]

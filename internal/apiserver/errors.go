@@ -38,6 +38,8 @@ var failures = []failure{
 	{lease.ErrExtensionLimit, http.StatusConflict, wire.ReasonExtensionLimitReached, ""},
 	{lease.ErrNotBound, http.StatusConflict, wire.ReasonExtensionRefused, ""},
 	{lease.ErrExpired, http.StatusConflict, wire.ReasonExtensionRefused, ""},
+	{leaseservice.ErrLeaseEnded, http.StatusGone, wire.ReasonLeaseEnded, ""},
+	{leaseservice.ErrNoHeartbeat, http.StatusConflict, wire.ReasonHeartbeatNotEnabled, ""},
 	{errBodyTooLarge, http.StatusRequestEntityTooLarge, wire.ReasonBodyTooLarge, ""},
 	{leaseservice.ErrProxyNotConfigured, http.StatusServiceUnavailable, wire.ReasonProxyNotConfigured, ""},
 }

@@ -111,3 +111,15 @@ func listFilter(q url.Values) (leaseservice.ListFilter, error) {
 	}
 	return f, nil
 }
+
+// heartbeat: POST /v1/leases/{id}/heartbeat, by id or alias, no body: the
+// holder is alive. 200 with the lease (no kubeconfig) and
+// heartbeat_ends_at.
+func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
+	l, err := s.leases.Heartbeat(r.Context(), principal(r), r.PathValue("id"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toWireLease(l))
+}

@@ -79,10 +79,13 @@ var pools = []struct {
 	name    string
 	ttl     time.Duration
 	members int
+	// heartbeat is the pool's default heartbeat timeout; 0 for none.
+	heartbeat time.Duration
 }{
-	{"ci-small", 30 * time.Minute, 24},
-	{"ci-large", 2 * time.Hour, 8},
-	{"dev", time.Hour, 6},
+	{"ci-small", 30 * time.Minute, 24, 0},
+	{"ci-large", 2 * time.Hour, 8, 0},
+	{"dev", time.Hour, 6, 0},
+	{heartbeatPool, time.Hour, 6, 30 * time.Second},
 }
 
 // fx is the package fixture, built once by TestMain.
@@ -284,18 +287,23 @@ func (f *fixture) createWorld(ctx context.Context) error {
 		{"aliaser", kobev1.AccessRule{Pools: []string{"ci-*"}}},
 		{"queuer", kobev1.AccessRule{Pools: []string{queuePool}}},
 		{"unavail", kobev1.AccessRule{Pools: []string{"x-*"}}},
+		{"beater", kobev1.AccessRule{Pools: []string{"ci-*", heartbeatPool}, MaxHeartbeatTimeout: &metav1.Duration{Duration: time.Minute}}},
 	} {
 		objs = append(objs, tokenPolicy(tp.name, tp.rule)...)
 	}
 	for _, p := range pools {
-		objs = append(objs, &kobev1.ClusterPool{
+		pool := &kobev1.ClusterPool{
 			ObjectMeta: metav1.ObjectMeta{Name: p.name, Namespace: ns},
 			Spec: kobev1.ClusterPoolSpec{
 				Size:    ptr.To[int32](0),
 				TTL:     &metav1.Duration{Duration: p.ttl},
 				Backend: kobev1.BackendSpec{Type: kobev1.BackendLocal},
 			},
-		})
+		}
+		if p.heartbeat > 0 {
+			pool.Spec.HeartbeatTimeout = &metav1.Duration{Duration: p.heartbeat}
+		}
+		objs = append(objs, pool)
 	}
 	for _, o := range objs {
 		if err := c.Create(ctx, o); err != nil {
@@ -350,6 +358,8 @@ func (f *fixture) createWorld(ctx context.Context) error {
 const (
 	// queuePool has no member: every lease of it stays Pending.
 	queuePool = "queue"
+	// heartbeatPool gives its leases a 30s heartbeat timeout by default.
+	heartbeatPool = "hb"
 	// deletingPool is being deleted (a test finalizer holds it).
 	deletingPool = "x-deleting"
 	// backendlessPool reports its backend unavailable.

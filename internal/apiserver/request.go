@@ -31,7 +31,8 @@ func decodeCreate(r *http.Request) (leaseservice.CreateRequest, error) {
 	if err != nil {
 		return leaseservice.CreateRequest{}, err
 	}
-	return leaseservice.CreateRequest{Pool: req.Pool, Alias: req.Alias, TTL: req.TTL, CleanupMode: kobev1.CleanupMode(req.CleanupMode)}, nil
+	return leaseservice.CreateRequest{Pool: req.Pool, Alias: req.Alias, TTL: req.TTL, CleanupMode: kobev1.CleanupMode(req.CleanupMode),
+		HeartbeatTimeout: req.HeartbeatTimeout}, nil
 }
 
 // decodeExtend decodes the body of PATCH /v1/leases/{id} (see wire.DecodeExtendLease).

@@ -117,15 +117,16 @@ func (s *Server) Handler() http.Handler { return s.handler }
 func (s *Server) routes() http.Handler {
 	api := http.NewServeMux()
 	for pattern, h := range map[string]http.HandlerFunc{
-		"POST /v1/leases":             s.createLease,
-		"GET /v1/leases":              s.listLeases,
-		"GET /v1/leases/{id}":         s.getLease,
-		"DELETE /v1/leases/{id}":      s.releaseLease,
-		"PATCH /v1/leases/{id}":       s.extendLease,
-		"GET /v1/pools":               s.listPools,
-		"GET /v1/pools/{name}":        s.getPool,
-		"GET /v1/pools/{name}/leases": s.listPoolLeases,
-		"GET /v1/whoami":              s.whoami,
+		"POST /v1/leases":                s.createLease,
+		"GET /v1/leases":                 s.listLeases,
+		"GET /v1/leases/{id}":            s.getLease,
+		"DELETE /v1/leases/{id}":         s.releaseLease,
+		"PATCH /v1/leases/{id}":          s.extendLease,
+		"POST /v1/leases/{id}/heartbeat": s.heartbeat,
+		"GET /v1/pools":                  s.listPools,
+		"GET /v1/pools/{name}":           s.getPool,
+		"GET /v1/pools/{name}/leases":    s.listPoolLeases,
+		"GET /v1/whoami":                 s.whoami,
 	} {
 		api.Handle(pattern, s.authenticate(false, h))
 	}

@@ -86,6 +86,16 @@ func (p *Principal) ClampTTL(requested time.Duration) (effective time.Duration, 
 	return requested, false
 }
 
+// MaxHeartbeatTimeout is the rule's maxHeartbeatTimeout: the longest
+// heartbeat timeout the caller's leases get, which also makes heartbeats
+// required (lease.ResolveHeartbeatTimeout); 0 when the rule sets none.
+func (p *Principal) MaxHeartbeatTimeout() time.Duration {
+	if p == nil || p.Rule.MaxHeartbeatTimeout == nil {
+		return 0
+	}
+	return p.Rule.MaxHeartbeatTimeout.Duration
+}
+
 // MaxExtensions is how often a lease may be extended (DefaultMaxExtensions
 // unless the rule says otherwise).
 func (p *Principal) MaxExtensions() int32 {

@@ -33,6 +33,14 @@ func acquire(ctx context.Context, c *apiclient.Client, req wire.CreateLeaseReque
 
 	waitCtx, cancel := context.WithTimeout(ctx, waitTimeout)
 	defer cancel()
+	// A queued lease with a heartbeat timeout needs its beats while it
+	// waits as much as once bound.
+	if d := leaseHeartbeat(l); d > 0 {
+		beats, stop := context.WithCancel(waitCtx)
+		done := make(chan struct{})
+		go func() { _ = keepAlive(beats, c, l.ID, heartbeatInterval(d), progress); close(done) }()
+		defer func() { stop(); <-done }()
+	}
 	bound, err := c.WaitBound(waitCtx, l.ID, func(p *wire.Lease) {
 		if p.Phase == wire.PhasePending {
 			warnf(progress, "Waiting for a cluster: lease %s is number %d in pool %s's queue\n", p.ID, p.QueuePosition, p.Pool)

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -25,6 +27,12 @@ type LeaseOptions struct {
 	NoWait         bool
 	WaitTimeout    time.Duration
 	Output         string
+	// KeepAlive holds the lease in the foreground, beating, and releases it
+	// on exit.
+	KeepAlive bool
+	// Heartbeat is the requested heartbeat timeout; 0: the pool's (or,
+	// with KeepAlive, defaultRunHeartbeat).
+	Heartbeat time.Duration
 
 	flags   *ConfigFlags
 	streams IOStreams
@@ -51,11 +59,20 @@ The kubeconfig is written with mode 0600 to --kubeconfig, by default to
 ` + kubeconfigHelp + `
 
 Standard output can be evaluated by a shell: details come as comments and
-the last line is 'export KUBECONFIG=...'.`,
+the last line is 'export KUBECONFIG=...'.
+
+With --keepalive kobe stays in the foreground after printing, sends the
+lease's heartbeats and releases the lease when it exits (Ctrl-C, SIGTERM):
+if kobe is killed hard or its machine is lost, the lease ends within
+--heartbeat-timeout (5m with --keepalive) instead of at its TTL.
+--heartbeat-timeout without --keepalive asks for a lease whose holder
+sends the heartbeats itself (` + "`kobe heartbeat ID`" + ` or POST
+/v1/leases/ID/heartbeat).`,
 		Example: `  kobe lease ci-small --ttl 30m
   eval "$(kobe lease ci-small)" && kubectl get nodes
   kobe lease ci-small --no-wait -o json
-  kobe lease ci-small --alias build-42 && kobe release build-42`,
+  kobe lease ci-small --alias build-42 && kobe release build-42
+  kobe lease ci-small --keepalive --kubeconfig ./kc   # Ctrl-C releases`,
 		Args: maxArgs(1, "at most one pool name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.Complete(args); err != nil {
@@ -73,6 +90,8 @@ the last line is 'export KUBECONFIG=...'.`,
 	cmd.Flags().StringVar(&o.KubeconfigPath, "kubeconfig", "", "where to write the kubeconfig (default: see above)")
 	cmd.Flags().BoolVar(&o.NoWait, "no-wait", false, "return at once when the lease is queued (fetch the kubeconfig later with `kobe kubeconfig ID`)")
 	cmd.Flags().DurationVar(&o.WaitTimeout, "wait-timeout", o.WaitTimeout, "how long to wait for a queued lease to be bound before releasing it")
+	cmd.Flags().BoolVar(&o.KeepAlive, "keepalive", false, "stay in the foreground sending the lease's heartbeats; release the lease on exit")
+	cmd.Flags().DurationVar(&o.Heartbeat, "heartbeat-timeout", 0, "end the lease this long after its last heartbeat, 10s to 24h (default: the pool's; 5m with --keepalive)")
 	addOutputFlag(cmd, &o.Output)
 	return cmd
 }
@@ -108,6 +127,15 @@ func (o *LeaseOptions) Validate() error {
 	if o.WaitTimeout <= 0 {
 		return fmt.Errorf("--wait-timeout must be positive, e.g. 10m (got %s)", o.WaitTimeout)
 	}
+	if o.KeepAlive && o.NoWait {
+		return errors.New("--keepalive and --no-wait cannot be combined: --keepalive holds a bound lease in the foreground")
+	}
+	if o.Heartbeat < 0 {
+		return fmt.Errorf("--heartbeat-timeout %s: must be between %s and %s", o.Heartbeat, wire.MinHeartbeatTimeout, wire.MaxHeartbeatTimeout)
+	}
+	if err := validateHeartbeat("--heartbeat-timeout", o.Heartbeat); err != nil {
+		return err
+	}
 	return validateOutput(o.Output)
 }
 
@@ -138,7 +166,12 @@ func (o *LeaseOptions) Run(ctx context.Context) error {
 			return err
 		}
 	}
-	l, err := acquire(ctx, c, wire.CreateLeaseRequest{Pool: o.Pool, TTL: o.TTL, Alias: o.Alias, CleanupMode: o.CleanupMode}, o.NoWait, o.WaitTimeout, o.streams.ErrOut)
+	heartbeat := o.Heartbeat
+	if o.KeepAlive && heartbeat == 0 {
+		heartbeat = defaultRunHeartbeat
+	}
+	req := wire.CreateLeaseRequest{Pool: o.Pool, TTL: o.TTL, Alias: o.Alias, CleanupMode: o.CleanupMode, HeartbeatTimeout: formatHeartbeat(heartbeat)}
+	l, err := acquire(ctx, c, req, o.NoWait, o.WaitTimeout, o.streams.ErrOut)
 	if err != nil {
 		return err
 	}
@@ -159,9 +192,46 @@ func (o *LeaseOptions) Run(ctx context.Context) error {
 		return err
 	}
 	if o.Output == OutputJSON {
-		return printJSON(o.streams.Out, toLeaseOutput(l, path))
+		err = printJSON(o.streams.Out, toLeaseOutput(l, path))
+	} else {
+		err = printBound(o.streams.Out, l, path, o.now())
 	}
-	return printBound(o.streams.Out, l, path, o.now())
+	if err != nil || !o.KeepAlive {
+		return err
+	}
+	return o.holdInForeground(ctx, l, path)
+}
+
+// holdInForeground is --keepalive: it sends the lease's heartbeats until
+// kobe is told to stop, then releases the lease and removes the kubeconfig
+// it wrote at the default path. A lease that ends meanwhile (its TTL,
+// released elsewhere) ends it with an error that says so.
+func (o *LeaseOptions) holdInForeground(ctx context.Context, l *wire.Lease, path string) error {
+	timeout := leaseHeartbeat(l)
+	var err error
+	if timeout > 0 {
+		warnf(o.streams.ErrOut, "Keeping lease %s alive (heartbeat timeout %s); Ctrl-C releases it.\n", l.ID, humanDuration(timeout))
+		err = keepAlive(ctx, o.client, l.ID, heartbeatInterval(timeout), o.streams.ErrOut)
+	} else {
+		// A server that ignored the heartbeat timeout: nothing to send,
+		// the lease ends at its TTL if kobe is killed; release on exit all
+		// the same.
+		warnf(o.streams.ErrOut, "warning: the server gave lease %s no heartbeat timeout; if kobe is killed it ends at its TTL. Ctrl-C releases it.\n", l.ID)
+		<-ctx.Done()
+	}
+	if err != nil {
+		return fmt.Errorf("lease %s: %w", l.ID, err)
+	}
+	if rerr := releaseDetached(ctx, o.client, l.ID); rerr != nil {
+		return fmt.Errorf("%w: it ends %s after the last heartbeat, or run `kobe release %s`", rerr, humanDuration(timeout), l.ID)
+	}
+	if o.KubeconfigPath == "" {
+		if rmErr := os.Remove(path); rmErr != nil && !errors.Is(rmErr, fs.ErrNotExist) {
+			warnf(o.streams.ErrOut, "warning: could not remove %s: %v\n", path, rmErr)
+		}
+	}
+	warnf(o.streams.ErrOut, "Released lease %s\n", l.ID)
+	return nil
 }
 
 // writeKubeconfig writes a bound lease's kubeconfig; a lease whose
@@ -193,6 +263,9 @@ func printBound(w io.Writer, l *wire.Lease, path string, now time.Time) error {
 	p.printf("# Lease %s is Bound to cluster %s of pool %s.\n", l.ID, dash(l.ClusterName), l.Pool)
 	p.printf("# Expires at %s; effective TTL %s, %d of %d extensions used.\n",
 		expiry(l.ExpiresAt, now), dash(l.EffectiveTTL), l.Extensions, l.MaxExtensions)
+	if l.HeartbeatTimeout != "" {
+		p.printf("# Ends %s after its last heartbeat (next: by %s; kobe heartbeat %s).\n", l.HeartbeatTimeout, expiry(l.HeartbeatEndsAt, now), l.ID)
+	}
 	p.printf("# Kubeconfig written to %s\n", path)
 	p.printf("# Extend with `kobe extend %s`, release with `kobe release %s`.\n", l.ID, l.ID)
 	p.printf("export KUBECONFIG=%s\n", shellQuote(path))

@@ -34,6 +34,8 @@ type RunOptions struct {
 	TTL         string
 	WaitTimeout time.Duration
 	Quiet       bool
+	// Heartbeat is the lease's heartbeat timeout; 0: none.
+	Heartbeat time.Duration
 
 	flags   *ConfigFlags
 	streams IOStreams
@@ -42,7 +44,7 @@ type RunOptions struct {
 
 // NewCmdRun returns `kobe run POOL -- CMD [ARGS...]`.
 func NewCmdRun(flags *ConfigFlags, streams IOStreams) *cobra.Command {
-	o := &RunOptions{flags: flags, streams: streams, WaitTimeout: 10 * time.Minute, now: time.Now}
+	o := &RunOptions{flags: flags, streams: streams, WaitTimeout: 10 * time.Minute, Heartbeat: defaultRunHeartbeat, now: time.Now}
 	cmd := &cobra.Command{
 		Use:   "run POOL [flags] -- CMD [ARGS...]",
 		Short: "Lease a cluster, run a command against it, and release it",
@@ -53,7 +55,9 @@ and KOBE_LEASE_ID set. CMD's standard input, output and error are kobe's.
 The lease is released and the kubeconfig removed on every exit path: when
 CMD succeeds or fails, and when kobe receives SIGINT (Ctrl-C), SIGTERM,
 SIGHUP or SIGQUIT, which it forwards to CMD before waiting for CMD to exit.
-If kobe itself is killed with SIGKILL, the lease still ends at its TTL.
+While CMD runs, kobe sends the lease's heartbeats: if kobe itself is killed
+(SIGKILL, an OOM kill, a lost machine), the lease ends within
+--heartbeat-timeout (5m) instead of at its TTL, and its cluster is freed.
 
 Exit status:
   CMD's exit status   when CMD ran
@@ -87,6 +91,7 @@ Exit status:
 	cmd.Flags().StringVar(&o.TTL, "ttl", "", "how long the lease lasts once bound, e.g. 30m (default: the pool's ttl)")
 	cmd.Flags().DurationVar(&o.WaitTimeout, "wait-timeout", o.WaitTimeout, "how long to wait for a queued lease to be bound")
 	cmd.Flags().BoolVarP(&o.Quiet, "quiet", "q", false, "print only errors, not kobe's progress lines")
+	cmd.Flags().DurationVar(&o.Heartbeat, "heartbeat-timeout", o.Heartbeat, "end the lease this long after kobe stopped sending heartbeats (10s to 24h; 0: no heartbeats, the lease lasts its TTL)")
 	return cmd
 }
 
@@ -112,7 +117,7 @@ func (o *RunOptions) Validate() error {
 	if o.WaitTimeout <= 0 {
 		return fmt.Errorf("--wait-timeout must be positive, e.g. 10m (got %s)", o.WaitTimeout)
 	}
-	return nil
+	return validateHeartbeat("--heartbeat-timeout", o.Heartbeat)
 }
 
 func (o *RunOptions) logf(format string, args ...any) {
@@ -142,7 +147,7 @@ func (o *RunOptions) Run(ctx context.Context) error {
 	if o.Quiet {
 		progress = io.Discard
 	}
-	l, err := acquire(ctx, c, wire.CreateLeaseRequest{Pool: o.Pool, TTL: o.TTL}, false, o.WaitTimeout, progress)
+	l, err := acquire(ctx, c, wire.CreateLeaseRequest{Pool: o.Pool, TTL: o.TTL, HeartbeatTimeout: formatHeartbeat(o.Heartbeat)}, false, o.WaitTimeout, progress)
 	if err != nil {
 		var sig *SignalError
 		switch {
@@ -154,7 +159,7 @@ func (o *RunOptions) Run(ctx context.Context) error {
 		return &ExitError{Code: ExitKobeFailed, Err: err}
 	}
 
-	code, err := o.runBound(ctx, path, l)
+	code, err := o.runBoundAlive(ctx, c, path, l)
 	if err == nil && code != 0 {
 		o.warnIfLost(ctx, c, l.ID)
 	}
@@ -168,6 +173,25 @@ func (o *RunOptions) Run(ctx context.Context) error {
 		return &ExitError{Code: code, Err: err}
 	}
 	return nil
+}
+
+// runBoundAlive is runBound with the lease's heartbeats sent meanwhile. A
+// lease that ends under the command (its TTL, InstanceLost) stops the
+// heartbeats, not the command: its kubectl calls will fail and say why.
+func (o *RunOptions) runBoundAlive(ctx context.Context, c *apiclient.Client, path string, l *wire.Lease) (int, error) {
+	timeout := leaseHeartbeat(l)
+	if timeout <= 0 {
+		return o.runBound(ctx, path, l)
+	}
+	beats, stop := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan error, 1)
+	go func() { done <- keepAlive(beats, c, l.ID, heartbeatInterval(timeout), o.streams.ErrOut) }()
+	code, err := o.runBound(ctx, path, l)
+	stop()
+	if kerr := <-done; kerr != nil {
+		o.logf("heartbeats of lease %s stopped: %v", l.ID, kerr)
+	}
+	return code, err
 }
 
 // runBound writes the kubeconfig to a temporary file, runs the command and

@@ -16,7 +16,7 @@ func TestCoverage(t *testing.T) {
 	cases := Cases()
 	routes := []string{
 		"POST /v1/leases", "GET /v1/leases", "GET /v1/leases/{id}", "PATCH /v1/leases/{id}", "DELETE /v1/leases/{id}",
-		"GET /v1/pools", "GET /v1/pools/{name}", "GET /v1/pools/{name}/leases", "GET /v1/status",
+		"POST /v1/leases/{id}/heartbeat", "GET /v1/pools", "GET /v1/pools/{name}", "GET /v1/pools/{name}/leases", "GET /v1/status",
 	}
 	for _, route := range routes {
 		if !slices.ContainsFunc(cases, func(c Case) bool { return c.Route == route && c.Status < 300 }) {
@@ -27,7 +27,7 @@ func TestCoverage(t *testing.T) {
 			t.Errorf("no 401 case for %s", route)
 		}
 	}
-	for _, code := range []int{200, 201, 202, 204, 400, 401, 403, 404, 405, 409, 413, 429, 503} {
+	for _, code := range []int{200, 201, 202, 204, 400, 401, 403, 404, 405, 409, 410, 413, 429, 503} {
 		if !slices.ContainsFunc(cases, func(c Case) bool { return c.Status == code }) {
 			t.Errorf("no case answers %d", code)
 		}
@@ -40,6 +40,7 @@ func TestCoverage(t *testing.T) {
 		wire.ReasonLeaseNotFound, wire.ReasonNotFound, wire.ReasonMethodNotAllowed, wire.ReasonExtensionLimitReached,
 		wire.ReasonExtensionRefused, wire.ReasonAliasInUse, wire.ReasonBodyTooLarge, wire.ReasonConcurrentLeaseLimit, wire.ReasonQueuedLeaseLimit,
 		wire.ReasonPoolBeingDeleted, wire.ReasonBackendUnavailable, wire.ReasonPoolQuarantined,
+		wire.ReasonHeartbeatNotEnabled, wire.ReasonLeaseEnded,
 	} {
 		if !slices.ContainsFunc(cases, func(c Case) bool { return c.Reason == reason }) {
 			t.Errorf("no case has reason %s", reason)

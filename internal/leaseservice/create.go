@@ -34,6 +34,9 @@ type CreateRequest struct {
 	Alias string
 	// CleanupMode of the lease; "" means Standard.
 	CleanupMode kobev1.CleanupMode
+	// HeartbeatTimeout ends the lease once its holder is silent that long
+	// (lease.CheckEnd); 0: no heartbeats.
+	HeartbeatTimeout time.Duration
 }
 
 // Create requests a lease of req.Pool for p. It is admitted first (admit,
@@ -60,6 +63,7 @@ func (s *Service) Create(ctx context.Context, p *auth.Principal, req CreateReque
 		return nil, s.refused(p, req.Pool, r)
 	}
 	pl := in.pool
+	req.HeartbeatTimeout = lease.ResolveHeartbeatTimeout(req.HeartbeatTimeout, poolHeartbeatTimeout(pl), p.MaxHeartbeatTimeout())
 
 	// From here on the caller cannot cancel: a request that passed the
 	// checks above is carried out (its lease created, then bound or queued)
@@ -70,7 +74,7 @@ func (s *Service) Create(ctx context.Context, p *auth.Principal, req CreateReque
 	detached, cancel := context.WithTimeout(context.WithoutCancel(ctx), AfterAnswerTimeout)
 	defer cancel()
 	created := s.opts.Clock.Now()
-	l, err := s.createLease(detached, p, pl.Name, ttl, req.Alias, req.CleanupMode)
+	l, err := s.createLease(detached, p, pl.Name, ttl, req)
 	metrics.HandoutPhase(metrics.PhaseCreate, s.opts.Clock.Since(created))
 	if err != nil {
 		return nil, s.refused(p, pl.Name, err)
@@ -116,8 +120,9 @@ func (s *Service) Create(ctx context.Context, p *auth.Principal, req CreateReque
 // limit and the alias exact across replicas for one more API write. Within this process one requester reserves at a
 // time, so that its concurrent requests do not race each other for the
 // ledger.
-func (s *Service) createLease(ctx context.Context, p *auth.Principal, poolName string, ttl time.Duration, alias string, mode kobev1.CleanupMode) (*kobev1.ClusterLease, error) {
-	l, err := s.newLease(p, poolName, ttl, alias, mode)
+func (s *Service) createLease(ctx context.Context, p *auth.Principal, poolName string, ttl time.Duration, req CreateRequest) (*kobev1.ClusterLease, error) {
+	alias := req.Alias
+	l, err := s.newLease(p, poolName, ttl, req)
 	if err != nil {
 		return nil, err
 	}
@@ -251,7 +256,8 @@ func (s *Service) gatherAdmission(ctx context.Context, p *auth.Principal, req Cr
 
 // newLease renders a new ClusterLease of p, stamped with the moment it was
 // queued.
-func (s *Service) newLease(p *auth.Principal, poolName string, ttl time.Duration, alias string, mode kobev1.CleanupMode) (*kobev1.ClusterLease, error) {
+func (s *Service) newLease(p *auth.Principal, poolName string, ttl time.Duration, req CreateRequest) (*kobev1.ClusterLease, error) {
+	alias, mode := req.Alias, req.CleanupMode
 	if mode == "" {
 		mode = kobev1.CleanupStandard
 	}
@@ -277,6 +283,9 @@ func (s *Service) newLease(p *auth.Principal, poolName string, ttl time.Duration
 	}
 	if alias != "" {
 		l.Labels[kobev1.LabelAlias] = alias
+	}
+	if req.HeartbeatTimeout > 0 {
+		l.Spec.HeartbeatTimeout = &metav1.Duration{Duration: req.HeartbeatTimeout}
 	}
 	lease.StampQueuedAt(l, s.opts.Clock.Now())
 	return l, nil
@@ -430,4 +439,12 @@ func (s *Service) markPending(ctx context.Context, l *kobev1.ClusterLease) {
 		s.opts.Log.V(1).Info("Could not mark lease pending", "lease", l.Name, "error", err.Error())
 		*l = *before
 	}
+}
+
+// poolHeartbeatTimeout is pl's spec.heartbeatTimeout, 0 when unset.
+func poolHeartbeatTimeout(pl *kobev1.ClusterPool) time.Duration {
+	if pl == nil || pl.Spec.HeartbeatTimeout == nil {
+		return 0
+	}
+	return pl.Spec.HeartbeatTimeout.Duration
 }

@@ -36,6 +36,12 @@ var (
 	// connect proxy, which this server cannot offer (no TLS). Never a
 	// silent fall back to Direct access.
 	ErrProxyNotConfigured = errors.New("connect proxy not configured")
+	// ErrLeaseEnded: a heartbeat for a lease that has ended; nothing
+	// renews it.
+	ErrLeaseEnded = errors.New("lease has ended")
+	// ErrNoHeartbeat: a heartbeat for a lease created without a heartbeat
+	// timeout.
+	ErrNoHeartbeat = errors.New("lease takes no heartbeats")
 )
 
 // UnavailableError is the error of a lease request for a pool that cannot

@@ -248,3 +248,45 @@ func (s *Service) Release(ctx context.Context, p *auth.Principal, ref string) er
 	s.audit(p, "release", l.Name, l.Spec.Pool, "released")
 	return nil
 }
+
+// Heartbeat records that the caller, holder of the lease ref names, is
+// alive (lease.RecordHeartbeat): a write only when the beat moves the
+// recorded deadline by a grain or more, so most beats cost a read of the
+// cache and nothing else. The answer is the lease, without kubeconfig, with
+// when it ends unless another beat comes.
+func (s *Service) Heartbeat(ctx context.Context, p *auth.Principal, ref string) (*Lease, error) {
+	l, err := s.resolve(ctx, p, ref)
+	if err != nil {
+		return nil, err
+	}
+	if err := heartbeatRefusal(l); err != nil {
+		return nil, err
+	}
+	now := s.opts.Clock.Now()
+	if probe := l.DeepCopy(); lease.RecordHeartbeat(probe, now) {
+		err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			if err := s.opts.APIReader.Get(ctx, client.ObjectKeyFromObject(l), l); err != nil {
+				return err
+			}
+			if err := heartbeatRefusal(l); err != nil || !lease.RecordHeartbeat(l, now) {
+				return err
+			}
+			return s.opts.Client.Status().Update(ctx, l)
+		})
+		if err != nil {
+			return nil, fmt.Errorf("recording a heartbeat of lease %s: %w", l.Name, err)
+		}
+	}
+	return &Lease{Object: l, Pool: s.poolOrNil(ctx, l.Spec.Pool), Owned: true}, nil
+}
+
+// heartbeatRefusal says why l takes no heartbeat, or nil.
+func heartbeatRefusal(l *kobev1.ClusterLease) error {
+	if _, ok := lease.HeartbeatTimeout(l); !ok {
+		return fmt.Errorf("%w: lease %s was created without heartbeat_timeout, so it lasts its ttl; nothing to renew", ErrNoHeartbeat, l.Name)
+	}
+	if !lease.IsActive(l) {
+		return fmt.Errorf("%w: lease %s is %s; lease again", ErrLeaseEnded, l.Name, l.Status.Phase)
+	}
+	return nil
+}

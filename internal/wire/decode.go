@@ -42,7 +42,15 @@ type CreateLease struct {
 	// CleanupMode is CleanupStandard or CleanupVerifiedDestroy; "" means
 	// Standard.
 	CleanupMode string
+	// HeartbeatTimeout is 0 when the body names none (no heartbeats).
+	HeartbeatTimeout time.Duration
 }
+
+// Bounds of CreateLeaseRequest.HeartbeatTimeout.
+const (
+	MinHeartbeatTimeout = 10 * time.Second
+	MaxHeartbeatTimeout = 24 * time.Hour
+)
 
 // Cleanup modes of CreateLeaseRequest.CleanupMode.
 const (
@@ -73,6 +81,16 @@ func DecodeCreateLease(body []byte) (CreateLease, error) {
 			return CreateLease{}, err
 		}
 		out.TTL = d
+	}
+	if req.HeartbeatTimeout != "" {
+		d, err := ParseTTL("heartbeat_timeout", req.HeartbeatTimeout)
+		if err != nil {
+			return CreateLease{}, err
+		}
+		if d < MinHeartbeatTimeout || d > MaxHeartbeatTimeout {
+			return CreateLease{}, fmt.Errorf("%w: heartbeat_timeout must be between %s and %s, got %s", ErrMalformed, MinHeartbeatTimeout, MaxHeartbeatTimeout, req.HeartbeatTimeout)
+		}
+		out.HeartbeatTimeout = d
 	}
 	return out, nil
 }

@@ -71,6 +71,9 @@ const (
 	// ReasonLeaseEnded (410): the lease was released, expired or is past its
 	// expiry.
 	ReasonLeaseEnded = "LeaseEnded"
+	// ReasonHeartbeatNotEnabled (409): a heartbeat for a lease created
+	// without heartbeat_timeout.
+	ReasonHeartbeatNotEnabled = "HeartbeatNotEnabled"
 	// ReasonMemberUnavailable (503, Retry-After): the lease's member is being
 	// deleted or cannot be reached now.
 	ReasonMemberUnavailable = "MemberUnavailable"

@@ -50,6 +50,11 @@ type Lease struct {
 	Extensions int `json:"extensions"`
 	// MaxExtensions caps Extensions.
 	MaxExtensions int `json:"max_extensions"`
+	// HeartbeatTimeout is the lease's heartbeat timeout, empty without one.
+	HeartbeatTimeout string `json:"heartbeat_timeout,omitempty"`
+	// HeartbeatEndsAt is when the lease ends unless a heartbeat comes first
+	// (a lease with a heartbeat timeout that has not ended).
+	HeartbeatEndsAt *time.Time `json:"heartbeat_ends_at,omitempty"`
 	// Kubeconfig for the bound cluster; only once Bound, and only for the owner.
 	Kubeconfig string `json:"kubeconfig,omitempty"`
 
@@ -128,6 +133,10 @@ type CreateLeaseRequest struct {
 	// member's teardown is proven and a receipt kept; refused (422
 	// CleanupModeUnsupported) when the pool's backend cannot prove it.
 	CleanupMode string `json:"cleanupMode,omitempty"`
+	// HeartbeatTimeout such as "2m" (10s to 24h): the lease ends
+	// (HeartbeatMissed) once no POST /v1/leases/{id}/heartbeat came for that
+	// long. Empty: no heartbeats, the lease lasts its ttl.
+	HeartbeatTimeout string `json:"heartbeat_timeout,omitempty"`
 }
 
 // PoolName is Pool, or Profile when Pool is empty.

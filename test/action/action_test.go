@@ -422,6 +422,7 @@ func TestAction(t *testing.T) {
 	t.Run("runs the command on a leased cluster", func(t *testing.T) {
 		r := newRunner(t, g, op.APIURL)
 		r.env["KOBE_ACTION_TTL"] = "12m"
+		r.env["KOBE_ACTION_HEARTBEAT_TIMEOUT"] = "2m"
 		r.env["KOBE_ACTION_COMMAND"] = `echo "lease=$KOBE_LEASE_ID"; grep -q '^kind: Config' "$KUBECONFIG" && echo "kubeconfig at $KUBECONFIG"; exit 7`
 		out, code := r.run(t)
 		t.Logf("action output:\n%s", out)
@@ -431,7 +432,7 @@ func TestAction(t *testing.T) {
 		for _, want := range []string{
 			"kobe " + release + " (", // kobe version of the installed CLI
 			"kubeconfig at ",         // the command saw the lease's kubeconfig
-			"kobe run " + poolName + " --ttl 12m -- sh -c <command>",
+			"kobe run " + poolName + " --ttl 12m --heartbeat-timeout 2m -- sh -c <command>",
 		} {
 			if !strings.Contains(out, want) {
 				t.Errorf("output lacks %q", want)
@@ -464,6 +465,9 @@ func TestAction(t *testing.T) {
 			}
 			if l.Spec.TTL == nil || l.Spec.TTL.Duration != 12*time.Minute {
 				return fmt.Errorf("ttl %v, want 12m", l.Spec.TTL)
+			}
+			if l.Spec.HeartbeatTimeout == nil || l.Spec.HeartbeatTimeout.Duration != 2*time.Minute {
+				return fmt.Errorf("heartbeatTimeout %v, want the input's 2m", l.Spec.HeartbeatTimeout)
 			}
 			if l.Status.BoundAt == nil || l.Status.EndedAt == nil || l.Status.Phase == kobev1.LeaseBound {
 				return fmt.Errorf("phase %s, bound at %v, ended at %v: want bound, then ended", l.Status.Phase, l.Status.BoundAt, l.Status.EndedAt)

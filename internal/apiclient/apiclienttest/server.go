@@ -60,6 +60,7 @@ type Server struct {
 	mu          sync.Mutex
 	now         func() time.Time
 	pools       []wire.Pool
+	heartbeats  []string
 	unavailable map[string]string
 	identities  map[string]Identity
 	leases      map[string]*lease
@@ -206,13 +207,14 @@ func Kubeconfig(id string) string {
 
 // routes maps each route of the API to its methods, for 405 answers.
 var routes = map[string][]string{
-	"/v1/status":              {http.MethodGet},
-	"/v1/whoami":              {http.MethodGet},
-	"/v1/leases":              {http.MethodGet, http.MethodPost},
-	"/v1/leases/{id}":         {http.MethodGet, http.MethodPatch, http.MethodDelete},
-	"/v1/pools":               {http.MethodGet},
-	"/v1/pools/{name}":        {http.MethodGet},
-	"/v1/pools/{name}/leases": {http.MethodGet},
+	"/v1/status":                {http.MethodGet},
+	"/v1/whoami":                {http.MethodGet},
+	"/v1/leases":                {http.MethodGet, http.MethodPost},
+	"/v1/leases/{id}":           {http.MethodGet, http.MethodPatch, http.MethodDelete},
+	"/v1/leases/{id}/heartbeat": {http.MethodPost},
+	"/v1/pools":                 {http.MethodGet},
+	"/v1/pools/{name}":          {http.MethodGet},
+	"/v1/pools/{name}/leases":   {http.MethodGet},
 }
 
 func (s *Server) handler() http.Handler {
@@ -224,6 +226,7 @@ func (s *Server) handler() http.Handler {
 	mux.HandleFunc("GET /v1/leases/{id}", s.authed(s.getLease))
 	mux.HandleFunc("DELETE /v1/leases/{id}", s.authed(s.releaseLease))
 	mux.HandleFunc("PATCH /v1/leases/{id}", s.authed(s.extendLease))
+	mux.HandleFunc("POST /v1/leases/{id}/heartbeat", s.authed(s.heartbeat))
 	mux.HandleFunc("GET /v1/pools", s.authed(s.listPools))
 	mux.HandleFunc("GET /v1/pools/{name}", s.authed(s.getPool))
 	mux.HandleFunc("GET /v1/pools/{name}/leases", s.authed(s.listPoolLeases))
@@ -421,6 +424,15 @@ func (s *Server) createLease(w http.ResponseWriter, _ *http.Request, identity st
 	if ttl == 0 {
 		ttl, _ = time.ParseDuration(p.Policy.TTL)
 	}
+	var heartbeat time.Duration
+	if req.HeartbeatTimeout != "" {
+		d, err := time.ParseDuration(req.HeartbeatTimeout)
+		if err != nil || d < wire.MinHeartbeatTimeout || d > wire.MaxHeartbeatTimeout {
+			writeError(w, http.StatusBadRequest, wire.ReasonBadRequest, "bad request", fmt.Sprintf("heartbeat_timeout %q must be a duration between 10s and 24h", req.HeartbeatTimeout))
+			return
+		}
+		heartbeat = d
+	}
 	if req.Alias != "" && s.activeByAlias(identity, req.Alias) != nil {
 		writeError(w, http.StatusConflict, wire.ReasonAliasInUse, "alias in use", fmt.Sprintf("you already hold an active lease with alias %q; release it or choose another alias", req.Alias))
 		return
@@ -444,6 +456,10 @@ func (s *Server) createLease(w http.ResponseWriter, _ *http.Request, identity st
 			MaxExtensions: s.MaxExtensions, Requester: identity, CreatedAt: wire.WireTime(s.now()),
 		},
 		owner: identity, ttl: ttl, waiting: s.PendingPolls,
+	}
+	if heartbeat > 0 {
+		l.HeartbeatTimeout = wire.FormatTTL(heartbeat)
+		l.HeartbeatEndsAt = wire.WireTime(s.now().Add(heartbeat))
 	}
 	s.leases[l.ID] = l
 	s.order = append(s.order, l.ID)
@@ -626,6 +642,34 @@ func (s *Server) releaseLease(w http.ResponseWriter, r *http.Request, identity s
 		}
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// heartbeat renews a lease with a heartbeat timeout, as the real server
+// does; Heartbeats counts them.
+func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request, identity string, _ []byte) {
+	l := s.own(w, r, identity)
+	if l == nil {
+		return
+	}
+	switch {
+	case l.HeartbeatTimeout == "":
+		writeError(w, http.StatusConflict, wire.ReasonHeartbeatNotEnabled, "lease takes no heartbeats", "lease "+l.ID+" was created without heartbeat_timeout")
+		return
+	case wire.PhaseEnded(l.Phase):
+		writeError(w, http.StatusGone, wire.ReasonLeaseEnded, "lease has ended", "lease "+l.ID+" is "+l.Phase)
+		return
+	}
+	d, _ := time.ParseDuration(l.HeartbeatTimeout)
+	l.HeartbeatEndsAt = wire.WireTime(s.now().Add(d))
+	s.heartbeats = append(s.heartbeats, l.ID)
+	writeJSON(w, http.StatusOK, withoutKubeconfig(s.render(l)))
+}
+
+// Heartbeats lists the lease IDs of the heartbeats received, in order.
+func (s *Server) Heartbeats() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.heartbeats...)
 }
 
 func (s *Server) extendLease(w http.ResponseWriter, r *http.Request, identity string, body []byte) {
