@@ -68,11 +68,12 @@ func measurements() []measurement {
 		{"overload", true, measureOverload},
 		{"refill-local", false, measureRefillLocal},
 		{"scale", false, measureScale},
+		{"heartbeat", false, measureHeartbeats},
 	}
 }
 
 func measurementNames() []string {
-	return []string{"handout", "writes", "cycles", "cycles-warm", "refill", "overload", "refill-local", "scale"}
+	return []string{"handout", "writes", "cycles", "cycles-warm", "refill", "overload", "refill-local", "scale", "heartbeat"}
 }
 
 // figures are one run's numbers by key, e.g. "handout.c16.p99_ms".

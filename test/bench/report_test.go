@@ -135,6 +135,7 @@ func (r *report) goals() []goal {
 	add("API writes per hand-out on the critical path", "writes.handout.critical", 2.0001, true)
 	add(fmt.Sprintf("operator RSS at %.0f members (MB; goal at 10,000)", r.Median["scale.ready_members"]), "scale.rss_mb", 300, true)
 	add("status lag of a pool change, max (ms)", "scale.lag_observed_max_ms", 2000, true)
+	add("API writes per heartbeat", "heartbeat.per_beat", 1, true)
 	return out
 }
 
@@ -309,6 +310,14 @@ func (r *report) markdown() string {
 		w("| status lag of a size change 10 -> 11 (%d pools): status observes the generation, p50 / max | %.0f / %.0f ms |\n",
 			scaleLagSamples, m["scale.lag_observed_p50_ms"], m["scale.lag_observed_max_ms"])
 		w("| ... and counts the 11th member Ready, p50 / max | %.0f / %.0f ms |\n\n", m["scale.lag_ready_p50_ms"], m["scale.lag_ready_max_ms"])
+	}
+
+	if r.has("heartbeat.per_beat") {
+		w("### Heartbeats: %.0f leases beating every %s for %s (heartbeat timeout %s), run once\n\n",
+			m["heartbeat.leases"], heartbeatInterval, heartbeatWindow, heartbeatTimeout)
+		w("| beats | API writes (kobe's) | writes per beat | the grain's bound | beat p50 / p99 |\n|---|---|---|---|---|\n")
+		w("| %.0f | %.0f | %.3f | %.0f | %.1f / %.1f ms |\n\n", m["heartbeat.beats"], m["heartbeat.writes"], m["heartbeat.per_beat"],
+			m["heartbeat.grain_bound"], m["heartbeat.p50_ms"], m["heartbeat.p99_ms"])
 	}
 
 	if r.has("overload.storm.served") {
