@@ -112,7 +112,7 @@ func measureHeartbeats(ctx context.Context, b *bench, _ int) (figures, error) {
 			err = json.Unmarshal(resp, &l)
 		}
 		if err != nil || code != http.StatusOK || l.Phase != wire.PhaseBound {
-			return nil, fmt.Errorf("lease %s after %s of heartbeats: %d %s (%v)", id, heartbeatWindow, code, resp, err)
+			return nil, fmt.Errorf("lease %s after %s of heartbeats: %d %s (%w)", id, heartbeatWindow, code, resp, err)
 		}
 		if err := c.release(ctx, id); err != nil {
 			return nil, err
