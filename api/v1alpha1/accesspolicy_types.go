@@ -152,6 +152,18 @@ type AccessRule struct {
 	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || (duration(self) >= duration('10s') && duration(self) <= duration('24h'))",message="maxHeartbeatTimeout must be between 10s and 24h"
 	MaxHeartbeatTimeout *metav1.Duration `json:"maxHeartbeatTimeout,omitempty"`
 
+	// idleTimeout ends the identity's Proxy-access leases (reason Idle)
+	// once nothing went through the connect proxy to their member for that
+	// long; with the pool's idleTimeout, the shorter applies. Leases of
+	// Direct-access pools are not affected: kobe does not see their
+	// traffic. 10s to 24h.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || (duration(self) >= duration('10s') && duration(self) <= duration('24h'))",message="idleTimeout must be between 10s and 24h"
+	IdleTimeout *metav1.Duration `json:"idleTimeout,omitempty"`
+
 	// maxConcurrentLeases caps the leases the identity may hold at once.
 	// +optional
 	// +kubebuilder:validation:Minimum=1

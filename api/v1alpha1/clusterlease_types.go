@@ -60,6 +60,7 @@ type Requester struct {
 // +kubebuilder:validation:XValidation:rule="has(self.ttl) == has(oldSelf.ttl)",message="ttl is write-once: it cannot be added or removed after creation"
 // +kubebuilder:validation:XValidation:rule="has(self.maxExtensions) == has(oldSelf.maxExtensions)",message="maxExtensions is write-once: it cannot be added or removed after creation"
 // +kubebuilder:validation:XValidation:rule="has(self.heartbeatTimeout) == has(oldSelf.heartbeatTimeout)",message="heartbeatTimeout is write-once: it cannot be added or removed after creation"
+// +kubebuilder:validation:XValidation:rule="has(self.idleTimeout) == has(oldSelf.idleTimeout)",message="idleTimeout is write-once: it cannot be added or removed after creation"
 type ClusterLeaseSpec struct {
 	// pool to lease from.
 	// +required
@@ -116,6 +117,18 @@ type ClusterLeaseSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="heartbeatTimeout is write-once and cannot be changed after creation"
 	HeartbeatTimeout *metav1.Duration `json:"heartbeatTimeout,omitempty"`
 
+	// idleTimeout, when set, ends a bound lease (reason Idle) once no
+	// request went through the connect proxy to its member for that long,
+	// whatever its ttl. Set at creation from the pool's and the policy's
+	// idleTimeout, for Proxy-access leases only. 10s to 24h. Write-once.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || (duration(self) >= duration('10s') && duration(self) <= duration('24h'))",message="idleTimeout must be between 10s and 24h"
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="idleTimeout is write-once and cannot be changed after creation"
+	IdleTimeout *metav1.Duration `json:"idleTimeout,omitempty"`
+
 	// cleanupMode says how the member's destruction is proven. Write-once.
 	// +optional
 	// +kubebuilder:default=Standard
@@ -155,6 +168,13 @@ type ClusterLeaseStatus struct {
 	// deadline plus that grain has passed (lease.HeartbeatEndsAt).
 	// +optional
 	HeartbeatDeadline *metav1.Time `json:"heartbeatDeadline,omitempty"`
+
+	// idleDeadline is the last request through the connect proxy recorded
+	// plus spec.idleTimeout. Recorded at a coarse grain (a quarter of the
+	// timeout); the lease ends once this deadline plus that grain has
+	// passed (lease.IdleEndsAt).
+	// +optional
+	IdleDeadline *metav1.Time `json:"idleDeadline,omitempty"`
 
 	// extensions counts granted extensions.
 	// +optional

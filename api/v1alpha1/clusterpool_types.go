@@ -32,6 +32,7 @@ const (
 )
 
 // ClusterPoolSpec is the pool the operator keeps converging on.
+// +kubebuilder:validation:XValidation:rule="!has(self.idleTimeout) || ((has(self.access) && has(self.access.mode)) ? self.access.mode == 'Proxy' : !(has(self.backend.type) && (self.backend.type == 'local' || self.backend.type == 'sim')))",message="idleTimeout needs access mode Proxy (kobe sees a member's traffic only through its connect proxy): set access.mode: Proxy, or remove idleTimeout"
 // +kubebuilder:validation:XValidation:rule="!has(self.scaling) || !has(self.scaling.minReady) || !has(self.scaling.maxClusters) || self.scaling.maxClusters >= self.scaling.minReady",message="scaling.maxClusters must be greater than or equal to scaling.minReady"
 type ClusterPoolSpec struct {
 	// size is the number of warm (Ready) members to keep. Ignored when scaling is set.
@@ -60,6 +61,17 @@ type ClusterPoolSpec struct {
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
 	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || (duration(self) >= duration('10s') && duration(self) <= duration('24h'))",message="heartbeatTimeout must be between 10s and 24h"
 	HeartbeatTimeout *metav1.Duration `json:"heartbeatTimeout,omitempty"`
+
+	// idleTimeout ends a lease (reason Idle) once nothing went through the
+	// connect proxy to its member for that long, whatever its ttl. Only
+	// for pools whose members are reached through the proxy (access mode
+	// Proxy): with Direct access kobe does not see the traffic. 10s to 24h.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || (duration(self) >= duration('10s') && duration(self) <= duration('24h'))",message="idleTimeout must be between 10s and 24h"
+	IdleTimeout *metav1.Duration `json:"idleTimeout,omitempty"`
 
 	// backend selects the provisioner and holds its settings.
 	// +optional

@@ -190,6 +190,9 @@ const (
 	// ReasonHeartbeatMissed: the lease's holder sent no heartbeat within
 	// spec.heartbeatTimeout.
 	ReasonHeartbeatMissed = "HeartbeatMissed"
+	// ReasonIdle: nothing went through the connect proxy to the lease's
+	// member within spec.idleTimeout.
+	ReasonIdle = "Idle"
 	// ReasonQueueTimeout: the lease waited longer than the pool's queueTimeout.
 	ReasonQueueTimeout = "QueueTimeout"
 	// ReasonPoolNotFound: the lease names a pool that does not exist.

@@ -188,7 +188,7 @@ func run(ctx context.Context, o options) error {
 	})
 	connectOpts := connect.Options{
 		Namespace: o.namespace, Reader: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Informers: mgr.GetCache(),
-		Clock: clk, Log: apiLog.WithName("connect"),
+		Clock: clk, Log: apiLog.WithName("connect"), Activity: leases.RecordActivity,
 	}
 	o.api.ApplyConnect(&connectOpts)
 	apiOpts := apiserver.Options{

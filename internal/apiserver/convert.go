@@ -38,6 +38,12 @@ func toWireLease(v *leaseservice.Lease) wire.Lease {
 	if l.Status.BoundAt != nil {
 		out.BoundAt = wire.WireTime(l.Status.BoundAt.Time)
 	}
+	if timeout, ok := lease.IdleTimeout(l); ok {
+		out.IdleTimeout = wire.FormatTTL(timeout)
+		if ends := lease.IdleEndsAt(l); !ends.IsZero() && !lease.IsEnded(l.Status.Phase) {
+			out.IdleEndsAt = wire.WireTime(ends)
+		}
+	}
 	if timeout, ok := lease.HeartbeatTimeout(l); ok {
 		out.HeartbeatTimeout = wire.FormatTTL(timeout)
 		if !lease.IsEnded(l.Status.Phase) {

@@ -96,6 +96,15 @@ func (p *Principal) MaxHeartbeatTimeout() time.Duration {
 	return p.Rule.MaxHeartbeatTimeout.Duration
 }
 
+// IdleTimeout is the rule's idleTimeout for Proxy-access leases
+// (lease.ResolveIdleTimeout); 0 when the rule sets none.
+func (p *Principal) IdleTimeout() time.Duration {
+	if p == nil || p.Rule.IdleTimeout == nil {
+		return 0
+	}
+	return p.Rule.IdleTimeout.Duration
+}
+
 // MaxExtensions is how often a lease may be extended (DefaultMaxExtensions
 // unless the rule says otherwise).
 func (p *Principal) MaxExtensions() int32 {

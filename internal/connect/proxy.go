@@ -33,6 +33,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/credentials/leasecreds"
 	"github.com/kunobi-ninja/kobe/internal/credentials/memberaccess"
 	"github.com/kunobi-ninja/kobe/internal/index"
+	"github.com/kunobi-ninja/kobe/internal/lease"
 	"github.com/kunobi-ninja/kobe/internal/wire"
 )
 
@@ -67,6 +68,11 @@ type Options struct {
 	Informers cache.Informers
 	Clock     clock.WithDelayedExecution
 	Log       logr.Logger
+	// Activity, when set, is told of every checked request to a lease's
+	// member, and of open ones every quarter of the lease's idle timeout
+	// (idle release, leaseservice.Service.RecordActivity). It must return
+	// at once.
+	Activity func(l *kobev1.ClusterLease)
 	// MaxInFlight bounds concurrent connect requests (DefaultMaxInFlight).
 	MaxInFlight int
 	// MaxStreamsPerLease bounds one lease's concurrent connect requests
@@ -230,6 +236,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	s.timer = p.opts.Clock.AfterFunc(end.Sub(p.opts.Clock.Now()), s.close)
 	defer s.timer.Stop()
+	defer p.keepActive(t.lease)()
 
 	p.forward(w, r.WithContext(ctx), t, s, route, rest)
 }
@@ -613,4 +620,45 @@ func writeRefusal(w http.ResponseWriter, r *Refusal) {
 		Status:   metav1.StatusFailure, Message: msg, Reason: r.Reason, Code: r.Code,
 		Error: r.Message, Detail: r.Detail,
 	})
+}
+
+// keepActive reports the lease's activity (Options.Activity) now, every
+// quarter of its idle timeout while the request stays open (a watch, an exec
+// session: someone is using the member), and when the returned func is
+// called at the request's end.
+func (p *Proxy) keepActive(l *kobev1.ClusterLease) (done func()) {
+	report := p.opts.Activity
+	if report == nil {
+		return func() {}
+	}
+	report(l)
+	timeout, ok := lease.IdleTimeout(l)
+	if !ok {
+		return func() {}
+	}
+	var (
+		mu      sync.Mutex
+		stopped bool
+		timer   clock.Timer
+	)
+	var tick func()
+	tick = func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped {
+			return
+		}
+		report(l)
+		timer = p.opts.Clock.AfterFunc(lease.HeartbeatGrain(timeout), tick)
+	}
+	mu.Lock()
+	timer = p.opts.Clock.AfterFunc(lease.HeartbeatGrain(timeout), tick)
+	mu.Unlock()
+	return func() {
+		mu.Lock()
+		stopped = true
+		timer.Stop()
+		mu.Unlock()
+		report(l)
+	}
 }

@@ -64,18 +64,27 @@ func RecordHeartbeat(l *kobev1.ClusterLease, now time.Time) bool {
 	if !ok {
 		return false
 	}
-	next := now.Add(timeout)
-	if next.Sub(HeartbeatDeadline(l)) < HeartbeatGrain(timeout) {
-		return false
+	next, moved := advanceDeadline(HeartbeatDeadline(l), timeout, now)
+	if moved {
+		l.Status.HeartbeatDeadline = next
 	}
-	// The API keeps seconds: round up, never recording a deadline earlier
-	// than the beat earned.
+	return moved
+}
+
+// advanceDeadline is the deadline a sign of life at now earns (now plus
+// timeout, rounded up to the second the API keeps, never earlier than the
+// sign earned), and whether it moves recorded by a grain or more: the
+// coarse recording of heartbeats and of connect-proxy activity.
+func advanceDeadline(recorded time.Time, timeout time.Duration, now time.Time) (*metav1.Time, bool) {
+	next := now.Add(timeout)
+	if next.Sub(recorded) < HeartbeatGrain(timeout) {
+		return nil, false
+	}
 	if r := next.Truncate(time.Second); r.Before(next) {
 		next = r.Add(time.Second)
 	}
 	t := metav1.NewTime(next.UTC())
-	l.Status.HeartbeatDeadline = &t
-	return true
+	return &t, true
 }
 
 // ResolveHeartbeatTimeout is the heartbeat timeout a new lease gets:

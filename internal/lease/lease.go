@@ -87,25 +87,40 @@ type Ending struct {
 // CheckEnd decides whether a Bound or queued lease ends at now: a bound lease
 // at expiresAt, a queued one once it has waited the pool's queue timeout
 // since it was queued (QueuedAt), either of them once its holder's
-// heartbeats stopped (HeartbeatEndsAt).
+// heartbeats stopped (HeartbeatEndsAt), a bound one once it has been idle
+// (IdleEndsAt).
 func CheckEnd(l *kobev1.ClusterLease, queueTimeout time.Duration, now time.Time) Ending {
 	e := checkTime(l, queueTimeout, now)
 	if e.End || IsEnded(l.Status.Phase) {
 		return e
 	}
-	ends := HeartbeatEndsAt(l)
-	if ends.IsZero() {
-		return e
-	}
-	left := ends.Sub(now)
-	if left <= 0 {
-		timeout, _ := HeartbeatTimeout(l)
-		return Ending{End: true, Phase: kobev1.LeaseExpired, Reason: kobev1.ReasonHeartbeatMissed,
-			Message: fmt.Sprintf("no heartbeat from the lease's holder within its heartbeat timeout %s (the last recorded one moved the deadline to %s)",
-				timeout, HeartbeatDeadline(l).UTC().Format(time.RFC3339))}
-	}
-	if e.RecheckAfter <= 0 || left < e.RecheckAfter {
-		e.RecheckAfter = left
+	for _, silence := range []struct {
+		ends   time.Time
+		ending func() Ending
+	}{
+		{HeartbeatEndsAt(l), func() Ending {
+			timeout, _ := HeartbeatTimeout(l)
+			return Ending{End: true, Phase: kobev1.LeaseExpired, Reason: kobev1.ReasonHeartbeatMissed,
+				Message: fmt.Sprintf("no heartbeat from the lease's holder within its heartbeat timeout %s (the last recorded one moved the deadline to %s)",
+					timeout, HeartbeatDeadline(l).UTC().Format(time.RFC3339))}
+		}},
+		{IdleEndsAt(l), func() Ending {
+			timeout, _ := IdleTimeout(l)
+			return Ending{End: true, Phase: kobev1.LeaseExpired, Reason: kobev1.ReasonIdle,
+				Message: fmt.Sprintf("no request through the connect proxy within the lease's idle timeout %s (the last recorded one moved the deadline to %s)",
+					timeout, IdleDeadline(l).UTC().Format(time.RFC3339))}
+		}},
+	} {
+		if silence.ends.IsZero() {
+			continue
+		}
+		left := silence.ends.Sub(now)
+		if left <= 0 {
+			return silence.ending()
+		}
+		if e.RecheckAfter <= 0 || left < e.RecheckAfter {
+			e.RecheckAfter = left
+		}
 	}
 	return e
 }

@@ -37,6 +37,10 @@ type CreateRequest struct {
 	// HeartbeatTimeout ends the lease once its holder is silent that long
 	// (lease.CheckEnd); 0: no heartbeats.
 	HeartbeatTimeout time.Duration
+	// IdleTimeout ends the bound lease once nothing went through the
+	// connect proxy that long; resolved from the pool and the policy, not
+	// asked for by callers.
+	IdleTimeout time.Duration
 }
 
 // Create requests a lease of req.Pool for p. It is admitted first (admit,
@@ -64,6 +68,7 @@ func (s *Service) Create(ctx context.Context, p *auth.Principal, req CreateReque
 	}
 	pl := in.pool
 	req.HeartbeatTimeout = lease.ResolveHeartbeatTimeout(req.HeartbeatTimeout, poolHeartbeatTimeout(pl), p.MaxHeartbeatTimeout())
+	req.IdleTimeout = resolveIdleTimeout(pl, p)
 
 	// From here on the caller cannot cancel: a request that passed the
 	// checks above is carried out (its lease created, then bound or queued)
@@ -287,6 +292,9 @@ func (s *Service) newLease(p *auth.Principal, poolName string, ttl time.Duration
 	if req.HeartbeatTimeout > 0 {
 		l.Spec.HeartbeatTimeout = &metav1.Duration{Duration: req.HeartbeatTimeout}
 	}
+	if req.IdleTimeout > 0 {
+		l.Spec.IdleTimeout = &metav1.Duration{Duration: req.IdleTimeout}
+	}
 	lease.StampQueuedAt(l, s.opts.Clock.Now())
 	return l, nil
 }
@@ -439,6 +447,20 @@ func (s *Service) markPending(ctx context.Context, l *kobev1.ClusterLease) {
 		s.opts.Log.V(1).Info("Could not mark lease pending", "lease", l.Name, "error", err.Error())
 		*l = *before
 	}
+}
+
+// resolveIdleTimeout is the idle timeout of a new lease of pl for p: the
+// shorter of the pool's and the rule's, for a pool whose members are
+// reached through the connect proxy only (the only traffic kobe sees).
+func resolveIdleTimeout(pl *kobev1.ClusterPool, p *auth.Principal) time.Duration {
+	if pl == nil || pool.AccessMode(&pl.Spec) != kobev1.AccessProxy {
+		return 0
+	}
+	var fromPool time.Duration
+	if pl.Spec.IdleTimeout != nil {
+		fromPool = pl.Spec.IdleTimeout.Duration
+	}
+	return lease.ResolveIdleTimeout(fromPool, p.IdleTimeout())
 }
 
 // poolHeartbeatTimeout is pl's spec.heartbeatTimeout, 0 when unset.

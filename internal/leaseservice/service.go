@@ -74,6 +74,8 @@ type Service struct {
 	// requesters serialise the ledger writes of one requester within this
 	// process; across replicas the ledger's resourceVersion does.
 	requesters requesterLocks
+	// activity dedupes the recording of connect activity (RecordActivity).
+	activity activityLog
 }
 
 // New returns a service.

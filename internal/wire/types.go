@@ -55,6 +55,12 @@ type Lease struct {
 	// HeartbeatEndsAt is when the lease ends unless a heartbeat comes first
 	// (a lease with a heartbeat timeout that has not ended).
 	HeartbeatEndsAt *time.Time `json:"heartbeat_ends_at,omitempty"`
+	// IdleTimeout is the lease's idle timeout (its pool's or its policy's;
+	// Proxy access only), empty without one.
+	IdleTimeout string `json:"idle_timeout,omitempty"`
+	// IdleEndsAt is when the bound lease ends unless a request goes through
+	// the connect proxy to its member first.
+	IdleEndsAt *time.Time `json:"idle_ends_at,omitempty"`
 	// Kubeconfig for the bound cluster; only once Bound, and only for the owner.
 	Kubeconfig string `json:"kubeconfig,omitempty"`
 

@@ -385,8 +385,9 @@ func (r *Reconciler) end(ctx context.Context, s *scope, phase kobev1.LeasePhase,
 	s.log.Info("Lease ended", "phase", phase, "reason", reason)
 	// An Event only for an end a person acts on; released and expired
 	// leases are routine (their status says so). A missed heartbeat is a
-	// holder that died (a killed runner) without releasing.
-	if reason == kobev1.ReasonInstanceLost || reason == kobev1.ReasonCleanupModeUnsupported || reason == kobev1.ReasonHeartbeatMissed {
+	// holder that died (a killed runner) without releasing; an idle one a
+	// cluster nobody used.
+	if reason == kobev1.ReasonInstanceLost || reason == kobev1.ReasonCleanupModeUnsupported || reason == kobev1.ReasonHeartbeatMissed || reason == kobev1.ReasonIdle {
 		s.cond.Event(s.lease, corev1.EventTypeWarning, reason, "End", msg)
 	}
 	return nil
