@@ -2,11 +2,18 @@ package apiserver
 
 import (
 	"context"
+	"errors"
 	"flag"
+	"fmt"
+	"net"
+	"net/url"
+	"slices"
+	"strings"
 
 	"github.com/go-logr/logr"
 
 	"github.com/kunobi-ninja/kobe/internal/connect"
+	"github.com/kunobi-ninja/kobe/internal/wire"
 )
 
 // Flags are the operator's flags of the lease API and its connect proxy.
@@ -24,7 +31,15 @@ type Flags struct {
 	MaxInFlight                                   int
 	ConnectURL                                    string
 	ConnectMaxInFlight, ConnectMaxStreamsPerLease int
+	// LoginIssuer, LoginClientID and LoginScopes (comma-separated) are what
+	// GET /.well-known/kunobi-auth publishes for `kobe login` (Apply).
+	LoginIssuer, LoginClientID, LoginScopes string
 }
+
+// DefaultLoginScopes are the scopes `kobe login` asks for when
+// --login-scopes is not given: the ID token (openid), the claims policies
+// usually map (email, profile), and a refresh token (offline_access).
+const DefaultLoginScopes = "openid,email,profile,offline_access"
 
 // Bind registers the flags on fs with their defaults.
 func (f *Flags) Bind(fs *flag.FlagSet) {
@@ -35,20 +50,65 @@ func (f *Flags) Bind(fs *flag.FlagSet) {
 	fs.StringVar(&f.TLSCAFile, "api-tls-ca-file", "", "PEM CA that verifies --api-tls-cert-file, put in the kubeconfigs of leases reached through the connect proxy (pools with access mode Proxy); empty leaves them to the system's trust roots.")
 	fs.StringVar(&f.ConnectURL, "connect-url", "", "Base URL (https://host[:port]) under which lease holders reach the connect proxy: Proxy-mode kubeconfigs point at <url>/connect/<lease>. Empty: https://<the Host of the API request that returned the kubeconfig>. Proxy access needs --api-tls-cert-file.")
 	fs.IntVar(&f.ConnectMaxStreamsPerLease, "connect-max-streams-per-lease", connect.DefaultMaxStreamsPerLease, "Concurrent connect proxy requests of one lease on this replica (watches, exec, attach, logs -f and port-forward sessions included) before answering 429, so that one lease cannot take every --connect-max-in-flight slot.")
+	fs.StringVar(&f.LoginIssuer, "login-issuer", "", "OIDC issuer URL that people log in with (`kobe login`), published at GET /.well-known/kunobi-auth; an AccessPolicy of method oidc must trust it with --login-client-id among its audiences. Empty: no login is published (404).")
+	fs.StringVar(&f.LoginClientID, "login-client-id", "", "Public OAuth client ID (no secret; device and authorization code + PKCE flows, redirect http://127.0.0.1) of --login-issuer; its ID tokens carry it as their audience.")
+	fs.StringVar(&f.LoginScopes, "login-scopes", DefaultLoginScopes, "Comma-separated scopes `kobe login` asks --login-issuer for; openid is added when missing.")
 	fs.IntVar(&f.ConnectMaxInFlight, "connect-max-in-flight", connect.DefaultMaxInFlight, "Concurrent connect proxy requests (open watches and exec, attach, logs -f and port-forward sessions included) served before answering 429; separate from --api-max-in-flight.")
 }
 
-// Validate refuses nothing: the address is resolved by the operator's
-// listen rules, limits of 0 or less take the defaults (New and
-// connect.New), and Start checks --connect-url against TLS and loads the
-// certificate.
-func (f Flags) Validate() error { return nil }
+// Validate refuses a login half configured or an issuer that is not an
+// https:// URL (http:// on loopback only, for tests). The address is
+// resolved by the operator's listen rules, limits of 0 or less take the
+// defaults (New and connect.New), and Start checks --connect-url against
+// TLS and loads the certificate.
+func (f Flags) Validate() error {
+	if (f.LoginIssuer == "") != (f.LoginClientID == "") {
+		return errors.New("--login-issuer and --login-client-id go together: give both to publish a login for `kobe login`, or neither")
+	}
+	if f.LoginIssuer == "" {
+		return nil
+	}
+	u, err := url.Parse(f.LoginIssuer)
+	if err != nil || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return fmt.Errorf("--login-issuer %q is not an issuer URL such as https://idp.example.com", f.LoginIssuer)
+	}
+	if u.Scheme != "https" && (u.Scheme != "http" || !isLoopback(u.Hostname())) {
+		return fmt.Errorf("--login-issuer %q must be https:// (http:// only on loopback)", f.LoginIssuer)
+	}
+	if len(f.loginScopes()) == 0 {
+		return errors.New("--login-scopes names no scope")
+	}
+	return nil
+}
+
+// loginScopes are --login-scopes as a list, with openid first when missing.
+func (f Flags) loginScopes() []string {
+	var scopes []string
+	for s := range strings.SplitSeq(f.LoginScopes, ",") {
+		if s = strings.TrimSpace(s); s != "" && !slices.Contains(scopes, s) {
+			scopes = append(scopes, s)
+		}
+	}
+	if len(scopes) > 0 && !slices.Contains(scopes, "openid") {
+		scopes = append([]string{"openid"}, scopes...)
+	}
+	return scopes
+}
+
+func isLoopback(host string) bool {
+	ip := net.ParseIP(host)
+	return host == "localhost" || (ip != nil && ip.IsLoopback())
+}
 
 // Apply sets the server's options that come from the flags: the address,
-// the TLS files, the connect URL and the in-flight limit.
+// the TLS files, the connect URL, the in-flight limit and the login that
+// GET /.well-known/kunobi-auth publishes.
 func (f Flags) Apply(o *Options) {
 	o.Addr, o.MaxInFlight = f.BindAddress, f.MaxInFlight
 	o.TLSCertFile, o.TLSKeyFile, o.ConnectURL = f.TLSCertFile, f.TLSKeyFile, f.ConnectURL
+	if f.LoginIssuer != "" {
+		o.Login = &wire.LoginDiscovery{Issuer: f.LoginIssuer, ClientID: f.LoginClientID, Scopes: f.loginScopes()}
+	}
 }
 
 // ApplyConnect sets the connect proxy's limits from the flags.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 
 	"github.com/go-logr/logr"
@@ -12,12 +13,14 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/connect"
 	"github.com/kunobi-ninja/kobe/internal/leaseservice"
 	"github.com/kunobi-ninja/kobe/internal/testenv/flagtest"
+	"github.com/kunobi-ninja/kobe/internal/wire"
 )
 
 func TestFlagDefaults(t *testing.T) {
 	f, err := flagtest.Validate[apiserver.Flags](t)
 	want := apiserver.Flags{MaxInFlight: apiserver.DefaultMaxInFlight,
-		ConnectMaxInFlight: connect.DefaultMaxInFlight, ConnectMaxStreamsPerLease: connect.DefaultMaxStreamsPerLease}
+		ConnectMaxInFlight: connect.DefaultMaxInFlight, ConnectMaxStreamsPerLease: connect.DefaultMaxStreamsPerLease,
+		LoginScopes: apiserver.DefaultLoginScopes}
 	if f != want {
 		t.Errorf("defaults %+v, want %+v", f, want)
 	}
@@ -25,7 +28,8 @@ func TestFlagDefaults(t *testing.T) {
 	f = flagtest.Parse[apiserver.Flags](t, "--api-bind-address=:8443", "--api-tls-cert-file=c", "--api-tls-key-file=k", "--api-tls-ca-file=ca",
 		"--connect-url=https://kobe.example", "--api-max-in-flight=5", "--connect-max-in-flight=6", "--connect-max-streams-per-lease=7")
 	want = apiserver.Flags{BindAddress: ":8443", TLSCertFile: "c", TLSKeyFile: "k", TLSCAFile: "ca",
-		ConnectURL: "https://kobe.example", MaxInFlight: 5, ConnectMaxInFlight: 6, ConnectMaxStreamsPerLease: 7}
+		ConnectURL: "https://kobe.example", MaxInFlight: 5, ConnectMaxInFlight: 6, ConnectMaxStreamsPerLease: 7,
+		LoginScopes: apiserver.DefaultLoginScopes}
 	if f != want {
 		t.Errorf("parsed %+v, want %+v", f, want)
 	}
@@ -47,6 +51,9 @@ func TestFlagsApply(t *testing.T) {
 	if o.Addr != ":8443" || o.TLSCertFile != "c" || o.TLSKeyFile != "k" || o.ConnectURL != "https://kobe.example" || o.MaxInFlight != 5 {
 		t.Errorf("server options %+v", o)
 	}
+	if o.Login != nil {
+		t.Errorf("a login is published without --login-issuer: %+v", o.Login)
+	}
 	var c connect.Options
 	f.ApplyConnect(&c)
 	if c.MaxInFlight != 6 || c.MaxStreamsPerLease != 7 {
@@ -59,5 +66,37 @@ func TestFlagsApply(t *testing.T) {
 	f.TLSCertFile = ""
 	if _, _, err := f.ProxyEndpoint(logr.Discard())(t.Context()); !errors.Is(err, leaseservice.ErrProxyNotConfigured) {
 		t.Errorf("proxy endpoint without TLS: %v, want ErrProxyNotConfigured", err)
+	}
+}
+
+// TestLoginFlags: --login-issuer and --login-client-id go together, the
+// issuer is https (http on loopback only), and the scopes published always
+// include openid.
+func TestLoginFlags(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		refuse string
+	}{
+		{"issuer alone", []string{"--login-issuer=https://idp.example.com"}, "--login-issuer and --login-client-id go together"},
+		{"client alone", []string{"--login-client-id=kobe"}, "--login-issuer and --login-client-id go together"},
+		{"plain http elsewhere", []string{"--login-issuer=http://idp.example.com", "--login-client-id=kobe"}, `--login-issuer "http://idp.example.com" must be https://`},
+		{"not a URL", []string{"--login-issuer=idp.example.com", "--login-client-id=kobe"}, `--login-issuer "idp.example.com" is not an issuer URL`},
+		{"a query", []string{"--login-issuer=https://idp.example.com/?x=1", "--login-client-id=kobe"}, `--login-issuer "https://idp.example.com/?x=1" is not an issuer URL`},
+		{"no scope", []string{"--login-issuer=https://idp.example.com", "--login-client-id=kobe", "--login-scopes= , "}, "--login-scopes names no scope"},
+		{"https", []string{"--login-issuer=https://idp.example.com/realms/x", "--login-client-id=kobe"}, ""},
+		{"http on loopback", []string{"--login-issuer=http://127.0.0.1:5556", "--login-client-id=kobe"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := flagtest.Validate[apiserver.Flags](t, tc.args...)
+			flagtest.Refused(t, err, tc.refuse)
+		})
+	}
+	f := flagtest.Parse[apiserver.Flags](t, "--login-issuer=https://idp.example.com", "--login-client-id=kobe-cli", "--login-scopes=email, groups,email")
+	var o apiserver.Options
+	f.Apply(&o)
+	want := wire.LoginDiscovery{Issuer: "https://idp.example.com", ClientID: "kobe-cli", Scopes: []string{"openid", "email", "groups"}}
+	if o.Login == nil || !reflect.DeepEqual(*o.Login, want) {
+		t.Errorf("published login %+v, want %+v", o.Login, want)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/go-logr/logr"
@@ -56,5 +57,36 @@ func TestRootKubernetesPathsGoToTheProxy(t *testing.T) {
 		if rec, _ := serve(path, noCert, nil); rec.Code != http.StatusOK || rec.Body.String() != "ok" {
 			t.Errorf("GET %s: %d %s, want kobe's ok", path, rec.Code, rec.Body)
 		}
+	}
+}
+
+// TestLoginDiscovery: GET /.well-known/kunobi-auth answers the configured
+// login to a caller without credentials, a JSON 404 in the API's error
+// format when none is configured, and a JSON 405 to other methods.
+func TestLoginDiscovery(t *testing.T) {
+	serve := func(s *Server, method string) *httptest.ResponseRecorder {
+		rec := httptest.NewRecorder()
+		s.Handler().ServeHTTP(rec, httptest.NewRequest(method, wire.LoginDiscoveryPath, nil))
+		return rec
+	}
+	var e wire.ErrorBody
+	rec := serve(newIdleServer(t, Options{Log: logr.Discard()}), http.MethodGet)
+	if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil || rec.Code != http.StatusNotFound || e.Reason != wire.ReasonLoginNotConfigured || e.Detail == "" {
+		t.Errorf("without a login: %d %s, want a JSON 404 LoginNotConfigured", rec.Code, rec.Body)
+	}
+	login := &wire.LoginDiscovery{Issuer: "https://idp.example.com", ClientID: "kobe-cli", Scopes: []string{"openid", "email"}}
+	s := newIdleServer(t, Options{Log: logr.Discard(), Login: login})
+	rec = serve(s, http.MethodGet)
+	var got wire.LoginDiscovery
+	if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil || rec.Code != http.StatusOK || got.Issuer != login.Issuer || got.ClientID != login.ClientID || len(got.Scopes) != 2 ||
+		rec.Header().Get("Content-Type") != "application/json" {
+		t.Errorf("with a login: %d %s", rec.Code, rec.Body)
+	}
+	if !strings.Contains(rec.Body.String(), `"client_id":"kobe-cli"`) {
+		t.Errorf("discovery must use the API's snake_case names: %s", rec.Body)
+	}
+	rec = serve(s, http.MethodPost)
+	if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil || rec.Code != http.StatusMethodNotAllowed || e.Reason != wire.ReasonMethodNotAllowed {
+		t.Errorf("POST: %d %s, want a JSON 405", rec.Code, rec.Body)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/connect"
 	"github.com/kunobi-ninja/kobe/internal/credentials/leasecreds"
 	"github.com/kunobi-ninja/kobe/internal/leaseservice"
+	"github.com/kunobi-ninja/kobe/internal/wire"
 )
 
 // Defaults of Options.
@@ -69,6 +70,8 @@ type Options struct {
 	// ConnectURL is ProxyEndpointOptions.ConnectURL, which Start checks:
 	// it must be usable in kubeconfigs, and needs TLS.
 	ConnectURL string
+	// Login is what GET /.well-known/kunobi-auth publishes (nil: 404).
+	Login *wire.LoginDiscovery
 }
 
 // Server is the HTTP API.
@@ -131,6 +134,7 @@ func (s *Server) routes() http.Handler {
 		api.Handle(pattern, s.authenticate(false, h))
 	}
 	api.Handle("GET /v1/status", s.authenticate(true, s.status))
+	api.HandleFunc("GET "+wire.LoginDiscoveryPath, s.loginDiscovery)
 	// The body is read before a slot is taken: a caller that trickles its
 	// body (authenticated or not) holds a connection for at most
 	// BodyReadTimeout, never a slot. Authentication, which SSH signatures

@@ -65,7 +65,7 @@ func TestDefaults(t *testing.T) {
 			t.Errorf("args %q lack %s", c.Args, want)
 		}
 	}
-	for _, not := range []string{"--enable-sim-backend", "--connect-url", "--api-audience", "--local-bin-dir"} {
+	for _, not := range []string{"--enable-sim-backend", "--connect-url", "--api-audience", "--local-bin-dir", "--login-"} {
 		if slices.ContainsFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, not) }) {
 			t.Errorf("args %q have %s", c.Args, not)
 		}
@@ -129,7 +129,8 @@ func TestEveryOptionalValue(t *testing.T) {
 		"--api-audience=kobe:test", "--leader-elect-lease-duration=8s", "--default-max-ttl=2h",
 		"--max-queued-per-owner=5", "--audit-retention=48h", "--zap-log-level=debug", "--api-max-in-flight=50",
 		"--api-tls-ca-file=/etc/kobe/tls/ca.crt", "--connect-url=https://kobe.example.com", "--connect-max-in-flight=300",
-		"--require-network-policy-enforcement=false"} {
+		"--require-network-policy-enforcement=false", "--login-issuer=https://idp.example.com/realms/dev", "--login-client-id=kobe-cli",
+		"--login-scopes=openid,email,groups,offline_access"} {
 		if !slices.Contains(c.Args, want) {
 			t.Errorf("args %q lack %s", c.Args, want)
 		}
@@ -256,6 +257,8 @@ func TestRefused(t *testing.T) {
 		{"self-signed without its CA in kubeconfigs", map[string]any{"api": map[string]any{"tls": map[string]any{"caCert": false}}}, []string{"api.tls.caCert", "self-signed"}},
 		{"typo in selfSigned", map[string]any{"api": map[string]any{"tls": map[string]any{"selfSigned": map[string]any{"extraDNSNames": []any{"x"}}}}}, []string{"/api/tls/selfSigned", "extraDNSNames"}},
 		{"cert-manager without issuer", map[string]any{"api": map[string]any{"tls": map[string]any{"enabled": true, "certManager": map[string]any{"enabled": true}}}}, []string{"issuerRef.name"}},
+		{"login issuer without client", map[string]any{"api": map[string]any{"login": map[string]any{"issuer": "https://idp.example.com"}}}, []string{"api.login.clientId is required"}},
+		{"login issuer over plain http", map[string]any{"api": map[string]any{"login": map[string]any{"issuer": "http://idp.example.com", "clientId": "kobe"}}}, []string{"/api/login/issuer"}},
 		{"ServiceMonitor without metrics", map[string]any{"metrics": map[string]any{"enabled": false, "serviceMonitor": map[string]any{"enabled": true}}}, []string{"metrics.serviceMonitor.enabled needs metrics.enabled"}},
 	}
 	for _, tc := range cases {
