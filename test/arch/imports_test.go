@@ -86,6 +86,7 @@ var leaves = []string{
 	"internal/controller/seen",
 	"internal/credentials/pki",
 	"internal/identity",
+	"internal/login",
 	"internal/metrics",
 	"internal/node",
 	"internal/retention",

@@ -18,8 +18,11 @@ import (
 // keys published so far and can change while tests run (key rotation).
 type Issuer struct {
 	*httptest.Server
-	mu          sync.Mutex
-	keys        []jose.JSONWebKey
+	mu   sync.Mutex
+	keys []jose.JSONWebKey
+	mux  *http.ServeMux
+	// discovery are more fields of the discovery document (see NewLogin).
+	discovery   map[string]any
 	hits        atomic.Int32
 	jwksFetches atomic.Int32
 }
@@ -34,17 +37,23 @@ func New(t testing.TB) *Issuer {
 
 // Start starts an Issuer outside a test (TestMain); the caller closes it.
 func Start() *Issuer {
-	i := &Issuer{}
 	mux := http.NewServeMux()
+	i := &Issuer{mux: mux, discovery: map[string]any{}}
 	mux.HandleFunc("GET /.well-known/openid-configuration", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]any{
+		doc := map[string]any{
 			"issuer":                                i.URL,
 			"jwks_uri":                              i.URL + "/keys",
 			"response_types_supported":              []string{"id_token"},
 			"subject_types_supported":               []string{"public"},
 			"id_token_signing_alg_values_supported": []string{"RS256", "ES256"},
-		})
+		}
+		i.mu.Lock()
+		for k, v := range i.discovery {
+			doc[k] = v
+		}
+		i.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(doc)
 	})
 	mux.HandleFunc("GET /keys", func(w http.ResponseWriter, _ *http.Request) {
 		i.jwksFetches.Add(1)

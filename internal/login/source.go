@@ -1,0 +1,70 @@
+package login
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"time"
+
+	"golang.org/x/oauth2"
+)
+
+// RefreshBefore is how long before its expiry an ID token is renewed, so
+// that a request does not reach the server with a token that expires on
+// the way.
+const RefreshBefore = 10 * time.Second
+
+// Source hands out the ID token of a stored login, refreshing it through
+// its issuer (never another) when it expires within RefreshBefore and
+// passing each new Token to save before it is used.
+type Source struct {
+	mu        sync.Mutex
+	tok       *Token
+	client    *http.Client
+	allowHTTP bool
+	save      func(*Token) error
+}
+
+// NewSource returns a Source of tok that talks to the issuer with client.
+func NewSource(tok *Token, client *http.Client, allowHTTP bool, save func(*Token) error) *Source {
+	return &Source{tok: tok, client: client, allowHTTP: allowHTTP, save: save}
+}
+
+// IDToken returns a current ID token.
+func (s *Source) IDToken(ctx context.Context) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	current := &oauth2.Token{AccessToken: s.tok.IDToken, Expiry: s.tok.Expiry}
+	tok, err := oauth2.ReuseTokenSourceWithExpiry(current, &refresher{ctx: ctx, s: s}, RefreshBefore).Token()
+	if err != nil {
+		return "", err
+	}
+	return tok.AccessToken, nil
+}
+
+// refresher is the oauth2.TokenSource behind IDToken's reuse: it discovers
+// the stored issuer, refreshes, saves, and hands back the ID token.
+type refresher struct {
+	ctx context.Context
+	s   *Source
+}
+
+func (r *refresher) Token() (*oauth2.Token, error) {
+	s := r.s
+	if s.tok.RefreshToken == "" {
+		return nil, ErrNoRefreshToken
+	}
+	p, err := Discover(r.ctx, s.client, Config{Issuer: s.tok.Issuer, ClientID: s.tok.ClientID, Scopes: s.tok.Scopes, AllowHTTP: s.allowHTTP})
+	if err != nil {
+		return nil, err
+	}
+	next, err := p.Refresh(r.ctx, s.tok)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.save(next); err != nil {
+		return nil, err
+	}
+	s.tok = next
+	return &oauth2.Token{AccessToken: next.IDToken, Expiry: next.Expiry}, nil
+}
