@@ -115,9 +115,9 @@ func hint(err error) string {
 	if errors.As(err, &apiErr) {
 		switch apiErr.StatusCode {
 		case http.StatusUnauthorized:
-			return "the server did not accept your credentials: check them with `kobe config view`, --token/--token-file or KOBE_TOKEN, then try `kobe login`"
+			return "the server did not accept your credentials: check them with `kobe config view`, --token/--token-file or KOBE_TOKEN, then try `kobe whoami`"
 		case http.StatusForbidden:
-			return "your AccessPolicy does not allow this: `kobe login` lists the pools you may use"
+			return "your AccessPolicy does not allow this: `kobe whoami` lists the pools you may use"
 		case http.StatusTooManyRequests, http.StatusServiceUnavailable:
 			if apiErr.RetryAfter > 0 {
 				return fmt.Sprintf("try again in %s", humanDuration(apiErr.RetryAfter))
@@ -171,6 +171,8 @@ per call with --endpoint/--token or KOBE_ENDPOINT/KOBE_TOKEN.`,
 		NewCmdPools(flags, streams),
 		NewCmdStatus(flags, streams),
 		NewCmdLogin(flags, streams),
+		NewCmdLogout(flags, streams),
+		NewCmdWhoAmI(flags, streams),
 		NewCmdRun(flags, streams),
 		NewCmdConfig(flags, streams),
 		NewCmdAdmin(streams),

@@ -254,9 +254,13 @@ func TestStatusAndLogin(t *testing.T) {
 	if strings.Contains(r.stdout, "ci-small") {
 		t.Errorf("pools shown without credentials: %s", r)
 	}
-	r = kobe(t, "login")
+	r = kobe(t, "whoami")
 	if r.code != 1 || !strings.Contains(r.stderr, "no credentials configured") {
-		t.Errorf("login without credentials: %s", r)
+		t.Errorf("whoami without credentials: %s", r)
+	}
+	r = kobe(t, "login")
+	if r.code != 1 || !strings.Contains(r.stderr, "publishes no login for people (GET /.well-known/kunobi-auth: 404)") {
+		t.Errorf("login without credentials from a server without login: %s", r)
 	}
 
 	e.withServer(t, srv)
@@ -270,6 +274,9 @@ func TestStatusAndLogin(t *testing.T) {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("login lacks %q: %s", want, r)
 		}
+	}
+	if w := mustKobe(t, "whoami"); w.stdout != r.stdout {
+		t.Errorf("whoami and login (checking configured credentials) differ:\n%s\n%s", w, r)
 	}
 	r = mustKobe(t, "login", "-o", "json")
 	var who wire.WhoAmI

@@ -18,9 +18,12 @@ const (
 	AuthSSH            = "ssh"
 	AuthOIDC           = "oidc"
 	AuthServiceAccount = "serviceaccount"
+	// AuthLogin is a person's OIDC login made by `kobe login`: its ID
+	// token, refreshed when it expires, is kept beside the config file.
+	AuthLogin = "login"
 )
 
-var authMethods = []string{AuthToken, AuthSSH, AuthOIDC, AuthServiceAccount}
+var authMethods = []string{AuthToken, AuthSSH, AuthOIDC, AuthServiceAccount, AuthLogin}
 
 // normalizeAuth checks an auth method name, case-insensitively
 // ("serviceAccount" is accepted), and returns its canonical spelling.

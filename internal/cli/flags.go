@@ -221,6 +221,9 @@ func (f *ConfigFlags) credentials(kctx *Context) (string, apiclient.Credentials,
 	switch auth {
 	case AuthSSH:
 		return sshCredentials(f.getenv("SSH_AUTH_SOCK"), sshKey)
+	case AuthLogin:
+		creds, err := f.loginCredentials(kctx.Name)
+		return AuthLogin, creds, err
 	case AuthServiceAccount:
 		file := kctx.TokenFile
 		if file == "" {
@@ -260,13 +263,7 @@ func (f *ConfigFlags) NewClient(warn io.Writer, needCredentials bool) (*apiclien
 	if _, anonymous := t.Credentials.(apiclient.Anonymous); anonymous && needCredentials {
 		return nil, nil, errNoCredentials
 	}
-	opts := []apiclient.Option{apiclient.WithUserAgent("kobe-cli/" + version.Version)}
-	if t.CAFile != "" {
-		opts = append(opts, apiclient.WithCAFile(t.CAFile))
-	}
-	if t.InsecureSkipTLSVerify {
-		opts = append(opts, apiclient.WithInsecureSkipTLSVerify(true))
-	}
+	opts := t.clientOptions()
 	if err := pinSSHAudience(warn, path, cfg, t, opts); err != nil {
 		return nil, nil, err
 	}
@@ -275,6 +272,19 @@ func (f *ConfigFlags) NewClient(warn io.Writer, needCredentials bool) (*apiclien
 		return nil, nil, err
 	}
 	return c, t, nil
+}
+
+// clientOptions are the API client's options of the Target (its TLS
+// settings and the CLI's user agent), without its credentials.
+func (t *Target) clientOptions() []apiclient.Option {
+	opts := []apiclient.Option{apiclient.WithUserAgent("kobe-cli/" + version.Version)}
+	if t.CAFile != "" {
+		opts = append(opts, apiclient.WithCAFile(t.CAFile))
+	}
+	if t.InsecureSkipTLSVerify {
+		opts = append(opts, apiclient.WithInsecureSkipTLSVerify(true))
+	}
+	return opts
 }
 
 // checkPlainHTTP refuses an http:// endpoint beyond loopback unless

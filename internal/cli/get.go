@@ -218,23 +218,23 @@ func (o *StatusOptions) Run(ctx context.Context) error {
 	return nil
 }
 
-// LoginOptions are the options of `kobe login`.
-type LoginOptions struct {
+// WhoAmIOptions are the options of `kobe whoami`.
+type WhoAmIOptions struct {
 	Output string
 
 	flags   *ConfigFlags
 	streams IOStreams
 }
 
-// NewCmdLogin returns `kobe login`.
-func NewCmdLogin(flags *ConfigFlags, streams IOStreams) *cobra.Command {
-	o := &LoginOptions{flags: flags, streams: streams}
+// NewCmdWhoAmI returns `kobe whoami`.
+func NewCmdWhoAmI(flags *ConfigFlags, streams IOStreams) *cobra.Command {
+	o := &WhoAmIOptions{flags: flags, streams: streams}
 	cmd := &cobra.Command{
-		Use:   "login",
+		Use:   "whoami",
 		Short: "Check your credentials: who the server thinks you are and what you may do",
 		Long: `Ask the server who you are (GET /v1/whoami) with the configured credentials,
 and print your identity, AccessPolicy, the pools you may use and your limits.
-Nothing is stored: configure credentials with 'kobe config set'.`,
+Nothing is stored: configure credentials with 'kobe config set' or 'kobe login'.`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := validateOutput(o.Output); err != nil {
@@ -248,7 +248,7 @@ Nothing is stored: configure credentials with 'kobe config set'.`,
 }
 
 // Run calls whoami and prints the answer.
-func (o *LoginOptions) Run(ctx context.Context) error {
+func (o *WhoAmIOptions) Run(ctx context.Context) error {
 	c, _, err := o.flags.NewClient(o.streams.ErrOut, true)
 	if err != nil {
 		return err
