@@ -35,11 +35,15 @@ import (
 // startServer runs a second API server on the package's manager (its
 // cache and clients), with an Authenticator of its own made from opts
 // (Reader and Namespace filled in), until the test ends. It returns the
-// server's base URL.
-func startServer(t *testing.T, opts auth.Options) string {
+// server's base URL; more change the server's options.
+func startServer(t *testing.T, opts auth.Options, more ...func(*apiserver.Options)) string {
 	t.Helper()
 	opts.Reader, opts.Namespace = fx.mgr.GetCache(), ns
-	srv, err := newServer(fx.mgr, apiserver.Options{Addr: "127.0.0.1:0", Auth: auth.NewAuthenticator(opts), Version: testVersion})
+	apiOpts := apiserver.Options{Addr: "127.0.0.1:0", Auth: auth.NewAuthenticator(opts), Version: testVersion}
+	for _, f := range more {
+		f(&apiOpts)
+	}
+	srv, err := newServer(fx.mgr, apiOpts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,6 +42,9 @@ type Login struct {
 	codes         map[string]*codeGrant   // by authorization code
 	refresh       map[string]bool         // live refresh tokens
 	revoked       []string
+	// received are the form values and Authorization headers of every
+	// request to the login endpoints.
+	received []string
 
 	refreshes, bearers atomic.Int32
 }
@@ -95,6 +98,13 @@ func NewLogin(t testing.TB, clientID string) *Login {
 			if strings.HasPrefix(strings.ToLower(r.Header.Get("Authorization")), "bearer ") {
 				l.bearers.Add(1)
 			}
+			_ = r.ParseForm()
+			l.mu.Lock()
+			l.received = append(l.received, r.Header.Get("Authorization"))
+			for _, vs := range r.Form {
+				l.received = append(l.received, vs...)
+			}
+			l.mu.Unlock()
 			h(w, r)
 		})
 	}
@@ -152,6 +162,19 @@ func (l *Login) Refreshes() int { return int(l.refreshes.Load()) }
 // BearersSeen counts requests to the login endpoints that carried an
 // Authorization: Bearer header (a client must never send one there).
 func (l *Login) BearersSeen() int { return int(l.bearers.Load()) }
+
+// Received reports whether any request to the login endpoints carried
+// secret in a form value or its Authorization header.
+func (l *Login) Received(secret string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, v := range l.received {
+		if strings.Contains(v, secret) {
+			return true
+		}
+	}
+	return false
+}
 
 // Revoked lists the tokens revoked so far.
 func (l *Login) Revoked() []string {
