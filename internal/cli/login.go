@@ -60,8 +60,9 @@ func NewCmdLogin(flags *ConfigFlags, streams IOStreams) *cobra.Command {
 
   kobe login --endpoint https://kobe.example.com
 
-The login is kept for the context (--context, else the current one, else a
-new context named after the endpoint's host, which becomes current): its ID
+The login is kept for the context (--context, else the current one when it
+is of the endpoint, else a new context named after the endpoint's host,
+which becomes current): its ID
 token is sent to the API and renewed with its refresh token when it
 expires, in <config folder>/logins/<context>.json (mode 0600). 'kobe logout'
 revokes and forgets it.
@@ -165,7 +166,9 @@ func (o *LoginOptions) Run(ctx context.Context) error {
 	}
 	kctx := cfg.Context(name)
 	kctx.Auth, kctx.Token, kctx.TokenFile = AuthLogin, "", ""
-	if created || cfg.CurrentContext == "" {
+	// A context named after the endpoint becomes current; one named with
+	// --context or KOBE_CONTEXT only when there is no current context.
+	if (created && asGiven == "" && o.flags.getenv("KOBE_CONTEXT") == "") || cfg.CurrentContext == "" {
 		cfg.CurrentContext = name
 	}
 	if err := SaveConfig(path, cfg); err != nil {
