@@ -150,7 +150,7 @@ func (o *PoolsOptions) Run(ctx context.Context) error {
 		return printJSON(o.streams.Out, pools)
 	}
 	if len(pools) == 0 {
-		_, err = fmt.Fprintln(o.streams.Out, "No pools you may lease from: `kobe login` shows what your AccessPolicy allows.")
+		_, err = fmt.Fprintln(o.streams.Out, "No pools you may lease from: `kobe whoami` shows what your AccessPolicy allows.")
 		return err
 	}
 	return printPoolTable(o.streams.Out, pools)

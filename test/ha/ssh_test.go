@@ -150,8 +150,8 @@ func TestSSHReplayToTheOtherReplica(t *testing.T) {
 	if code, out := kobe("config", "set", "ha", "--endpoint", c.replica(1).APIURL, "--auth", "ssh", "--ssh-key", keyPath+".pub"); code != 0 {
 		t.Fatalf("kobe config set: %s", out)
 	}
-	if code, out := kobe("login"); code != 0 || !strings.Contains(out, "alice@laptop") || !strings.Contains(out, "Pinned the SSH audience") {
-		t.Fatalf("kobe login against r1: exit %d\n%s", code, out)
+	if code, out := kobe("whoami"); code != 0 || !strings.Contains(out, "alice@laptop") || !strings.Contains(out, "Pinned the SSH audience") {
+		t.Fatalf("kobe whoami against r1: exit %d\n%s", code, out)
 	}
 	cfg, err := cli.LoadConfig(cfgPath)
 	if err != nil {
