@@ -23,7 +23,7 @@ const (
 // sends them.
 func Cases() []Case {
 	var cases []Case
-	for _, group := range [][]Case{createCases(), getLeaseCases(), extendCases(), heartbeatCases(), releaseCases(), poolCases(), statusCases(), routeCases(), limitCases()} {
+	for _, group := range [][]Case{createCases(), getLeaseCases(), extendCases(), heartbeatCases(), releaseCases(), poolCases(), statusCases(), loginCases(), routeCases(), limitCases()} {
 		cases = append(cases, group...)
 	}
 	return cases

@@ -215,6 +215,7 @@ var routes = map[string][]string{
 	"/v1/pools":                 {http.MethodGet},
 	"/v1/pools/{name}":          {http.MethodGet},
 	"/v1/pools/{name}/leases":   {http.MethodGet},
+	wire.LoginDiscoveryPath:     {http.MethodGet},
 }
 
 func (s *Server) handler() http.Handler {
@@ -230,6 +231,9 @@ func (s *Server) handler() http.Handler {
 	mux.HandleFunc("GET /v1/pools", s.authed(s.listPools))
 	mux.HandleFunc("GET /v1/pools/{name}", s.authed(s.getPool))
 	mux.HandleFunc("GET /v1/pools/{name}/leases", s.authed(s.listPoolLeases))
+	mux.HandleFunc("GET "+wire.LoginDiscoveryPath, func(w http.ResponseWriter, _ *http.Request) {
+		writeError(w, http.StatusNotFound, wire.ReasonLoginNotConfigured, "login not configured", "this fake publishes no login for people")
+	})
 	known := http.NewServeMux()
 	for pattern, methods := range routes {
 		known.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
