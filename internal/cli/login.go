@@ -445,7 +445,9 @@ func (f *ConfigFlags) loginCredentials(name string) (apiclient.Credentials, erro
 		return &loginCredentials{context: name}, err
 	}
 	save := func(t *login.Token) error { return saveLogin(lp, t) }
-	return &loginCredentials{context: name, src: login.NewSource(tok, issuerClient(), f.Insecure, save)}, nil
+	src := login.NewSource(tok, issuerClient(), f.Insecure, save)
+	src.Load = func() (*login.Token, error) { return loadLogin(lp) }
+	return &loginCredentials{context: name, src: src}, nil
 }
 
 // hasLocalBrowser reports whether a browser of this machine can likely

@@ -243,3 +243,33 @@ func TestSourceRefreshesAndSaves(t *testing.T) {
 		t.Errorf("%d requests to the issuer carried a bearer token", n)
 	}
 }
+
+// TestSourceTakesAnotherProcesssRefresh: two processes hold the same
+// login; the first refreshes (and the issuer rotates the refresh token),
+// the second then finds the renewed login stored and uses it instead of
+// refreshing with a refresh token that is no longer valid.
+func TestSourceTakesAnotherProcesssRefresh(t *testing.T) {
+	iss := oidcissuer.NewLogin(t, clientID)
+	iss.SetTTL(5 * time.Second)
+	tok, err := discover(t, iss).Device(t.Context(), approveWhenPrompted(t, iss, true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	iss.SetTTL(time.Hour)
+	var stored *login.Token
+	save := func(t *login.Token) error { stored = t; return nil }
+	load := func() (*login.Token, error) { return stored, nil }
+	a, b := *tok, *tok
+	first := login.NewSource(&a, http.DefaultClient, false, save)
+	first.Load = load
+	second := login.NewSource(&b, http.DefaultClient, false, save)
+	second.Load = load
+	one, err := first.IDToken(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	two, err := second.IDToken(t.Context())
+	if err != nil || two != one || iss.Refreshes() != 1 {
+		t.Fatalf("second process: %v, same token %v, %d refreshes; want the first's renewal", err, two == one, iss.Refreshes())
+	}
+}

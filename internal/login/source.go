@@ -23,11 +23,29 @@ type Source struct {
 	client    *http.Client
 	allowHTTP bool
 	save      func(*Token) error
+	// Load, when set, reads the stored login again before a refresh and
+	// after a failed one: another process may have refreshed it (and the
+	// issuer rotated the refresh token this Source holds).
+	Load func() (*Token, error)
 }
 
 // NewSource returns a Source of tok that talks to the issuer with client.
 func NewSource(tok *Token, client *http.Client, allowHTTP bool, save func(*Token) error) *Source {
 	return &Source{tok: tok, client: client, allowHTTP: allowHTTP, save: save}
+}
+
+// reload takes a stored login that another process renewed, when there is
+// one that is still fresh.
+func (s *Source) reload() bool {
+	if s.Load == nil {
+		return false
+	}
+	stored, err := s.Load()
+	if err != nil || stored == nil || stored.IDToken == s.tok.IDToken || time.Until(stored.Expiry) <= RefreshBefore {
+		return false
+	}
+	s.tok = stored
+	return true
 }
 
 // IDToken returns a current ID token.
@@ -51,6 +69,9 @@ type refresher struct {
 
 func (r *refresher) Token() (*oauth2.Token, error) {
 	s := r.s
+	if s.reload() {
+		return &oauth2.Token{AccessToken: s.tok.IDToken, Expiry: s.tok.Expiry}, nil
+	}
 	if s.tok.RefreshToken == "" {
 		return nil, ErrNoRefreshToken
 	}
@@ -60,6 +81,9 @@ func (r *refresher) Token() (*oauth2.Token, error) {
 	}
 	next, err := p.Refresh(r.ctx, s.tok)
 	if err != nil {
+		if s.reload() {
+			return &oauth2.Token{AccessToken: s.tok.IDToken, Expiry: s.tok.Expiry}, nil
+		}
 		return nil, err
 	}
 	if err := s.save(next); err != nil {
