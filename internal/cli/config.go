@@ -59,6 +59,7 @@ Authentication (--auth):
   serviceaccount  the pod's ServiceAccount token (--token-file, default
                   ` + apiclient.DefaultServiceAccountTokenFile + `)
   ssh             a key of your SSH agent (SSH_AUTH_SOCK), chosen with --ssh-key
+  login           a person's OIDC login, made by 'kobe login' (which sets it)
 
 With ssh, the first use pins the audience the server publishes in GET
 /v1/status and signatures name it; a server that later announces another

@@ -62,10 +62,9 @@ func NewCmdLogin(flags *ConfigFlags, streams IOStreams) *cobra.Command {
 
 The login is kept for the context (--context, else the current one when it
 is of the endpoint, else a new context named after the endpoint's host,
-which becomes current): its ID
-token is sent to the API and renewed with its refresh token when it
-expires, in <config folder>/logins/<context>.json (mode 0600). 'kobe logout'
-revokes and forgets it.
+which becomes current) in <config folder>/logins/<context>.json (mode
+0600): its ID token is sent to the API and renewed with its refresh token
+when it expires. 'kobe logout' revokes and forgets it.
 
 Flows: --browser opens your browser at the issuer and waits for it to come
 back to http://127.0.0.1:<random port> (authorization code with PKCE);
