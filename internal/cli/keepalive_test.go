@@ -183,3 +183,21 @@ func TestRunSendsHeartbeats(t *testing.T) {
 		t.Errorf("--heartbeat-timeout 0 asked for %q, want none", l.HeartbeatTimeout)
 	}
 }
+
+// A lease with heartbeat and idle timeouts says both in kobe lease's
+// comments, so that whoever evals the output learns how it may end early.
+func TestLeasePrintsItsEarlyEnds(t *testing.T) {
+	e := newTestEnv(t)
+	srv := apiclienttest.New(t, apiclienttest.WithIdleTimeout(30*time.Minute))
+	e.withServer(t, srv)
+	r := mustKobe(t, "lease", "ci-small", "--heartbeat-timeout", "2m")
+	for _, want := range []string{
+		"# Ends 2m after its last heartbeat (next: by ",
+		"kobe heartbeat lease-000000000001).",
+		"# Ends when unused for 30m (no request through kobe's connect proxy; next: by ",
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("stdout lacks %q: %s", want, r)
+		}
+	}
+}

@@ -266,6 +266,9 @@ func printBound(w io.Writer, l *wire.Lease, path string, now time.Time) error {
 	if l.HeartbeatTimeout != "" {
 		p.printf("# Ends %s after its last heartbeat (next: by %s; kobe heartbeat %s).\n", l.HeartbeatTimeout, expiry(l.HeartbeatEndsAt, now), l.ID)
 	}
+	if l.IdleTimeout != "" {
+		p.printf("# Ends when unused for %s (no request through kobe's connect proxy; next: by %s).\n", l.IdleTimeout, expiry(l.IdleEndsAt, now))
+	}
 	p.printf("# Kubeconfig written to %s\n", path)
 	p.printf("# Extend with `kobe extend %s`, release with `kobe release %s`.\n", l.ID, l.ID)
 	p.printf("export KUBECONFIG=%s\n", shellQuote(path))

@@ -53,6 +53,9 @@ type Server struct {
 	// MaxConcurrentLeases answers 429 beyond it for identities without a
 	// limit of their own; 0 means no limit.
 	MaxConcurrentLeases int
+	// IdleTimeout, when set, is every new lease's idle timeout, as a pool
+	// or policy with idleTimeout gives the real server's Proxy leases.
+	IdleTimeout time.Duration
 	// SSHAudience is published in GET /v1/status and required in the
 	// signatures WithSSHKeys accepts (DefaultSSHAudience).
 	SSHAudience string
@@ -94,6 +97,9 @@ type Option func(*Server)
 
 // WithPendingPolls makes new leases answer Pending for n GETs.
 func WithPendingPolls(n int) Option { return func(s *Server) { s.PendingPolls = n } }
+
+// WithIdleTimeout gives every new lease idle timeout d.
+func WithIdleTimeout(d time.Duration) Option { return func(s *Server) { s.IdleTimeout = d } }
 
 // WithEndWhilePending ends Pending leases with phase instead of binding them.
 func WithEndWhilePending(phase string) Option { return func(s *Server) { s.EndWhilePending = phase } }
@@ -464,6 +470,10 @@ func (s *Server) createLease(w http.ResponseWriter, _ *http.Request, identity st
 	if heartbeat > 0 {
 		l.HeartbeatTimeout = wire.FormatTTL(heartbeat)
 		l.HeartbeatEndsAt = wire.WireTime(s.now().Add(heartbeat))
+	}
+	if s.IdleTimeout > 0 {
+		l.IdleTimeout = wire.FormatTTL(s.IdleTimeout)
+		l.IdleEndsAt = wire.WireTime(s.now().Add(s.IdleTimeout))
 	}
 	s.leases[l.ID] = l
 	s.order = append(s.order, l.ID)
