@@ -360,3 +360,22 @@ func CgroupPaths(rel string) ([]string, error) {
 	}
 	return out, nil
 }
+
+// UnifiedCgroup is the path of the cgroup rel in the cgroup2 hierarchy
+// (pure v2, or the unified hierarchy of a hybrid host), whether or not it
+// exists; an error when no cgroup2 hierarchy is mounted.
+func UnifiedCgroup(rel string) (string, error) {
+	if err := validRel(rel); err != nil {
+		return "", err
+	}
+	hs, err := hierarchies()
+	if err != nil {
+		return "", err
+	}
+	for _, h := range hs {
+		if h.v2 {
+			return filepath.Join(h.mount, rel), nil
+		}
+	}
+	return "", errors.New("no cgroup2 hierarchy is mounted: members cannot be frozen")
+}

@@ -500,6 +500,13 @@ func (b *Backend) Observe(ctx context.Context, m backend.Member) (backend.Observ
 	if err != nil {
 		return failed("reading member credentials: %v", err), nil
 	}
+	if st.ReadyAt != nil {
+		// A frozen API server answers nothing: say so rather than wait
+		// for a probe's timeout. Whoever thaws it checks it.
+		if isFrozen, err := frozen(string(m.UID)); err == nil && isFrozen {
+			return ready(st, acc, "frozen: its health is checked when it thaws"), nil
+		}
+	}
 	probeErr := probeReady(ctx, acc.adminKubeconfig, st.ReadyAt == nil, readyNodes(st))
 	if probeErr != nil {
 		if ctx.Err() != nil {
@@ -690,6 +697,11 @@ func (b *Backend) destroy(ctx context.Context, rt *memberRT, p paths) error {
 	if err := b.destroyNodeHost(ctx, p); err != nil {
 		return fmt.Errorf("removing the nodes of %s: %w", p.dir, err)
 	}
+	if uid, ok := uidFromDirName(filepath.Base(p.dir)); ok {
+		if err := removeFreezeCgroup(uid); err != nil {
+			return fmt.Errorf("removing the cgroup of %s: %w", p.dir, err)
+		}
+	}
 	if err := os.RemoveAll(p.dir); err != nil {
 		return fmt.Errorf("removing %s: %w", p.dir, err)
 	}
@@ -706,6 +718,9 @@ func (b *Backend) killProcs(ctx context.Context, rt *memberRT, dir string) error
 // killProcsOf is killProcs for the processes of one component ("" for
 // all).
 func (b *Backend) killProcsOf(ctx context.Context, rt *memberRT, dir, component string) error {
+	if err := thawForKill(ctx, dir); err != nil {
+		return fmt.Errorf("thawing %s before stopping it: %w", dir, err)
+	}
 	procs, err := scanProcs(dir)
 	if err != nil {
 		return err
