@@ -3,7 +3,6 @@
 package apiserver_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,7 +14,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -83,24 +81,6 @@ func (c *loginCLI) stored(t *testing.T, endpoint string) login.Token {
 	return tok
 }
 
-// terminal collects what a program writes to its pseudo-terminal.
-type terminal struct {
-	mu  sync.Mutex
-	out bytes.Buffer
-}
-
-func (t *terminal) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.out.Write(p)
-}
-
-func (t *terminal) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.out.String()
-}
-
 var userCode = regexp.MustCompile(`enter the code (\S+)`)
 
 // loginInTerminal runs `kobe login --device` args in a pseudo-terminal
@@ -116,7 +96,7 @@ func (c *loginCLI) loginInTerminal(t *testing.T, decide func(code string) error,
 		t.Fatal(err)
 	}
 	defer tty.Close()
-	term := &terminal{}
+	term := &testenv.Output{}
 	copied := make(chan struct{})
 	go func() {
 		_, _ = io.Copy(term, tty)

@@ -216,24 +216,6 @@ type runner struct {
 	cancelAfter time.Duration
 }
 
-// output is the step's combined output, read while it runs.
-type output struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (o *output) Write(p []byte) (int, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.buf.Write(p)
-}
-
-func (o *output) String() string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.buf.String()
-}
-
 var leaseLine = regexp.MustCompile(`lease=(lease-[0-9a-f]{12})`)
 
 func newRunner(t *testing.T, g *fakeGitHub, endpoint string) *runner {
@@ -271,7 +253,7 @@ func (r *runner) run(t *testing.T) (string, int) {
 	// A process that outlives the script and keeps its output open makes
 	// Wait give up after WaitDelay instead of hanging the test.
 	c.WaitDelay = 10 * time.Second
-	var out output
+	var out testenv.Output
 	c.Stdout, c.Stderr = &out, &out
 	if err := c.Start(); err != nil {
 		t.Fatalf("starting %s: %v", scriptPath, err)

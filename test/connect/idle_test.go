@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -27,23 +26,6 @@ import (
 // idleTimeout is the idle timeout of the idle policy's leases: the
 // shortest the API takes.
 const idleTimeout = 10 * time.Second
-
-// apiAs calls the lease API with token.
-func apiAs(t *testing.T, token, method, path string, body io.Reader) (int, []byte) {
-	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), method, s.APIURL+path, body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := s.client(nil).Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, b
-}
 
 // TestIdleRelease: under a policy whose rule sets idleTimeout, a Proxy
 // lease that nobody uses ends (Expired, reason Idle, a Warning Event)

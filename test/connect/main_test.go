@@ -124,11 +124,17 @@ func kobe(t *testing.T, args ...string) (stdout, stderr string, err error) {
 // api calls the lease API with the suite's token.
 func api(t *testing.T, method, path string, body io.Reader) (int, []byte) {
 	t.Helper()
+	return apiAs(t, s.Token, method, path, body)
+}
+
+// apiAs calls the lease API with token.
+func apiAs(t *testing.T, token, method, path string, body io.Reader) (int, []byte) {
+	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), method, s.APIURL+path, body)
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Authorization", "Bearer "+s.Token)
+	req.Header.Set("Authorization", "Bearer "+token)
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}

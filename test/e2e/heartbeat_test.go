@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -28,36 +27,18 @@ const heartbeatTimeout = 10 * time.Second
 
 // startKobe starts the kobe CLI in a process group of its own (so that a
 // SIGKILL reaches what it runs too) with the suite's endpoint and token.
-func startKobe(t *testing.T, args ...string) (*exec.Cmd, *lockedBuffer) {
+func startKobe(t *testing.T, args ...string) (*exec.Cmd, *testenv.Output) {
 	t.Helper()
 	cmd := exec.Command(filepath.Join(s.bin, "kobe"), args...)
 	cmd.Env = append(os.Environ(), "KOBE_ENDPOINT="+s.apiURL, "KOBE_TOKEN="+s.token, "KOBE_CONFIG="+filepath.Join(t.TempDir(), "c.yaml"))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	out := &lockedBuffer{}
+	out := &testenv.Output{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); _ = cmd.Wait() })
 	return cmd, out
-}
-
-// lockedBuffer collects a process's output while the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // activeLeases are the caller's active leases once there are n, all Bound.

@@ -3,7 +3,6 @@
 package run
 
 import (
-	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -15,7 +14,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -37,24 +35,6 @@ const (
 	stopDeadline = 30 * time.Second
 	ctrlC        = 0x03
 )
-
-// terminal is the output of a program run in a pseudo-terminal.
-type terminal struct {
-	mu  sync.Mutex
-	out bytes.Buffer
-}
-
-func (t *terminal) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.out.Write(p)
-}
-
-func (t *terminal) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.out.String()
-}
 
 // TestMakeRunStopsOnCtrlC types `make run` in a terminal, waits until the
 // demo pool has two Ready members, presses Ctrl-C, and checks that within
@@ -89,7 +69,7 @@ func TestMakeRunStopsOnCtrlC(t *testing.T) {
 	if err != nil {
 		t.Fatalf("starting make run in a terminal: %v", err)
 	}
-	term := &terminal{}
+	term := &testenv.Output{}
 	copied := make(chan struct{})
 	go func() {
 		defer close(copied)
@@ -230,7 +210,7 @@ func TestMakeRunStopsOnCtrlC(t *testing.T) {
 
 // waitOutput waits until the terminal shows want, failing early if make
 // exits first.
-func waitOutput(t *testing.T, term *terminal, exited <-chan error, within time.Duration, want string) {
+func waitOutput(t *testing.T, term *testenv.Output, exited <-chan error, within time.Duration, want string) {
 	t.Helper()
 	testenv.Eventually(t, within, fmt.Sprintf("make run to print %q", want), func() error {
 		if strings.Contains(term.String(), want) {
