@@ -61,6 +61,23 @@ func RecordActivity(l *kobev1.ClusterLease, now time.Time) bool {
 	return moved
 }
 
+// ActivityWriteDue reports whether a request at now must be written for
+// l: whether it moves the idle deadline by a grain past the later of the
+// recorded one and written, a deadline written that the caller's copy of l
+// may not show yet. No copy of l is made: it runs on every proxied request.
+func ActivityWriteDue(l *kobev1.ClusterLease, written, now time.Time) bool {
+	timeout, ok := IdleTimeout(l)
+	if !ok || l.Status.BoundAt == nil {
+		return false
+	}
+	recorded := IdleDeadline(l)
+	if written.After(recorded) {
+		recorded = written
+	}
+	_, due := advanceDeadline(recorded, timeout, now)
+	return due
+}
+
 // ResolveIdleTimeout is the idle timeout of a new lease of a Proxy-access
 // pool: the shorter of the pool's and the caller's rule's, where 0 means
 // unset; 0 when neither sets one.

@@ -5,7 +5,6 @@ import (
 	"sync"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -50,12 +49,7 @@ func (a *activityLog) begin(l *kobev1.ClusterLease, now time.Time) bool {
 	if len(a.entries) > activityPruneAt {
 		a.prune(now)
 	}
-	probe := l.DeepCopy()
-	if e.written.After(lease.IdleDeadline(probe)) {
-		t := e.written
-		probe.Status.IdleDeadline = &metav1.Time{Time: t}
-	}
-	if !lease.RecordActivity(probe, now) {
+	if !lease.ActivityWriteDue(l, e.written, now) {
 		return false
 	}
 	e.inFlight = true
