@@ -3,6 +3,7 @@
 package apiserver_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"testing"
@@ -23,6 +24,10 @@ func TestHeartbeatWritesAtAGrain(t *testing.T) {
 	if l.HeartbeatTimeout != "20s" || l.HeartbeatEndsAt == nil {
 		t.Fatalf("created lease: %+v", l)
 	}
+	// The heartbeat reads the lease from the cache, as GET does.
+	eventually(t, "the lease in the cache", func(context.Context) bool {
+		return call(t, creds, http.MethodGet, "/v1/leases/"+l.ID, nil).code == http.StatusOK
+	})
 	obj := leaseObject(t, l.ID)
 	if obj.Spec.HeartbeatTimeout == nil || obj.Spec.HeartbeatTimeout.Duration != 20*time.Second {
 		t.Fatalf("spec.heartbeatTimeout = %v, want 20s", obj.Spec.HeartbeatTimeout)
@@ -66,6 +71,12 @@ func TestHeartbeatWritesAtAGrain(t *testing.T) {
 	if r := call(t, creds, http.MethodDelete, "/v1/leases/"+l.ID, nil); r.code != http.StatusNoContent {
 		t.Fatalf("release: %s", r)
 	}
+	// A beat answered from the cache may not see the release for a few ms
+	// (an answer, not a write: nothing renews an ended lease); once a read
+	// shows it ended, the beat is 410.
+	eventually(t, "a read to show the release", func(context.Context) bool {
+		return decode[wire.Lease](t, call(t, creds, http.MethodGet, "/v1/leases/"+l.ID, nil), http.StatusOK).Phase == wire.PhaseReleased
+	})
 	requireReason(t, requireError(t, call(t, creds, http.MethodPost, "/v1/leases/"+l.ID+"/heartbeat", nil), http.StatusGone, "lease has ended", "Released"), wire.ReasonLeaseEnded)
 }
 
