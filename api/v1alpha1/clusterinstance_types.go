@@ -25,6 +25,7 @@ const (
 // ClusterInstanceSpec is one member of a pool, frozen at creation from the
 // pool's template.
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.leaseRef) || has(self.leaseRef)",message="leaseRef cannot be removed once set: a member is never rebound"
+// +kubebuilder:validation:XValidation:rule="!has(self.leaseRef) || !has(self.frozen) || !self.frozen",message="a bound member is never frozen: clear frozen before (or instead of) binding it"
 // +kubebuilder:validation:XValidation:rule="self.poolRef == oldSelf.poolRef && self.backend == oldSelf.backend && (has(self.cluster) == has(oldSelf.cluster)) && (!has(self.cluster) || self.cluster == oldSelf.cluster) && (has(self.templateHash) == has(oldSelf.templateHash)) && (!has(self.templateHash) || self.templateHash == oldSelf.templateHash)",message="a member's poolRef, backend, cluster and templateHash are frozen at creation"
 type ClusterInstanceSpec struct {
 	// poolRef is the pool this member was built for.
@@ -60,6 +61,15 @@ type ClusterInstanceSpec struct {
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="leaseRef is immutable once set: a member is never rebound"
 	LeaseRef *LeaseBinding `json:"leaseRef,omitempty"`
+
+	// frozen asks the backend to freeze the member's processes while it
+	// waits for a lease (the pool's warm.running); the pool controller sets
+	// and clears it. The Frozen condition says what the instance controller
+	// did about it. A member whose spec says frozen, or whose Frozen
+	// condition is True, is never handed out; a bound member is never
+	// frozen.
+	// +optional
+	Frozen bool `json:"frozen,omitempty"`
 }
 
 // LeaseBinding is the member's side of a bind: the lease (pinned by UID) and

@@ -145,6 +145,24 @@ type ClusterPoolSpec struct {
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
 	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || duration(self) >= duration('1s')",message="maxIdle must be at least 1s"
 	MaxIdle *metav1.Duration `json:"maxIdle,omitempty"`
+
+	// warm says how the pool's warm (Ready, unleased) members wait.
+	// +optional
+	Warm *WarmSpec `json:"warm,omitempty"`
+}
+
+// WarmSpec says how warm members wait for a lease.
+type WarmSpec struct {
+	// running is how many warm members keep running; the others are
+	// frozen (the cgroup freezer: no CPU while they wait, memory kept) and
+	// thawed, then health-checked, ahead of the leases that wait for them.
+	// Only the local backend with an operator running as root on cgroup v2
+	// freezes; elsewhere every member runs. Set it to the pool's size (or
+	// more) to keep every member running. Unset: 1.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=500
+	Running *int32 `json:"running,omitempty"`
 }
 
 // TemplateChangePolicy says what happens to Ready members when what members

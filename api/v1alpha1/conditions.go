@@ -39,6 +39,11 @@ const (
 	// ConditionFenced (instance): the bound member's API server was stopped
 	// at the start of its teardown, so no credential of its lease works.
 	ConditionFenced = "Fenced"
+	// ConditionFrozen (instance): True while the member's processes are
+	// frozen, or being frozen (spec.frozen); False, reason Thawed, once a
+	// thawed member passed its health check and may be handed out again.
+	// Absent on members never frozen.
+	ConditionFrozen = "Frozen"
 
 	// ConditionBound (lease): the lease holds a member.
 	ConditionBound = "Bound"
@@ -143,6 +148,12 @@ const (
 	// ReasonProbeSucceeded / ReasonProbeFailed: a health probe's outcome.
 	ReasonProbeSucceeded = "ProbeSucceeded"
 	ReasonProbeFailed    = "ProbeFailed"
+	// ReasonFrozen / ReasonThawing / ReasonThawed: the Frozen condition's
+	// states (True; False while the thawed member's health is checked;
+	// False once it passed).
+	ReasonFrozen  = "Frozen"
+	ReasonThawing = "Thawing"
+	ReasonThawed  = "Thawed"
 	// ReasonUnhealthy: the member failed failureThreshold probes in a row.
 	ReasonUnhealthy = "Unhealthy"
 	// ReasonLeaseEnded: the member's lease ended, so the member is destroyed.

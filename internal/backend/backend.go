@@ -161,6 +161,28 @@ type Fencer interface {
 	Fence(ctx context.Context, m Member) error
 }
 
+// Freezer is implemented by backends that can freeze a Ready member's
+// processes while it waits for a lease (local: the cgroup v2 freezer), so
+// that it costs no CPU. The pool controller decides which members freeze
+// (spec.frozen); the instance controller freezes and thaws them, and
+// checks a thawed member's health before it may be handed out. Every
+// method is idempotent and works from what the host keeps (the cgroup),
+// not from memory.
+type Freezer interface {
+	// CanFreeze says whether this operator can freeze members at all
+	// (root, cgroup v2) and, when not, why. It does no blocking IO and
+	// returns the same answer for the backend's whole life.
+	CanFreeze() (ok bool, why string)
+	// Freeze stops every process of a Ready member and returns once the
+	// kernel reports them stopped.
+	Freeze(ctx context.Context, m Member) error
+	// Thaw resumes a frozen member (a member never frozen is left alone)
+	// and returns once the kernel reports it running.
+	Thaw(ctx context.Context, m Member) error
+	// Frozen reports whether the member is frozen (or being frozen).
+	Frozen(m Member) (bool, error)
+}
+
 // Sweeper is implemented by backends that can find members nobody owns.
 type Sweeper interface {
 	// Sweep destroys every member for which owned returns false. It is run

@@ -145,6 +145,29 @@ func Probe(ctx context.Context, kubeconfig []byte, timeout time.Duration) error 
 	return readyz(ctx, cs)
 }
 
+// NodesReady checks that the member has at least want nodes and that every
+// node is Ready: the check of a member with nodes after its thaw.
+func NodesReady(ctx context.Context, kubeconfig []byte, want int32, timeout time.Duration) error {
+	cs, closeIdle, err := newClient(kubeconfig, timeout)
+	if err != nil {
+		return err
+	}
+	defer closeIdle()
+	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("listing nodes: %w", err)
+	}
+	if len(nodes.Items) < int(want) {
+		return fmt.Errorf("%d of %d nodes registered", len(nodes.Items), want)
+	}
+	for i := range nodes.Items {
+		if !isReady(&nodes.Items[i]) {
+			return fmt.Errorf("node %s is not Ready", nodes.Items[i].Name)
+		}
+	}
+	return nil
+}
+
 // newClient builds a clientset with its own transport, so that closing its
 // idle connections afterwards leaves nothing behind.
 func newClient(kubeconfig []byte, timeout time.Duration) (*kubernetes.Clientset, func(), error) {

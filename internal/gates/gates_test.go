@@ -64,6 +64,9 @@ func TestGates(t *testing.T) {
 		}
 		got := eval(nil)
 		expect(t, got, map[string]bool{kobev1.GateInClusterToken: true, kobev1.GateDefaultServiceAccount: true, kobev1.GateNodesReady: false})
+		if err := NodesReady(t.Context(), kubeconfig, 1, 5*time.Second); err == nil || !strings.Contains(err.Error(), "node n1 is not Ready") {
+			t.Errorf("NodesReady with n1 not Ready = %v", err)
+		}
 
 		node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastHeartbeatTime: metav1.Now()}}
 		if err := c.Status().Update(t.Context(), node); err != nil {
@@ -73,6 +76,12 @@ func TestGates(t *testing.T) {
 		expect(t, got, map[string]bool{kobev1.GateAPIServerReachable: true, kobev1.GateInClusterToken: true, kobev1.GateDefaultServiceAccount: true, kobev1.GateNodesReady: true, "ExternalSignal": true})
 		if err := Probe(t.Context(), kubeconfig, 5*time.Second); err != nil {
 			t.Errorf("Probe: %v", err)
+		}
+		if err := NodesReady(t.Context(), kubeconfig, 1, 5*time.Second); err != nil {
+			t.Errorf("NodesReady(1) with n1 Ready: %v", err)
+		}
+		if err := NodesReady(t.Context(), kubeconfig, 2, 5*time.Second); err == nil || !strings.Contains(err.Error(), "1 of 2 nodes registered") {
+			t.Errorf("NodesReady(2) with one node = %v", err)
 		}
 	})
 

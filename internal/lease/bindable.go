@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 )
 
@@ -17,9 +20,22 @@ import (
 var ErrCleanupModeUnsupported = errors.New("cleanupMode VerifiedDestroy is not supported by the pool's backend")
 
 // Bindable reports whether a member can be bound now: Ready, bound to no
-// lease, and not being deleted.
+// lease, not being deleted, and running: neither asked to freeze nor frozen
+// or thawing (Running).
 func Bindable(inst *kobev1.ClusterInstance) bool {
-	return inst.DeletionTimestamp == nil && inst.Spec.LeaseRef == nil && inst.Status.Phase == kobev1.InstanceReady
+	return inst.DeletionTimestamp == nil && inst.Spec.LeaseRef == nil && inst.Status.Phase == kobev1.InstanceReady && Running(inst)
+}
+
+// Running reports whether a member's processes run and were checked: the
+// pool did not ask for it to be frozen, and it is not frozen, or was
+// thawed and passed its health check since (the Frozen condition). A
+// frozen member's API server answers nothing, so it is never handed out.
+func Running(inst *kobev1.ClusterInstance) bool {
+	if inst.Spec.Frozen {
+		return false
+	}
+	c := meta.FindStatusCondition(inst.Status.Conditions, kobev1.ConditionFrozen)
+	return c == nil || (c.Status == metav1.ConditionFalse && c.Reason == kobev1.ReasonThawed)
 }
 
 // CheckCleanupMode refuses a cleanup mode that pool p's backend cannot

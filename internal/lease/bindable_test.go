@@ -21,6 +21,12 @@ func TestBindable(t *testing.T) {
 	}
 	bound := func(m *kobev1.ClusterInstance) { m.Spec.LeaseRef = &kobev1.LeaseBinding{Name: "l", UID: "l-uid"} }
 	deleting := func(m *kobev1.ClusterInstance) { m.DeletionTimestamp = ptr.To(metav1.NewTime(t0)) }
+	askedToFreeze := func(m *kobev1.ClusterInstance) { m.Spec.Frozen = true }
+	frozenCond := func(status metav1.ConditionStatus, reason string) func(*kobev1.ClusterInstance) {
+		return func(m *kobev1.ClusterInstance) {
+			m.Status.Conditions = append(m.Status.Conditions, metav1.Condition{Type: kobev1.ConditionFrozen, Status: status, Reason: reason})
+		}
+	}
 	for _, tc := range []struct {
 		name string
 		inst *kobev1.ClusterInstance
@@ -33,6 +39,12 @@ func TestBindable(t *testing.T) {
 		{"Leased", member(kobev1.InstanceLeased, bound), false},
 		{"Recycling", member(kobev1.InstanceRecycling), false},
 		{"Quarantined", member(kobev1.InstanceQuarantined), false},
+		{"Ready, asked to freeze", member(kobev1.InstanceReady, askedToFreeze), false},
+		{"Ready, frozen", member(kobev1.InstanceReady, frozenCond(metav1.ConditionTrue, kobev1.ReasonFrozen)), false},
+		{"Ready, thawing (health not checked yet)", member(kobev1.InstanceReady, frozenCond(metav1.ConditionFalse, kobev1.ReasonThawing)), false},
+		{"Ready, thawed and checked", member(kobev1.InstanceReady, frozenCond(metav1.ConditionFalse, kobev1.ReasonThawed)), true},
+		{"Ready, thawed, asked to freeze again", member(kobev1.InstanceReady, frozenCond(metav1.ConditionFalse, kobev1.ReasonThawed), askedToFreeze), false},
+		{"Ready, Frozen condition with an unknown reason", member(kobev1.InstanceReady, frozenCond(metav1.ConditionFalse, "Other")), false},
 	} {
 		if got := Bindable(tc.inst); got != tc.want {
 			t.Errorf("%s: Bindable = %v, want %v", tc.name, got, tc.want)

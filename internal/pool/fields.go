@@ -27,6 +27,13 @@ func NotImplemented(spec *kobev1.ClusterPoolSpec, wired bool, b Capabilities) []
 	if l := spec.Backend.Local; l != nil && l.Scheduling && !b.Scheduling {
 		out = append(out, "backend.local.scheduling (this local backend runs no kube-scheduler or nodes)")
 	}
+	if spec.Warm != nil && spec.Warm.Running != nil && !b.Freezing {
+		why := b.FreezingRefusal
+		if why == "" {
+			why = "the " + string(spec.Backend.Type) + " backend does not freeze members"
+		}
+		out = append(out, "warm.running (every warm member runs: "+why+")")
+	}
 	return out
 }
 

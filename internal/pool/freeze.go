@@ -1,13 +1,23 @@
 package pool
 
-import "time"
+import (
+	"cmp"
+	"slices"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+)
 
 // Frozen warm members (issue 28, item 3). A Ready member of the local
 // backend idles at about 4% of a core and nothing while frozen with the
 // cgroup freezer, and answers /readyz within about a second of its thaw
 // (docs/benchmarks.md, "Frozen warm members"). PlanFreeze decides which
-// of a pool's warm members to keep running and which to freeze or thaw; it
-// is not wired into the pool controller yet, so no member is ever frozen.
+// of a pool's warm members to keep running and which to freeze or thaw
+// (the pool controller writes it as each member's spec.frozen);
+// FreezeCandidates is what it decides from.
 
 // DefaultWarmRunning is how many warm members a pool keeps running when it
 // freezes the others (issue 28's default for warm.running).
@@ -116,4 +126,62 @@ func PlanFreeze(in FreezeInput) FreezePlan {
 		}
 	}
 	return plan
+}
+
+// WarmRunning is the pool's warm.running, -1 when unset (PlanFreeze's
+// default).
+func WarmRunning(spec *kobev1.ClusterPoolSpec) int {
+	if spec.Warm == nil || spec.Warm.Running == nil {
+		return -1
+	}
+	return int(*spec.Warm.Running)
+}
+
+// FreezeCandidates are a pool's members as PlanFreeze sees them, in the
+// order they run first: members of the pool's current template (hash)
+// before older ones, which the pool replaces, then the oldest (lowest
+// ordinal) first. Members being deleted are left out: their teardown
+// thaws them. Frozen is what the pool asked (spec.frozen): a member asked
+// to thaw counts as running while it thaws, so it is not thawed twice.
+func FreezeCandidates(members []kobev1.ClusterInstance, hash string) []FreezeCandidate {
+	ordered := make([]*kobev1.ClusterInstance, 0, len(members))
+	for i := range members {
+		if members[i].DeletionTimestamp == nil {
+			ordered = append(ordered, &members[i])
+		}
+	}
+	slices.SortStableFunc(ordered, func(a, b *kobev1.ClusterInstance) int {
+		aOld, bOld := hash != "" && a.Spec.TemplateHash != hash, hash != "" && b.Spec.TemplateHash != hash
+		if aOld != bOld {
+			if aOld {
+				return 1
+			}
+			return -1
+		}
+		return cmp.Or(cmp.Compare(a.Spec.Ordinal, b.Spec.Ordinal), cmp.Compare(a.Name, b.Name))
+	})
+	out := make([]FreezeCandidate, 0, len(ordered))
+	for _, m := range ordered {
+		out = append(out, FreezeCandidate{
+			Name:         m.Name,
+			Ready:        m.Status.Phase == kobev1.InstanceReady,
+			Leased:       m.Spec.LeaseRef != nil,
+			Frozen:       m.Spec.Frozen,
+			RunningSince: runningSince(m),
+		})
+	}
+	return out
+}
+
+// runningSince is when m last became Ready or was asked to thaw (the
+// Frozen condition's move to False).
+func runningSince(m *kobev1.ClusterInstance) time.Time {
+	var t time.Time
+	if m.Status.LastPhaseChange != nil {
+		t = m.Status.LastPhaseChange.Time
+	}
+	if c := meta.FindStatusCondition(m.Status.Conditions, kobev1.ConditionFrozen); c != nil && c.Status == metav1.ConditionFalse && c.LastTransitionTime.After(t) {
+		t = c.LastTransitionTime.Time
+	}
+	return t
 }

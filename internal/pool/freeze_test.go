@@ -4,6 +4,11 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 )
 
 func TestPlanFreeze(t *testing.T) {
@@ -77,5 +82,74 @@ func TestPlanFreeze(t *testing.T) {
 					got.Freeze, got.Thaw, got.RequeueAfter, tc.freeze, tc.thaw, tc.requeue)
 			}
 		})
+	}
+}
+
+func TestFreezeCandidates(t *testing.T) {
+	t0 := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	member := func(name string, ordinal int32, hash string, mutate ...func(*kobev1.ClusterInstance)) kobev1.ClusterInstance {
+		m := kobev1.ClusterInstance{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec:   kobev1.ClusterInstanceSpec{Ordinal: ordinal, TemplateHash: hash},
+			Status: kobev1.ClusterInstanceStatus{Phase: kobev1.InstanceReady, LastPhaseChange: &metav1.Time{Time: t0}}}
+		for _, f := range mutate {
+			f(&m)
+		}
+		return m
+	}
+	thawedAt := func(at time.Time) func(*kobev1.ClusterInstance) {
+		return func(m *kobev1.ClusterInstance) {
+			m.Status.Conditions = []metav1.Condition{{Type: kobev1.ConditionFrozen, Status: metav1.ConditionFalse,
+				Reason: kobev1.ReasonThawed, LastTransitionTime: metav1.Time{Time: at}}}
+		}
+	}
+	frozenAt := func(at time.Time) func(*kobev1.ClusterInstance) {
+		return func(m *kobev1.ClusterInstance) {
+			m.Spec.Frozen = true
+			m.Status.Conditions = []metav1.Condition{{Type: kobev1.ConditionFrozen, Status: metav1.ConditionTrue,
+				Reason: kobev1.ReasonFrozen, LastTransitionTime: metav1.Time{Time: at}}}
+		}
+	}
+	deleting := func(m *kobev1.ClusterInstance) { m.DeletionTimestamp = &metav1.Time{Time: t0} }
+	leased := func(m *kobev1.ClusterInstance) {
+		m.Spec.LeaseRef = &kobev1.LeaseBinding{Name: "l"}
+		m.Status.Phase = kobev1.InstanceLeased
+	}
+
+	got := FreezeCandidates([]kobev1.ClusterInstance{
+		member("old-1", 1, "old"),
+		member("cur-5", 5, "cur", frozenAt(t0.Add(time.Minute))),
+		member("cur-3", 3, "cur", thawedAt(t0.Add(2*time.Minute))),
+		member("cur-4", 4, "cur", deleting),
+		member("cur-7", 7, "cur", leased),
+		member("cur-2", 2, "cur", thawedAt(t0.Add(-time.Minute))),
+	}, "cur")
+	want := []FreezeCandidate{
+		{Name: "cur-2", Ready: true, RunningSince: t0},
+		{Name: "cur-3", Ready: true, RunningSince: t0.Add(2 * time.Minute)},
+		{Name: "cur-5", Ready: true, Frozen: true, RunningSince: t0},
+		{Name: "cur-7", Leased: true, RunningSince: t0},
+		{Name: "old-1", Ready: true, RunningSince: t0},
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("FreezeCandidates =\n%+v\nwant (current template first, by ordinal; deleting left out; running since the later of Ready and thaw)\n%+v", got, want)
+	}
+	if got := FreezeCandidates([]kobev1.ClusterInstance{member("b", 2, "x"), member("a", 1, "y")}, ""); got[0].Name != "a" {
+		t.Errorf("without a template hash the order is by ordinal alone: %+v", got)
+	}
+}
+
+func TestWarmRunning(t *testing.T) {
+	for _, tc := range []struct {
+		spec kobev1.ClusterPoolSpec
+		want int
+	}{
+		{kobev1.ClusterPoolSpec{}, -1},
+		{kobev1.ClusterPoolSpec{Warm: &kobev1.WarmSpec{}}, -1},
+		{kobev1.ClusterPoolSpec{Warm: &kobev1.WarmSpec{Running: ptr.To[int32](0)}}, 0},
+		{kobev1.ClusterPoolSpec{Warm: &kobev1.WarmSpec{Running: ptr.To[int32](4)}}, 4},
+	} {
+		if got := WarmRunning(&tc.spec); got != tc.want {
+			t.Errorf("WarmRunning(%+v) = %d, want %d", tc.spec.Warm, got, tc.want)
+		}
 	}
 }

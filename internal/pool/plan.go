@@ -107,6 +107,10 @@ type Capabilities struct {
 	Scheduling bool
 	// MaxServers is the largest cluster.servers the backend builds; 0 means no limit.
 	MaxServers int32
+	// Freezing is whether the backend freezes warm members here; when not,
+	// FreezingRefusal says why (warm.running is then not acted on).
+	Freezing        bool
+	FreezingRefusal string
 }
 
 // Counters are the pool's exact member counts.

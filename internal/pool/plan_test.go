@@ -433,6 +433,17 @@ func TestDecide(t *testing.T) {
 			conds:       map[string]string{"FieldNotImplemented": "True/FieldNotImplemented", "Capacity": "False/VersionUnavailable"},
 			msgContains: map[string]string{"FieldNotImplemented": `set but not acted on: snapshot (members are not restored from Velero backups); backend.local.scheduling`}},
 	}, {
+		name: "warm.running where members cannot be frozen says why",
+		in: Input{Pool: testPool(size(0), func(p *kobev1.ClusterPool) { p.Spec.Warm = &kobev1.WarmSpec{Running: ptr.To[int32](1)} }),
+			Backend: Capabilities{FreezingRefusal: "the operator is not root"}},
+		want: want{phase: kobev1.PoolHealthy, conds: map[string]string{"FieldNotImplemented": "True/FieldNotImplemented"},
+			msgContains: map[string]string{"FieldNotImplemented": "warm.running (every warm member runs: the operator is not root)"}},
+	}, {
+		name: "warm.running where members are frozen is implemented",
+		in: Input{Pool: testPool(size(0), func(p *kobev1.ClusterPool) { p.Spec.Warm = &kobev1.WarmSpec{Running: ptr.To[int32](1)} }),
+			Backend: Capabilities{Freezing: true}},
+		want: want{phase: kobev1.PoolHealthy, conds: map[string]string{"FieldNotImplemented": "False/AllImplemented"}},
+	}, {
 		name: "cluster.version matching the local backend is implemented",
 		in: Input{Pool: testPool(size(0), func(p *kobev1.ClusterPool) { p.Spec.Cluster.Version = "v1.37.2" }),
 			Backend: Capabilities{KubernetesVersions: []string{"1.37.2"}, Scheduling: true}},

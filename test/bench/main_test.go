@@ -43,6 +43,7 @@ var (
 	flagScaleWait    = flag.Duration("bench.scale-wait", 3*time.Minute, "How long the scale measurement waits for every member to be Ready.")
 	flagRefillSim    = flag.Int("bench.refill-sim-samples", 10, "Samples of the sim refill measurement.")
 	flagRefillLocal  = flag.Int("bench.refill-local-samples", 3, "Samples of the local refill measurement.")
+	flagFrozenRounds = flag.Int("bench.frozen-rounds", 3, "Rounds of three hand-outs of the frozen measurement.")
 	flagOverloadReqs = flag.Int("bench.overload-requests", 1000, "Concurrent requests of the overload measurement.")
 	flagMaxInFlight  = flag.Int("bench.max-in-flight", 50, "--api-max-in-flight of the overload measurement's operator.")
 	flagOperator     = flag.String("bench.operator", "", "The kobe-operator binary (default bin/kobe-operator of the repository).")
@@ -69,11 +70,12 @@ func measurements() []measurement {
 		{"refill-local", false, measureRefillLocal},
 		{"scale", false, measureScale},
 		{"heartbeat", false, measureHeartbeats},
+		{"frozen", false, measureFrozen},
 	}
 }
 
 func measurementNames() []string {
-	return []string{"handout", "writes", "cycles", "cycles-warm", "refill", "overload", "refill-local", "scale", "heartbeat"}
+	return []string{"handout", "writes", "cycles", "cycles-warm", "refill", "overload", "refill-local", "scale", "heartbeat", "frozen"}
 }
 
 // figures are one run's numbers by key, e.g. "handout.c16.p99_ms".

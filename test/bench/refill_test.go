@@ -43,25 +43,7 @@ func measureRefillLocal(ctx context.Context, b *bench, _ int) (figures, error) {
 	if err != nil {
 		return nil, err
 	}
-	stop := op.stop
-	dataRoot := filepath.Join(b.work, "members-"+ns)
-	defer func() {
-		// Members are processes: destroy them through the operator before
-		// stopping it, then make sure nothing is left.
-		err := b.deleteAll(ctx, op, ns, 3*time.Minute)
-		stop()
-		procs, _ := memberproc.Running(dataRoot)
-		var left []memberproc.Process
-		for _, p := range procs {
-			if !strings.Contains(p.Cmdline, "kobe-operator") {
-				left = append(left, p)
-			}
-		}
-		memberproc.Kill(left)
-		if err != nil || len(left) > 0 {
-			fmt.Printf("refill-local cleanup: %v; processes left and killed: %v\n", err, left)
-		}
-	}()
+	defer b.stopLocal(ctx, op, ns, "refill-local")
 	pool := &kobev1.ClusterPool{}
 	pool.Name, pool.Namespace = "refill-local", ns
 	pool.Spec.Size = ptr.To[int32](1)
@@ -74,6 +56,26 @@ func measureRefillLocal(ctx context.Context, b *bench, _ int) (figures, error) {
 	p := percentiles(samples, 0.5, 1)
 	return figures{"refill.local.p50_ms": p[0], "refill.local.max_ms": p[1], "refill.local.n": float64(len(samples)),
 		"refill.local.total_s": time.Since(start).Seconds()}, op.alive()
+}
+
+// stopLocal stops an operator whose namespace ns holds local members: the
+// members are processes, so they are destroyed through the operator before
+// it stops, then nothing of them may be left.
+func (b *bench) stopLocal(ctx context.Context, op *operator, ns, what string) {
+	dataRoot := filepath.Join(b.work, "members-"+ns)
+	err := b.deleteAll(ctx, op, ns, 3*time.Minute)
+	op.stop()
+	procs, _ := memberproc.Running(dataRoot)
+	var left []memberproc.Process
+	for _, p := range procs {
+		if !strings.Contains(p.Cmdline, "kobe-operator") {
+			left = append(left, p)
+		}
+	}
+	memberproc.Kill(left)
+	if err != nil || len(left) > 0 {
+		fmt.Printf("%s cleanup: %v; processes left and killed: %v\n", what, err, left)
+	}
 }
 
 // refill creates pool, waits until its member is Ready, then n times: leases

@@ -320,6 +320,15 @@ func (r *report) markdown() string {
 			m["heartbeat.grain_bound"], m["heartbeat.p50_ms"], m["heartbeat.p99_ms"])
 	}
 
+	if r.has("frozen.thawed.n") {
+		w("### Hand-outs from a pool with frozen members: local, size 3, `warm.running: 1`, %d rounds, run once\n\n", *flagFrozenRounds)
+		w("Each round: two members frozen, one running; three leases asked one after another, each until Bound with a kubeconfig " +
+			"(polled every 50 ms). The first takes the running member; the others wait for a frozen member's thaw and health check.\n\n")
+		w("| | p50 | max |\n|---|---|---|\n")
+		w("| from the running member | %.0f ms | %.0f ms |\n", m["frozen.running.p50_ms"], m["frozen.running.max_ms"])
+		w("| from a frozen member (%.0f hand-outs) | %.0f ms | %.0f ms |\n\n", m["frozen.thawed.n"], m["frozen.thawed.p50_ms"], m["frozen.thawed.max_ms"])
+	}
+
 	if r.has("overload.storm.served") {
 		w("### Overload: %.0f concurrent requests, `--api-max-in-flight %.0f`\n\n", m["overload.requests"], m["overload.limit"])
 		w("Storm: %.0f concurrent GET /v1/leases (authenticated, each on its own connection), %d waves. "+

@@ -106,6 +106,13 @@ type Backend struct {
 
 	// disk holds the last measurement of the members' disk use.
 	disk diskCheck
+
+	// canFreeze caches CanFreeze's answer (freeze.go).
+	canFreeze struct {
+		once sync.Once
+		ok   bool
+		why  string
+	}
 }
 
 // memberRT is what one Backend instance holds in memory about a member. It

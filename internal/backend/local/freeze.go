@@ -24,8 +24,11 @@ import (
 // are moved into cpCgroup, beside its nodes' cgroups; writing
 // cgroup.freeze of NodeCgroup(uid) freezes them all. A frozen member's
 // API server answers nothing, so Observe reports it Ready with a message
-// and no probe, and whoever thaws it checks its health before a hand-out.
-// Nothing in the operator freezes members yet.
+// and no probe, and whoever thaws it checks its health before a hand-out
+// (backend.Freezer: the pool controller decides, the instance controller
+// freezes, thaws and checks).
+
+var _ backend.Freezer = (*Backend)(nil)
 
 // cpCgroup is the cgroup (in the unified hierarchy only) that holds a
 // member's control-plane processes once it has been frozen.
@@ -33,6 +36,35 @@ func cpCgroup(uid string) string { return NodeCgroup(uid) + "/cp" }
 
 // freezeWait bounds the wait for the kernel to report a cgroup (un)frozen.
 const freezeWait = 10 * time.Second
+
+// CanFreeze: members are frozen only by an operator running as root on a
+// host whose cgroup v2 hierarchy has the freezer (cgroup.freeze, Linux
+// 5.2 and later). Probed once, by making and removing an empty cgroup.
+func (b *Backend) CanFreeze() (bool, string) {
+	c := &b.canFreeze
+	c.once.Do(func() { c.ok, c.why = probeFreezer() })
+	return c.ok, c.why
+}
+
+func probeFreezer() (bool, string) {
+	if os.Geteuid() != 0 {
+		return false, "the operator is not root (the cgroup freezer needs it)"
+	}
+	probe := "kobe/freeze-probe-" + strconv.Itoa(os.Getpid())
+	cg, err := node.UnifiedCgroup(probe)
+	if err != nil {
+		return false, err.Error()
+	}
+	if err := os.MkdirAll(cg, 0o755); err != nil {
+		return false, fmt.Sprintf("cannot make a cgroup in the cgroup v2 hierarchy: %v", err)
+	}
+	_, statErr := os.Stat(filepath.Join(cg, "cgroup.freeze"))
+	_ = os.Remove(cg)
+	if statErr != nil {
+		return false, "the cgroup v2 hierarchy has no freezer (cgroup.freeze; Linux 5.2 or later)"
+	}
+	return true, ""
+}
 
 // Freeze stops every process of a Ready member with the cgroup v2 freezer
 // and returns once the kernel reports them frozen. Idempotent. Root only.

@@ -155,6 +155,9 @@ func (r *Reconciler) reconcileReady(ctx context.Context, s *scope) (ctrl.Result,
 	if s.simulated() {
 		return ctrl.Result{}, nil // nothing to probe; see simulated.go
 	}
+	if res, handled, err := r.reconcileFreeze(ctx, s); handled {
+		return res, err
+	}
 	if due := healthDue(s.inst, s.settings.interval, s.now); due > 0 {
 		return ctrl.Result{RequeueAfter: due}, nil
 	}
@@ -209,6 +212,7 @@ func (r *Reconciler) reconcileLeased(ctx context.Context, s *scope) (ctrl.Result
 	if state == leaseEnded {
 		return r.recycle(ctx, s, kobev1.ReasonLeaseEnded, msg)
 	}
+	r.thawLeased(ctx, s)
 	r.setPhase(s, kobev1.InstanceLeased, kobev1.ReasonBound, msg)
 	// The lease watch brings the end of the lease; the backend, the death
 	// of the member (InstanceLost).

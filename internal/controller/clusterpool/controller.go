@@ -67,6 +67,9 @@ type Reconciler struct {
 	// readiness gate before the pool reports ReadinessSignalAbsent;
 	// pool.DefaultSignalGrace when zero.
 	SignalGrace time.Duration
+	// FreezeSettle is how long a warm member runs before it may be frozen;
+	// pool.DefaultFreezeSettle when zero.
+	FreezeSettle time.Duration
 	// MaxConcurrentReconciles; 4 when zero. Pools are independent, and a
 	// pool that fills waits on the API server for each member it creates:
 	// one worker would make a thousand pools fill one after another.
@@ -108,6 +111,8 @@ type scope struct {
 	// plan and queue are what internal/pool decided from the live members.
 	plan  pool.Plan
 	queue int32
+	// members are the members the plan was made from.
+	members []kobev1.ClusterInstance
 	// demandRequeue is when status.demand must be measured again (a lease
 	// still inside the cache lag, or a bucket leaving the window); 0: none.
 	demandRequeue time.Duration
@@ -167,11 +172,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 			return ctrl.Result{}, err
 		}
 	}
-	if res, retErr = r.scaleDown(ctx, s); retErr == nil && s.demandRequeue > 0 &&
-		(res.RequeueAfter <= 0 || s.demandRequeue < res.RequeueAfter) {
-		res.RequeueAfter = s.demandRequeue
+	if res, retErr = r.scaleDown(ctx, s); retErr != nil || s.patch.Done() {
+		return res, retErr
 	}
-	return res, retErr
+	freezeAgain, err := r.freezeWarm(ctx, s)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	for _, again := range []time.Duration{s.demandRequeue, freezeAgain} {
+		if again > 0 && (res.RequeueAfter <= 0 || again < res.RequeueAfter) {
+			res.RequeueAfter = again
+		}
+	}
+	return res, nil
 }
 
 // decide gathers the pool's members, leases and queue, measures its demand
@@ -209,6 +222,7 @@ func (r *Reconciler) decide(ctx context.Context, s *scope) error {
 	}
 	s.plan = r.plan(s, members)
 	if !acts(s.plan) || r.expected.seen(s.pool.UID, members, s.conds.Now) {
+		s.members = members
 		return nil
 	}
 	if members, err = r.members(ctx, s.pool, r.APIReader); err != nil {
@@ -218,6 +232,7 @@ func (r *Reconciler) decide(ctx context.Context, s *scope) error {
 		return err
 	}
 	s.plan = r.plan(s, members)
+	s.members = members
 	return nil
 }
 
@@ -327,11 +342,15 @@ func (r *Reconciler) capabilities(t kobev1.BackendType) pool.Capabilities {
 		return pool.Capabilities{}
 	}
 	c := b.Capabilities()
-	return pool.Capabilities{
+	out := pool.Capabilities{
 		KubernetesVersions: slices.Clone(c.KubernetesVersions),
 		MaxServers:         c.MaxServers,
 		Scheduling:         c.Scheduling,
 	}
+	if f, ok := b.(backend.Freezer); ok {
+		out.Freezing, out.FreezingRefusal = f.CanFreeze()
+	}
+	return out
 }
 
 // members lists the pool's ClusterInstances, including those bound to

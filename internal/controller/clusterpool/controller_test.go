@@ -44,6 +44,7 @@ type harness struct {
 	env      *testenv.Env
 	c        client.Client
 	dataRoot string
+	local    *local.Backend
 	// namespaces are those startHarness's manager watches, one per subtest.
 	namespaces *testenv.Namespaces
 }
@@ -77,7 +78,7 @@ func startHarness(t *testing.T) *harness {
 	}
 	backends := backend.Registry{kobev1.BackendLocal: lb}
 	pools := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(ControllerName),
-		Backends: backends, Clock: clock.RealClock{}, SignalGrace: 5 * time.Second}
+		Backends: backends, Clock: clock.RealClock{}, SignalGrace: 5 * time.Second, FreezeSettle: freezeSettle}
 	if err := pools.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +95,7 @@ func startHarness(t *testing.T) *harness {
 		t.Fatal(err)
 	}
 	testenv.StartManager(t, mgr)
-	return &harness{env: env, c: env.Client, dataRoot: dataRoot, namespaces: namespaces}
+	return &harness{env: env, c: env.Client, dataRoot: dataRoot, namespaces: namespaces, local: lb}
 }
 
 // namespace hands one subtest a namespace of its own that the harness's
