@@ -127,7 +127,7 @@ func (b *bench) handouts(ctx context.Context, op *operator, pool string, callers
 	wg.Wait()
 	elapsed := time.Since(start)
 	if err := errors.Join(op.alive(), errors.Join(errs...)); err != nil {
-		return nil, 0, 0, fmt.Errorf("hand-outs from %s with %d callers: %w", pool, callers, err)
+		return nil, 0, 0, fmt.Errorf("hand-outs from %s with %d callers: %w\noperator's errors:\n%s", pool, callers, err, op.errorLines(20))
 	}
 	return lat, elapsed, pending, nil
 }

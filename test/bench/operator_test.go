@@ -76,6 +76,18 @@ func (op *operator) stop() { _ = op.proc.Stop() }
 
 func (op *operator) pid() int { return op.proc.PID() }
 
+// errorLines is the last n lines of the operator's log at level error: a
+// 500 answers "the error has been logged", and this is where.
+func (op *operator) errorLines(n int) string {
+	var out []string
+	for _, l := range strings.Split(op.proc.Log(), "\n") {
+		if strings.Contains(l, `"level":"error"`) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out[max(0, len(out)-n):], "\n")
+}
+
 // rssBytes reads VmRSS from /proc/<pid>/status.
 func rssBytes(pid int) (int64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
