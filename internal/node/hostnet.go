@@ -154,6 +154,11 @@ var (
 // backend's (the in-cluster NetworkPolicy).
 func NotPublicRanges() []string { return slices.Concat(neverReachable, notPublic) }
 
+// NeverReachableRanges are the IPv4 ranges a member's pods never reach,
+// whatever their egress lists, for firewalls other than the local
+// backend's.
+func NeverReachableRanges() []string { return slices.Clone(neverReachable) }
+
 // nftScript is the member's firewall, replaced as a whole:
 //   - its pods and nodes talk to each other (bridged on Bridge);
 //   - nothing is forwarded between it and another member, the test host

@@ -60,7 +60,7 @@ func TestDefaults(t *testing.T) {
 		"--default-max-ttl=24h", "--max-queued-per-owner=10", "--audit-retention=720h", "--lease-retention=1h",
 		"--api-tls-cert-file=/etc/kobe/tls/tls.crt", "--api-tls-key-file=/etc/kobe/tls/tls.key", "--api-tls-ca-file=/etc/kobe/tls/ca.crt",
 		"--member-network-policy-operator-selector=app.kubernetes.io/instance=kobe,app.kubernetes.io/name=kobe",
-		"--require-network-policy-enforcement=true"} {
+		"--require-network-policy-enforcement=true", "--kubernetes-host-cidrs=auto"} {
 		if !slices.Contains(c.Args, want) {
 			t.Errorf("args %q lack %s", c.Args, want)
 		}
@@ -113,7 +113,7 @@ func TestDefaults(t *testing.T) {
 	r.find(t, "Secret", 1) // the API's self-signed certificate (tls_test.go)
 	r.find(t, "ServiceAccount", 1)
 	checkCRDs(t, r, true)
-	checkRBAC(t, r, true)
+	checkRBAC(t, r)
 }
 
 func TestEveryOptionalValue(t *testing.T) {
@@ -130,7 +130,7 @@ func TestEveryOptionalValue(t *testing.T) {
 		"--max-queued-per-owner=5", "--audit-retention=48h", "--zap-log-level=debug", "--api-max-in-flight=50",
 		"--api-tls-ca-file=/etc/kobe/tls/ca.crt", "--connect-url=https://kobe.example.com", "--connect-max-in-flight=300",
 		"--require-network-policy-enforcement=false", "--login-issuer=https://idp.example.com/realms/dev", "--login-client-id=kobe-cli",
-		"--login-scopes=openid,email,groups,offline_access"} {
+		"--login-scopes=openid,email,groups,offline_access", "--kubernetes-host-cidrs=10.42.0.0/16,10.43.0.0/16"} {
 		if !slices.Contains(c.Args, want) {
 			t.Errorf("args %q lack %s", c.Args, want)
 		}
@@ -177,8 +177,9 @@ func TestEveryOptionalValue(t *testing.T) {
 	if !strings.Contains(r.notes, "sim backend is on") {
 		t.Errorf("notes do not warn of the sim backend:\n%s", r.notes)
 	}
-	// With api.audience set the operator never reads its Namespace.
-	checkRBAC(t, r, false)
+	// With api.audience set the operator never reads its Namespace; with
+	// hostCIDRs listed, never Nodes nor ServiceCIDRs.
+	checkRBAC(t, r, "namespaces", "nodes", "servicecidrs")
 	// crds.install false: the CRDs are someone else's.
 	r.find(t, "CustomResourceDefinition", 0)
 }

@@ -145,7 +145,13 @@ func TestServiceAccountRights(t *testing.T) {
 		{testNamespace, "bind", "rbac.authorization.k8s.io", "roles", ""},
 		{testNamespace, "escalate", "rbac.authorization.k8s.io", "roles", ""},
 		{testNamespace, "impersonate", "", "serviceaccounts", ""},
-		{"", "list", "", "nodes", ""},
+		// Nodes are listed for their ranges (hostCIDRs auto), never
+		// watched, read one by one or changed.
+		{"", "watch", "", "nodes", ""},
+		{"", "get", "", "nodes", ""},
+		{"", "patch", "", "nodes", ""},
+		{"", "get", "", "nodes/proxy", ""},
+		{"", "watch", "networking.k8s.io", "servicecidrs", ""},
 		{"", "create", "apiextensions.k8s.io", "customresourcedefinitions", ""},
 		{"", "create", "authorization.k8s.io", "subjectaccessreviews", ""},
 		{"", "create", "certificates.k8s.io", "certificatesigningrequests", ""},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -45,6 +46,9 @@ type Options struct {
 	// DefaultNodes answers backend.NodeDefaulter (nil: members get no node
 	// unless their pool asks).
 	DefaultNodes func(spec *kobev1.ClusterPoolSpec) (int32, string)
+	// HostRanges are the host cluster's ranges, which the NetworkPolicy of
+	// a member whose egress opens anything excepts (nil: none).
+	HostRanges *HostRanges
 }
 
 // DefaultUnschedulableTimeout is Options.UnschedulableTimeout's default.
@@ -154,7 +158,14 @@ func (b *Backend) Create(ctx context.Context, m backend.Member) error {
 	if err != nil {
 		return err
 	}
-	if err := b.ensure(ctx, m, renderNetworkPolicy(b.opts.Type, m, set.APIPort, b.opts.OperatorSelector), &networkingv1.NetworkPolicy{}); err != nil {
+	var host []netip.Prefix
+	if e := m.Spec.Cluster.EffectiveEgress(); e.Mode == kobev1.EgressPublic || len(e.AllowCIDRs) > 0 {
+		// Only a policy with ipBlocks excepts them.
+		if host, err = b.opts.HostRanges.Ranges(ctx, b.opts.Now()); err != nil {
+			return fmt.Errorf("the NetworkPolicy of member %s: %w", m.Name, err)
+		}
+	}
+	if err := b.ensure(ctx, m, renderNetworkPolicy(b.opts.Type, m, set.APIPort, b.opts.OperatorSelector, host), &networkingv1.NetworkPolicy{}); err != nil {
 		return err
 	}
 	if err := b.ensure(ctx, m, renderPDB(b.opts.Type, m, len(pods)), &policyv1.PodDisruptionBudget{}); err != nil {

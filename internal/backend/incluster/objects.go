@@ -2,6 +2,7 @@ package incluster
 
 import (
 	"fmt"
+	"net/netip"
 	"slices"
 	"sort"
 	"strings"
@@ -91,10 +92,11 @@ func renderSecret(t kobev1.BackendType, m backend.Member, clusterIP string, data
 // overlay and NodePorts), on the API port
 // from the operator's pods (operatorSelector, in the member's namespace)
 // and, for Direct access, from anywhere; they open connections to each
-// other, and beyond only as far as the pool's cluster.egress says
-// (egressRules). Its bootstrap Jobs' pods reach the API port too. Loopback
-// inside a pod is never filtered, so the components of one pod talk freely.
-func renderNetworkPolicy(t kobev1.BackendType, m backend.Member, port int32, operatorSelector map[string]string) *networkingv1.NetworkPolicy {
+// other, and beyond only as far as the pool's cluster.egress says, never
+// to the host cluster's own ranges (host) nor neverReached (egressRules).
+// Its bootstrap Jobs' pods reach the API port too. Loopback inside a pod
+// is never filtered, so the components of one pod talk freely.
+func renderNetworkPolicy(t kobev1.BackendType, m backend.Member, port int32, operatorSelector map[string]string, host []netip.Prefix) *networkingv1.NetworkPolicy {
 	own := []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: selectorFor(t, m)}}}
 	apiPort := []networkingv1.NetworkPolicyPort{{Protocol: ptr.To(corev1.ProtocolTCP), Port: ptr.To(intstr.FromInt32(port))}}
 	ingress := []networkingv1.NetworkPolicyIngressRule{
@@ -112,27 +114,67 @@ func renderNetworkPolicy(t kobev1.BackendType, m backend.Member, port int32, ope
 			PodSelector: metav1.LabelSelector{MatchLabels: selectorFor(t, m)},
 			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
 			Ingress:     ingress,
-			Egress:      append([]networkingv1.NetworkPolicyEgressRule{{To: own}}, egressRules(m.Spec.Cluster.EffectiveEgress())...),
+			Egress:      append([]networkingv1.NetworkPolicyEgressRule{{To: own}}, egressRules(m.Spec.Cluster.EffectiveEgress(), host)...),
 		},
 	}
+}
+
+// neverReached are the ranges no member pod reaches whatever its pool's
+// egress lists, besides the host cluster's own: the local backend's
+// (loopback, "this network", link-local and cloud metadata, multicast, the
+// reserved top) and IPv6 loopback, link-local and multicast.
+var neverReached = prefixes(append(node.NeverReachableRanges(), "::1/128", "fe80::/10", "ff00::/8"))
+
+// notPublic are the IPv4 ranges that are not public unicast, which Public
+// leaves out (node.NotPublicRanges: private, shared, documentation, the
+// benchmark range...).
+var notPublic = prefixes(node.NotPublicRanges())
+
+func prefixes(cidrs []string) []netip.Prefix {
+	out := make([]netip.Prefix, len(cidrs))
+	for i, c := range cidrs {
+		out[i] = netip.MustParsePrefix(c).Masked()
+	}
+	return out
 }
 
 // egressRules open the member's pods (its node pods pull images, their
 // nested pods leave masqueraded to them) to what cluster.egress allows, as
 // the local backend's firewall does: Public is every IPv4 address but the
-// ones that are not public unicast (node.NotPublicRanges: private, shared,
-// loopback, link-local metadata, the benchmark range...), allowCIDRs adds
-// its ranges. With either, DNS to the host cluster's resolver (kube-system
-// pods labelled k8s-app=kube-dns) is allowed, so that registries resolve:
-// no DNS rule otherwise (member pods resolve through the member's own DNS,
-// and port 53 to anywhere is a tunnel out). None: no rule.
-func egressRules(e kobev1.EgressSpec) []networkingv1.NetworkPolicyEgressRule {
+// ones that are not public unicast, allowCIDRs adds its ranges. Each block
+// excepts what of neverReached and of the host cluster's ranges (host: its
+// pod and Service ranges and node addresses, which cover other members)
+// lies inside it, and a block inside one of them is left out, so that a
+// broad allowCIDRs (10.0.0.0/8) opens none of them. With a block, DNS to
+// the host cluster's resolver (kube-system pods labelled k8s-app=kube-dns)
+// is allowed: node pods' containerd resolves registries through it (their
+// pod's resolv.conf). Member pods resolve through the member's own CoreDNS,
+// which forwards nothing (internal/clusterdns), and the control plane uses
+// addresses. No DNS rule otherwise: port 53 to anywhere is a tunnel out.
+// None: no rule.
+func egressRules(e kobev1.EgressSpec, host []netip.Prefix) []networkingv1.NetworkPolicyEgressRule {
+	never := slices.Concat(neverReached, host)
 	var to []networkingv1.NetworkPolicyPeer
+	open := func(cidr netip.Prefix, out []netip.Prefix) {
+		except, ok := exceptWithin(cidr, out)
+		if !ok {
+			return
+		}
+		b := &networkingv1.IPBlock{CIDR: cidr.Masked().String()}
+		for _, p := range except {
+			b.Except = append(b.Except, p.String())
+		}
+		to = append(to, networkingv1.NetworkPolicyPeer{IPBlock: b})
+	}
 	if e.Mode == kobev1.EgressPublic {
-		to = append(to, networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: "0.0.0.0/0", Except: node.NotPublicRanges()}})
+		open(netip.MustParsePrefix("0.0.0.0/0"), slices.Concat(never, notPublic))
 	}
 	for _, c := range e.AllowCIDRs {
-		to = append(to, networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: c}})
+		p, err := netip.ParsePrefix(c)
+		if err != nil {
+			continue // the CRD admits CIDRs only; opening nothing is the safe side
+		}
+		open(p, never)
 	}
 	if len(to) == 0 {
 		return nil
@@ -148,6 +190,40 @@ func egressRules(e kobev1.EgressSpec) []networkingv1.NetworkPolicyEgressRule {
 			PodSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"k8s-app": "kube-dns"}},
 		}}, Ports: dns},
 	}
+}
+
+// exceptWithin is what of out an ipBlock of cidr must except: the ranges
+// of out strictly inside cidr (the API server refuses an except that is
+// not), without those inside another, sorted. ok is false when cidr lies
+// inside one of out: nothing of it may be opened. Ranges of the other
+// address family are disjoint from cidr.
+func exceptWithin(cidr netip.Prefix, out []netip.Prefix) (except []netip.Prefix, ok bool) {
+	cidr = cidr.Masked()
+	var inside []netip.Prefix
+	for _, o := range out {
+		o = o.Masked()
+		switch {
+		case o.Addr().Is4() != cidr.Addr().Is4():
+		case o.Bits() <= cidr.Bits() && o.Contains(cidr.Addr()):
+			return nil, false
+		case cidr.Contains(o.Addr()):
+			inside = append(inside, o)
+		}
+	}
+	// Widest first, so that a range's container is kept before it.
+	slices.SortFunc(inside, func(a, b netip.Prefix) int {
+		if a.Bits() != b.Bits() {
+			return a.Bits() - b.Bits()
+		}
+		return a.Addr().Compare(b.Addr())
+	})
+	for _, p := range inside {
+		if !slices.ContainsFunc(except, func(k netip.Prefix) bool { return k.Contains(p.Addr()) }) {
+			except = append(except, p)
+		}
+	}
+	slices.SortFunc(except, func(a, b netip.Prefix) int { return a.Addr().Compare(b.Addr()) })
+	return except, true
 }
 
 // accessMode is the member's resolved access mode; unset is Proxy, as for

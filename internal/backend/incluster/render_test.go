@@ -1,6 +1,8 @@
 package incluster
 
 import (
+	"net/netip"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -102,7 +104,7 @@ func TestNetworkPolicy(t *testing.T) {
 		mode        kobev1.AccessMode
 		openToWorld bool
 	}{{"", false}, {kobev1.AccessProxy, false}, {kobev1.AccessDirect, true}} {
-		np := renderNetworkPolicy(kobev1.BackendKubernetes, member("m", tc.mode), 6443, sel)
+		np := renderNetworkPolicy(kobev1.BackendKubernetes, member("m", tc.mode), 6443, sel, nil)
 		var world, operator, own, bootstrap bool
 		for _, r := range np.Spec.Ingress {
 			switch {
@@ -152,48 +154,124 @@ func TestNetworkPolicy(t *testing.T) {
 
 // TestNetworkPolicyEgress: cluster.egress opens the member's pods as far as
 // it says and no further: Public is every address but the non-public ones
-// (metadata, private, loopback...), allowCIDRs adds exactly its ranges, DNS
-// goes to the host cluster's resolver pods only; None adds nothing.
+// (metadata, private, loopback...), allowCIDRs adds its ranges; every block
+// excepts what of the never-reached ranges and of the host cluster's own
+// (pods, Services, nodes: other members live there) lies inside it, and a
+// block inside one of them is left out; DNS goes to the host cluster's
+// resolver pods only, and only when a block opens something; None adds
+// nothing.
 func TestNetworkPolicyEgress(t *testing.T) {
 	sel := map[string]string{"app.kubernetes.io/name": "kobe"}
+	// A host cluster on private ranges: pods (a node's podCIDR inside
+	// them), Services and a node's address.
+	host := prefixes([]string{"10.244.0.0/16", "10.244.1.0/24", "10.96.0.0/12", "192.168.1.10/32"})
+	// One on public addresses, which Public must not open either.
+	publicHost := prefixes([]string{"11.0.0.0/16", "11.96.0.0/16", "52.1.2.3/32"})
+	notPublic := []string{"0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12", "192.0.0.0/24", "192.0.2.0/24",
+		"192.168.0.0/16", "198.18.0.0/15", "198.51.100.0/24", "203.0.113.0/24", "224.0.0.0/4", "240.0.0.0/4"}
+	type block struct {
+		cidr   string
+		except []string
+	}
 	for _, tc := range []struct {
 		name   string
 		egress *kobev1.EgressSpec
-		blocks []string
+		host   []netip.Prefix
+		want   []block
 	}{
-		{"unset", nil, nil},
-		{"None", &kobev1.EgressSpec{Mode: kobev1.EgressNone}, nil},
-		{"Public", &kobev1.EgressSpec{Mode: kobev1.EgressPublic}, []string{"0.0.0.0/0"}},
-		{"a mirror on a private address", &kobev1.EgressSpec{AllowCIDRs: []string{"10.20.0.5/32"}}, []string{"10.20.0.5/32"}},
-		{"Public and a private range", &kobev1.EgressSpec{Mode: kobev1.EgressPublic, AllowCIDRs: []string{"10.20.0.0/16"}}, []string{"0.0.0.0/0", "10.20.0.0/16"}},
+		{"unset", nil, host, nil},
+		{"None", &kobev1.EgressSpec{Mode: kobev1.EgressNone}, host, nil},
+		{"Public", &kobev1.EgressSpec{Mode: kobev1.EgressPublic}, nil, []block{{"0.0.0.0/0", notPublic}}},
+		{"Public on a private host cluster: its ranges are private already", &kobev1.EgressSpec{Mode: kobev1.EgressPublic}, host,
+			[]block{{"0.0.0.0/0", notPublic}}},
+		{"Public on a host cluster with public ranges", &kobev1.EgressSpec{Mode: kobev1.EgressPublic}, publicHost,
+			[]block{{"0.0.0.0/0", slices.Concat(notPublic[:2], []string{"11.0.0.0/16", "11.96.0.0/16", "52.1.2.3/32"}, notPublic[2:])}}},
+		{"a mirror on a private address", &kobev1.EgressSpec{AllowCIDRs: []string{"10.20.0.5/32"}}, host, []block{{"10.20.0.5/32", nil}}},
+		{"10.0.0.0/8 leaves the host's pod and Service ranges out", &kobev1.EgressSpec{AllowCIDRs: []string{"10.0.0.0/8"}}, host,
+			[]block{{"10.0.0.0/8", []string{"10.96.0.0/12", "10.244.0.0/16"}}}},
+		{"192.168.0.0/16 leaves a node out", &kobev1.EgressSpec{AllowCIDRs: []string{"192.168.0.0/16"}}, host,
+			[]block{{"192.168.0.0/16", []string{"192.168.1.10/32"}}}},
+		{"a range inside the host's pods opens nothing, nor DNS", &kobev1.EgressSpec{AllowCIDRs: []string{"10.244.3.0/24"}}, host, nil},
+		{"a range holding metadata (the CRD refuses it; the policy too)", &kobev1.EgressSpec{AllowCIDRs: []string{"160.0.0.0/3"}}, nil,
+			[]block{{"160.0.0.0/3", []string{"169.254.0.0/16"}}}},
+		{"a range holding multicast and loopback", &kobev1.EgressSpec{AllowCIDRs: []string{"64.0.0.0/2", "224.0.0.0/4"}}, nil,
+			[]block{{"64.0.0.0/2", []string{"127.0.0.0/8"}}}},
+		{"a CIDR with host bits is masked", &kobev1.EgressSpec{AllowCIDRs: []string{"10.20.0.5/16"}}, host, []block{{"10.20.0.0/16", nil}}},
+		{"what is not a CIDR opens nothing", &kobev1.EgressSpec{AllowCIDRs: []string{"bogus"}}, host, nil},
+		{"Public and a private range", &kobev1.EgressSpec{Mode: kobev1.EgressPublic, AllowCIDRs: []string{"10.0.0.0/8"}}, host,
+			[]block{{"0.0.0.0/0", notPublic}, {"10.0.0.0/8", []string{"10.96.0.0/12", "10.244.0.0/16"}}}},
 	} {
-		m := member("m", "")
-		m.Spec.Cluster.Egress = tc.egress
-		np := renderNetworkPolicy(kobev1.BackendKubernetes, m, 6443, sel)
-		var blocks []string
-		dns := false
-		for _, r := range np.Spec.Egress[1:] { // [0]: the member's own pods (TestNetworkPolicy)
-			for _, peer := range r.To {
-				switch {
-				case peer.IPBlock != nil:
-					blocks = append(blocks, peer.IPBlock.CIDR)
-					if peer.IPBlock.CIDR == "0.0.0.0/0" {
-						for _, must := range []string{"169.254.0.0/16", "127.0.0.0/8", "10.0.0.0/8", "198.18.0.0/15", "100.64.0.0/10"} {
-							if !slices.Contains(peer.IPBlock.Except, must) {
-								t.Errorf("%s: Public reaches %s (except %v)", tc.name, must, peer.IPBlock.Except)
+		t.Run(tc.name, func(t *testing.T) {
+			m := member("m", "")
+			m.Spec.Cluster.Egress = tc.egress
+			np := renderNetworkPolicy(kobev1.BackendKubernetes, m, 6443, sel, tc.host)
+			var got []block
+			dns := false
+			for _, r := range np.Spec.Egress[1:] { // [0]: the member's own pods (TestNetworkPolicy)
+				for _, peer := range r.To {
+					switch {
+					case peer.IPBlock != nil:
+						got = append(got, block{peer.IPBlock.CIDR, peer.IPBlock.Except})
+						if len(r.Ports) != 0 {
+							t.Errorf("block %s on ports %v only", peer.IPBlock.CIDR, r.Ports)
+						}
+						// The API server refuses an except outside its block.
+						cidr := netip.MustParsePrefix(peer.IPBlock.CIDR)
+						for _, e := range peer.IPBlock.Except {
+							if p := netip.MustParsePrefix(e); p.Bits() <= cidr.Bits() || !cidr.Contains(p.Addr()) {
+								t.Errorf("except %s is not strictly inside %s", e, cidr)
 							}
 						}
+					case peer.PodSelector != nil && peer.PodSelector.MatchLabels["k8s-app"] == "kube-dns":
+						dns = peer.NamespaceSelector.MatchLabels[corev1.LabelMetadataName] == "kube-system" && len(r.Ports) == 2 && r.Ports[0].Port.IntVal == 53 && r.Ports[1].Port.IntVal == 53
+					default:
+						t.Errorf("egress to %+v", peer)
 					}
-				case peer.PodSelector != nil && peer.PodSelector.MatchLabels["k8s-app"] == "kube-dns":
-					dns = peer.NamespaceSelector.MatchLabels[corev1.LabelMetadataName] == "kube-system" && len(r.Ports) == 2 && r.Ports[0].Port.IntVal == 53
-				default:
-					t.Errorf("%s: egress to %+v", tc.name, peer)
 				}
 			}
-		}
-		if !slices.Equal(blocks, tc.blocks) || dns != (len(tc.blocks) > 0) {
-			t.Errorf("%s: egress to %v, DNS %v; want %v, DNS %v", tc.name, blocks, dns, tc.blocks, len(tc.blocks) > 0)
-		}
+			if !reflect.DeepEqual(got, tc.want) || dns != (len(tc.want) > 0) {
+				t.Errorf("egress to %v, DNS %v\nwant %v, DNS %v", got, dns, tc.want, len(tc.want) > 0)
+			}
+		})
+	}
+}
+
+// TestExceptWithin: an ipBlock's except is what of the never-reached ranges
+// lies strictly inside its CIDR (the API server refuses anything else),
+// the widest of nested ones, sorted; a CIDR inside one of them is not
+// opened at all; the other address family does not count.
+func TestExceptWithin(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		cidr   string
+		out    []string
+		except []string
+		ok     bool
+	}{
+		{"disjoint", "10.0.0.0/8", []string{"192.168.0.0/16", "11.0.0.0/8"}, nil, true},
+		{"inside one", "10.244.3.0/24", []string{"10.244.0.0/16"}, nil, false},
+		{"equal to one", "10.244.0.0/16", []string{"10.244.0.0/16"}, nil, false},
+		{"one inside", "10.0.0.0/8", []string{"10.96.0.0/12"}, []string{"10.96.0.0/12"}, true},
+		{"nested ones: the widest", "10.0.0.0/8", []string{"10.244.1.0/24", "10.244.0.0/16", "10.244.1.7/32"}, []string{"10.244.0.0/16"}, true},
+		{"sorted by address", "0.0.0.0/0", []string{"240.0.0.0/4", "10.0.0.0/8", "127.0.0.0/8"}, []string{"10.0.0.0/8", "127.0.0.0/8", "240.0.0.0/4"}, true},
+		{"host bits are masked", "10.1.2.3/8", []string{"10.1.2.3/16"}, []string{"10.1.0.0/16"}, true},
+		{"a single address", "192.168.0.0/16", []string{"192.168.1.10/32"}, []string{"192.168.1.10/32"}, true},
+		{"IPv4 ignores IPv6", "0.0.0.0/0", []string{"::/0", "fe80::/10"}, nil, true},
+		{"IPv6 ignores IPv4", "::/0", []string{"0.0.0.0/0", "127.0.0.0/8"}, nil, true},
+		{"IPv6: link-local, loopback, multicast", "::/0", []string{"fe80::/10", "::1/128", "ff00::/8"}, []string{"::1/128", "fe80::/10", "ff00::/8"}, true},
+		{"IPv6: nested, disjoint", "2001:db8::/32", []string{"2001:db8:1:2::/64", "2001:db8:1::/48", "fe80::/10"}, []string{"2001:db8:1::/48"}, true},
+		{"IPv6: inside one", "fe80::1/128", []string{"fe80::/10"}, nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			except, ok := exceptWithin(netip.MustParsePrefix(tc.cidr), prefixes(tc.out))
+			var got []string
+			for _, p := range except {
+				got = append(got, p.String())
+			}
+			if ok != tc.ok || !slices.Equal(got, tc.except) {
+				t.Errorf("exceptWithin(%s, %v) = %v, %v; want %v, %v", tc.cidr, tc.out, got, ok, tc.except, tc.ok)
+			}
+		})
 	}
 }
 

@@ -3,6 +3,7 @@ package kubernetes
 import (
 	"flag"
 	"fmt"
+	"net/netip"
 	"path"
 	"strings"
 
@@ -11,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kunobi-ninja/kobe/internal/backend"
+	"github.com/kunobi-ninja/kobe/internal/backend/incluster"
 )
 
 // Flags are the operator's flags of the kubernetes backend and of what
@@ -31,6 +33,8 @@ type Flags struct {
 	DefaultNodes backend.NodesDefault
 	// NodePreload is Options.NodePreload, comma-separated.
 	NodePreload string
+	// HostCIDRs is Options.HostRanges: CIDRs and "auto", comma-separated.
+	HostCIDRs string
 }
 
 // Bind registers the flags on fs with their defaults.
@@ -41,6 +45,7 @@ func (f *Flags) Bind(fs *flag.FlagSet) {
 	f.DefaultNodes = backend.NodesDefault{Auto: true}
 	fs.Var(&f.DefaultNodes, "kubernetes-default-nodes", "Node pods of a kubernetes backend member whose pool leaves backend.kubernetes.nodes unset: auto (1, or 0 when the member's version is older than the kubelet of kobe's node image and the pool names no images.node; the pool's Nodes condition says why) or a number from 0 to 4.")
 	fs.StringVar(&f.NodePreload, "kubernetes-node-preload", "", "Image archives that every node pod imports into its containerd at start, besides the pause and CoreDNS images: absolute paths inside the node image, comma-separated (make image-node NODE_PRELOAD=... puts archives in /usr/local/share/kobe-node/images/). Members' pods then run those images without a registry (imagePullPolicy Never or IfNotPresent). Every node image the pools run must hold them: a node missing one fails.")
+	fs.StringVar(&f.HostCIDRs, "kubernetes-host-cidrs", "auto", "The host cluster's pod and Service ranges and node addresses, which kubernetes backend members' pods never reach whatever their pool's cluster.egress lists (each member's NetworkPolicy excepts them): CIDRs and auto, comma-separated. auto reads them from the host cluster when a member whose egress opens anything is built (cached a minute; needs list on nodes and servicecidrs): each Node's spec.podCIDRs and InternalIP and ExternalIP, each ServiceCIDR's ranges. Add the pod range when the CNI does not allocate it through Nodes' podCIDRs (Calico's or Cilium's own IPAM), or list everything without auto where the operator may not list Nodes.")
 	fs.BoolVar(&f.BootstrapJobs, "bootstrap-jobs", false, "Run the Jobs of BootstrapConfigs (in the operator's namespace of the host cluster, which must have nodes) for kubernetes backend members. Without it a pool naming a Job bundle builds no member and says why.")
 }
 
@@ -51,6 +56,9 @@ func (f Flags) Validate() error {
 		return nil
 	}
 	if _, err := f.operatorSelector(); err != nil {
+		return err
+	}
+	if _, _, err := f.hostCIDRs(); err != nil {
 		return err
 	}
 	_, err := f.nodePreload()
@@ -68,7 +76,37 @@ func (f Flags) Options(c client.Client, namespace string, log logr.Logger) (Opti
 	if err != nil {
 		return Options{}, err
 	}
-	return Options{Client: c, Namespace: namespace, OperatorSelector: sel, Log: log, DefaultNodes: f.DefaultNodes, NodePreload: preload}, nil
+	static, auto, err := f.hostCIDRs()
+	if err != nil {
+		return Options{}, err
+	}
+	host := &incluster.HostRanges{Static: static}
+	if auto {
+		host.Reader = c
+	}
+	return Options{Client: c, Namespace: namespace, OperatorSelector: sel, Log: log, DefaultNodes: f.DefaultNodes, NodePreload: preload,
+		HostRanges: host}, nil
+}
+
+// hostCIDRs splits --kubernetes-host-cidrs into its CIDRs (masked) and
+// whether it says auto.
+func (f Flags) hostCIDRs() (cidrs []netip.Prefix, auto bool, err error) {
+	for c := range strings.SplitSeq(f.HostCIDRs, ",") {
+		c = strings.TrimSpace(c)
+		switch c {
+		case "":
+			continue
+		case "auto":
+			auto = true
+			continue
+		}
+		p, err := netip.ParsePrefix(c)
+		if err != nil {
+			return nil, false, fmt.Errorf("--kubernetes-host-cidrs: %q is neither a CIDR nor auto", c)
+		}
+		cidrs = append(cidrs, p.Masked())
+	}
+	return cidrs, auto, nil
 }
 
 // nodePreload splits --kubernetes-node-preload: absolute, clean paths (the

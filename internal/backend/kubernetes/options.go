@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"github.com/kunobi-ninja/kobe/internal/backend"
+	"github.com/kunobi-ninja/kobe/internal/backend/incluster"
 
 	"time"
 
@@ -36,4 +37,7 @@ type Options struct {
 	// DefaultNodes is how many node pods a member gets when its pool
 	// leaves backend.kubernetes.nodes unset (zero: none; Auto: 1).
 	DefaultNodes backend.NodesDefault
+	// HostRanges are the host cluster's ranges, which members' pods never
+	// reach (incluster.Options.HostRanges).
+	HostRanges *incluster.HostRanges
 }

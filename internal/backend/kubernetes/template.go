@@ -401,5 +401,6 @@ func New(o Options) (*incluster.Backend, error) {
 		UnschedulableTimeout: o.UnschedulableTimeout,
 		Log:                  o.Log,
 		DefaultNodes:         func(spec *kobev1.ClusterPoolSpec) (int32, string) { return defaultNodes(o.DefaultNodes, spec) },
+		HostRanges:           o.HostRanges,
 	})
 }
