@@ -3,175 +3,17 @@
 package e2e
 
 import (
-	"context"
-	"fmt"
-	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	authenticationv1 "k8s.io/api/authentication/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kunobi-ninja/kobe/internal/testenv"
 )
 
-// credentialCut bounds how long a lease holder's credentials may still work
-// after the lease ended (DELETE's answer, or its expiry).
-const credentialCut = 2 * time.Second
-
-// cutPollInterval is how often the holder tries its credentials.
-const cutPollInterval = 100 * time.Millisecond
-
-// holderCredentials are what a lease holder keeps after the lease ends: the
-// lease kubeconfig's client certificate, and a ServiceAccount token minted
-// inside the member with it (`kubectl create token`). From keepCredentials
-// on, they are tried in the background, as a holder would keep trying them,
-// so that the moment they stop working is measured even while the test is
-// busy elsewhere at that moment (restarting the operator, waiting for a
-// refill on a loaded machine).
-type holderCredentials struct {
-	clients map[string]*kubernetes.Clientset
-
-	mu sync.Mutex
-	// lastAccepted is when the last try that any credential passed started.
-	lastAccepted time.Time
-	// refusedSince is when the first try after lastAccepted that every
-	// credential failed started; zero while they still work.
-	refusedSince time.Time
-	// refusedTries counts the tries in a row that every credential failed.
-	refusedTries int
-	stop         context.CancelFunc
-	stopped      chan struct{}
-}
-
-// keepCredentials mints the token, checks that both credentials work and
-// starts trying them in the background until the test ends or waitCut.
-func keepCredentials(t *testing.T, kubeconfig string) *holderCredentials {
-	t.Helper()
-	token, err := testenv.Kubectl(t, kubeconfig, "-n", "default", "create", "token", "default", "--duration=1h")
-	if err != nil {
-		t.Fatalf("kubectl create token with the lease's kubeconfig: %v\n%s", err, token)
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// A dead API server refuses connections at once; a short timeout only
-	// keeps a stuck one from stretching the measurement.
-	cfg.Timeout = time.Second
-	tokenCfg := rest.AnonymousClientConfig(cfg)
-	tokenCfg.BearerToken = strings.TrimSpace(token)
-	h := &holderCredentials{clients: map[string]*kubernetes.Clientset{}, stopped: make(chan struct{})}
-	for name, c := range map[string]*rest.Config{"lease certificate": cfg, "minted token": tokenCfg} {
-		cs, err := kubernetes.NewForConfig(c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		h.clients[name] = cs
-	}
-	if ok := h.accepted(t.Context()); len(ok) != len(h.clients) {
-		t.Fatalf("credentials accepted before the lease ended: %v, want all of them", ok)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	h.stop = cancel
-	go h.keepTrying(ctx)
-	t.Cleanup(h.halt)
-	return h
-}
-
-// accepted names the credentials the member's API server still
-// authenticates (a SelfSubjectReview, which every authenticated user may
-// create, answers).
-func (h *holderCredentials) accepted(ctx context.Context) []string {
-	var ok []string
-	for name, cs := range h.clients {
-		if _, err := cs.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{}); err == nil {
-			ok = append(ok, name)
-		}
-	}
-	return ok
-}
-
-// keepTrying tries the credentials every cutPollInterval and records when
-// they last worked and since when they fail.
-func (h *holderCredentials) keepTrying(ctx context.Context) {
-	defer close(h.stopped)
-	tick := time.NewTicker(cutPollInterval)
-	defer tick.Stop()
-	for {
-		start := time.Now()
-		ok := h.accepted(ctx)
-		if ctx.Err() != nil {
-			return
-		}
-		h.mu.Lock()
-		if len(ok) > 0 {
-			h.lastAccepted, h.refusedSince, h.refusedTries = start, time.Time{}, 0
-		} else {
-			if h.refusedTries == 0 {
-				h.refusedSince = start
-			}
-			h.refusedTries++
-		}
-		h.mu.Unlock()
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-	}
-}
-
-func (h *holderCredentials) halt() {
-	h.stop()
-	<-h.stopped
-}
-
-// cutTries is how many tries in a row every credential must fail before
-// they count as cut: one slow answer on a loaded machine is not a cut.
-const cutTries = 3
-
-// waitCut waits until since has passed and no credential works, and fails
-// the test when one worked more than credentialCut after since. It returns
-// how long after since they last worked (negative: before since).
-func (h *holderCredentials) waitCut(t *testing.T, since time.Time, after string) time.Duration {
-	t.Helper()
-	var lastAccepted, refusedSince time.Time
-	err := testenv.Poll(t.Context(), time.Until(since)+30*time.Second, func() error {
-		h.mu.Lock()
-		lastAccepted, refusedSince = h.lastAccepted, h.refusedSince
-		cut := h.refusedTries >= cutTries
-		h.mu.Unlock()
-		if !cut || time.Now().Before(since) {
-			return fmt.Errorf("still accepted, last at %s", lastAccepted.Format(time.StampMilli))
-		}
-		return nil
-	})
-	h.halt()
-	if err != nil {
-		t.Fatalf("the lease's credentials still work %s after %s: %v\noperator:\n%s", time.Since(since).Round(time.Millisecond), after, err, s.tail())
-	}
-	worked := lastAccepted.Sub(since)
-	t.Logf("the lease certificate and the token minted inside last worked %s after %s, and failed from %s after it on",
-		worked.Round(time.Millisecond), after, refusedSince.Sub(since).Round(time.Millisecond))
-	if worked > credentialCut {
-		t.Errorf("credentials worked until %s after %s, want at most %s", worked.Round(time.Millisecond), after, credentialCut)
-	}
-	if ok := h.accepted(t.Context()); len(ok) > 0 {
-		t.Errorf("%s accepted again after the cut", strings.Join(ok, ", "))
-	}
-	return worked
-}
-
-// waitCutOperatorKilled is waitCut with the operator killed (SIGKILL) at
+// waitCutOperatorKilled is h.WaitCut with the operator killed (SIGKILL) at
 // once: the cut must not wait for the operator's teardown, which a leader
 // that dies right after answering never runs. The operator is started
 // again after the measure, for the tests that follow.
-func (h *holderCredentials) waitCutOperatorKilled(t *testing.T, since time.Time, after string) time.Duration {
+func waitCutOperatorKilled(t *testing.T, h *testenv.Holder, since time.Time, after string) time.Duration {
 	t.Helper()
 	s.killOperator()
 	defer func() {
@@ -179,5 +21,5 @@ func (h *holderCredentials) waitCutOperatorKilled(t *testing.T, since time.Time,
 			t.Errorf("starting the operator again: %v", err)
 		}
 	}()
-	return h.waitCut(t, since, after+", the operator killed right after it")
+	return h.WaitCut(t, since, after+", the operator killed right after it", s.tail)
 }

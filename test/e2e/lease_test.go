@@ -98,13 +98,13 @@ func TestLeaseUseExtendRelease(t *testing.T) {
 	})
 
 	t.Run("release cuts the lease's credentials within 2s, also if the operator dies right after answering, destroys the member and refills the pool", func(t *testing.T) {
-		creds := keepCredentials(t, kc)
+		creds := testenv.KeepCredentials(t, kc)
 		start := time.Now()
 		if code, body, _ := api(t, http.MethodDelete, "/v1/leases/"+l.ID, s.token, nil); code != http.StatusNoContent {
 			t.Fatalf("DELETE /v1/leases/%s: %d %s", l.ID, code, body)
 		}
 		t.Logf("DELETE answered in %s", time.Since(start).Round(time.Millisecond))
-		creds.waitCutOperatorKilled(t, time.Now(), "DELETE's answer")
+		waitCutOperatorKilled(t, creds, time.Now(), "DELETE's answer")
 		testenv.Eventually(t, 60*time.Second, "the member to be destroyed", func() error { return instanceGone(t, l.ClusterName) })
 		if got := getLease(t, l.ID); got == nil || got.Status.Phase != kobev1.LeaseReleased {
 			t.Errorf("lease after release: %+v, want phase Released", got)
@@ -123,7 +123,7 @@ func TestLeaseExpiresServerSide(t *testing.T) {
 	if !strings.HasPrefix(short.EffectiveTTL, "20s") {
 		t.Errorf("effective_ttl = %q, want 20s", short.EffectiveTTL)
 	}
-	shortCreds := keepCredentials(t, kc)
+	shortCreds := testenv.KeepCredentials(t, kc)
 	waitPoolReady(t, devPool, 2)
 	survivor, _ := leaseCLI(t, devPool, "--ttl", "40s")
 
@@ -135,7 +135,7 @@ func TestLeaseExpiresServerSide(t *testing.T) {
 	}
 	// The certificate ends with the lease by itself (NotAfter); the token
 	// minted inside only with the member's API server.
-	shortCreds.waitCut(t, *short.ExpiresAt, "the lease's expiry")
+	shortCreds.WaitCut(t, *short.ExpiresAt, "the lease's expiry", s.tail)
 
 	for _, l := range []wire.Lease{short, survivor} {
 		testenv.Eventually(t, time.Until(*l.ExpiresAt)+15*time.Second, "lease "+l.ID+" to expire", func() error {
