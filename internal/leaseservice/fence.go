@@ -7,10 +7,13 @@ import (
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 )
 
-// fenceTimeout bounds the fence of a release, which the answer waits for:
-// access must end within 2 s of the answer, and a fence not done by then is
-// left to the operator's teardown, which fences again.
-const fenceTimeout = 2 * time.Second
+// DefaultFenceTimeout is Options.FenceTimeout's default: how long the
+// answer to a release waits for its fence. Access must end within 2 s of
+// the answer, and a kubernetes member's fence ends only once its kubelet
+// stopped the API server, which a busy node took 3 s to do; a fence not
+// done by then (a kubelet that does not act) is left to the operator's
+// teardown, which fences again.
+const DefaultFenceTimeout = 10 * time.Second
 
 // fence stops the API server of the member that l (as read before its end)
 // held, through Options.Fence, whatever replica serves the release: the
@@ -24,7 +27,7 @@ func (s *Service) fence(ctx context.Context, l *kobev1.ClusterLease) {
 		return
 	}
 	// A caller who hangs up does not call the fence off.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fenceTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.FenceTimeout)
 	defer cancel()
 	inst, err := s.member(ctx, l)
 	if err != nil {

@@ -76,7 +76,7 @@ func TestReleaseFencesBeforeAnswering(t *testing.T) {
 		defer logMu.Unlock()
 		logged.WriteString(prefix + " " + args + "\n")
 	}, funcr.Options{})
-	s := newService(func(o *leaseservice.Options) { o.Fence = reg.Fence; o.Log = log })
+	s := newService(func(o *leaseservice.Options) { o.Fence = reg.Fence; o.Log = log; o.FenceTimeout = 2 * time.Second })
 	plain := newService()
 	rule := kobev1.AccessRule{Pools: []string{"fence"}}
 	p, stranger := caller("fence-holder", rule), caller("fence-stranger", rule)
@@ -139,7 +139,7 @@ func TestReleaseFencesBeforeAnswering(t *testing.T) {
 		}
 	})
 
-	t.Run("a caller who hangs up does not call the fence off; a hung fence holds the answer at most 2s", func(t *testing.T) {
+	t.Run("a caller who hangs up does not call the fence off; a hung fence holds the answer at most FenceTimeout", func(t *testing.T) {
 		l := mustCreate(t, s, p, "fence")
 		callerCtx, hangUp := context.WithCancel(ctx)
 		defer hangUp()

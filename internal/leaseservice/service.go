@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
@@ -66,6 +67,9 @@ type Options struct {
 	// whose teardown fences too, dies right then. nil: only the teardown
 	// fences.
 	Fence func(ctx context.Context, inst *kobev1.ClusterInstance) error
+	// FenceTimeout bounds how long Release's answer waits for Fence
+	// (DefaultFenceTimeout when 0).
+	FenceTimeout time.Duration
 }
 
 // Service carries out lease and pool operations for authenticated callers.
@@ -88,6 +92,9 @@ func New(opts Options) *Service {
 	}
 	if opts.MaxQueuedPerOwner <= 0 {
 		opts.MaxQueuedPerOwner = DefaultMaxQueuedPerOwner
+	}
+	if opts.FenceTimeout <= 0 {
+		opts.FenceTimeout = DefaultFenceTimeout
 	}
 	return &Service{opts: opts}
 }

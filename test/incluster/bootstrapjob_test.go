@@ -4,7 +4,11 @@ package incluster
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -16,7 +20,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+	"github.com/kunobi-ninja/kobe/internal/apiclient"
 	"github.com/kunobi-ninja/kobe/internal/testenv"
+	"github.com/kunobi-ninja/kobe/internal/wire"
 )
 
 // bootstrapJobs: a pool whose bundle runs a Job (testapp, which creates a
@@ -24,7 +30,11 @@ import (
 // that already hold what the Job made, with the pool's parameter and the
 // pool's name in it; the Job and its kubeconfig Secret are gone once the
 // member is Ready. A bundle whose Job fails fails its members, and the
-// pool names the Job.
+// pool names the Job. The first pool's access is Direct (the kubeconfig
+// names the member's Service, which the host machine reaches): after
+// DELETE /v1/leases/{id} answers, the lease's certificate and a token
+// minted inside the member stop working within 2 s, also with a kubelet
+// slow to stop the member's pods (releaseCutsDirectCredentials).
 func (f *fixture) bootstrapJobs(t *testing.T) {
 	ctx := t.Context()
 	job := func(name string, args ...string) *kobev1.BootstrapConfig {
@@ -48,12 +58,14 @@ func (f *fixture) bootstrapJobs(t *testing.T) {
 			},
 		}
 	}
+	direct := pool("jobs", "sync", map[string]string{"branch": "release-2"})
+	direct.Spec.Access.Mode = kobev1.AccessDirect
 	objs := []client.Object{
 		// $(params.branch) is kobe's substitution; $(KOBE_POOL) Kubernetes'
 		// expansion of the container's environment.
 		job("sync", "configmap", "bootstrapped", "branch=$(params.branch)", "pool=$(KOBE_POOL)"),
 		job("broken", "fail", "chart not found"),
-		pool("jobs", "sync", map[string]string{"branch": "release-2"}),
+		direct,
 		pool("jobs-broken", "broken", nil),
 	}
 	for _, o := range objs {
@@ -77,9 +89,7 @@ func (f *fixture) bootstrapJobs(t *testing.T) {
 	if err != nil || strings.TrimSpace(out) != "release-2 jobs" {
 		t.Errorf("the Job's ConfigMap in the leased member: %q, %v; want the pool's parameter and name", out, err)
 	}
-	if out, errOut, err := f.kobe(t, "release", l.ID); err != nil {
-		t.Errorf("kobe release: %v\n%s\n%s", err, out, errOut)
-	}
+	f.releaseCutsDirectCredentials(t, l, kc)
 
 	// The Job and the Secret with the member's admin kubeconfig are gone
 	// once the member is Ready.
@@ -139,4 +149,52 @@ func (f *fixture) bootstrapJobs(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// releaseCutsDirectCredentials: a Direct lease's certificate and a token
+// minted inside its member with it (`kubectl create token`) stop working
+// within testenv.CredentialCut of DELETE /v1/leases/{id}'s answer, also on
+// a node whose kubelet is slow to act: the host's kubelet is frozen for
+// kubeletLag from just before the DELETE (a loaded machine took 2.9 s to
+// stop a deleted API server). The answering replica fences the member
+// before it answers: it deletes its pods and waits until the API server,
+// the only judge of both credentials, no longer answers.
+func (f *fixture) releaseCutsDirectCredentials(t *testing.T, l wire.Lease, kc string) {
+	const kubeletLag = 2500 * time.Millisecond
+	if b, err := os.ReadFile(kc); err != nil || strings.Contains(string(b), "/connect/") {
+		t.Fatalf("the kubeconfig of lease %s of a Direct pool (%v) points at the connect proxy:\n%s", l.ID, err, b)
+	}
+	holder := testenv.KeepCredentials(t, kc)
+	api, err := apiclient.New(f.apiURL, apiclient.BearerToken(f.token), apiclient.WithCAFile(f.caFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.freezeKubelet(t, kubeletLag)
+	start := time.Now()
+	if err := api.ReleaseLease(t.Context(), l.ID); err != nil {
+		t.Fatalf("DELETE /v1/leases/%s: %v", l.ID, err)
+	}
+	answered := time.Now()
+	t.Logf("DELETE answered in %v (the kubelet frozen for %v)", answered.Sub(start).Round(time.Millisecond), kubeletLag)
+	holder.WaitCut(t, answered, "DELETE's answer", func() string { return "operator (tail):\n" + f.op.Tail(4000) })
+}
+
+// freezeKubelet stops the host cluster's kubelet (SIGSTOP) for d: it then
+// acts on nothing, as a kubelet of a busy node acts late.
+func (f *fixture) freezeKubelet(t *testing.T, d time.Duration) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(f.hc.Dir, "pids", "kubelet"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	thaw := func() { _ = syscall.Kill(pid, syscall.SIGCONT) }
+	t.Cleanup(thaw) // whatever happens, nothing stays frozen
+	time.AfterFunc(d, thaw)
 }

@@ -80,7 +80,9 @@ func namesOf[T any](items []T, name func(T) string) []string {
 // `kobe release` the same kubeconfig fails within a second and the watch is
 // closed; the member's host objects go and the pool refills; a deleted
 // control-plane pod and an API server that stops answering each recycle
-// their member; deleting the pool leaves no host object with kobe's labels.
+// their member; a Direct lease's certificate and a token minted inside stop
+// working within 2 s of its release (bootstrapJobs); deleting the pool
+// leaves no host object with kobe's labels.
 func TestMembersInsideTheHostCluster(t *testing.T) {
 	f := start(t)
 	ctx := t.Context()
@@ -109,7 +111,7 @@ func TestMembersInsideTheHostCluster(t *testing.T) {
 	t.Run("lease through the connect proxy, then release cuts it", func(t *testing.T) { f.leaseAndRelease(t) })
 	t.Run("a deleted control-plane pod recycles its member", func(t *testing.T) { f.deletedPodRecycles(t) })
 	t.Run("an API server failing health checks recycles its member", func(t *testing.T) { f.frozenAPIServerRecycles(t) })
-	t.Run("bootstrap Jobs with parameters run before hand-out; a failing one fails its member", func(t *testing.T) { f.bootstrapJobs(t) })
+	t.Run("bootstrap Jobs with parameters run before hand-out, a Direct lease's credentials end with its release; a failing Job fails its member", func(t *testing.T) { f.bootstrapJobs(t) })
 	t.Run("deleting the pool leaves no host object", func(t *testing.T) { f.deletePool(t) })
 }
 
