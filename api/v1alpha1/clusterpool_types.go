@@ -521,10 +521,12 @@ const (
 	EgressPublic EgressMode = "Public"
 )
 
-// EgressSpec opens a member's pods to the world beyond their member. Link-
-// local addresses (cloud metadata), loopback, the host's own addresses,
-// other members and the private, shared and reserved ranges stay out of
-// reach unless allowCIDRs lists them; loopback and link-local always do.
+// EgressSpec opens a member's pods to the world beyond their member. The
+// private, shared and reserved ranges stay out of reach unless allowCIDRs
+// lists them. Loopback, link-local addresses (cloud metadata) and
+// multicast never are, whatever allowCIDRs lists; nor, for the kubernetes
+// backend, the host cluster's pod and Service ranges and its nodes'
+// addresses (the operator's --kubernetes-host-cidrs; docs/backends.md).
 type EgressSpec struct {
 	// mode is None (the default) or Public.
 	// +optional
