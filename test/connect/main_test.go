@@ -91,6 +91,9 @@ func (s *suite) run(m *testing.M) (int, error) {
 			Backend:     kobev1.BackendSpec{Type: kobev1.BackendLocal},
 			Access:      &kobev1.AccessSpec{Mode: kobev1.AccessProxy},
 			HealthCheck: &kobev1.HealthCheckSpec{IntervalSeconds: 5, FailureThreshold: 3},
+			// Both members run: the tests lease them back to back and
+			// expect each bound at once (test/e2e covers frozen members).
+			Warm: &kobev1.WarmSpec{Running: ptr.To[int32](2)},
 		},
 	}
 	if err := s.Env.Client.Create(ctx, p); err != nil {

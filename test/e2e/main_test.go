@@ -134,6 +134,9 @@ func newPool(name string, size int32) *kobev1.ClusterPool {
 			TTL:         &metav1.Duration{Duration: 30 * time.Minute},
 			Backend:     kobev1.BackendSpec{Type: kobev1.BackendLocal},
 			HealthCheck: &kobev1.HealthCheckSpec{IntervalSeconds: 5, FailureThreshold: 3},
+			// Every member runs: tests lease right after the pool is Ready
+			// and expect a bind at once; TestFrozenHandOuts sets its own.
+			Warm: &kobev1.WarmSpec{Running: ptr.To(size)},
 		},
 	}
 }

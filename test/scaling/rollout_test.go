@@ -145,6 +145,8 @@ func TestTemplateChangeReplacesMembersSurgeStyle(t *testing.T) {
 	p.Spec.Size = ptr.To[int32](2)
 	p.Spec.TTL = dur(30 * time.Minute)
 	p.Spec.Backend.Type = kobev1.BackendLocal
+	// Both run: the lease after the rollout expects a bind at once.
+	p.Spec.Warm = &kobev1.WarmSpec{Running: ptr.To[int32](2)}
 	createPool(t, p)
 
 	before := waitPool(t, namespace, name, memberDeadline, "Healthy with 2 Ready", func(p *kobev1.ClusterPool) error {
