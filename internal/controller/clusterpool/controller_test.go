@@ -104,12 +104,15 @@ func (h *harness) namespace(t *testing.T) string { return h.namespaces.Take(t) }
 
 func (h *harness) createPool(t *testing.T, ns, name string, mut func(*kobev1.ClusterPool)) *kobev1.ClusterPool {
 	p := &kobev1.ClusterPool{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: kobev1.ClusterPoolSpec{Size: ptr.To[int32](2), Backend: kobev1.BackendSpec{Type: kobev1.BackendLocal},
-			// Every member runs: the tests talk to each member's API server
-			// (TestWarmMembersFreeze sets its own).
-			Warm: &kobev1.WarmSpec{Running: ptr.To[int32](100)}}}
+		Spec: kobev1.ClusterPoolSpec{Size: ptr.To[int32](2), Backend: kobev1.BackendSpec{Type: kobev1.BackendLocal}}}
 	if mut != nil {
 		mut(p)
+	}
+	// Every local member runs: the tests talk to each member's API server
+	// (TestWarmMembersFreeze sets its own). Other backends freeze nothing,
+	// and warm.running set on them is reported as FieldNotImplemented.
+	if p.Spec.Warm == nil && p.Spec.Backend.Type == kobev1.BackendLocal {
+		p.Spec.Warm = &kobev1.WarmSpec{Running: ptr.To[int32](100)}
 	}
 	if err := h.c.Create(t.Context(), p); err != nil {
 		t.Fatal(err)
