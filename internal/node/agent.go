@@ -98,6 +98,7 @@ func (a *Agent) setUpAndStart(ctx context.Context) error {
 		{"joining the node's cgroup", a.cgroups},
 		{"mounting the node's file systems", a.mounts},
 		{"setting up the network", a.network},
+		{"keeping pods' DNS inside the member", a.guardDNS},
 		{"starting the egress proxy", a.startEgressProxy},
 		{"starting containerd", a.containerd},
 		{"importing images", a.importImages},

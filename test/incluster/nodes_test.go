@@ -41,7 +41,8 @@ const (
 // address (overlayHostile); reaches a pod through pods/ and
 // services/proxy, and cannot aim the API server at anything else through
 // forged pod, EndpointSlice, webhook or Node addresses
-// (egressThroughNodePods); deleting the pool leaves no host object (the
+// (egressThroughNodePods); its pods' DNS reaches no resolver outside the
+// member (dnsStaysInside); deleting the pool leaves no host object (the
 // egress Service included), and the machine is as before.
 func TestLeasedMemberWithANode(t *testing.T) {
 	f := start(t)
@@ -172,6 +173,7 @@ func TestLeasedMemberWithANode(t *testing.T) {
 
 	f.overlayHostile(t, kc, nodes, spoofer)
 	f.egressThroughNodePods(t, kc)
+	f.dnsStaysInside(t, kc, nodes)
 
 	began = time.Now()
 	if out, errOut, err := f.kobe(t, "release", l.ID); err != nil {

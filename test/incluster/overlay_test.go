@@ -102,7 +102,9 @@ func (f *fixture) overlayHostile(t *testing.T, kc string, nodes []string, spoofe
 	target := f.hc.NodeIP
 	var overlayPackets, controlPackets atomic.Int32
 	spoofs := &spoofLog{}
-	listen := func(port int, n *atomic.Int32) {
+	// listen counts what arrives at target:port; with spoofLog set, testapp
+	// spoof's datagrams go there instead. It returns the port.
+	listen := func(port int, n *atomic.Int32, log *spoofLog) int {
 		conn, err := net.ListenPacket("udp4", net.JoinHostPort(target, fmt.Sprint(port)))
 		if err != nil {
 			t.Fatalf("listening on %s:%d: %v", target, port, err)
@@ -115,16 +117,17 @@ func (f *fixture) overlayHostile(t *testing.T, kc string, nodes []string, spoofe
 				if err != nil {
 					return
 				}
-				if claimed, ok := bytes.CutPrefix(buf[:k], []byte(spoofMarker)); ok {
-					spoofs.add(string(claimed), from.(*net.UDPAddr).IP.String())
+				if claimed, ok := bytes.CutPrefix(buf[:k], []byte(spoofMarker)); ok && log != nil {
+					log.add(string(claimed), from.(*net.UDPAddr).IP.String())
 					continue
 				}
 				n.Add(1)
 			}
 		}()
+		return conn.LocalAddr().(*net.UDPAddr).Port
 	}
-	listen(node.OverlayPort, &overlayPackets)
-	listen(53, &controlPackets)
+	listen(node.OverlayPort, &overlayPackets, spoofs)
+	control := net.JoinHostPort(target, fmt.Sprint(listen(0, &controlPackets, nil)))
 
 	genuine := testenv.MustKubectl(t, kc, "get", "node", nodes[1], "-o", `jsonpath={.metadata.annotations.kobe\.kunobi\.ninja/overlay}`)
 	g := strings.Fields(genuine)
@@ -146,14 +149,25 @@ func (f *fixture) overlayHostile(t *testing.T, kc string, nodes []string, spoofe
 			t.Fatalf("%s (a lease holder may): %v %s", what, err, out)
 		}
 	}
-	// One pod on node 0 asks three servers in turn (1 s each): the
-	// control, the address on another port (node 0's pods reach it,
-	// masqueraded to their node pod); an address of the forged range; and
-	// node 1's bridge (packets that the altered statement would send
-	// elsewhere). A third control packet means it has been round once.
-	f.startProbe(t, kc, "forged", nodes[0], target+", 198.19.246.5, "+strings.TrimSuffix(g[2], "0/24")+"1")
-	testenv.Eventually(t, 45*time.Second, "the control's packets at "+target+":53", func() error {
-		if n := controlPackets.Load(); n < 3 {
+	// The spoofer pod on node 0 sends UDP datagrams with its true source
+	// to an address of the forged range and to node 1's bridge (packets
+	// that the altered statement would send elsewhere), then to the
+	// control: the address on another port (node 0's pods reach it,
+	// masqueraded to their node pod). Once the control's are in, the
+	// others sent before them on the same node have had their chance.
+	spoofer()
+	if out, err := testenv.Kubectl(t, kc, "wait", "--for=condition=Ready", "--timeout=30s", "pod/spoofer"); err != nil {
+		desc, _ := testenv.Kubectl(t, kc, "describe", "pod/spoofer")
+		t.Fatal(out, err, desc)
+	}
+	self := testenv.MustKubectl(t, kc, "get", "pod", "spoofer", "-o", "jsonpath={.status.podIP}")
+	testenv.Eventually(t, 45*time.Second, "the control's datagrams at "+control, func() error {
+		for _, dst := range []string{"198.19.246.5:9", strings.TrimSuffix(g[2], "0/24") + "1:9", control} {
+			if out, err := testenv.Kubectl(t, kc, "exec", "spoofer", "--", "/testapp", "spoof", self, dst); err != nil {
+				return fmt.Errorf("testapp spoof %s %s: %w %s", self, dst, err, out)
+			}
+		}
+		if n := controlPackets.Load(); n < spoofCount {
 			return fmt.Errorf("%d so far: the silence of the overlay's port would prove nothing", n)
 		}
 		return nil
@@ -171,8 +185,7 @@ func (f *fixture) overlayHostile(t *testing.T, kc string, nodes []string, spoofe
 	if n := overlayPackets.Load(); n != 0 {
 		t.Errorf("%d packets reached %s:%d, the overlay's port at an address of the lease holder's choosing", n, target, node.OverlayPort)
 	}
-	t.Logf("forged, altered and replayed overlay statements refused, %d control packets and no overlay packet at %s, in %v", controlPackets.Load(), target, time.Since(began).Round(time.Millisecond))
-	spoofer()
+	t.Logf("forged, altered and replayed overlay statements refused, %d control datagrams and no overlay packet at %s, in %v", controlPackets.Load(), target, time.Since(began).Round(time.Millisecond))
 	f.spoofed(t, kc, target, g[1], spoofs)
 }
 
