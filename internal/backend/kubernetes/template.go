@@ -346,6 +346,11 @@ func (t Template) Pods(in incluster.RenderInput) ([]corev1.Pod, error) {
 			"--use-service-account-credentials=true",
 			"--controllers=*",
 			"--leader-elect=false",
+			// A ServiceAccount and a token per controller at start: at
+			// the default 20 requests a second, seconds of the member's
+			// time to Ready (the local backend's measurement).
+			"--kube-api-qps=200",
+			"--kube-api-burst=400",
 			"--secure-port=0",
 			"--profiling=false",
 		},

@@ -97,7 +97,7 @@ func waitForState(t testing.TB, b *Backend, m backend.Member, want backend.State
 			return obs, fmt.Errorf("member %s failed: %s", m.Name, obs.Message)
 		}
 		if obs.State != last.State || obs.Message != last.Message {
-			t.Logf("member %s: %s %s", m.Name, obs.State, obs.Message)
+			t.Logf("member %s: %.1f s: %s %s", m.Name, time.Since(deadline.Add(-timeout)).Seconds(), obs.State, obs.Message)
 		}
 		last = obs
 		if time.Now().After(deadline) {

@@ -117,6 +117,14 @@ func (b *Backend) componentArgs(p paths, st *state, c string) ([]string, error) 
 			// replicaset, garbage collector and namespace deletion.
 			"--controllers=*",
 			"--leader-elect=false",
+			// Its start creates a ServiceAccount and requests a token for
+			// each of some 35 controllers (use-service-account-credentials)
+			// before any runs: at the default 20 requests a second that
+			// took about 3 s of every member's time to Ready
+			// (docs/benchmarks.md). A member serves one user; a burst at
+			// start costs it nothing.
+			"--kube-api-qps=200",
+			"--kube-api-burst=400",
 			"--secure-port=0",
 		}, b.tuning.args[c]...), nil
 	case compScheduler:
