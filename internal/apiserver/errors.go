@@ -1,11 +1,14 @@
 package apiserver
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/kunobi-ninja/kobe/internal/auth"
 	"github.com/kunobi-ninja/kobe/internal/lease"
@@ -64,8 +67,23 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 			return
 		}
 	}
+	if hostAPIBusy(err) {
+		s.opts.Log.Error(err, "Request failed: the host API server is busy", "method", r.Method, "path", r.URL.Path)
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, wire.ReasonHostAPIUnavailable, "the host cluster's API server is busy",
+			"it did not answer in time or asked kobe to slow down; try again (GET /v1/leases shows whether a lease was recorded)")
+		return
+	}
 	s.opts.Log.Error(err, "Request failed", "method", r.Method, "path", r.URL.Path)
 	writeError(w, http.StatusInternalServerError, wire.ReasonInternalError, "internal error", "the request failed; the error has been logged")
+}
+
+// hostAPIBusy reports an error of the host cluster's API server that means
+// "not now" (a timeout on either side, throttling, unavailable) rather than
+// a fault of kobe's: the caller may try again, so it is a 503, not a 500.
+func hostAPIBusy(err error) bool {
+	return apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err) ||
+		apierrors.IsServiceUnavailable(err) || errors.Is(err, context.DeadlineExceeded)
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

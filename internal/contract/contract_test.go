@@ -32,9 +32,10 @@ func TestCoverage(t *testing.T) {
 			t.Errorf("no case answers %d", code)
 		}
 	}
-	// Not provoked from outside: InternalError (a server fault) and
-	// TooManyRequests (200 requests held in flight at once), which the API
-	// server's own tests cover.
+	// Not provoked from outside: InternalError (a server fault),
+	// TooManyRequests (200 requests held in flight at once) and
+	// HostAPIUnavailable (the host API server busy), which the API server's
+	// own tests cover.
 	for _, reason := range []string{
 		wire.ReasonBadRequest, wire.ReasonUnauthorized, wire.ReasonPoolNotAllowed, wire.ReasonPoolNotFound,
 		wire.ReasonLeaseNotFound, wire.ReasonNotFound, wire.ReasonMethodNotAllowed, wire.ReasonExtensionLimitReached,

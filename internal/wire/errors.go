@@ -77,6 +77,11 @@ const (
 	// ReasonMemberUnavailable (503, Retry-After): the lease's member is being
 	// deleted or cannot be reached now.
 	ReasonMemberUnavailable = "MemberUnavailable"
+	// ReasonHostAPIUnavailable (503, Retry-After): the host cluster's API
+	// server, where kobe keeps leases and members, did not answer in time or
+	// asked kobe to slow down. Nothing was handed out by this request
+	// (GET /v1/leases shows whether its lease was recorded).
+	ReasonHostAPIUnavailable = "HostAPIUnavailable"
 )
 
 // UnavailableRetryAfter is the Retry-After header, in seconds, of a 503
