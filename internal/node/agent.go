@@ -102,6 +102,7 @@ func (a *Agent) setUpAndStart(ctx context.Context) error {
 		{"starting the egress proxy", a.startEgressProxy},
 		{"starting containerd", a.containerd},
 		{"importing images", a.importImages},
+		{"waiting for the member's API server", a.apiServerReady},
 		{"starting kubelet", a.kubelet},
 		{"starting kube-proxy", a.kubeProxy},
 		{"starting the volume provisioner", a.storage},
