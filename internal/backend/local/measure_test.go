@@ -185,6 +185,10 @@ func measureVariants() map[string]tuning {
 		"nowatchcache": with(func(args, _ map[string][]string) {
 			args[compAPIServer] = append(args[compAPIServer], "--watch-cache=false")
 		}),
+		"apigogc40": with(func(_, env map[string][]string) {
+			env[compAPIServer] = []string{"GOGC=40"}
+		}),
+		"gogc40": with(gogc("40")),
 		"noapf": with(func(args, _ map[string][]string) {
 			args[compAPIServer] = append(args[compAPIServer], "--enable-priority-and-fairness=false")
 		}),
