@@ -20,6 +20,7 @@ import (
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/clusterdns"
 	"github.com/kunobi-ninja/kobe/internal/testenv"
+	"github.com/kunobi-ninja/kobe/test/hostile"
 )
 
 const (
@@ -144,32 +145,11 @@ func TestLeasedMemberWithANode(t *testing.T) {
 	}
 	t.Logf("names resolved and a claim bound in %v", time.Since(began).Round(time.Millisecond))
 	f.crossNode(t, kc, nodes)
-	out, err = testenv.Kubectl(t, kc, "run", "priv", "--image=kobe.local/pause:v1", "--image-pull-policy=Never", "--restart=Never",
-		`--overrides={"apiVersion":"v1","spec":{"containers":[{"name":"priv","image":"kobe.local/pause:v1","imagePullPolicy":"Never","securityContext":{"privileged":true}}]}}`)
-	if err == nil || !strings.Contains(out, `violates PodSecurity "baseline:latest": privileged`) {
-		t.Errorf("a privileged pod through the proxy: %v: %s", err, out)
-	}
-
-	// The hostile holder's other ways around Pod Security, on the node
-	// pod of the kubernetes backend: each must be refused.
-	privileged := `{"metadata":{"labels":{"pod-security.kubernetes.io/enforce":"privileged"}}}`
-	for what, args := range map[string][]string{
-		"a privileged label through namespaces/status": {"patch", "namespace", "default", "--subresource=status", "--type=merge", "-p", privileged},
-		"a privileged ephemeral container":             {"patch", "pod", "pause", "--subresource=ephemeralcontainers", "--type=strategic", "-p", `{"spec":{"ephemeralContainers":[{"name":"root","image":"kobe.local/pause:v1","imagePullPolicy":"Never","securityContext":{"privileged":true}}]}}`},
-		"a hostPID pod": {"run", "hostpid", "--image=kobe.local/pause:v1", "--image-pull-policy=Never", "--restart=Never",
-			`--overrides={"apiVersion":"v1","spec":{"hostPID":true,"containers":[{"name":"c","image":"kobe.local/pause:v1","imagePullPolicy":"Never"}]}}`},
-	} {
-		if out, err := testenv.Kubectl(t, kc, args...); err == nil {
-			t.Errorf("%s through the proxy was admitted: %s", what, out)
-		}
-	}
-	finalize := filepath.Join(f.work, "finalize.json")
-	if err := os.WriteFile(finalize, []byte(`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"default","labels":{"pod-security.kubernetes.io/enforce":"privileged"}},"spec":{"finalizers":["kubernetes"]}}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := testenv.Kubectl(t, kc, "replace", "--raw", "/api/v1/namespaces/default/finalize", "-f", finalize); err == nil {
-		t.Errorf("a privileged label through namespaces/finalize was admitted: %s", out)
-	}
+	// The hostile suite's ways around Pod Security, through the proxy on
+	// the node pods of the kubernetes backend: each must be refused.
+	t.Run("Pod Security holds", func(t *testing.T) {
+		hostile.PodSecurityHolds(t, hostile.Target{Kubeconfig: kc, Image: "kobe.local/pause:v1", RunningPod: "pause", Node: nodes[0]})
+	})
 
 	f.overlayHostile(t, kc, nodes, spoofer)
 	f.egressThroughNodePods(t, kc)

@@ -32,6 +32,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/testenv/kobesuite"
 	"github.com/kunobi-ninja/kobe/internal/testenv/memberproc"
 	"github.com/kunobi-ninja/kobe/internal/wire"
+	"github.com/kunobi-ninja/kobe/test/hostile"
 )
 
 // workload is what one leased member runs: the testapp Deployment behind
@@ -131,10 +132,10 @@ func TestLeasedMembersRunPods(t *testing.T) {
 	out := startOutside(t)
 	defer out.stop()
 	t.Run("a hostile holder of a member without egress gets nothing beyond it", func(t *testing.T) {
-		hostile(t, direct, out, false)
+		hostileHolder(t, direct, out, false)
 	})
 	t.Run("a hostile holder of a member with public egress gets only public addresses", func(t *testing.T) {
-		hostile(t, proxied, out, true)
+		hostileHolder(t, proxied, out, true)
 	})
 	t.Run("admission webhooks reach the member's pods and nothing else", func(t *testing.T) {
 		webhooks(t, direct, out)
@@ -324,33 +325,14 @@ func podSecurity(t *testing.T, w, other *workload) {
 	if _, err := os.Stat(otherKeys); err != nil {
 		t.Fatalf("the other member's directory %s is not where the test looks: %v", otherKeys, err)
 	}
-	// A lease holder is admin of the member: lowering the namespace's
-	// level by label must be refused too, or the checks below mean nothing.
-	if out, err := testenv.Kubectl(t, w.kubeconfig, "label", "namespace", "default", "pod-security.kubernetes.io/enforce=privileged", "--overwrite"); err == nil {
-		t.Errorf("a lease holder lowered the default namespace's Pod Security level: %s", out)
-	}
-	for name, spec := range map[string]string{
-		"privileged": `{"containers":[{"name":"c","image":"` + testappImage + `","imagePullPolicy":"Never","securityContext":{"privileged":true}}]}`,
-		"hostpath": `{"containers":[{"name":"c","image":"` + testappImage + `","imagePullPolicy":"Never","volumeMounts":[{"name":"h","mountPath":"/host"}]}],` +
-			`"volumes":[{"name":"h","hostPath":{"path":"` + otherKeys + `"}}]}`,
-		"hostpid": `{"hostPID":true,"containers":[{"name":"c","image":"` + testappImage + `","imagePullPolicy":"Never"}]}`,
-	} {
-		pod := `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"` + name + `"},"spec":` + spec + `}`
-		out, err := testenv.Kubectl(t, w.kubeconfig, "apply", "-f", writeFile(t, pod))
-		if err == nil || !strings.Contains(out, "violates PodSecurity") {
-			t.Errorf("a %s pod was not refused by Pod Security: %v %s", name, err, out)
-		}
-	}
-	// Nor through a PersistentVolume, whose source Pod Security never
-	// sees: a claim bound to hostPath / (or another member's keys, or the
-	// volumes' root, where a planted symlink would lead out) would mount it.
-	for _, path := range []string{"/", otherKeys, node.StorageRoot} {
-		pv := `{"apiVersion":"v1","kind":"PersistentVolume","metadata":{"name":"escape"},"spec":{"capacity":{"storage":"1Gi"},` +
-			`"accessModes":["ReadWriteOnce"],"hostPath":{"path":"` + path + `"}}}`
-		if out, err := testenv.Kubectl(t, w.kubeconfig, "apply", "-f", writeFile(t, pv)); err == nil || !strings.Contains(out, "kobe-persistent-volumes") {
-			t.Errorf("a hostPath PersistentVolume of %s was not refused: %v %s", path, err, out)
-		}
-	}
+	// The hostile suite's ways around Pod Security (every namespace write
+	// path, every kind of pod that owns the node, in any namespace, through
+	// a controller, PersistentVolumes), with the other member's keys as the
+	// host path to mount.
+	nodeName := testenv.MustKubectl(t, w.kubeconfig, "get", "nodes", "-o", "jsonpath={.items[0].metadata.name}")
+	hostile.PodSecurityHolds(t, hostile.Target{Kubeconfig: w.kubeconfig, Image: testappImage, RunningPod: "client", Node: nodeName, HostPath: otherKeys})
+	// Nor can an ordinary pod read another member's keys or the
+	// operator's files.
 	for _, path := range []string{filepath.Join(otherKeys, "pki", "client-ca.key"), s.DataRoot, filepath.Join(s.Work, "tls.key")} {
 		if out, err := execIn(t, w, "read", path); err == nil {
 			t.Errorf("a pod of %s read %s: %.80s", w.pool, path, out)
