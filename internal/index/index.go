@@ -10,11 +10,20 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+	"github.com/kunobi-ninja/kobe/internal/lease"
 )
 
 const (
-	// LeasePool indexes ClusterLeases by spec.pool.
+	// LeasePool indexes ClusterLeases by spec.pool, ended ones included
+	// (they are kept for --lease-retention): for what needs the pool's
+	// history, such as its demand.
 	LeasePool = "spec.pool"
+	// ActiveLeasePool indexes the ClusterLeases that have not ended
+	// (lease.IsActive) by spec.pool: a pool's queue and its bound leases.
+	// A busy pool keeps thousands of ended leases for an hour; reading its
+	// queue through LeasePool copied every one of them on each hand-out,
+	// lease reconcile and member event.
+	ActiveLeasePool = "spec.pool.active"
 	// LeaseIdentity indexes ClusterLeases by spec.requester.identity.
 	LeaseIdentity = "spec.requester.identity"
 	// LeaseInstanceUID indexes ClusterLeases by status.instanceRef.uid: the
@@ -48,6 +57,15 @@ func InstanceLease(o client.Object) []string {
 	return []string{string(inst.Spec.LeaseRef.UID)}
 }
 
+// ActiveLeasePoolName is the ActiveLeasePool index function.
+func ActiveLeasePoolName(o client.Object) []string {
+	l, ok := o.(*kobev1.ClusterLease)
+	if !ok || !lease.IsActive(l) {
+		return nil
+	}
+	return []string{l.Spec.Pool}
+}
+
 // InstancePoolName is the InstancePool index: a member's pool label.
 func InstancePoolName(o client.Object) []string {
 	if name := o.GetLabels()[kobev1.LabelPool]; name != "" {
@@ -63,6 +81,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager) error {
 		return []string{o.(*kobev1.ClusterLease).Spec.Pool}
 	}); err != nil {
 		return fmt.Errorf("indexing leases by pool: %w", err)
+	}
+	if err := fi.IndexField(ctx, &kobev1.ClusterLease{}, ActiveLeasePool, ActiveLeasePoolName); err != nil {
+		return fmt.Errorf("indexing active leases by pool: %w", err)
 	}
 	if err := fi.IndexField(ctx, &kobev1.ClusterLease{}, LeaseIdentity, func(o client.Object) []string {
 		return []string{o.(*kobev1.ClusterLease).Spec.Requester.Identity}

@@ -378,7 +378,7 @@ type fastPath struct {
 // ahead of it (lease.MayBindNow).
 func (s *Service) headOfQueue(ctx context.Context, l *kobev1.ClusterLease) bool {
 	var ls kobev1.ClusterLeaseList
-	if err := s.opts.Reader.List(ctx, &ls, client.InNamespace(l.Namespace), client.MatchingFields{index.LeasePool: l.Spec.Pool}); err != nil {
+	if err := s.opts.Reader.List(ctx, &ls, client.InNamespace(l.Namespace), client.MatchingFields{index.ActiveLeasePool: l.Spec.Pool}); err != nil {
 		return false
 	}
 	pos := lease.Position(lease.Waiting(lease.Queue(ls.Items, l.Spec.Pool), s.opts.Clock.Now()), l)

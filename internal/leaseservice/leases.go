@@ -103,7 +103,7 @@ func (s *Service) ListPool(ctx context.Context, p *auth.Principal, poolName stri
 		return nil, err
 	}
 	var ls kobev1.ClusterLeaseList
-	if err := s.opts.Reader.List(ctx, &ls, client.InNamespace(s.opts.Namespace), client.MatchingFields{index.LeasePool: pl.Name}); err != nil {
+	if err := s.opts.Reader.List(ctx, &ls, client.InNamespace(s.opts.Namespace), client.MatchingFields{index.ActiveLeasePool: pl.Name}); err != nil {
 		return nil, fmt.Errorf("listing leases of pool %s: %w", pl.Name, err)
 	}
 	pos := queuePositions(ls.Items, pl.Name)

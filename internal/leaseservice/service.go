@@ -244,7 +244,7 @@ func cmpBool(a, b bool) int {
 // the pool's leases in the cache (see lease.Queue).
 func (s *Service) positions(ctx context.Context, pool string) (func(*kobev1.ClusterLease) int32, error) {
 	var ls kobev1.ClusterLeaseList
-	if err := s.opts.Reader.List(ctx, &ls, client.InNamespace(s.opts.Namespace), client.MatchingFields{index.LeasePool: pool}); err != nil {
+	if err := s.opts.Reader.List(ctx, &ls, client.InNamespace(s.opts.Namespace), client.MatchingFields{index.ActiveLeasePool: pool}); err != nil {
 		return nil, fmt.Errorf("listing leases of pool %s: %w", pool, err)
 	}
 	return queuePositions(ls.Items, pool), nil

@@ -63,7 +63,7 @@ func (r *Reconciler) validate() error {
 	})
 }
 
-// SetupWithManager registers the controller. The index.LeasePool cache
+// SetupWithManager registers the controller. The index.ActiveLeasePool cache
 // index must be registered on mgr (index.Setup). It fails when a required
 // field is missing, rather than panicking at the first reconcile.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
@@ -111,7 +111,7 @@ func (r *Reconciler) queueMoved() handler.EventHandler {
 // it.
 func (r *Reconciler) enqueueBehind(ctx context.Context, moved *kobev1.ClusterLease, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 	var ls kobev1.ClusterLeaseList
-	if err := r.Client.List(ctx, &ls, client.InNamespace(moved.Namespace), client.MatchingFields{index.LeasePool: moved.Spec.Pool}); err != nil {
+	if err := r.Client.List(ctx, &ls, client.InNamespace(moved.Namespace), client.MatchingFields{index.ActiveLeasePool: moved.Spec.Pool}); err != nil {
 		return // the periodic look of each queued lease catches up
 	}
 	for _, l := range lease.Queue(ls.Items, moved.Spec.Pool) {
@@ -132,7 +132,7 @@ func (r *Reconciler) leasesForInstance(ctx context.Context, o client.Object) []r
 	}
 	if lease.Bindable(inst) {
 		var ls kobev1.ClusterLeaseList
-		if err := r.Client.List(ctx, &ls, client.InNamespace(inst.Namespace), client.MatchingFields{index.LeasePool: inst.Spec.PoolRef.Name}); err == nil {
+		if err := r.Client.List(ctx, &ls, client.InNamespace(inst.Namespace), client.MatchingFields{index.ActiveLeasePool: inst.Spec.PoolRef.Name}); err == nil {
 			for _, l := range lease.Queue(ls.Items, inst.Spec.PoolRef.Name) {
 				reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(l)})
 			}

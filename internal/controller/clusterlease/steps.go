@@ -258,7 +258,7 @@ func (r *Reconciler) reconcileQueued(ctx context.Context, s *scope) (ctrl.Result
 		return ctrl.Result{}, r.end(ctx, s, end.Phase, end.Reason, end.Message)
 	}
 	var ls kobev1.ClusterLeaseList
-	if err := r.Client.List(ctx, &ls, client.InNamespace(l.Namespace), client.MatchingFields{index.LeasePool: l.Spec.Pool}); err != nil {
+	if err := r.Client.List(ctx, &ls, client.InNamespace(l.Namespace), client.MatchingFields{index.ActiveLeasePool: l.Spec.Pool}); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing queue of pool %s: %w", l.Spec.Pool, err)
 	}
 	pos := lease.Position(lease.Queue(ls.Items, l.Spec.Pool), l)

@@ -43,7 +43,8 @@ const ControllerName = "kobe-clusterpool"
 type Reconciler struct {
 	// Client is the manager's client; the pool's members and leases are
 	// read from its cache through the index.InstancePool and
-	// index.LeasePool indexes (index.Setup). Required.
+	// index.ActiveLeasePool and index.LeasePool indexes
+	// (index.Setup). Required.
 	Client client.Client
 	// APIReader lists members live before the pool creates or deletes any
 	// while a create or delete of its own is not in the cache yet: acting on
@@ -196,7 +197,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 // was reserved, so one missing from the cache is already below
 // status.nextOrdinal, which never goes down.
 func (r *Reconciler) decide(ctx context.Context, s *scope) error {
-	leases, err := r.leases(ctx, s.pool)
+	active, err := r.leases(ctx, s.pool, index.ActiveLeasePool)
 	if err != nil {
 		return err
 	}
@@ -210,12 +211,20 @@ func (r *Reconciler) decide(ctx context.Context, s *scope) error {
 	if s.bundles, s.jobBundles, err = r.bundles(ctx, s.pool); err != nil {
 		return err
 	}
-	s.queue = int32(len(lease.Queue(leases, s.pool.Name)))
+	s.queue = int32(len(lease.Queue(active, s.pool.Name)))
 	s.netpol = r.networkPolicy(s.pool)
 	// Before the plan, which reads it: Predictive aims for its warm target
 	// and DemandCovered compares with it. The history is kept in the status
 	// (the deferred patch writes it), so a restart or failover keeps it.
-	s.pool.Status.Demand, s.demandRequeue = pool.MeasureDemand(s.pool, leases, members, s.conds.Now)
+	// Demand counts arrivals, ended leases included: only a pool that
+	// scales on it reads the pool's history.
+	history := active
+	if s.pool.Spec.Scaling != nil {
+		if history, err = r.leases(ctx, s.pool, index.LeasePool); err != nil {
+			return err
+		}
+	}
+	s.pool.Status.Demand, s.demandRequeue = pool.MeasureDemand(s.pool, history, members, s.conds.Now)
 	// Before the plan too: the create backoff reads the failure streak.
 	if err := r.countFailures(ctx, s, members); err != nil || s.patch.Done() {
 		return err
@@ -370,11 +379,12 @@ func (r *Reconciler) members(ctx context.Context, p *kobev1.ClusterPool, from cl
 	}), nil
 }
 
-// leases lists the leases naming the pool, from the cache: its queue and
-// its demand are read from them.
-func (r *Reconciler) leases(ctx context.Context, p *kobev1.ClusterPool) ([]kobev1.ClusterLease, error) {
+// leases lists the leases naming the pool from the cache, by byPool: the
+// active ones (index.ActiveLeasePool, its queue) or all of them
+// (index.LeasePool, its demand).
+func (r *Reconciler) leases(ctx context.Context, p *kobev1.ClusterPool, byPool string) ([]kobev1.ClusterLease, error) {
 	var list kobev1.ClusterLeaseList
-	if err := r.Client.List(ctx, &list, client.InNamespace(p.Namespace), client.MatchingFields{index.LeasePool: p.Name}); err != nil {
+	if err := r.Client.List(ctx, &list, client.InNamespace(p.Namespace), client.MatchingFields{byPool: p.Name}); err != nil {
 		return nil, fmt.Errorf("listing leases of pool %s: %w", p.Name, err)
 	}
 	return list.Items, nil
@@ -426,7 +436,7 @@ func (r *Reconciler) poolsOfBundle(ctx context.Context, o client.Object) []recon
 // SetupWithManager registers the controller: it watches pools, their
 // members (by label, since a bound member's owner is its lease) and the
 // leases naming them; each event wakes only the pool it names. The
-// index.InstancePool and index.LeasePool cache indexes must be registered
+// index.InstancePool, index.ActiveLeasePool and index.LeasePool cache indexes must be registered
 // on mgr (index.Setup). It fails when a required dependency is missing.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := r.validate(); err != nil {
