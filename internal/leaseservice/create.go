@@ -107,7 +107,7 @@ func (s *Service) Create(ctx context.Context, p *auth.Principal, req CreateReque
 		}
 		s.markPending(detached, l)
 	}
-	pos, err := s.positionsNow(ctx, pl.Name)
+	pos, err := s.positionsAfter(ctx, l)
 	if err != nil {
 		return nil, err
 	}

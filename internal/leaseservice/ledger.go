@@ -159,16 +159,26 @@ func count(entries map[string]ledgerEntry, leases []kobev1.ClusterLease, alias s
 // this order, every lease whose entry the ledger holds was created before
 // the listing, unless its entry is a reservation still in flight.
 func (s *Service) readLedger(ctx context.Context, o ledgerOwner) (ledger, []kobev1.ClusterLease, error) {
+	led, err := s.readLedgerOnly(ctx, o)
+	if err != nil {
+		return led, nil, err
+	}
+	leases, err := s.ownedLeases(ctx, o)
+	return led, leases, err
+}
+
+// readLedgerOnly reads the owner's ledger, live.
+func (s *Service) readLedgerOnly(ctx context.Context, o ledgerOwner) (ledger, error) {
 	led := ledger{entries: map[string]ledgerEntry{}}
 	cm := &corev1.ConfigMap{}
 	err := s.opts.APIReader.Get(ctx, client.ObjectKey{Namespace: s.opts.Namespace, Name: LedgerName(o.hash())}, cm)
 	switch {
 	case apierrors.IsNotFound(err):
 	case err != nil:
-		return led, nil, fmt.Errorf("reading the lease ledger of %s: %w", o.identity, err)
+		return led, fmt.Errorf("reading the lease ledger of %s: %w", o.identity, err)
 	default:
 		if cm.Annotations[annotationLedgerPolicy] != o.policy || cm.Annotations[annotationLedgerIdentity] != o.identity {
-			return led, nil, fmt.Errorf("lease ledger %s belongs to another owner than %s/%s", cm.Name, o.policy, o.identity)
+			return led, fmt.Errorf("lease ledger %s belongs to another owner than %s/%s", cm.Name, o.policy, o.identity)
 		}
 		led.cm = cm
 		for name, raw := range cm.Data {
@@ -179,8 +189,39 @@ func (s *Service) readLedger(ctx context.Context, o ledgerOwner) (ledger, []kobe
 			led.entries[name] = e
 		}
 	}
-	leases, err := s.ownedLeases(ctx, o)
-	return led, leases, err
+	return led, nil
+}
+
+// entryLeases are the leases of the ledger's entries, for a change that
+// counts only entries (queue slots, an entry's removal), not everything
+// the owner holds: an owner keeps its ended leases for --lease-retention,
+// and listing them all live on every queued request cost the host API
+// server more than the request. Each entry's lease comes from the cache,
+// which can only be behind: it may show a lease still queued that is
+// bound already, never the reverse, so a queue slot is at worst counted
+// a moment too long. A lease the cache does not show although its entry
+// is older than ReservationGrace (so it was created, or never will be) is
+// read live.
+func (s *Service) entryLeases(ctx context.Context, o ledgerOwner, led ledger) ([]kobev1.ClusterLease, error) {
+	now := s.opts.Clock.Now()
+	var out []kobev1.ClusterLease
+	for name, e := range led.entries {
+		key := client.ObjectKey{Namespace: s.opts.Namespace, Name: name}
+		l := kobev1.ClusterLease{}
+		err := s.opts.Reader.Get(ctx, key, &l)
+		if apierrors.IsNotFound(err) && now.Sub(e.At) >= ReservationGrace {
+			err = s.opts.APIReader.Get(ctx, key, &l)
+		}
+		switch {
+		case apierrors.IsNotFound(err):
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("reading lease %s of %s: %w", name, o.identity, err)
+		case o.owns(&l):
+			out = append(out, l)
+		}
+	}
+	return out, nil
 }
 
 // ownedLeases lists the owner's leases, live.
@@ -236,10 +277,23 @@ func (s *Service) writeLedger(ctx context.Context, o ledgerOwner, led ledger, en
 // updateLedger applies change to the owner's ledger until a write of it
 // wins: change sees the tally at the moment of the read and returns the
 // entries to write, or nil to write nothing, or a refusal.
-func (s *Service) updateLedger(ctx context.Context, o ledgerOwner, alias string, change func(t tally) (map[string]ledgerEntry, error)) error {
+//
+// With everything false, change counts entries only (tally.queued and
+// tally.keep; tally.held and tally.aliasHolder stay empty): the entries'
+// leases are read (entryLeases), not all of the owner's.
+func (s *Service) updateLedger(ctx context.Context, o ledgerOwner, alias string, everything bool, change func(t tally) (map[string]ledgerEntry, error)) error {
 	lostRace := func(err error) bool { return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) }
 	return retry.OnError(ledgerBackoff, lostRace, func() error {
-		led, leases, err := s.readLedger(ctx, o)
+		var (
+			led    ledger
+			leases []kobev1.ClusterLease
+			err    error
+		)
+		if everything {
+			led, leases, err = s.readLedger(ctx, o)
+		} else if led, err = s.readLedgerOnly(ctx, o); err == nil {
+			leases, err = s.entryLeases(ctx, o, led)
+		}
 		if err != nil {
 			return err
 		}
@@ -256,7 +310,7 @@ func (s *Service) updateLedger(ctx context.Context, o ledgerOwner, alias string,
 // unless p's limit or alias refuses it.
 func (s *Service) reserve(ctx context.Context, p *auth.Principal, l *kobev1.ClusterLease, alias string) error {
 	limit, limited := p.MaxConcurrentLeases()
-	return s.updateLedger(ctx, ownerOf(p), alias, func(t tally) (map[string]ledgerEntry, error) {
+	return s.updateLedger(ctx, ownerOf(p), alias, true, func(t tally) (map[string]ledgerEntry, error) {
 		if t.aliasHolder != "" {
 			return nil, aliasInUse(t.aliasHolder, alias)
 		}
@@ -281,7 +335,7 @@ func limitSource(p *auth.Principal) string {
 // since an entry of a lease never created stops counting after
 // ReservationGrace anyway.
 func (s *Service) dropEntry(ctx context.Context, p *auth.Principal, name string) {
-	err := s.updateLedger(ctx, ownerOf(p), "", func(t tally) (map[string]ledgerEntry, error) {
+	err := s.updateLedger(ctx, ownerOf(p), "", false, func(t tally) (map[string]ledgerEntry, error) {
 		if _, ok := t.keep[name]; !ok {
 			return nil, nil
 		}
@@ -298,7 +352,7 @@ func (s *Service) dropEntry(ctx context.Context, p *auth.Principal, name string)
 // of p's queue slots, or refuses it with ErrQueueLimit when p's leases
 // already hold max.
 func (s *Service) takeQueueSlot(ctx context.Context, p *auth.Principal, l *kobev1.ClusterLease, alias string, max int32) error {
-	return s.updateLedger(ctx, ownerOf(p), "", func(t tally) (map[string]ledgerEntry, error) {
+	return s.updateLedger(ctx, ownerOf(p), "", false, func(t tally) (map[string]ledgerEntry, error) {
 		if t.queued >= max {
 			return nil, queueLimit(p, t.queued)
 		}

@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -250,10 +251,31 @@ func (s *Service) positions(ctx context.Context, pool string) (func(*kobev1.Clus
 	return queuePositions(ls.Items, pool), nil
 }
 
-// positionsNow is positions read from the API server: a lease just created
-// must count the requests queued a millisecond before it, which the cache
-// may not have seen. It lists by the pool label, which the API puts on
-// every lease it creates.
+// cacheCatchUp bounds how long positionsAfter waits for the cache.
+const cacheCatchUp = time.Second
+
+// positionsAfter is positions once the cache holds l, a lease this request
+// just created: a watch delivers a kind's changes in order, so a cache
+// that shows l has seen every lease created before it, which l's position
+// must count. Should the cache not catch up within cacheCatchUp, the
+// positions are read from the API server (positionsNow).
+func (s *Service) positionsAfter(ctx context.Context, l *kobev1.ClusterLease) (func(*kobev1.ClusterLease) int32, error) {
+	err := wait.PollUntilContextTimeout(ctx, 2*time.Millisecond, cacheCatchUp, true, func(ctx context.Context) (bool, error) {
+		err := s.opts.Reader.Get(ctx, client.ObjectKeyFromObject(l), &kobev1.ClusterLease{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return err == nil, err
+	})
+	if err != nil {
+		return s.positionsNow(ctx, l.Spec.Pool)
+	}
+	return s.positions(ctx, l.Spec.Pool)
+}
+
+// positionsNow is positions read from the API server. It lists by the pool
+// label, which the API puts on every lease it creates, ended ones included:
+// the slow way.
 func (s *Service) positionsNow(ctx context.Context, pool string) (func(*kobev1.ClusterLease) int32, error) {
 	var ls kobev1.ClusterLeaseList
 	if err := s.opts.APIReader.List(ctx, &ls, client.InNamespace(s.opts.Namespace), client.MatchingLabels{kobev1.LabelPool: pool}); err != nil {
