@@ -126,7 +126,8 @@ func TestPoolListsLiveOnlyToAct(t *testing.T) {
 	}
 
 	// A create of its own that the cache has not shown (recorded here by
-	// hand: a lagging cache) makes the next act list live first.
+	// hand: a lagging cache) makes the pool wait for the cache, and, as
+	// this one never shows, list live before it acts (cacheWait later).
 	r.expected.expect(cur.UID, []string{pool.MemberName(p.Name, 99)}, nil, r.Clock.Now())
 	if err := env.Client.Delete(ctx, pool.NewMember(p, 0, pool.TemplateHash(&p.Spec))); err != nil {
 		t.Fatal(err)

@@ -117,6 +117,9 @@ type scope struct {
 	// demandRequeue is when status.demand must be measured again (a lease
 	// still inside the cache lag, or a bucket leaving the window); 0: none.
 	demandRequeue time.Duration
+	// cacheWait is when to decide again because the cache did not yet
+	// show this pool's own last creates and deletes (expectations).
+	cacheWait time.Duration
 	// host is the per-host budget of the pool's backend type.
 	host pool.HostBudget
 	// bundles are the content digests of the pool's BootstrapConfigs.
@@ -180,7 +183,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	for _, again := range []time.Duration{s.demandRequeue, freezeAgain} {
+	for _, again := range []time.Duration{s.demandRequeue, freezeAgain, s.cacheWait} {
 		if again > 0 && (res.RequeueAfter <= 0 || again < res.RequeueAfter) {
 			res.RequeueAfter = again
 		}
@@ -230,8 +233,24 @@ func (r *Reconciler) decide(ctx context.Context, s *scope) error {
 		return err
 	}
 	s.plan = r.plan(s, members)
-	if !acts(s.plan) || r.expected.seen(s.pool.UID, members, s.conds.Now) {
+	if !acts(s.plan) {
 		s.members = members
+		return nil
+	}
+	seen, wait := r.expected.seen(s.pool.UID, members, s.conds.Now)
+	if seen {
+		s.members = members
+		return nil
+	}
+	if wait > 0 {
+		// The cache does not show all of this pool's own last creates and
+		// deletes yet; their events wake the pool in a moment, and it acts
+		// then. Listing live instead cost a full read of the pool's members
+		// on nearly every refill under churn.
+		s.members = members
+		s.plan.NextOrdinal -= int32(len(s.plan.Create))
+		s.plan.Create, s.plan.Delete = nil, nil
+		s.cacheWait = wait
 		return nil
 	}
 	if members, err = r.members(ctx, s.pool, r.APIReader); err != nil {

@@ -9,9 +9,14 @@ import (
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 )
 
-// expectationTTL bounds how long a create or delete this process made may
-// stay unseen in the cache before the pool stops waiting for it and lists
-// live instead.
+// cacheWait bounds how long a pool waits for the cache to show a create or
+// delete this process made before it acts on a live list instead. A
+// watch shows them within milliseconds; a member created and gone again
+// before the pool looked would otherwise hold it back much longer.
+const cacheWait = time.Second
+
+// expectationTTL bounds how long the host ledger counts a member this
+// process created that the cache does not show (hostLedger.unseen).
 const expectationTTL = 30 * time.Second
 
 // expectations remember, per pool, the members this process created or
@@ -58,14 +63,16 @@ func (e *expectations) expect(p types.UID, created, deleted []string, now time.T
 }
 
 // seen reports whether cached shows every create and delete recorded for
-// pool p, forgetting those it shows. A record older than expectationTTL is
-// dropped and reported unseen, once, so that the caller lists live.
-func (e *expectations) seen(p types.UID, cached []kobev1.ClusterInstance, now time.Time) bool {
+// pool p, forgetting those it shows. When it does not, wait is how much
+// longer to wait for the cache (the record's last write plus cacheWait);
+// once that is over the record is dropped and reported unseen with no
+// wait, once, so that the caller lists live.
+func (e *expectations) seen(p types.UID, cached []kobev1.ClusterInstance, now time.Time) (ok bool, wait time.Duration) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	pd := e.pools[p]
 	if pd == nil {
-		return true
+		return true, 0
 	}
 	present := make(map[string]bool, len(cached))
 	for i := range cached {
@@ -84,12 +91,13 @@ func (e *expectations) seen(p types.UID, cached []kobev1.ClusterInstance, now ti
 	}
 	if len(pd.created) == 0 && len(pd.deleted) == 0 {
 		delete(e.pools, p)
-		return true
+		return true, 0
 	}
-	if now.Sub(pd.since) > expectationTTL {
-		delete(e.pools, p)
+	if left := pd.since.Add(cacheWait).Sub(now); left > 0 {
+		return false, left
 	}
-	return false
+	delete(e.pools, p)
+	return false, 0
 }
 
 // forget drops pool p's record (the pool is gone).

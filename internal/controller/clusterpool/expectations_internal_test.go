@@ -5,6 +5,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 )
@@ -20,40 +21,47 @@ func cached(names ...string) []kobev1.ClusterInstance {
 func TestExpectations(t *testing.T) {
 	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	var e expectations
-	if !e.seen("p", nil, t0) {
+	seen := func(p types.UID, cached []kobev1.ClusterInstance, now time.Time) bool {
+		ok, _ := e.seen(p, cached, now)
+		return ok
+	}
+	if !seen("p", nil, t0) {
 		t.Fatal("a pool with no record must be seen")
 	}
 	e.expect("p", []string{"pool-p-3"}, []string{"pool-p-1"}, t0)
-	if e.seen("p", cached("pool-p-1", "pool-p-2"), t0) {
+	if seen("p", cached("pool-p-1", "pool-p-2"), t0) {
 		t.Error("the create of pool-p-3 is not in the cache yet: not seen")
 	}
-	if e.seen("p", cached("pool-p-1", "pool-p-2", "pool-p-3"), t0) {
+	if seen("p", cached("pool-p-1", "pool-p-2", "pool-p-3"), t0) {
 		t.Error("pool-p-1, deleted, is still in the cache: not seen")
 	}
-	if !e.seen("other", nil, t0) {
+	if !seen("other", nil, t0) {
 		t.Error("another pool's record leaked into this one")
 	}
 	deleting := cached("pool-p-1", "pool-p-2", "pool-p-3")
 	now := metav1.NewTime(t0)
 	deleting[0].DeletionTimestamp = &now
-	if !e.seen("p", deleting, t0) {
+	if !seen("p", deleting, t0) {
 		t.Error("a member being deleted and a created one present: both seen")
 	}
-	if !e.seen("p", cached("pool-p-2"), t0) {
+	if !seen("p", cached("pool-p-2"), t0) {
 		t.Error("a record already satisfied must stay satisfied")
 	}
 
 	e.expect("p", []string{"pool-p-9"}, nil, t0)
-	if e.seen("p", nil, t0.Add(expectationTTL+time.Second)) {
-		t.Error("an expired record is reported unseen once, so that the pool lists live")
+	if ok, wait := e.seen("p", nil, t0.Add(cacheWait/4)); ok || wait != cacheWait*3/4 {
+		t.Errorf("seen = %v, wait %v; want unseen, wait the rest of cacheWait (%v) for the cache", ok, wait, cacheWait*3/4)
 	}
-	if !e.seen("p", nil, t0.Add(expectationTTL+2*time.Second)) {
+	if ok, wait := e.seen("p", nil, t0.Add(cacheWait)); ok || wait != 0 {
+		t.Errorf("seen = %v, wait %v; want unseen with no wait once cacheWait is over, so that the pool lists live", ok, wait)
+	}
+	if !seen("p", nil, t0.Add(cacheWait+time.Second)) {
 		t.Error("an expired record must be dropped after it was reported")
 	}
 
 	e.expect("p", []string{"pool-p-10"}, nil, t0)
 	e.forget("p")
-	if !e.seen("p", nil, t0) {
+	if !seen("p", nil, t0) {
 		t.Error("forget must drop the record")
 	}
 }
