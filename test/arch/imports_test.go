@@ -64,10 +64,11 @@ func controllerOf(path string) string {
 }
 
 // isTestKit reports whether path is test tooling: internal/testenv and
-// its packages, and the test kits kobe names "<something>test"
+// its packages, the packages under test/ (suites and the attacks they share,
+// such as test/hostile), and the test kits kobe names "<something>test"
 // (apiclienttest, sshsigtest, nodetest, admissiontest).
 func isTestKit(path string) bool {
-	if under("internal/testenv")(path) {
+	if under("internal/testenv")(path) || under("test")(path) {
 		return true
 	}
 	rest, ok := strings.CutPrefix(path, module+"/")
@@ -268,6 +269,8 @@ func TestRulesCatchViolations(t *testing.T) {
 		{"production code reaches a test kit's subpackage", pkg{ImportPath: m("cmd/kobe-operator"), Deps: []string{m("internal/testenv/kobesuite")}}, 1},
 		{"production code imports another test kit", pkg{ImportPath: m("internal/apiserver"), Deps: []string{m("internal/sshsig/sshsigtest")}}, 1},
 		{"a test kit uses the test kit", pkg{ImportPath: m("internal/testenv/kobesuite"), Deps: []string{m("internal/testenv"), m("internal/apiclient/apiclienttest")}}, 0},
+		{"a suite's shared attacks use the test kit", pkg{ImportPath: m("test/hostile"), Deps: []string{m("internal/testenv")}}, 0},
+		{"production code imports a suite's attacks", pkg{ImportPath: m("internal/lease"), Deps: []string{m("test/hostile")}}, 1},
 		{"a leaf imports kobe", pkg{ImportPath: m("internal/credentials/pki"), Imports: []string{m("internal/backend")}}, 1},
 		{"a leaf imports outside kobe", pkg{ImportPath: m("internal/sshsig"), Imports: []string{"golang.org/x/crypto/ssh"}}, 0},
 		{"a backend imports another", pkg{ImportPath: m("internal/backend/local"), Deps: []string{m("internal/backend/kubernetes")}}, 1},
