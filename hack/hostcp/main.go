@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -50,6 +51,10 @@ func run(binDir, kubeconfig, dataDir string) error {
 	}
 	env := &envtest.Environment{
 		BinaryAssetsDirectory: abs,
+		// envtest's 20 s is too short for a cold kube-apiserver on a busy
+		// 2-core machine (make test's packages beside it missed it five
+		// times in a row); a stuck start still fails within minutes.
+		ControlPlaneStartTimeout: 90 * time.Second,
 		ControlPlane: envtest.ControlPlane{
 			Etcd:      &envtest.Etcd{DataDir: etcdDir},
 			APIServer: &envtest.APIServer{CertDir: certDir},
