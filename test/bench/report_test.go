@@ -307,6 +307,9 @@ func (r *report) markdown() string {
 		w("| pools created (16 writers) | %.1f s |\n", m["scale.create_pools_s"])
 		w("| from the first pool create to %s | %.0f s (%.0f members/s) |\n", state, m["scale.all_ready_s"], m["scale.ready_members"]/m["scale.all_ready_s"])
 		w("| operator RSS when all were Ready / after 40 s at rest | %.0f MB / %.0f MB |\n", m["scale.rss_at_ready_mb"], m["scale.rss_mb"])
+		if v, ok := m["scale.writes.total"]; ok {
+			w("| API writes per member Ready during the fill (kobe's, counted by kube-apiserver) | %.2f (%s) |\n", v, r.writesByKind("scale.writes."))
+		}
 		w("| operator Go heap in use / goroutines at rest (its /metrics) | %.0f MB / %.0f |\n", m["scale.heap_inuse_mb"], m["scale.goroutines"])
 		w("| operator CPU at rest (utime+stime over %s; one core = 100%%) | %.1f%% |\n", scaleCPUWindow, m["scale.cpu_percent"])
 		w("| status lag of a size change 10 -> 11 (%d pools): status observes the generation, p50 / max | %.0f / %.0f ms |\n",
@@ -450,4 +453,33 @@ func (r *report) handoutPhases(w func(string, ...any)) {
 	}
 	w("The operator's time per hand-out phase (`kobe_handout_phase_seconds`, sum / count), by concurrent callers:\n\n")
 	w("| callers | %s |\n|---|%s\n%s\n\n", strings.Join(phases, " | "), strings.Repeat("---|", len(phases)), strings.Join(rows, "\n"))
+}
+
+// writesByKind lists the per-unit write counts recorded under prefix
+// (addWrites), largest first: "clusterinstances POST 1.00, ...".
+func (r *report) writesByKind(prefix string) string {
+	type kind struct {
+		name string
+		v    float64
+	}
+	var kinds []kind
+	for k, v := range r.Median {
+		if s, ok := strings.CutPrefix(k, prefix+"per["); ok {
+			kinds = append(kinds, kind{strings.TrimSuffix(s, "]"), v})
+		}
+	}
+	slices.SortFunc(kinds, func(a, b kind) int {
+		if a.v != b.v {
+			if a.v > b.v {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.name, b.name)
+	})
+	parts := make([]string, 0, len(kinds))
+	for _, k := range kinds {
+		parts = append(parts, fmt.Sprintf("%s %.2f", k.name, k.v))
+	}
+	return strings.Join(parts, ", ")
 }

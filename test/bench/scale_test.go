@@ -40,6 +40,10 @@ func measureScale(ctx context.Context, b *bench, _ int) (figures, error) {
 	want := int32(pools) * size
 	out := figures{"scale.pools": float64(pools), "scale.size": float64(size)}
 
+	writes0, err := b.metrics.writes(ctx)
+	if err != nil {
+		return nil, err
+	}
 	start := time.Now()
 	if err := b.createPools(ctx, ns, pools, size); err != nil {
 		return nil, err
@@ -49,7 +53,7 @@ func measureScale(ctx context.Context, b *bench, _ int) (figures, error) {
 	lastLog := time.Now()
 	err = pollAlive(ctx, op, *flagScaleWait, func() error {
 		if time.Since(lastLog) > 30*time.Second {
-			logf("scale: %d of %d members Ready after %s", ready, want, time.Since(start).Round(time.Second))
+			logf("scale: %d of %d members Ready by their pools' status after %s; %s", ready, want, time.Since(start).Round(time.Second), b.membersReady(ctx, ns))
 			lastLog = time.Now()
 		}
 		var l kobev1.ClusterPoolList
@@ -67,6 +71,11 @@ func measureScale(ctx context.Context, b *bench, _ int) (figures, error) {
 	})
 	out["scale.ready_members"] = float64(ready)
 	out["scale.all_ready_s"] = time.Since(start).Seconds()
+	// What the fill cost the host's API server, per member Ready: the
+	// writes that compete with the members' own.
+	if writes1, err := b.metrics.writes(ctx); err == nil && ready > 0 {
+		addWrites(out, "scale.writes.", writes1.Sub(writes0), int(ready))
+	}
 	if err != nil {
 		if aliveErr := op.alive(); aliveErr != nil {
 			return nil, aliveErr
@@ -114,6 +123,22 @@ func measureScale(ctx context.Context, b *bench, _ int) (figures, error) {
 	p = percentiles(rdy, 0.5, 1)
 	out["scale.lag_ready_p50_ms"], out["scale.lag_ready_max_ms"] = p[0], p[1]
 	return out, op.alive()
+}
+
+// membersReady counts the members themselves (a live list), to tell a slow
+// fill from a pool status that lags it.
+func (b *bench) membersReady(ctx context.Context, ns string) string {
+	var l kobev1.ClusterInstanceList
+	if err := b.env.Client.List(ctx, &l, inNamespace(ns)); err != nil {
+		return "members: " + err.Error()
+	}
+	ready := 0
+	for _, m := range l.Items {
+		if m.Status.Phase == kobev1.InstanceReady {
+			ready++
+		}
+	}
+	return fmt.Sprintf("%d members exist, %d of them Ready", len(l.Items), ready)
 }
 
 func scalePoolName(i int) string { return fmt.Sprintf("scale-%04d", i) }
