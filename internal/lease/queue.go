@@ -1,9 +1,13 @@
 package lease
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 )
@@ -138,4 +142,53 @@ func Position(queue []*kobev1.ClusterLease, l *kobev1.ClusterLease) int32 {
 // lease controller caught up, although members were Ready (make bench).
 func MayBindNow(position int32, available int) bool {
 	return position <= 1 || int64(available) >= int64(position)
+}
+
+// PositionEvery is the least time between two writes of a queued lease's
+// status when only its position moved (issue 27: one status write per
+// transition, never one per observation). Every hand-out ahead of a lease
+// moves it, so writing each move cost a write per lease ahead; the HTTP API
+// computes every caller's position afresh, and the status copy, which
+// people read with kubectl, lags by at most this much.
+const PositionEvery = 5 * time.Second
+
+// QueuedCondition is the Bound condition of a lease waiting at pos in its
+// pool's queue.
+func QueuedCondition(l *kobev1.ClusterLease, pos int32) metav1.Condition {
+	return metav1.Condition{
+		Type: kobev1.ConditionBound, Status: metav1.ConditionFalse, Reason: kobev1.ReasonQueued,
+		Message:            fmt.Sprintf("waiting for a ready member of pool %s (position %d)", l.Spec.Pool, pos),
+		ObservedGeneration: l.Generation,
+	}
+}
+
+// MarkQueued records in memory that l waits at pos in its pool's queue:
+// phase Pending, queuePosition and QueuedCondition (its transition time now
+// when the condition's status changes). The HTTP API's Pending answer and
+// the lease controller mark a lease the same way, so that the controller's
+// first look finds nothing new to write.
+func MarkQueued(l *kobev1.ClusterLease, pos int32, now time.Time) {
+	l.Status.Phase = kobev1.LeasePending
+	l.Status.QueuePosition = pos
+	c := QueuedCondition(l, pos)
+	c.LastTransitionTime = metav1.NewTime(now.UTC())
+	meta.SetStatusCondition(&l.Status.Conditions, c)
+}
+
+// HoldPosition decides whether recording pos for l may wait: 0 means write
+// it now, otherwise how long until it may be written. It may wait only when
+// the position is all that changed (l is already Pending and its Bound
+// condition says Queued) and the last write was under PositionEvery ago:
+// lastWrite, this process's own last write of it (zero: none), or else the
+// time the condition last changed, which its first mark set.
+func HoldPosition(l *kobev1.ClusterLease, pos int32, lastWrite, now time.Time) time.Duration {
+	c := meta.FindStatusCondition(l.Status.Conditions, kobev1.ConditionBound)
+	if l.Status.Phase != kobev1.LeasePending || c == nil || c.Status != metav1.ConditionFalse || c.Reason != kobev1.ReasonQueued ||
+		c.ObservedGeneration != l.Generation || l.Status.QueuePosition == pos {
+		return 0
+	}
+	if lastWrite.IsZero() {
+		lastWrite = c.LastTransitionTime.Time
+	}
+	return max(lastWrite.Add(PositionEvery).Sub(now), 0)
 }

@@ -86,6 +86,7 @@ func (s *Service) Create(ctx context.Context, p *auth.Principal, req CreateReque
 	}
 
 	out := &Lease{Object: l, Pool: pl, Owned: true}
+	queued := false
 	fp, err := s.bindNow(detached, p, l, ttl, start)
 	switch {
 	case err != nil:
@@ -105,13 +106,18 @@ func (s *Service) Create(ctx context.Context, p *auth.Principal, req CreateReque
 		if err := s.queueOrRefuse(detached, p, l, req.Alias); err != nil {
 			return nil, s.refused(p, pl.Name, err)
 		}
-		s.markPending(detached, l)
+		queued = true
 	}
 	pos, err := s.positionsAfter(ctx, l)
+	if err == nil {
+		out.QueuePosition = pos(l)
+	}
+	if queued {
+		s.markPending(detached, l, out.QueuePosition)
+	}
 	if err != nil {
 		return nil, err
 	}
-	out.QueuePosition = pos(l)
 	metrics.LeaseRequest(pl.Name, "pending")
 	s.audit(p, "create", l.Name, pl.Name, "pending")
 	return out, nil
@@ -435,14 +441,21 @@ func (s *Service) withdraw(ctx context.Context, l *kobev1.ClusterLease, mintErr 
 }
 
 // markPending records that the fast path could not bind the lease, so that
-// the lease controller queues it at once. Best effort: the controller marks
-// it anyway once lease.InFlightGrace has passed.
-func (s *Service) markPending(ctx context.Context, l *kobev1.ClusterLease) {
+// the lease controller queues it at once, together with its place in the
+// queue (pos; 0 when unknown) as the controller would write it
+// (lease.MarkQueued): the controller then has nothing to add until the
+// position has moved for lease.PositionEvery. Best effort: the controller
+// marks it anyway once lease.InFlightGrace has passed.
+func (s *Service) markPending(ctx context.Context, l *kobev1.ClusterLease, pos int32) {
 	if l.Status.Phase != "" {
 		return
 	}
 	before := l.DeepCopy()
-	l.Status.Phase = kobev1.LeasePending
+	if pos > 0 {
+		lease.MarkQueued(l, pos, s.opts.Clock.Now())
+	} else {
+		l.Status.Phase = kobev1.LeasePending
+	}
 	if err := s.opts.Client.Status().Patch(ctx, l, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 		s.opts.Log.V(1).Info("Could not mark lease pending", "lease", l.Name, "error", err.Error())
 		*l = *before

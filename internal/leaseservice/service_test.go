@@ -314,6 +314,17 @@ func TestQueuePositions(t *testing.T) {
 		if l.Bound() || l.QueuePosition != int32(i+1) {
 			t.Fatalf("lease %d: phase %s at %d, want Pending at %d", i, l.Object.Status.Phase, l.QueuePosition, i+1)
 		}
+		// Marked as the lease controller would mark it, in one write: the
+		// controller then has nothing to add.
+		stored := &kobev1.ClusterLease{}
+		if err := fx.env.Client.Get(t.Context(), client.ObjectKeyFromObject(l.Object), stored); err != nil {
+			t.Fatal(err)
+		}
+		c := meta.FindStatusCondition(stored.Status.Conditions, kobev1.ConditionBound)
+		if stored.Status.Phase != kobev1.LeasePending || stored.Status.QueuePosition != int32(i+1) || c == nil || c.Reason != kobev1.ReasonQueued ||
+			c.Message != lease.QueuedCondition(stored, int32(i+1)).Message {
+			t.Fatalf("lease %d as stored: phase %s at %d, Bound condition %+v; want Pending at %d, Queued", i, stored.Status.Phase, stored.Status.QueuePosition, c, i+1)
+		}
 		names = append(names, l.Object.Name)
 	}
 	want := map[string]int32{names[0]: 1, names[1]: 2, names[2]: 3}

@@ -36,6 +36,7 @@ var controllerHelpers = []string{
 	module + "/internal/controller/patch",
 	module + "/internal/controller/conditions",
 	module + "/internal/controller/deps",
+	module + "/internal/controller/pacing",
 	module + "/internal/controller/seen",
 }
 
@@ -83,6 +84,7 @@ var leaves = []string{
 	"internal/clusterdns",
 	"internal/controller/conditions",
 	"internal/controller/deps",
+	"internal/controller/pacing",
 	"internal/controller/patch",
 	"internal/controller/seen",
 	"internal/credentials/pki",

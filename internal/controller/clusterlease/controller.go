@@ -20,6 +20,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/binding"
 	"github.com/kunobi-ninja/kobe/internal/controller/conditions"
 	"github.com/kunobi-ninja/kobe/internal/controller/deps"
+	"github.com/kunobi-ninja/kobe/internal/controller/pacing"
 	"github.com/kunobi-ninja/kobe/internal/controller/patch"
 	"github.com/kunobi-ninja/kobe/internal/controller/seen"
 	"github.com/kunobi-ninja/kobe/internal/index"
@@ -52,6 +53,8 @@ type Reconciler struct {
 	failures bindFailures
 	// audited remembers the ended leases whose audit record exists.
 	audited seen.Set
+	// positionWrites paces the writes of queued leases' positions.
+	positionWrites pacing.Writes[types.NamespacedName]
 }
 
 // validate names every required dependency that is missing.
@@ -159,8 +162,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		if apierrors.IsNotFound(err) {
 			r.failures.forget(req.NamespacedName)
 			r.audited.Forget(req.NamespacedName)
+			r.positionWrites.Forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !lease.IsQueued(l) {
+		r.positionWrites.Forget(req.NamespacedName)
 	}
 	if !lease.IsActive(l) {
 		// Only once it ended or is going: a lease that looks Bound may show

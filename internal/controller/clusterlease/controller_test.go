@@ -219,6 +219,48 @@ func TestQueueIsFirstComeFirstServed(t *testing.T) {
 	}
 }
 
+// TestQueueMovesArePaced: a lease whose place moves three times within
+// lease.PositionEvery of its mark has its status written once for them, at
+// its final place, not once per move (issue 27: one status write per
+// transition, never one per observation). Without the pacing it was written
+// at 3, 2 and 1.
+func TestQueueMovesArePaced(t *testing.T) {
+	h := start(t)
+	h.pool("paced", 0)
+	names := []string{"a", "b", "c", "d"}
+	for _, n := range names {
+		h.lease(n, "paced", time.Hour)
+	}
+	for i, n := range names {
+		h.eventually(15*time.Second, n+" pending at its place", phaseIs(h, n, kobev1.LeasePending, int32(i+1)))
+	}
+	d := h.get("d")
+	var writes []int32
+	wc, err := client.NewWithWatch(shared.env.Config, client.Options{Scheme: shared.env.Scheme})
+	h.must(err)
+	w, err := wc.Watch(t.Context(), &kobev1.ClusterLeaseList{}, client.InNamespace(h.ns),
+		client.MatchingFields{"metadata.name": "d"}, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: d.ResourceVersion}})
+	h.must(err)
+	defer w.Stop()
+	for _, n := range names[:3] {
+		h.must(h.c.Delete(t.Context(), h.get(n)))
+	}
+	deadline := time.After(lease.PositionEvery + 10*time.Second)
+	for len(writes) == 0 || writes[len(writes)-1] != 1 {
+		select {
+		case ev := <-w.ResultChan():
+			if l, ok := ev.Object.(*kobev1.ClusterLease); ok {
+				writes = append(writes, l.Status.QueuePosition)
+			}
+		case <-deadline:
+			t.Fatalf("d's status was written at positions %v, never at 1", writes)
+		}
+	}
+	if len(writes) != 1 {
+		t.Fatalf("d's status was written at positions %v: once per move, want once at 1", writes)
+	}
+}
+
 // TestQueueOrderFollowsQueuedAt: two leases created within the
 // same second queue in the order of their queued-at stamps, whatever their
 // names and creation order; a lease without the stamp (made with kubectl)

@@ -348,23 +348,33 @@ func (r *Reconciler) availableMembers(ctx context.Context, l *kobev1.ClusterLeas
 }
 
 // markQueued records the lease's place in the queue, or that its pool is
-// missing; the deferred status write persists it when anything changed.
+// missing; the deferred status write persists it when anything changed. A
+// move of the position alone waits until lease.PositionEvery has passed
+// since its last write (lease.HoldPosition): the HTTP API tells callers
+// their position afresh, and every hand-out ahead of the lease moves it.
 func (r *Reconciler) markQueued(s *scope, pos int32, poolMissing bool, recheck time.Duration) ctrl.Result {
 	l := s.lease
-	c := metav1.Condition{Type: kobev1.ConditionBound, Status: metav1.ConditionFalse, Reason: kobev1.ReasonQueued,
-		Message: fmt.Sprintf("waiting for a ready member of pool %s (position %d)", l.Spec.Pool, pos)}
-	l.Status.Phase = kobev1.LeasePending
-	l.Status.QueuePosition = pos
-	if poolMissing {
-		// A person acts on it: an Event. Waiting in the queue is routine.
-		c.Reason, c.Message = kobev1.ReasonPoolNotFound, fmt.Sprintf("pool %s does not exist", l.Spec.Pool)
-		s.cond.Mark(l, corev1.EventTypeWarning, c)
-	} else {
-		s.cond.Set(l, c)
-	}
 	after := queueRecheck
 	if recheck > 0 && recheck < after {
 		after = recheck
+	}
+	if poolMissing {
+		// A person acts on it: an Event. Waiting in the queue is routine.
+		l.Status.Phase = kobev1.LeasePending
+		l.Status.QueuePosition = pos
+		s.cond.Mark(l, corev1.EventTypeWarning, metav1.Condition{Type: kobev1.ConditionBound, Status: metav1.ConditionFalse,
+			Reason: kobev1.ReasonPoolNotFound, Message: fmt.Sprintf("pool %s does not exist", l.Spec.Pool)})
+		return ctrl.Result{RequeueAfter: after}
+	}
+	if hold := lease.HoldPosition(l, pos, r.positionWrites.At(client.ObjectKeyFromObject(l)), s.now); hold > 0 {
+		return ctrl.Result{RequeueAfter: min(after, hold)}
+	}
+	before := l.Status.QueuePosition
+	c := lease.QueuedCondition(l, pos)
+	l.Status.Phase = kobev1.LeasePending
+	l.Status.QueuePosition = pos
+	if s.cond.Set(l, c) || before != pos {
+		r.positionWrites.Wrote(client.ObjectKeyFromObject(l), s.now)
 	}
 	return ctrl.Result{RequeueAfter: after}
 }

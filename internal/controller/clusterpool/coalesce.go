@@ -1,13 +1,11 @@
 package clusterpool
 
 import (
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
@@ -54,35 +52,6 @@ func holdStatus(before, after *kobev1.ClusterPoolStatus, lastWrite, now time.Tim
 	return left
 }
 
-// statusWrites remembers when this replica last wrote each pool's status.
-// Only a pacing aid: after a restart or failover the first change is
-// written at once.
-type statusWrites struct {
-	mu   sync.Mutex
-	last map[types.UID]time.Time
-}
-
-func (w *statusWrites) at(uid types.UID) time.Time {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.last[uid]
-}
-
-func (w *statusWrites) wrote(uid types.UID, now time.Time) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.last == nil {
-		w.last = map[types.UID]time.Time{}
-	}
-	w.last[uid] = now
-}
-
-func (w *statusWrites) forget(uid types.UID) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	delete(w.last, uid)
-}
-
 // coalesceStatus holds back a status change that may wait (holdStatus):
 // the status goes back to what the API holds, so the deferred write writes
 // nothing, and the pool is reconciled again when the change may be written.
@@ -92,9 +61,9 @@ func (r *Reconciler) coalesceStatus(s *scope, res ctrl.Result) ctrl.Result {
 	if !ok || equality.Semantic.DeepEqual(base.Status, s.pool.Status) {
 		return res
 	}
-	wait := holdStatus(&base.Status, &s.pool.Status, r.statusWrites.at(s.pool.UID), s.conds.Now)
+	wait := holdStatus(&base.Status, &s.pool.Status, r.statusWrites.At(s.pool.UID), s.conds.Now)
 	if wait <= 0 {
-		r.statusWrites.wrote(s.pool.UID, s.conds.Now)
+		r.statusWrites.Wrote(s.pool.UID, s.conds.Now)
 		return res
 	}
 	s.pool.Status = *base.Status.DeepCopy()

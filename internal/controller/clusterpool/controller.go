@@ -28,6 +28,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/bootstrap"
 	"github.com/kunobi-ninja/kobe/internal/controller/conditions"
 	"github.com/kunobi-ninja/kobe/internal/controller/deps"
+	"github.com/kunobi-ninja/kobe/internal/controller/pacing"
 	"github.com/kunobi-ninja/kobe/internal/controller/patch"
 	"github.com/kunobi-ninja/kobe/internal/index"
 	"github.com/kunobi-ninja/kobe/internal/lease"
@@ -93,7 +94,7 @@ type Reconciler struct {
 	// the cache shows them.
 	expected expectations
 	// statusWrites paces status writes under churn (coalesce.go).
-	statusWrites statusWrites
+	statusWrites pacing.Writes[types.UID]
 	// ordinals remembers what this replica used of each pool's block.
 	ordinals ordinalsUsed
 	// host serialises the count-and-create of members of capped types.
@@ -157,7 +158,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		}
 		res, retErr = s.patch.Finish(ctx, res, retErr)
 		if s.patch.Gone() {
-			r.statusWrites.forget(p.UID)
+			r.statusWrites.Forget(p.UID)
 			r.ordinals.forget(p.UID)
 		} else {
 			publishMetrics(p)
