@@ -185,6 +185,9 @@ type ClusterLeaseStatus struct {
 	// The queue is first come, first served by the time each lease was
 	// queued: its kobe.kunobi.ninja/queued-at annotation (set by the HTTP
 	// API, to the nanosecond), else its creationTimestamp; ties by name.
+	// Written when the lease joins the queue, then at most every 5 s while
+	// only the position moves (each hand-out ahead moves it); the HTTP API
+	// tells callers their position afresh.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	QueuePosition int32 `json:"queuePosition,omitempty"`
