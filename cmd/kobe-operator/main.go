@@ -223,8 +223,9 @@ func setupControllers(mgr ctrl.Manager, backends backend.Registry, binder *bindi
 		HostCaps: map[kobev1.BackendType]clusterpool.HostCap{
 			kobev1.BackendLocal: {Max: int32(o.local.MaxMembers), Setting: "--local-max-members"},
 		},
-		BootstrapJobs:        o.kubernetes.BootstrapJobs,
-		RequireNetworkPolicy: o.kubernetes.RequireNetworkPolicyEnforcement,
+		BootstrapJobs:           o.kubernetes.BootstrapJobs,
+		RequireNetworkPolicy:    o.kubernetes.RequireNetworkPolicyEnforcement,
+		MaxConcurrentReconciles: o.poolWorkers,
 	}
 	if netpol != nil {
 		// Only when set: a nil *Prober would be a non-nil interface.
@@ -237,10 +238,11 @@ func setupControllers(mgr ctrl.Manager, backends backend.Registry, binder *bindi
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
 		Recorder: mgr.GetEventRecorder("kobe-instance"), Backends: backends, Clock: clk,
 		// The probe pods of NodesReady run the pause image the nodes preload.
-		NodeProbeImage:   o.local.PauseImage,
-		ReceiptRetention: o.receipts.ReceiptRetention,
-		BootstrapJobs:    o.kubernetes.BootstrapJobs,
-		PollInterval:     o.memberPoll,
+		NodeProbeImage:          o.local.PauseImage,
+		ReceiptRetention:        o.receipts.ReceiptRetention,
+		BootstrapJobs:           o.kubernetes.BootstrapJobs,
+		PollInterval:            o.memberPoll,
+		MaxConcurrentReconciles: o.memberWorkers,
 	}
 	if err := instances.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up instance controller: %w", err)
