@@ -5,7 +5,10 @@ package bench
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
+	"strings"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -140,4 +143,56 @@ func operatorMetrics(ctx context.Context, op *operator, names ...string) ([]floa
 		out[i] = f.GetMetric()[0].GetGauge().GetValue()
 	}
 	return out, nil
+}
+
+// controllerLoad tells, for the scale log, how far behind each controller
+// of the operator is: its workqueue's depth, reconciles by result, and the
+// mean reconcile time so far (controller-runtime's own metrics).
+func controllerLoad(ctx context.Context, op *operator) string {
+	fams, err := operatorFamilies(ctx, op)
+	if err != nil {
+		return err.Error()
+	}
+	type load struct {
+		depth, total, errs, requeueAfter, secs, count float64
+	}
+	by := map[string]*load{}
+	get := func(name string) *load {
+		if by[name] == nil {
+			by[name] = &load{}
+		}
+		return by[name]
+	}
+	for _, m := range fams["workqueue_depth"].GetMetric() {
+		get(labels(m)["name"]).depth += m.GetGauge().GetValue()
+	}
+	for _, m := range fams["controller_runtime_reconcile_total"].GetMetric() {
+		l, v := get(labels(m)["controller"]), m.GetCounter().GetValue()
+		l.total += v
+		switch labels(m)["result"] {
+		case "error":
+			l.errs += v
+		case "requeue_after":
+			l.requeueAfter += v
+		}
+	}
+	for _, m := range fams["controller_runtime_reconcile_time_seconds"].GetMetric() {
+		l := get(labels(m)["controller"])
+		l.secs += m.GetHistogram().GetSampleSum()
+		l.count += float64(m.GetHistogram().GetSampleCount())
+	}
+	var parts []string
+	for _, name := range slices.Sorted(maps.Keys(by)) {
+		l := by[name]
+		if l.total == 0 && l.depth == 0 {
+			continue
+		}
+		mean := 0.0
+		if l.count > 0 {
+			mean = 1000 * l.secs / l.count
+		}
+		parts = append(parts, fmt.Sprintf("%s: queue %.0f, %.0f reconciles (%.0f errors, %.0f requeued after a time), mean %.0f ms",
+			name, l.depth, l.total, l.errs, l.requeueAfter, mean))
+	}
+	return strings.Join(parts, "; ")
 }

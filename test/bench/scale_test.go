@@ -53,7 +53,7 @@ func measureScale(ctx context.Context, b *bench, _ int) (figures, error) {
 	lastLog := time.Now()
 	err = pollAlive(ctx, op, *flagScaleWait, func() error {
 		if time.Since(lastLog) > 30*time.Second {
-			logf("scale: %d of %d members Ready by their pools' status after %s; %s", ready, want, time.Since(start).Round(time.Second), b.membersReady(ctx, ns))
+			logf("scale: %d of %d members Ready by their pools' status after %s; %s; %s", ready, want, time.Since(start).Round(time.Second), b.membersReady(ctx, ns), controllerLoad(ctx, op))
 			lastLog = time.Now()
 		}
 		var l kobev1.ClusterPoolList
