@@ -46,7 +46,7 @@ kubeconfig context's namespace).`,
 	cmd.PersistentFlags().StringVar(&o.HostKubeconfig, "host-kubeconfig", "", "kubeconfig of the host cluster (default: KUBECONFIG or ~/.kube/config)")
 	cmd.PersistentFlags().StringVar(&o.Context, "context", "", "context of the host kubeconfig to use")
 	cmd.PersistentFlags().StringVarP(&o.Namespace, "namespace", "n", "", "the operator's namespace (default: the context's namespace)")
-	cmd.AddCommand(newCmdRetryCleanup(o), newCmdReceipt(o))
+	cmd.AddCommand(newCmdRetryCleanup(o), newCmdReceipt(o), newCmdAudit(o))
 	return cmd
 }
 

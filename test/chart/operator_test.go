@@ -26,7 +26,7 @@ import (
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/apiclient"
-	"github.com/kunobi-ninja/kobe/internal/controller/clusterlease"
+	"github.com/kunobi-ninja/kobe/internal/auditrecord"
 	"github.com/kunobi-ninja/kobe/internal/testenv"
 	"github.com/kunobi-ninja/kobe/internal/testenv/operatorproc"
 	"github.com/kunobi-ninja/kobe/internal/wire"
@@ -165,7 +165,7 @@ func leaseRoundTrip(t *testing.T, env *testenv.Env, p *operatorproc.Process) {
 	}
 	testenv.Eventually(t, 30*time.Second, "the lease's audit record and a fresh member", func() error {
 		var audits corev1.ConfigMapList
-		if err := env.Client.List(ctx, &audits, client.InNamespace(testNamespace), client.MatchingLabels{clusterlease.AuditLabel: clusterlease.AuditLabelValue}); err != nil {
+		if err := env.Client.List(ctx, &audits, client.InNamespace(testNamespace), client.MatchingLabels{auditrecord.Label: auditrecord.LabelValue}); err != nil {
 			return err
 		}
 		if len(audits.Items) != 1 {

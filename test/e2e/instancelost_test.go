@@ -3,20 +3,20 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
-	"github.com/kunobi-ninja/kobe/internal/controller/clusterlease"
+	"github.com/kunobi-ninja/kobe/internal/auditrecord"
 	"github.com/kunobi-ninja/kobe/internal/pool"
 	"github.com/kunobi-ninja/kobe/internal/testenv"
 	"github.com/kunobi-ninja/kobe/internal/testenv/memberproc"
@@ -80,14 +80,24 @@ func TestInstanceLost(t *testing.T) {
 	if lease == nil {
 		t.Fatal("the ended lease is gone already")
 	}
-	rec := &corev1.ConfigMap{}
+	// As an administrator finds it: kobe admin audit with the lease's name.
+	var rec map[string]string
 	testenv.Eventually(t, 30*time.Second, "the audit record", func() error {
-		return s.env.Client.Get(t.Context(), types.NamespacedName{Namespace: namespace, Name: clusterlease.AuditRecordName(lease)}, rec)
+		out, errOut, err := kobe(t, "admin", "audit", l.ID, "-n", namespace, "--host-kubeconfig", s.env.Kubeconfig)
+		if err != nil {
+			return fmt.Errorf("kobe admin audit: %w: %s", err, errOut)
+		}
+		var recs []map[string]string
+		if err := json.Unmarshal([]byte(out), &recs); err != nil || len(recs) != 1 || recs[0][auditrecord.KeyLeaseUID] != string(lease.UID) {
+			t.Fatalf("kobe admin audit %s printed %q (%v): want the lease's one record", l.ID, out, err)
+		}
+		rec = recs[0]
+		return nil
 	})
-	for k, want := range map[string]string{clusterlease.AuditKeyIdentity: "e2e-ci", clusterlease.AuditKeyPolicy: "e2e", clusterlease.AuditKeyMethod: "token",
-		clusterlease.AuditKeyMember: l.ClusterName, clusterlease.AuditKeyMemberUID: string(inst.UID), clusterlease.AuditKeyEndReason: kobev1.ReasonInstanceLost} {
-		if rec.Data[k] != want {
-			t.Errorf("audit %s = %q, want %q", k, rec.Data[k], want)
+	for k, want := range map[string]string{auditrecord.KeyIdentity: "e2e-ci", auditrecord.KeyPolicy: "e2e", auditrecord.KeyMethod: "token",
+		auditrecord.KeyMember: l.ClusterName, auditrecord.KeyMemberUID: string(inst.UID), auditrecord.KeyEndReason: kobev1.ReasonInstanceLost} {
+		if rec[k] != want {
+			t.Errorf("audit %s = %q, want %q", k, rec[k], want)
 		}
 	}
 	waitPoolReady(t, devPool, 2) // refilled, for the tests after this one

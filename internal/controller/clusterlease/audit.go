@@ -2,69 +2,49 @@ package clusterlease
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/clock"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+	"github.com/kunobi-ninja/kobe/internal/auditrecord"
 	"github.com/kunobi-ninja/kobe/internal/retention"
 )
 
 // Audit records: who held which member, from when to when, under which
 // policy. A lease is deleted after --lease-retention and its Events expire
-// after an hour, so each bound lease that ends leaves a ConfigMap of its
-// own, kobe-audit-<lease UID>, in the lease's namespace, kept for
-// AuditRetention (--audit-retention) and then deleted by AuditJanitor. It
-// has no owner (it must outlive the lease), is immutable once written, and
-// is written before the ended lease may be deleted.
+// after an hour, so each bound lease that ends leaves a record, kept for
+// AuditRetention (--audit-retention) and then deleted by AuditJanitor.
+//
+// Records are batched (issue 27: a ConfigMap per lease was one API write
+// in every twelve of a lease-and-release cycle): the leases of one pool
+// that ended in the same second share one ConfigMap,
+// kobe-audit-<endedAt, Unix seconds>-<pool hash>[-<part>], in the leases'
+// namespace, one data key per lease (its UID) holding the record as JSON.
+// The name follows from the leases alone, so a restart or a second replica
+// finds the records already written rather than writing them twice
+// (auditbatch.go). A record has no owner (it must outlive the lease), is
+// immutable once written, and is written before the ended lease may be
+// deleted.
 const (
-	// AuditLabel marks audit records; its value is AuditLabelValue.
-	AuditLabel      = "kobe.kunobi.ninja/audit"
-	AuditLabelValue = "lease"
 	// DefaultAuditRetention is how long audit records are kept by default.
 	DefaultAuditRetention = 30 * 24 * time.Hour
-	// auditPrefix names audit records: kobe-audit-<lease UID>.
+	// auditPrefix starts the names of audit ConfigMaps.
 	auditPrefix = "kobe-audit-"
 )
-
-// Keys of an audit record's data.
-const (
-	AuditKeyLease      = "lease"
-	AuditKeyLeaseUID   = "leaseUID"
-	AuditKeyPool       = "pool"
-	AuditKeyIdentity   = "identity"
-	AuditKeyPolicy     = "policy"
-	AuditKeyMethod     = "method"
-	AuditKeyMember     = "member"
-	AuditKeyMemberUID  = "memberUID"
-	AuditKeyBoundAt    = "boundAt"
-	AuditKeyExpiresAt  = "expiresAt"
-	AuditKeyEndedAt    = "endedAt"
-	AuditKeyEndReason  = "endReason"
-	AuditKeyEndMessage = "endMessage"
-	AuditKeyExtensions = "extensions"
-)
-
-// AuditRecordName is the name of the audit record of the lease with uid.
-func AuditRecordName(l *kobev1.ClusterLease) string { return auditPrefix + string(l.UID) }
 
 // auditRecord is the audit record of an ended lease that held a member;
 // nil for a lease that never held one (nobody held anything). The member
 // that names the lease (its write-once leaseRef is the record of the bind)
 // is preferred over the lease's status: a lease released before its status
 // copy was written names no member, and a status can be forged.
-func auditRecord(l *kobev1.ClusterLease, member *kobev1.ClusterInstance) *corev1.ConfigMap {
+func auditRecord(l *kobev1.ClusterLease, member *kobev1.ClusterInstance) map[string]string {
 	st := &l.Status
 	if st.EndedAt == nil {
 		return nil
@@ -83,38 +63,27 @@ func auditRecord(l *kobev1.ClusterLease, member *kobev1.ClusterInstance) *corev1
 		return nil
 	}
 	data := map[string]string{
-		AuditKeyLease:      l.Name,
-		AuditKeyLeaseUID:   string(l.UID),
-		AuditKeyPool:       l.Spec.Pool,
-		AuditKeyIdentity:   l.Spec.Requester.Identity,
-		AuditKeyPolicy:     l.Spec.Requester.Policy,
-		AuditKeyMethod:     l.Spec.Requester.Method,
-		AuditKeyMember:     memberName,
-		AuditKeyMemberUID:  memberUID,
-		AuditKeyEndedAt:    st.EndedAt.UTC().Format(time.RFC3339),
-		AuditKeyExtensions: strconv.Itoa(int(st.Extensions)),
+		auditrecord.KeyLease:      l.Name,
+		auditrecord.KeyLeaseUID:   string(l.UID),
+		auditrecord.KeyPool:       l.Spec.Pool,
+		auditrecord.KeyIdentity:   l.Spec.Requester.Identity,
+		auditrecord.KeyPolicy:     l.Spec.Requester.Policy,
+		auditrecord.KeyMethod:     l.Spec.Requester.Method,
+		auditrecord.KeyMember:     memberName,
+		auditrecord.KeyMemberUID:  memberUID,
+		auditrecord.KeyEndedAt:    st.EndedAt.UTC().Format(time.RFC3339),
+		auditrecord.KeyExtensions: strconv.Itoa(int(st.Extensions)),
 	}
 	if boundAt != nil {
-		data[AuditKeyBoundAt] = boundAt.UTC().Format(time.RFC3339)
+		data[auditrecord.KeyBoundAt] = boundAt.UTC().Format(time.RFC3339)
 	}
 	if st.ExpiresAt != nil {
-		data[AuditKeyExpiresAt] = st.ExpiresAt.UTC().Format(time.RFC3339)
+		data[auditrecord.KeyExpiresAt] = st.ExpiresAt.UTC().Format(time.RFC3339)
 	}
 	if c := meta.FindStatusCondition(st.Conditions, kobev1.ConditionEnded); c != nil {
-		data[AuditKeyEndReason], data[AuditKeyEndMessage] = c.Reason, c.Message
+		data[auditrecord.KeyEndReason], data[auditrecord.KeyEndMessage] = c.Reason, c.Message
 	}
-	labels := map[string]string{AuditLabel: AuditLabelValue}
-	// Labels to select by, where the value fits a label; the data has all.
-	for k, v := range map[string]string{kobev1.LabelLease: l.Name, kobev1.LabelPool: l.Spec.Pool} {
-		if len(validation.IsValidLabelValue(v)) == 0 {
-			labels[k] = v
-		}
-	}
-	return &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: AuditRecordName(l), Namespace: l.Namespace, Labels: labels},
-		Immutable:  ptr.To(true),
-		Data:       data,
-	}
+	return data
 }
 
 // auditRetention is AuditRetention, or its default.
@@ -125,21 +94,22 @@ func (r *Reconciler) auditRetention() time.Duration {
 	return DefaultAuditRetention
 }
 
-// audit writes the audit record of an ended lease that held a member, and
-// logs it, once: a record that exists already is left as it is. A lease
-// that ended longer ago than the audit retention gets none (it would only
-// be deleted again).
-func (r *Reconciler) audit(ctx context.Context, s *scope) error {
+// audit has the audit record of an ended lease that held a member written,
+// once, with the records of the other leases of its pool that ended in the
+// same second (auditbatch.go). It says how long to wait when the record is
+// not written yet: its batch is due to be written a moment after that
+// second, by whichever of its leases is reconciled first then. A lease that
+// ended longer ago than the audit retention gets none (it would only be
+// deleted again).
+func (r *Reconciler) audit(ctx context.Context, s *scope) (time.Duration, error) {
 	if s.lease.Status.EndedAt == nil || s.lease.Status.EndedAt.Add(r.auditRetention()).Before(s.now) {
-		return nil
+		return 0, nil
 	}
 	key := client.ObjectKeyFromObject(s.lease)
 	if r.audited.Has(key, s.lease.UID) {
 		// An ended lease is reconciled several times (its member's
-		// teardown wakes it): a create that fails with AlreadyExists is
-		// still a write kube-apiserver serves. After a restart the record
-		// is tried once more.
-		return nil
+		// teardown wakes it); its record is written once.
+		return 0, nil
 	}
 	member, err := r.namingMember(ctx, s.lease, false)
 	if err == nil && member == nil && s.lease.Status.InstanceRef == nil {
@@ -147,30 +117,29 @@ func (r *Reconciler) audit(ctx context.Context, s *scope) error {
 		member, err = r.namingMember(ctx, s.lease, true)
 	}
 	if err != nil {
-		return err
+		return 0, err
 	}
 	rec := auditRecord(s.lease, member)
 	if rec == nil {
-		return nil
+		return 0, nil
 	}
-	if err := r.Client.Create(ctx, rec); err != nil {
-		if apierrors.IsAlreadyExists(err) {
-			r.audited.Add(key, s.lease.UID)
-			return nil
-		}
-		return fmt.Errorf("writing audit record %s of lease %s: %w", rec.Name, s.lease.Name, err)
+	b := bucketOf(s.lease)
+	r.auditBatches.add(b, pendingRecord{key: key, uid: s.lease.UID, data: rec})
+	if wait := b.due().Sub(s.now); wait > 0 {
+		return wait, nil
 	}
-	r.audited.Add(key, s.lease.UID)
-	d := rec.Data
-	s.log.Info("Lease audit record", "record", rec.Name, "lease", d[AuditKeyLease], "leaseUID", d[AuditKeyLeaseUID],
-		"pool", d[AuditKeyPool], "identity", d[AuditKeyIdentity], "policy", d[AuditKeyPolicy], "method", d[AuditKeyMethod],
-		"member", d[AuditKeyMember], "memberUID", d[AuditKeyMemberUID], "boundAt", d[AuditKeyBoundAt],
-		"endedAt", d[AuditKeyEndedAt], "endReason", d[AuditKeyEndReason])
-	return nil
+	if err := r.flushAudit(ctx, s.log, b); err != nil {
+		return 0, err
+	}
+	if r.audited.Has(key, s.lease.UID) {
+		return 0, nil
+	}
+	// Another worker took the batch and is writing it.
+	return auditRetry, nil
 }
 
-// AuditJanitor deletes audit records older than Retention (by their
-// endedAt), at start and then every Interval, on the leader only
+// AuditJanitor deletes audit ConfigMaps older than Retention (by the
+// second their leases ended), at start and then every Interval, on the leader only
 // (retention.Janitor).
 type AuditJanitor struct {
 	// Client deletes records; Reader lists them (the manager's APIReader:
@@ -209,7 +178,7 @@ func (j *AuditJanitor) janitor(logger logr.Logger) *retention.Janitor {
 	keep := j.retention()
 	return &retention.Janitor{
 		Kind: "audit record", Client: j.Client, Reader: j.Reader, Namespace: j.Namespace,
-		Labels:   client.MatchingLabels{AuditLabel: AuditLabelValue},
+		Labels:   client.MatchingLabels{auditrecord.Label: auditrecord.LabelValue},
 		NewList:  func() client.ObjectList { return &corev1.ConfigMapList{} },
 		Deadline: func(o client.Object) (time.Time, bool) { return auditRecordExpiry(o, keep), true },
 		Interval: interval, Clock: j.Clock, Log: logger,
@@ -222,7 +191,11 @@ func (j *AuditJanitor) janitor(logger logr.Logger) *retention.Janitor {
 func auditRecordExpiry(o client.Object, keep time.Duration) time.Time {
 	ended := o.GetCreationTimestamp().Time
 	if cm, ok := o.(*corev1.ConfigMap); ok {
-		if t, err := time.Parse(time.RFC3339, cm.Data[AuditKeyEndedAt]); err == nil && t.Before(ended) {
+		stamp, ok := cm.Annotations[auditrecord.EndedAtAnnotation]
+		if !ok {
+			stamp = cm.Data[auditrecord.KeyEndedAt] // a record from before the batches
+		}
+		if t, err := time.Parse(time.RFC3339, stamp); err == nil && t.Before(ended) {
 			ended = t
 		}
 	}

@@ -5,6 +5,7 @@ package clusterlease_test
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -14,13 +15,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	testclock "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+	"github.com/kunobi-ninja/kobe/internal/auditrecord"
 	"github.com/kunobi-ninja/kobe/internal/binding"
 	"github.com/kunobi-ninja/kobe/internal/controller/clusterlease"
 	"github.com/kunobi-ninja/kobe/internal/index"
@@ -80,10 +81,9 @@ func (l *logLines) matching(substr string) []string {
 	return out
 }
 
-func auditRecordOf(t *testing.T, c client.Client, l *kobev1.ClusterLease) (*corev1.ConfigMap, error) {
-	cm := &corev1.ConfigMap{}
-	err := c.Get(t.Context(), types.NamespacedName{Namespace: l.Namespace, Name: clusterlease.AuditRecordName(l)}, cm)
-	return cm, err
+// auditRecordOf finds the audit record of l and the ConfigMap holding it.
+func auditRecordOf(t *testing.T, c client.Client, l *kobev1.ClusterLease) (map[string]string, *corev1.ConfigMap, error) {
+	return auditrecord.Find(t.Context(), c, l.Namespace, l.UID)
 }
 
 // TestAuditRecordOutlivesTheLease (audit): a bound lease that
@@ -131,37 +131,41 @@ func TestAuditRecordOutlivesTheLease(t *testing.T) {
 		}
 		return nil
 	})
-	cm, err := auditRecordOf(t, h.c, ended)
+	rec, cm, err := auditRecordOf(t, h.c, ended)
 	if err != nil {
 		t.Fatalf("the audit record of the deleted lease: %v", err)
 	}
 	want := map[string]string{
-		clusterlease.AuditKeyLease: "held", clusterlease.AuditKeyLeaseUID: string(ended.UID), clusterlease.AuditKeyPool: "audited",
-		clusterlease.AuditKeyIdentity: "my-org/my-repo:refs/heads/main", clusterlease.AuditKeyPolicy: "github-ci", clusterlease.AuditKeyMethod: "oidc",
-		clusterlease.AuditKeyMember: inst.Name, clusterlease.AuditKeyMemberUID: string(inst.UID),
-		clusterlease.AuditKeyBoundAt:    bound.Status.BoundAt.UTC().Format(time.RFC3339),
-		clusterlease.AuditKeyExpiresAt:  bound.Status.ExpiresAt.UTC().Format(time.RFC3339),
-		clusterlease.AuditKeyEndedAt:    ended.Status.EndedAt.UTC().Format(time.RFC3339),
-		clusterlease.AuditKeyEndReason:  kobev1.ReasonReleased,
-		clusterlease.AuditKeyEndMessage: "released by my-org/my-repo:refs/heads/main",
-		clusterlease.AuditKeyExtensions: "0",
+		auditrecord.KeyLease: "held", auditrecord.KeyLeaseUID: string(ended.UID), auditrecord.KeyPool: "audited",
+		auditrecord.KeyIdentity: "my-org/my-repo:refs/heads/main", auditrecord.KeyPolicy: "github-ci", auditrecord.KeyMethod: "oidc",
+		auditrecord.KeyMember: inst.Name, auditrecord.KeyMemberUID: string(inst.UID),
+		auditrecord.KeyBoundAt:    bound.Status.BoundAt.UTC().Format(time.RFC3339),
+		auditrecord.KeyExpiresAt:  bound.Status.ExpiresAt.UTC().Format(time.RFC3339),
+		auditrecord.KeyEndedAt:    ended.Status.EndedAt.UTC().Format(time.RFC3339),
+		auditrecord.KeyEndReason:  kobev1.ReasonReleased,
+		auditrecord.KeyEndMessage: "released by my-org/my-repo:refs/heads/main",
+		auditrecord.KeyExtensions: "0",
 	}
 	for k, v := range want {
-		if cm.Data[k] != v {
-			t.Errorf("record %s = %q, want %q", k, cm.Data[k], v)
+		if rec[k] != v {
+			t.Errorf("record %s = %q, want %q", k, rec[k], v)
 		}
 	}
-	if len(cm.Data) != len(want) {
-		t.Errorf("record has %d keys, want %d: %v", len(cm.Data), len(want), cm.Data)
+	if len(rec) != len(want) {
+		t.Errorf("record has %d keys, want %d: %v", len(rec), len(want), rec)
 	}
-	if cm.Labels[clusterlease.AuditLabel] != clusterlease.AuditLabelValue || cm.Labels[kobev1.LabelLease] != "held" || cm.Labels[kobev1.LabelPool] != "audited" {
-		t.Errorf("record labels = %v", cm.Labels)
+	if cm.Name != clusterlease.AuditConfigMapName(ended) || len(cm.Data) != 1 {
+		t.Errorf("record in ConfigMap %s holding %d records, want the lease's only in %s", cm.Name, len(cm.Data), clusterlease.AuditConfigMapName(ended))
+	}
+	if cm.Labels[auditrecord.Label] != auditrecord.LabelValue || cm.Labels[kobev1.LabelPool] != "audited" ||
+		cm.Annotations[auditrecord.EndedAtAnnotation] != want[auditrecord.KeyEndedAt] {
+		t.Errorf("record labels = %v, annotations %v", cm.Labels, cm.Annotations)
 	}
 	if len(cm.OwnerReferences) != 0 {
 		t.Errorf("record has owners %v: it would be collected with them", cm.OwnerReferences)
 	}
 	// Nobody rewrites history: the record is immutable.
-	cm.Data[clusterlease.AuditKeyIdentity] = "someone-else"
+	cm.Data[string(ended.UID)] = `{"identity":"someone-else"}`
 	if err := h.c.Update(t.Context(), cm); err == nil || !apierrors.IsInvalid(err) {
 		t.Errorf("updating the record: %v, want it refused as immutable", err)
 	}
@@ -172,14 +176,14 @@ func TestAuditRecordOutlivesTheLease(t *testing.T) {
 		t.Fatalf("%d audit log lines, want 1: %v", len(lines), lines)
 	}
 	for _, w := range []string{`"identity"="my-org/my-repo:refs/heads/main"`, `"policy"="github-ci"`, `"method"="oidc"`, `"member"="` + inst.Name + `"`,
-		`"memberUID"="` + string(inst.UID) + `"`, `"endReason"="Released"`, `"boundAt"="` + want[clusterlease.AuditKeyBoundAt] + `"`, `"endedAt"="` + want[clusterlease.AuditKeyEndedAt] + `"`} {
+		`"memberUID"="` + string(inst.UID) + `"`, `"endReason"="Released"`, `"boundAt"="` + want[auditrecord.KeyBoundAt] + `"`, `"endedAt"="` + want[auditrecord.KeyEndedAt] + `"`} {
 		if !strings.Contains(lines[0], w) {
 			t.Errorf("audit log line lacks %s: %s", w, lines[0])
 		}
 	}
 
 	var records corev1.ConfigMapList
-	h.must(h.c.List(t.Context(), &records, client.InNamespace(ns), client.MatchingLabels{clusterlease.AuditLabel: clusterlease.AuditLabelValue}))
+	h.must(h.c.List(t.Context(), &records, client.InNamespace(ns), client.MatchingLabels{auditrecord.Label: auditrecord.LabelValue}))
 	if len(records.Items) != 1 {
 		t.Errorf("%d audit records, want 1 (a lease that never held a member leaves none)", len(records.Items))
 	}
@@ -207,20 +211,21 @@ func TestAuditRecordNamesTheMemberThatNamesTheLease(t *testing.T) {
 	}
 
 	startLeaseController(t, ns, time.Hour, nil)
-	var cm *corev1.ConfigMap
+	var rec map[string]string
 	h.eventually(20*time.Second, "the audit record", func() error {
 		var err error
-		cm, err = auditRecordOf(t, h.c, l)
+		rec, _, err = auditRecordOf(t, h.c, l)
 		return err
 	})
-	if cm.Data[clusterlease.AuditKeyMember] != inst.Name || cm.Data[clusterlease.AuditKeyMemberUID] != string(inst.UID) ||
-		cm.Data[clusterlease.AuditKeyBoundAt] != boundAt.UTC().Format(time.RFC3339) {
-		t.Errorf("record = %v; want member %s (%s) bound at %s", cm.Data, inst.Name, inst.UID, boundAt.UTC().Format(time.RFC3339))
+	if rec[auditrecord.KeyMember] != inst.Name || rec[auditrecord.KeyMemberUID] != string(inst.UID) ||
+		rec[auditrecord.KeyBoundAt] != boundAt.UTC().Format(time.RFC3339) {
+		t.Errorf("record = %v; want member %s (%s) bound at %s", rec, inst.Name, inst.UID, boundAt.UTC().Format(time.RFC3339))
 	}
 }
 
 // TestAuditRecordIsWrittenOnce: a record that exists already (written
-// before a restart) is left as it is, and the lease is still deleted.
+// before a restart, in its batch's ConfigMap) is left as it is, nothing is
+// written again, and the lease is still deleted.
 func TestAuditRecordIsWrittenOnce(t *testing.T) {
 	ns := shared.env.NewNamespace(t)
 	h := &harness{t: t, c: shared.env.Client, ns: ns}
@@ -230,10 +235,10 @@ func TestAuditRecordIsWrittenOnce(t *testing.T) {
 	startLeaseController(t, ns, time.Second, nil)
 	h.eventually(15*time.Second, "once to bind", phaseIs(h, "once", kobev1.LeaseBound, -1))
 	cur := h.get("once")
-	earlier := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: clusterlease.AuditRecordName(cur), Namespace: ns,
-		Labels: map[string]string{clusterlease.AuditLabel: clusterlease.AuditLabelValue}}, Data: map[string]string{"written": "before"}}
-	h.must(h.c.Create(t.Context(), earlier))
 	lease.End(cur, kobev1.LeaseExpired, kobev1.ReasonExpired, "expired", time.Now())
+	earlier := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: clusterlease.AuditConfigMapName(cur), Namespace: ns,
+		Labels: map[string]string{auditrecord.Label: auditrecord.LabelValue}}, Data: map[string]string{string(cur.UID): `{"written":"before"}`}}
+	h.must(h.c.Create(t.Context(), earlier))
 	h.must(h.c.Status().Update(t.Context(), cur))
 	h.eventually(20*time.Second, "the lease deleted", func() error {
 		err := h.c.Get(t.Context(), client.ObjectKeyFromObject(cur), &kobev1.ClusterLease{})
@@ -242,9 +247,58 @@ func TestAuditRecordIsWrittenOnce(t *testing.T) {
 		}
 		return errors.Join(err, errors.New("still there"))
 	})
-	cm, err := auditRecordOf(t, h.c, cur)
-	if err != nil || cm.Data["written"] != "before" || len(cm.Data) != 1 {
-		t.Errorf("the earlier record = %v, %v; want it untouched", cm.Data, err)
+	rec, cm, err := auditRecordOf(t, h.c, cur)
+	if err != nil || rec["written"] != "before" || len(rec) != 1 || cm.Name != earlier.Name {
+		t.Errorf("the earlier record = %v, %v; want it untouched", rec, err)
+	}
+	if left := names(t, h.c, ns); len(slices.DeleteFunc(left, func(n string) bool { return !strings.HasPrefix(n, "kobe-audit-") })) != 1 {
+		t.Errorf("audit ConfigMaps %v; want the earlier one only", left)
+	}
+}
+
+// TestAuditRecordsAreBatched: the leases of a pool that end in the same
+// second share one audit ConfigMap, one record each (a ConfigMap per lease
+// was an API write in every twelve of a lease-and-release cycle).
+func TestAuditRecordsAreBatched(t *testing.T) {
+	ns := shared.env.NewNamespace(t)
+	log := &logLines{}
+	startLeaseController(t, ns, time.Hour, log)
+	h := &harness{t: t, c: shared.env.Client, ns: ns}
+	h.pool("batched", 0)
+	const n = 5
+	for i := range n {
+		h.member("batched")
+		h.lease(fmt.Sprintf("l%d", i), "batched", time.Hour)
+	}
+	for i := range n {
+		h.eventually(15*time.Second, "the leases to bind", phaseIs(h, fmt.Sprintf("l%d", i), kobev1.LeaseBound, -1))
+	}
+	endedAt := time.Now()
+	var leases []*kobev1.ClusterLease
+	for i := range n {
+		cur := h.get(fmt.Sprintf("l%d", i))
+		lease.End(cur, kobev1.LeaseReleased, kobev1.ReasonReleased, "released", endedAt)
+		h.must(h.c.Status().Update(t.Context(), cur))
+		leases = append(leases, cur)
+	}
+	h.eventually(20*time.Second, "every record", func() error {
+		for _, l := range leases {
+			if _, _, err := auditRecordOf(t, h.c, l); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	var records corev1.ConfigMapList
+	h.must(h.c.List(t.Context(), &records, client.InNamespace(ns), client.MatchingLabels{auditrecord.Label: auditrecord.LabelValue}))
+	if len(records.Items) != 1 || len(records.Items[0].Data) != n {
+		for _, cm := range records.Items {
+			t.Logf("%s: %d records", cm.Name, len(cm.Data))
+		}
+		t.Fatalf("%d audit ConfigMaps; want one holding the %d leases' records", len(records.Items), n)
+	}
+	if lines := log.matching(`"Lease audit record"`); len(lines) != n {
+		t.Errorf("%d audit log lines, want one per lease (%d)", len(lines), n)
 	}
 }
 
@@ -256,17 +310,24 @@ func TestAuditJanitor(t *testing.T) {
 	now := time.Now()
 	mk := func(name string, labelled bool, endedAgo time.Duration) {
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-			Data: map[string]string{clusterlease.AuditKeyEndedAt: now.Add(-endedAgo).UTC().Format(time.RFC3339)}}
+			Data: map[string]string{auditrecord.KeyEndedAt: now.Add(-endedAgo).UTC().Format(time.RFC3339)}}
 		if labelled {
-			cm.Labels = map[string]string{clusterlease.AuditLabel: clusterlease.AuditLabelValue}
+			cm.Labels = map[string]string{auditrecord.Label: auditrecord.LabelValue}
 		}
 		if err := c.Create(t.Context(), cm); err != nil {
 			t.Fatal(err)
 		}
 	}
-	mk("kobe-audit-old", true, 31*24*time.Hour)
+	mk("kobe-audit-old", true, 31*24*time.Hour) // one record per ConfigMap, as before the batches
 	mk("kobe-audit-new", true, 29*24*time.Hour)
 	mk("not-an-audit-record", false, 365*24*time.Hour)
+	batch := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kobe-audit-batch-old", Namespace: ns,
+		Labels:      map[string]string{auditrecord.Label: auditrecord.LabelValue},
+		Annotations: map[string]string{auditrecord.EndedAtAnnotation: now.Add(-31 * 24 * time.Hour).UTC().Format(time.RFC3339)}},
+		Data: map[string]string{"uid-1": `{"lease":"a"}`, "uid-2": `{"lease":"b"}`}}
+	if err := c.Create(t.Context(), batch); err != nil {
+		t.Fatal(err)
+	}
 
 	// No retention given: the default (30 days), never "delete all".
 	clk := testclock.NewFakePassiveClock(now)
@@ -275,11 +336,11 @@ func TestAuditJanitor(t *testing.T) {
 		t.Error("the janitor must run on the leader only")
 	}
 	deleted, err := j.Sweep(t.Context())
-	if err != nil || deleted != 1 {
-		t.Fatalf("Sweep = %d, %v; want the old record deleted", deleted, err)
+	if err != nil || deleted != 2 {
+		t.Fatalf("Sweep = %d, %v; want the two old ConfigMaps deleted", deleted, err)
 	}
 	left := strings.Join(names(t, c, ns), ",")
-	if strings.Contains(left, "kobe-audit-old") || !strings.Contains(left, "kobe-audit-new") || !strings.Contains(left, "not-an-audit-record") {
+	if strings.Contains(left, "kobe-audit-old") || strings.Contains(left, "kobe-audit-batch-old") || !strings.Contains(left, "kobe-audit-new") || !strings.Contains(left, "not-an-audit-record") {
 		t.Errorf("left %s; want only the old record gone", left)
 	}
 	// A month later the newer record is past its retention too; the

@@ -53,6 +53,8 @@ type Reconciler struct {
 	failures bindFailures
 	// audited remembers the ended leases whose audit record exists.
 	audited seen.Set
+	// auditBatches holds the audit records waiting for their batch's write.
+	auditBatches auditBatches
 	// positionWrites paces the writes of queued leases' positions.
 	positionWrites pacing.Writes[types.NamespacedName]
 }
@@ -162,6 +164,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		if apierrors.IsNotFound(err) {
 			r.failures.forget(req.NamespacedName)
 			r.audited.Forget(req.NamespacedName)
+			r.auditBatches.forget(req.NamespacedName)
 			r.positionWrites.Forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)

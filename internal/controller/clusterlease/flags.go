@@ -16,7 +16,7 @@ type Flags struct {
 // Bind registers the flags on fs with their defaults.
 func (f *Flags) Bind(fs *flag.FlagSet) {
 	fs.DurationVar(&f.Retention, "lease-retention", time.Hour, "How long ended leases are kept before deletion.")
-	fs.DurationVar(&f.AuditRetention, "audit-retention", DefaultAuditRetention, "How long the audit record of a lease that held a member (ConfigMap kobe-audit-<lease UID>: who held which member, from when to when, under which policy) is kept; it outlives the lease.")
+	fs.DurationVar(&f.AuditRetention, "audit-retention", DefaultAuditRetention, "How long the audit record of a lease that held a member (in a ConfigMap kobe-audit-<second>-<pool hash> shared by the leases of a pool that ended in the same second: who held which member, from when to when, under which policy; kobe admin audit finds it) is kept; it outlives the lease.")
 }
 
 // Validate refuses nothing: the operator has always taken any retention

@@ -32,8 +32,12 @@ func (r *Reconciler) reconcileEnded(ctx context.Context, s *scope) (ctrl.Result,
 		return ctrl.Result{}, err
 	}
 	// Before the lease may go: the record outlives it.
-	if err := r.audit(ctx, s); err != nil {
+	wait, err := r.audit(ctx, s)
+	if err != nil {
 		return ctrl.Result{}, err
+	}
+	if wait > 0 {
+		return ctrl.Result{RequeueAfter: wait}, nil
 	}
 	ended := l.CreationTimestamp.Time
 	if l.Status.EndedAt != nil {

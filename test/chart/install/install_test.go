@@ -29,7 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
-	"github.com/kunobi-ninja/kobe/internal/controller/clusterlease"
+	"github.com/kunobi-ninja/kobe/internal/auditrecord"
 	"github.com/kunobi-ninja/kobe/internal/leaseservice"
 	"github.com/kunobi-ninja/kobe/internal/testenv"
 	"github.com/kunobi-ninja/kobe/internal/testenv/hostcluster"
@@ -269,7 +269,7 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 	})
 	testenv.Eventually(t, 30*time.Second, "the released leases' audit records", func() error {
 		var cms corev1.ConfigMapList
-		if err := c.List(ctx, &cms, client.InNamespace(namespace), client.MatchingLabels{clusterlease.AuditLabel: clusterlease.AuditLabelValue}); err != nil {
+		if err := c.List(ctx, &cms, client.InNamespace(namespace), client.MatchingLabels{auditrecord.Label: auditrecord.LabelValue}); err != nil {
 			return err
 		}
 		if len(cms.Items) != 2 {
@@ -520,7 +520,7 @@ func checkUninstalled(t *testing.T, c client.Client, hc *hostcluster.Cluster) {
 		switch {
 		case cm.Labels[leaseservice.LabelLedger] == "true":
 			ledgers++
-		case cm.Labels[clusterlease.AuditLabel] == clusterlease.AuditLabelValue:
+		case cm.Labels[auditrecord.Label] == auditrecord.LabelValue:
 			audits++
 		case cm.Name == "kube-root-ca.crt":
 		default:
