@@ -217,6 +217,7 @@ type ClusterLeaseStatus struct {
 // +kubebuilder:printcolumn:name="Identity",type=string,JSONPath=`.spec.requester.identity`,priority=1
 // +kubebuilder:printcolumn:name="Queue",type=integer,JSONPath=`.status.queuePosition`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:selectablefield:JSONPath=`.status.phase`
 type ClusterLease struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

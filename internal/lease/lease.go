@@ -2,7 +2,10 @@ package lease
 
 import (
 	"fmt"
+	"slices"
 	"time"
+
+	"k8s.io/apimachinery/pkg/fields"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 )
@@ -16,12 +19,25 @@ const DefaultQueueTimeout = 10 * time.Minute
 
 // IsEnded reports whether a lease phase is final.
 func IsEnded(p kobev1.LeasePhase) bool {
-	switch p {
-	case kobev1.LeaseReleased, kobev1.LeaseExpired, kobev1.LeaseRecycling, kobev1.LeaseQuarantined:
-		return true
-	}
-	return false
+	return slices.Contains(EndedPhases, p)
 }
+
+// EndedPhases are the phases of a lease that has ended.
+var EndedPhases = []kobev1.LeasePhase{kobev1.LeaseReleased, kobev1.LeaseExpired, kobev1.LeaseRecycling, kobev1.LeaseQuarantined}
+
+// NotEnded selects, on the API server, the leases whose phase is not an
+// ended one (the CRD's selectable field .status.phase): live lists of an
+// owner's leases need not carry the ended ones kept for --lease-retention.
+func NotEnded() fields.Selector {
+	sel := make([]fields.Selector, 0, len(EndedPhases))
+	for _, p := range EndedPhases {
+		sel = append(sel, fields.OneTermNotEqualSelector(PhaseField, string(p)))
+	}
+	return fields.AndSelectors(sel...)
+}
+
+// PhaseField is the field selector's name of a lease's phase.
+const PhaseField = "status.phase"
 
 // IsActive reports whether l still counts against its requester: it is not
 // being deleted and has not ended. A queued lease is active.

@@ -66,14 +66,15 @@ func (s *Service) List(ctx context.Context, p *auth.Principal, f ListFilter) ([]
 	if err := f.Validate(); err != nil {
 		return nil, err
 	}
-	var ls kobev1.ClusterLeaseList
-	if err := s.opts.APIReader.List(ctx, &ls, client.InNamespace(s.opts.Namespace), client.MatchingLabels{kobev1.LabelRequesterHash: RequesterHash(p)}); err != nil {
-		return nil, fmt.Errorf("listing leases of %s: %w", p.Identity, err)
+	// Live, and without the caller's ended leases (ownedLeases).
+	leases, err := s.ownedLeases(ctx, ownerOf(p))
+	if err != nil {
+		return nil, err
 	}
 	out := []Lease{}
 	pools := map[string]func(*kobev1.ClusterLease) int32{}
-	for i := range ls.Items {
-		l := &ls.Items[i]
+	for i := range leases {
+		l := &leases[i]
 		if !owns(p, l) || !lease.IsActive(l) || !f.keeps(l) {
 			continue
 		}

@@ -157,14 +157,50 @@ func count(entries map[string]ledgerEntry, leases []kobev1.ClusterLease, alias s
 
 // readLedger reads the owner's ledger and then its leases, both live: in
 // this order, every lease whose entry the ledger holds was created before
-// the listing, unless its entry is a reservation still in flight.
+// the listing, unless its entry is a reservation still in flight. The
+// listing holds the owner's active leases only (lease.NotEnded: an owner
+// keeps its ended leases for --lease-retention, hundreds for a busy CI
+// identity, and every admission under a limit read them all), so a young
+// entry whose lease it lacks is read on its own: that lease may have been
+// created and ended already, and must then not count as in flight.
 func (s *Service) readLedger(ctx context.Context, o ledgerOwner) (ledger, []kobev1.ClusterLease, error) {
 	led, err := s.readLedgerOnly(ctx, o)
 	if err != nil {
 		return led, nil, err
 	}
 	leases, err := s.ownedLeases(ctx, o)
-	return led, leases, err
+	if err != nil {
+		return led, nil, err
+	}
+	return led, leases, s.addYoungEntryLeases(ctx, o, led, &leases)
+}
+
+// addYoungEntryLeases appends to leases, read live, the lease of each
+// entry younger than ReservationGrace that leases lacks (count decides
+// from it whether the entry still counts). Older entries count only with a
+// lease that is listed, so they need no read.
+func (s *Service) addYoungEntryLeases(ctx context.Context, o ledgerOwner, led ledger, leases *[]kobev1.ClusterLease) error {
+	listed := make(map[string]bool, len(*leases))
+	for i := range *leases {
+		listed[(*leases)[i].Name] = true
+	}
+	now := s.opts.Clock.Now()
+	for name, e := range led.entries {
+		if listed[name] || now.Sub(e.At) >= ReservationGrace {
+			continue
+		}
+		l := kobev1.ClusterLease{}
+		err := s.opts.APIReader.Get(ctx, client.ObjectKey{Namespace: s.opts.Namespace, Name: name}, &l)
+		switch {
+		case apierrors.IsNotFound(err):
+			// Not created yet: the reservation is in flight.
+		case err != nil:
+			return fmt.Errorf("reading lease %s of %s: %w", name, o.identity, err)
+		case o.owns(&l):
+			*leases = append(*leases, l)
+		}
+	}
+	return nil
 }
 
 // readLedgerOnly reads the owner's ledger, live.
@@ -224,10 +260,18 @@ func (s *Service) entryLeases(ctx context.Context, o ledgerOwner, led ledger) ([
 	return out, nil
 }
 
-// ownedLeases lists the owner's leases, live.
+// ownedLeases lists the owner's leases that have not ended, live, filtered
+// by the API server. Against a ClusterLease CRD from before .status.phase
+// was a selectable field (the server refuses the selector), it lists them
+// all; count skips the ended ones either way.
 func (s *Service) ownedLeases(ctx context.Context, o ledgerOwner) ([]kobev1.ClusterLease, error) {
 	var ls kobev1.ClusterLeaseList
-	if err := s.opts.APIReader.List(ctx, &ls, client.InNamespace(s.opts.Namespace), client.MatchingLabels{kobev1.LabelRequesterHash: o.hash()}); err != nil {
+	owner := client.MatchingLabels{kobev1.LabelRequesterHash: o.hash()}
+	err := s.opts.APIReader.List(ctx, &ls, client.InNamespace(s.opts.Namespace), owner, client.MatchingFieldsSelector{Selector: lease.NotEnded()})
+	if apierrors.IsBadRequest(err) {
+		err = s.opts.APIReader.List(ctx, &ls, client.InNamespace(s.opts.Namespace), owner)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("listing leases of %s: %w", o.identity, err)
 	}
 	out := ls.Items[:0]

@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -87,5 +89,40 @@ func TestEntryLeasesReadsOnlyTheEntries(t *testing.T) {
 	// long, never too short), the in-flight entry, the old one's lease.
 	if tl := count(led.entries, got, "", now); tl.queued != 3 || len(tl.keep) != 3 {
 		t.Errorf("count = queued %d, keep %v; want 3 and 3", tl.queued, tl.keep)
+	}
+}
+
+// TestOwnedLeasesOnAnOlderCRD: a ClusterLease CRD from before .status.phase
+// was a selectable field makes the API server refuse the selector (400);
+// the listing then falls back to all of the owner's leases rather than
+// failing every admission under a limit.
+func TestOwnedLeasesOnAnOlderCRD(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := kobev1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	o := ledgerOwner{policy: "ci", identity: "repo:kunobi/kobe"}
+	l := &kobev1.ClusterLease{ObjectMeta: metav1.ObjectMeta{Name: "mine", Namespace: "kobe", Labels: map[string]string{kobev1.LabelRequesterHash: o.hash()}}}
+	l.Spec.Requester = kobev1.Requester{Policy: o.policy, Identity: o.identity}
+	var selectors []string
+	reader := fake.NewClientBuilder().WithScheme(scheme).WithObjects(l).
+		WithInterceptorFuncs(interceptor.Funcs{
+			List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+				lo := (&client.ListOptions{}).ApplyOptions(opts)
+				if lo.FieldSelector != nil {
+					selectors = append(selectors, lo.FieldSelector.String())
+					return apierrors.NewBadRequest(`Unable to find "kobe.kunobi.ninja/v1alpha1, Resource=clusterleases" that match label selector "", field selector "status.phase!=Released": field label not supported: status.phase`)
+				}
+				selectors = append(selectors, "")
+				return c.List(ctx, list, opts...)
+			},
+		}).Build()
+	s := &Service{opts: Options{Namespace: "kobe", APIReader: reader}}
+	got, err := s.ownedLeases(t.Context(), o)
+	if err != nil || len(got) != 1 || got[0].Name != "mine" {
+		t.Fatalf("ownedLeases = %v, %v; want the owner's lease", got, err)
+	}
+	if len(selectors) != 2 || !strings.Contains(selectors[0], "status.phase!=Released") || selectors[1] != "" {
+		t.Errorf("lists made with field selectors %q; want the filtered one, then the plain one", selectors)
 	}
 }

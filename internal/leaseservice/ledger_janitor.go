@@ -102,6 +102,9 @@ func (j *LedgerJanitor) idle(ctx context.Context, cm *corev1.ConfigMap) (bool, e
 		}
 	}
 	leases, err := j.svc.ownedLeases(ctx, o)
+	if err == nil {
+		err = j.svc.addYoungEntryLeases(ctx, o, ledger{entries: entries}, &leases)
+	}
 	if err != nil {
 		return false, err
 	}

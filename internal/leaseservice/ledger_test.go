@@ -15,6 +15,7 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
@@ -529,5 +530,76 @@ func TestLedgerJanitorLosesToAWrite(t *testing.T) {
 	key := client.ObjectKey{Namespace: ns, Name: leaseservice.LedgerName(leaseservice.RequesterHash(p))}
 	if err := fx.env.Client.Get(t.Context(), key, &corev1.ConfigMap{}); err != nil || n != 0 {
 		t.Fatalf("a ledger written after it was judged idle: %d deleted, %v; want it kept", n, err)
+	}
+}
+
+// countingReader counts the leases the live lists it serves return.
+type countingReader struct {
+	client.Reader
+	mu            sync.Mutex
+	lists, leases int
+}
+
+func (r *countingReader) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	err := r.Reader.List(ctx, list, opts...)
+	if ls, ok := list.(*kobev1.ClusterLeaseList); ok && err == nil {
+		r.mu.Lock()
+		r.lists++
+		r.leases += len(ls.Items)
+		r.mu.Unlock()
+	}
+	return err
+}
+
+// TestAdmissionReadsNoEndedLeases: a caller under a lease limit (the
+// default cap of 10 included) keeps its ended leases for --lease-retention,
+// hundreds for a busy CI identity; the live list each admission makes of
+// the caller's leases carries none of them (the API server filters on the
+// CRD's selectable .status.phase), and the limit still counts exactly.
+func TestAdmissionReadsNoEndedLeases(t *testing.T) {
+	makePool(t, "history", 2)
+	p := caller("history", kobev1.AccessRule{Pools: []string{"history"}, MaxConcurrentLeases: ptr.To[int32](2)})
+	for i := range 40 {
+		l := &kobev1.ClusterLease{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("history-ended-%d", i), Namespace: ns,
+			Labels: map[string]string{kobev1.LabelRequesterHash: leaseservice.RequesterHash(p)}},
+			Spec: kobev1.ClusterLeaseSpec{Pool: "history", Requester: kobev1.Requester{Identity: p.Identity, Policy: p.Policy, Method: p.Method}}}
+		if err := fx.env.Client.Create(t.Context(), l); err != nil {
+			t.Fatal(err)
+		}
+		lease.End(l, kobev1.LeaseReleased, kobev1.ReasonReleased, "released", time.Now())
+		if err := fx.env.Client.Status().Update(t.Context(), l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var counted *countingReader
+	s := replica(t, func(o *leaseservice.Options) {
+		counted = &countingReader{Reader: o.APIReader}
+		o.APIReader = counted
+	})
+	var held []string
+	for range 2 {
+		l, err := s.Create(t.Context(), p, leaseservice.CreateRequest{Pool: "history"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, l.Object.Name)
+	}
+	if _, err := s.Create(t.Context(), p, leaseservice.CreateRequest{Pool: "history"}); !errors.Is(err, leaseservice.ErrLeaseLimit) {
+		t.Fatalf("a third lease under a limit of 2: %v, want ErrLeaseLimit", err)
+	}
+	counted.mu.Lock()
+	lists, leases := counted.lists, counted.leases
+	counted.mu.Unlock()
+	// Three admissions: 0, 1 and 2 active leases listed.
+	if lists != 3 || leases != 3 {
+		t.Errorf("the admissions listed %d leases in %d live lists; want 3 in 3 (the caller's 40 ended leases left out)", leases, lists)
+	}
+	// A lease released a moment ago has a young ledger entry and is not
+	// listed any more: it must not count as a reservation in flight.
+	if err := s.Release(t.Context(), p, held[0]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Create(t.Context(), p, leaseservice.CreateRequest{Pool: "history"}); err != nil {
+		t.Errorf("a lease after a release under the limit: %v", err)
 	}
 }
