@@ -30,6 +30,9 @@ const (
 	// (each end is a status write the watch brings within milliseconds).
 	// A lease that comes later still gets its record, in a part of its own.
 	auditFlushDelay = 500 * time.Millisecond
+	// auditMaxWait bounds the wait for a batch: more means an endedAt in
+	// the future.
+	auditMaxWait = 10 * time.Second
 	// auditRetry is how soon a lease whose batch another worker is writing
 	// looks again.
 	auditRetry = time.Second
