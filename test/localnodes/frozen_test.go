@@ -26,14 +26,21 @@ import (
 // thaw's check waits until the member's node controller has seen its
 // kubelet again (a node it saw silent for the whole freeze is marked
 // NotReady at the thaw, for about 10 s).
+//
+// The thaw takes about as long as building a new member, so the first
+// lease's replacement could win the race for the second lease: a readiness
+// gate only this test passes (a condition it sets on the pool's first two
+// members) keeps every later member from becoming Ready.
 func TestFrozenMemberWithANode(t *testing.T) {
+	const heldByTest = "HeldByTest"
 	p := &kobev1.ClusterPool{
 		ObjectMeta: metav1.ObjectMeta{Name: "nodes-frozen", Namespace: kobesuite.Namespace},
 		Spec: kobev1.ClusterPoolSpec{
-			Size:    ptr.To[int32](2),
-			TTL:     &metav1.Duration{Duration: 30 * time.Minute},
-			Backend: kobev1.BackendSpec{Type: kobev1.BackendLocal, Local: &kobev1.LocalBackendSpec{PreloadImages: []string{testappArchive}}},
-			Warm:    &kobev1.WarmSpec{Running: ptr.To[int32](1)},
+			Size:           ptr.To[int32](2),
+			TTL:            &metav1.Duration{Duration: 30 * time.Minute},
+			Backend:        kobev1.BackendSpec{Type: kobev1.BackendLocal, Local: &kobev1.LocalBackendSpec{PreloadImages: []string{testappArchive}}},
+			Warm:           &kobev1.WarmSpec{Running: ptr.To[int32](1)},
+			ReadinessGates: []kobev1.ReadinessGate{{Type: heldByTest}},
 		},
 	}
 	if err := s.Env.Client.Create(t.Context(), p); err != nil {
@@ -57,6 +64,7 @@ func TestFrozenMemberWithANode(t *testing.T) {
 		})
 	}()
 	var frozen string
+	passed := map[string]bool{} // the members whose gate this test passed
 	testenv.Eventually(t, memberDeadline, "one member running and one frozen", func() error {
 		var l kobev1.ClusterInstanceList
 		if err := s.Env.Client.List(t.Context(), &l, client.InNamespace(p.Namespace), client.MatchingLabels{kobev1.LabelPool: p.Name}); err != nil {
@@ -64,6 +72,16 @@ func TestFrozenMemberWithANode(t *testing.T) {
 		}
 		frozen = ""
 		var states []string
+		for i := range l.Items {
+			m := &l.Items[i]
+			if !meta.IsStatusConditionTrue(m.Status.Conditions, heldByTest) && (passed[m.Name] || len(passed) < 2) {
+				meta.SetStatusCondition(&m.Status.Conditions, metav1.Condition{Type: heldByTest, Status: metav1.ConditionTrue, Reason: "PassedByTest", Message: "one of the pool's first two members"})
+				if err := s.Env.Client.Status().Update(t.Context(), m); err != nil {
+					return fmt.Errorf("passing %s's gate: %w", m.Name, err)
+				}
+				passed[m.Name] = true
+			}
+		}
 		for _, m := range l.Items {
 			if m.Status.Phase == kobev1.InstanceReady && meta.IsStatusConditionTrue(m.Status.Conditions, kobev1.ConditionFrozen) {
 				frozen = m.Name
