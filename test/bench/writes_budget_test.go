@@ -26,12 +26,13 @@ const (
 	budgetCycles = 12
 	// writesPerCycleBudget is what a full cycle (lease created, bound,
 	// released, member destroyed, replacement Ready) may cost in API
-	// writes, as kube-apiserver counts them: 13.75 measured here
-	// (2026-12-03), plus room for timing. make bench measures the same
+	// writes, as kube-apiserver counts them: 13.25 measured here
+	// (2026-12-04, audit records batched; at most 14 when every lease ends
+	// in a second of its own), plus room for timing. make bench measures the same
 	// under concurrency (docs/benchmarks.md); issue 27's goal is 8, and
 	// this budget comes down with each write taken out. To see who wrote
 	// what, run it with KOBE_TEST_AUDIT_LOG=FILE (testenv.AuditLogEnv).
-	writesPerCycleBudget = 16
+	writesPerCycleBudget = 15
 )
 
 // TestWritesPerCycle pins the API writes of a full lease-and-release cycle
