@@ -355,9 +355,15 @@ func (s *Service) bindNow(ctx context.Context, p *auth.Principal, l *kobev1.Clus
 	created, member := l.DeepCopy(), res.Instance.DeepCopy()
 	// The deferred work outlives ctx (and its deadline).
 	detached := context.WithoutCancel(ctx)
+	recorded := make(chan struct{})
+	s.recording.Store(created.UID, recorded)
 	s.opts.Defer(func() {
 		ctx, cancel := context.WithTimeout(detached, AfterAnswerTimeout)
 		defer cancel()
+		defer func() {
+			close(recorded)
+			s.recording.Delete(created.UID)
+		}()
 		if err := s.recordBound(ctx, created, member, ttl); err != nil {
 			// The lease controller records it from the member.
 			s.opts.Log.Info("Could not record a bind on its lease; the lease controller will", "lease", created.Name, "member", member.Name, "error", err.Error())
@@ -366,6 +372,32 @@ func (s *Service) bindNow(ctx context.Context, p *auth.Principal, l *kobev1.Clus
 		metrics.LeaseRequest(created.Spec.Pool, "bound")
 	})
 	return fastPath{bound: bound, kubeconfig: kc}, nil
+}
+
+// BoundCopyWait bounds how long a status write on a lease just handed out
+// by this replica (its release, extension or heartbeat) waits for the
+// lease's deferred bound copy. A caller who releases right after the answer
+// would otherwise race that write: one of the two conflicts (a write the
+// API server serves for nothing, a quarter of a write per cycle in make
+// bench's cycles) and, when the release wins, the ended lease never names
+// its member.
+const BoundCopyWait = 500 * time.Millisecond
+
+// awaitBoundCopy waits, at most BoundCopyWait, until this replica's
+// deferred write of the bound copy of the lease with uid is done; at once
+// when there is none (another replica answered, or it is long done).
+func (s *Service) awaitBoundCopy(ctx context.Context, uid types.UID) {
+	v, ok := s.recording.Load(uid)
+	if !ok {
+		return
+	}
+	t := time.NewTimer(BoundCopyWait)
+	defer t.Stop()
+	select {
+	case <-v.(chan struct{}):
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }
 
 // fastPath is what the request path made of a new lease.

@@ -138,6 +138,7 @@ func (s *Service) Extend(ctx context.Context, p *auth.Principal, ref string, by 
 	if err != nil {
 		return nil, err
 	}
+	s.awaitBoundCopy(ctx, l.UID)
 	if !p.AllowsPool(l.Spec.Pool) {
 		refusal := fmt.Errorf("%w: your rule (policy %s, rules[%d]) no longer grants pool %q, so lease %s cannot be extended; it ends at its expiry",
 			ErrPoolNotAllowed, p.Policy, p.RuleIndex, l.Spec.Pool, l.Name)
@@ -221,6 +222,7 @@ func (s *Service) Release(ctx context.Context, p *auth.Principal, ref string) er
 	if err != nil {
 		return err
 	}
+	s.awaitBoundCopy(ctx, l.UID)
 	ended := false
 	var held *kobev1.ClusterLease // l as it was before its end
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -260,6 +262,7 @@ func (s *Service) Heartbeat(ctx context.Context, p *auth.Principal, ref string) 
 	if err != nil {
 		return nil, err
 	}
+	s.awaitBoundCopy(ctx, l.UID)
 	if err := heartbeatRefusal(l); err != nil {
 		return nil, err
 	}

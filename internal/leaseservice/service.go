@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -81,6 +82,9 @@ type Service struct {
 	requesters requesterLocks
 	// activity dedupes the recording of connect activity (RecordActivity).
 	activity activityLog
+	// recording holds, by lease UID, a channel closed once this replica's
+	// deferred write of a new lease's bound copy is done (bindNow).
+	recording sync.Map
 }
 
 // New returns a service.
