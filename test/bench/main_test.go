@@ -68,6 +68,7 @@ func measurements() []measurement {
 		{"refill", true, measureRefillSim},
 		{"overload", true, measureOverload},
 		{"refill-local", false, measureRefillLocal},
+		{"fill-local", false, measureFillLocal},
 		{"scale", false, measureScale},
 		{"heartbeat", false, measureHeartbeats},
 		{"frozen", false, measureFrozen},
@@ -75,7 +76,7 @@ func measurements() []measurement {
 }
 
 func measurementNames() []string {
-	return []string{"handout", "writes", "cycles", "cycles-warm", "refill", "overload", "refill-local", "scale", "heartbeat", "frozen"}
+	return []string{"handout", "writes", "cycles", "cycles-warm", "refill", "overload", "refill-local", "fill-local", "scale", "heartbeat", "frozen"}
 }
 
 // figures are one run's numbers by key, e.g. "handout.c16.p99_ms".

@@ -297,6 +297,19 @@ func (r *report) markdown() string {
 		w("\n")
 	}
 
+	if r.has("fill.local.all_s") {
+		w("### Fill of real members: a local pool of %.0f from zero, run once\n\n", m["fill.local.size"])
+		w("The pool is created with all its members missing; kobe builds them all at once (etcd, kube-apiserver and " +
+			"kube-controller-manager processes each, default flags). Beside it a warm sim pool of 2 hands out a lease " +
+			"every 250 ms (lease until Bound, then release), before the fill and while it runs.\n\n")
+		w("| | |\n|---|---|\n")
+		w("| first member Ready / all Ready | %.1f s / %.1f s |\n", m["fill.local.first_s"], m["fill.local.all_s"])
+		w("| members Creating at once (most seen) | %.0f |\n", m["fill.local.max_creating"])
+		w("| each member's Create->Ready (status.timeToReady), p50 / max | %.1f s / %.1f s |\n", m["fill.local.member_p50_s"], m["fill.local.member_max_s"])
+		w("| hand-outs beside it before the fill: p50 / p99 (n) | %.1f / %.1f ms (%.0f) |\n", m["fill.handout.idle.p50_ms"], m["fill.handout.idle.p99_ms"], m["fill.handout.idle.n"])
+		w("| hand-outs beside it during the fill: p50 / p99 (n) | %.1f / %.1f ms (%.0f) |\n\n", m["fill.handout.filling.p50_ms"], m["fill.handout.filling.p99_ms"], m["fill.handout.filling.n"])
+	}
+
 	if r.has("scale.ready_members") {
 		w("### Scale: %.0f pools x %.0f sim members (readyAfter 0), really created, run once\n\n", m["scale.pools"], m["scale.size"])
 		state := "every member Ready"

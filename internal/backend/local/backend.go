@@ -70,6 +70,10 @@ type Options struct {
 	// before it creates ClusterInstances; this is the last line, for
 	// members it could not see (another operator on the same data root).
 	MaxMembers int
+	// MemberNice is how much lower than the operator's the CPU priority of
+	// a member's processes is (their niceness above the operator's, at
+	// most 19; 0: the same). --local-member-nice, DefaultMemberNice.
+	MemberNice int
 	// MemberDiskLimit caps the bytes a member's data directory takes on
 	// disk (0: no cap); Observe reports a member above it Failed.
 	MemberDiskLimit int64

@@ -3,6 +3,7 @@ package local
 import (
 	"errors"
 	"flag"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -33,6 +34,7 @@ type Flags struct {
 	// MaxMembers is Options.MaxMembers, and the pool controller's host cap
 	// of local members.
 	MaxMembers      int
+	MemberNice      int
 	MemberDiskLimit resource.QuantityValue
 	MinFreeDisk     DiskFloor
 	// DefaultNodes is Options.DefaultNodes.
@@ -51,6 +53,7 @@ func (f *Flags) Bind(fs *flag.FlagSet) {
 	fs.StringVar(&f.ImageDir, "local-image-dir", DefaultImageDir, "Directory with the pause and cluster DNS image archives (pause.tar and coredns.tar: `make image-pause image-coredns`) and the image archives pools preload (backend.local.preloadImages).")
 	fs.StringVar(&f.PauseImage, "local-pause-image", DefaultPauseImage, "Image name in the pause archive, the sandbox image of local members' nodes.")
 	fs.IntVar(&f.MaxMembers, "local-max-members", defaultMaxMembersFlag, "Most ClusterInstances of backend local that this operator keeps at once across all its pools (any phase, being deleted included); a pool that wants more creates nothing and reports Capacity HostCapacityReached until members go away. 0 removes the cap. The default fits a 2-core host: each member idles at about 5% of a core (docs/benchmarks.md) and one with a real node holds about 0.5 GiB.")
+	fs.IntVar(&f.MemberNice, "local-member-nice", DefaultMemberNice, "How much lower than the operator's the CPU priority of local members' processes is (their niceness above the operator's, 0 to 19; capped at 19): a burst of member builds then does not slow hand-outs. 0 runs them at the operator's priority.")
 	f.MemberDiskLimit, f.MinFreeDisk = resource.QuantityValue{Quantity: DefaultMemberDiskLimit.DeepCopy()}, DefaultMinFreeDisk
 	fs.Var(&f.MemberDiskLimit, "local-member-disk-limit", "Most disk a local member's data directory may take (etcd, logs and, with nodes, images, writable layers, emptyDirs and pod logs), as a quantity (20Gi); a member above it is reported failed and recycled, a leased one ending its lease. Measured at most every 30s. 0 removes the limit.")
 	f.DefaultNodes = backend.NodesDefault{Auto: true}
@@ -64,6 +67,9 @@ func (f Flags) Validate() error {
 	if f.MaxMembers < 0 || f.MaxMembers > math.MaxInt32 {
 		return errors.New("--local-max-members must be 0 (no cap) or a positive number")
 	}
+	if f.MemberNice < 0 || f.MemberNice > maxNice {
+		return fmt.Errorf("--local-member-nice must be from 0 (the operator's priority) to %d (the lowest), not %d", maxNice, f.MemberNice)
+	}
 	return nil
 }
 
@@ -73,7 +79,7 @@ func (f Flags) Options(log logr.Logger) Options {
 		BinDir: f.BinDir, DataRoot: f.DataDir, AdvertiseHost: f.AdvertiseHost,
 		Logger: log, ProvisionTimeout: f.ProvisionTimeout,
 		NodeBinDir: f.NodeBinDir, NodeAgent: f.NodeAgent, ImageDir: f.ImageDir,
-		PauseImage: f.PauseImage, MaxMembers: f.MaxMembers,
+		PauseImage: f.PauseImage, MaxMembers: f.MaxMembers, MemberNice: f.MemberNice,
 		MemberDiskLimit: f.MemberDiskLimit.Value(), MinFreeDisk: f.MinFreeDisk,
 		DefaultNodes: f.DefaultNodes,
 	}

@@ -178,7 +178,7 @@ func (b *Backend) startComponent(rt *memberRT, p paths, st *state, c string) (pr
 	cmd.Stdout = logf
 	cmd.Stderr = logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	if err := startNiced(cmd, b.opts.MemberNice); err != nil {
 		return process{}, fmt.Errorf("starting %s: %w", c, err)
 	}
 	ch := &child{done: make(chan struct{})}

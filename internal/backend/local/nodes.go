@@ -519,7 +519,7 @@ func (b *Backend) startNode(rt *memberRT, p paths, st *state, cfg *node.Config, 
 	defer func() { _ = logf.Close() }()
 	fmt.Fprintf(logf, "--- kobe: starting %s (attempt %d) at %s\n", compNode, st.Attempt, time.Now().UTC().Format(time.RFC3339Nano))
 	cmd := node.Command(b.opts.NodeAgent, filepath.Join(cfg.Dir, node.ConfigFile), logf)
-	if err := cmd.Start(); err != nil {
+	if err := startNiced(cmd, b.opts.MemberNice); err != nil {
 		return process{}, fmt.Errorf("starting node %d: %w", i, err)
 	}
 	ch := &child{done: make(chan struct{})}
