@@ -124,10 +124,10 @@ func (r *Reconciler) audit(ctx context.Context, s *scope) (time.Duration, error)
 		return 0, nil
 	}
 	b := bucketOf(s.lease)
-	r.auditBatches.add(b, pendingRecord{key: key, uid: s.lease.UID, data: rec})
+	due := r.auditBatches.add(b, pendingRecord{key: key, uid: s.lease.UID, data: rec}, s.now)
 	// An endedAt ahead of this replica's clock by more than a skew (written
 	// by hand) must not hold the record back: its batch is written now.
-	if wait := b.due().Sub(s.now); wait > 0 && wait <= auditMaxWait {
+	if wait := due.Sub(s.now); wait > 0 && wait <= auditMaxWait {
 		return wait, nil
 	}
 	if err := r.flushAudit(ctx, s.log, b); err != nil {

@@ -88,18 +88,32 @@ type pendingRecord struct {
 type auditBatches struct {
 	mu      sync.Mutex
 	pending map[auditBucket]map[types.UID]pendingRecord
+	// opened is when each bucket's first waiting record came.
+	opened map[auditBucket]time.Time
 }
 
-func (a *auditBatches) add(b auditBucket, rec pendingRecord) {
+// add puts rec in bucket b's batch at now and says when the batch is due:
+// a moment after its second (auditBucket.due), and no sooner than
+// auditFlushDelay after its first record came. The second bound gathers
+// the leases of a backlog: a lease controller that runs behind reconciles
+// a second's ended leases one after another, all past their second's due.
+func (a *auditBatches) add(b auditBucket, rec pendingRecord, now time.Time) time.Time {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.pending == nil {
 		a.pending = map[auditBucket]map[types.UID]pendingRecord{}
+		a.opened = map[auditBucket]time.Time{}
 	}
 	if a.pending[b] == nil {
 		a.pending[b] = map[types.UID]pendingRecord{}
+		a.opened[b] = now
 	}
 	a.pending[b][rec.uid] = rec
+	due := b.due()
+	if gathered := a.opened[b].Add(auditFlushDelay); gathered.After(due) {
+		due = gathered
+	}
+	return due
 }
 
 // take removes and returns the bucket's records, in UID order.
@@ -111,6 +125,7 @@ func (a *auditBatches) take(b auditBucket) []pendingRecord {
 		recs = append(recs, rec)
 	}
 	delete(a.pending, b)
+	delete(a.opened, b)
 	slices.SortFunc(recs, func(x, y pendingRecord) int { return cmp.Compare(x.uid, y.uid) })
 	return recs
 }
@@ -128,6 +143,7 @@ func (a *auditBatches) forget(key types.NamespacedName) {
 		}
 		if len(recs) == 0 {
 			delete(a.pending, b)
+			delete(a.opened, b)
 		}
 	}
 }
@@ -159,7 +175,7 @@ func (r *Reconciler) flushAudit(ctx context.Context, log logr.Logger, b auditBuc
 	if err != nil {
 		for _, rec := range recs {
 			if !r.audited.Has(rec.key, rec.uid) {
-				r.auditBatches.add(b, rec)
+				r.auditBatches.add(b, rec, time.Time{})
 			}
 		}
 		return fmt.Errorf("writing the audit records of pool %s, leases ended at %s: %w",

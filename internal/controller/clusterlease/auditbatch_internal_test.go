@@ -205,16 +205,27 @@ func TestAuditBatchesTakeAndForget(t *testing.T) {
 	var a auditBatches
 	b, other := testBucket(), testBucket()
 	other.second++
-	a.add(b, rec("b", ""))
-	a.add(b, rec("a", ""))
-	a.add(b, rec("a", "again")) // the same lease offered twice is one record
-	a.add(other, rec("c", ""))
+	// On time, a batch is due a moment after its second; a batch whose
+	// first record came late (a lease controller running behind) gathers
+	// for auditFlushDelay from then.
+	onTime := time.Unix(b.second, 200e6)
+	if due := a.add(b, rec("b", ""), onTime); !due.Equal(b.due()) {
+		t.Errorf("due %s, want %s", due, b.due())
+	}
+	if due := a.add(b, rec("a", ""), b.due().Add(time.Minute)); !due.Equal(b.due()) {
+		t.Errorf("a batch opened on time: due %s, want %s", due, b.due())
+	}
+	a.add(b, rec("a", "again"), onTime) // the same lease offered twice is one record
+	late := b.due().Add(3 * time.Second)
+	if due := a.add(other, rec("c", ""), late); !due.Equal(late.Add(auditFlushDelay)) {
+		t.Errorf("a batch opened late: due %s, want %s", due, late.Add(auditFlushDelay))
+	}
 	a.forget(types.NamespacedName{Namespace: testNS, Name: "lease-c"})
 	got := a.take(b)
 	if len(got) != 2 || got[0].uid != "a" || got[1].uid != "b" {
 		t.Errorf("take = %v, want a and b in UID order", got)
 	}
-	if len(a.take(b)) != 0 || len(a.take(other)) != 0 || len(a.pending) != 0 {
+	if len(a.take(b)) != 0 || len(a.take(other)) != 0 || len(a.pending) != 0 || len(a.opened) != 0 {
 		t.Errorf("left %v", a.pending)
 	}
 }
