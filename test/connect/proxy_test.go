@@ -128,7 +128,7 @@ func memberRuns(t *testing.T, name string) bool {
 		t.Fatal(err)
 	}
 	for _, p := range procs {
-		if strings.Contains(p.Cmdline, name) && !strings.Contains(p.Cmdline, "kobe-operator") {
+		if strings.Contains(p.Cmdline, memberproc.NameMarker(namespace, name)) && !strings.Contains(p.Cmdline, "kobe-operator") {
 			return true
 		}
 	}

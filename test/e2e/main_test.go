@@ -331,8 +331,9 @@ func instanceGone(t *testing.T, name string) error {
 	if err != nil {
 		return err
 	}
+	marker := memberproc.NameMarker(namespace, name)
 	for _, d := range dirs {
-		if strings.Contains(d, name) {
+		if strings.HasPrefix(d, marker) {
 			return fmt.Errorf("data directory %s still exists", d)
 		}
 	}
@@ -341,7 +342,7 @@ func instanceGone(t *testing.T, name string) error {
 		return err
 	}
 	for _, p := range procs {
-		if strings.Contains(p.Cmdline, name) {
+		if strings.Contains(p.Cmdline, marker) {
 			return fmt.Errorf("process %s still runs", p)
 		}
 	}

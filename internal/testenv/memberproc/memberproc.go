@@ -93,6 +93,14 @@ func Dirs(root string) ([]string, error) {
 	return out, nil
 }
 
+// NameMarker is what a member's data directory name, and so every path and
+// command line under it, holds of the member's namespace and name:
+// <namespace>_<name>_. Matching on the bare name would take pool-dev-3 for
+// pool-dev-35 (names hold no "_", so the marker is exact).
+func NameMarker(namespace, name string) string {
+	return namespace + "_" + name + "_"
+}
+
 // Dir is the data directory of the member with uid under root: the local
 // backend names it <namespace>_<name>_<uid>.
 func Dir(root string, uid types.UID) (string, error) {
