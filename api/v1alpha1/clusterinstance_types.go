@@ -195,10 +195,20 @@ type ClusterInstanceStatus struct {
 	// +kubebuilder:validation:MaxLength=512
 	Endpoint string `json:"endpoint,omitempty"`
 
-	// accessSecretRef names the Secret holding the member's CA, client CA and
-	// admin kubeconfig.
+	// accessSecretRef names the Secret that held the member's access material
+	// before kobe kept it in status.access: set only on members built by an
+	// older operator, whose material the controller moves into status.access
+	// (and then deletes the Secret).
 	// +optional
 	AccessSecretRef *LocalRef `json:"accessSecretRef,omitempty"`
+
+	// access is what the operator needs to reach the member and to mint
+	// lease credentials, written once with the move to Provisioned and
+	// deleted with the member. The private parts are sealed (AES-256-GCM)
+	// with the operator's key (Secret kobe-member-access-key) and bound to
+	// this member's UID: reading this object does not give them.
+	// +optional
+	Access *MemberAccess `json:"access,omitempty"`
 
 	// healthFailures counts consecutive failed health probes.
 	// +optional
@@ -236,6 +246,34 @@ type ClusterInstanceStatus struct {
 
 // ClusterInstance is one member of a ClusterPool: a real cluster that is
 // built, handed out once, and destroyed.
+// MemberAccess is a member's access material: the certificates in the
+// clear, the private parts sealed.
+type MemberAccess struct {
+	// caCert is the PEM CA bundle that verifies the member's API server.
+	// +kubebuilder:validation:MaxLength=16384
+	CACert string `json:"caCert"`
+
+	// clientCACert is the PEM certificate of the member's client CA, which
+	// signs each lease's client certificate.
+	// +kubebuilder:validation:MaxLength=16384
+	ClientCACert string `json:"clientCACert"`
+
+	// keyID names the operator key that sealed the fields below: the first
+	// 16 hex digits of its SHA-256.
+	// +kubebuilder:validation:MaxLength=64
+	KeyID string `json:"keyID"`
+
+	// sealedClientCAKey is the client CA's private key, sealed.
+	// +kubebuilder:validation:MaxLength=16384
+	SealedClientCAKey []byte `json:"sealedClientCAKey"`
+
+	// sealedAdminKubeconfig is the operator's admin kubeconfig of the
+	// member, sealed. The operator's cache drops it; it is read live.
+	// +optional
+	// +kubebuilder:validation:MaxLength=65536
+	SealedAdminKubeconfig []byte `json:"sealedAdminKubeconfig,omitempty"`
+}
+
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=cinst,categories=kobe

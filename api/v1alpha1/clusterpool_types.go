@@ -241,7 +241,7 @@ type BackendSpec struct {
 }
 
 // SimBackendSpec configures simulated members: they hold no processes and
-// their endpoint answers nothing, but each gets a real access Secret so that
+// their endpoint answers nothing, but each gets real access material so that
 // a lease's kubeconfig is minted exactly as for a real member.
 type SimBackendSpec struct {
 	// readyAfter is how long a simulated member takes to become Ready.

@@ -156,6 +156,10 @@ const (
 	ReasonThawed  = "Thawed"
 	// ReasonUnhealthy: the member failed failureThreshold probes in a row.
 	ReasonUnhealthy = "Unhealthy"
+	// ReasonAccessUnreadable: the member's sealed access material does not
+	// open with the operator's key (Secret kobe-member-access-key was
+	// replaced): no lease credential can be minted for it.
+	ReasonAccessUnreadable = "AccessUnreadable"
 	// ReasonLeaseEnded: the member's lease ended, so the member is destroyed.
 	ReasonLeaseEnded = "LeaseEnded"
 	// ReasonScaledDown: the pool no longer wants the member.

@@ -35,6 +35,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/controller/clusterinstance"
 	"github.com/kunobi-ninja/kobe/internal/controller/clusterlease"
 	"github.com/kunobi-ninja/kobe/internal/controller/clusterpool"
+	"github.com/kunobi-ninja/kobe/internal/credentials/memberaccess"
 	"github.com/kunobi-ninja/kobe/internal/index"
 	"github.com/kunobi-ninja/kobe/internal/leaseservice"
 	"github.com/kunobi-ninja/kobe/internal/netpolprobe"
@@ -85,12 +86,11 @@ func run(ctx context.Context, o options) error {
 		RenewDeadline:                 &o.leaderElectTimes.renewDeadline,
 		RetryPeriod:                   &o.leaderElectTimes.retryPeriod,
 		Cache: cache.Options{
-			// One namespace: pools, leases, the access Secrets of members
-			// and the token Secrets of policies all live there. Secrets are
-			// cached whole: both kinds are read on the hand-out path (the
-			// token on each request, the access Secret at each bind) and
-			// the policy controller watches token Secrets, which carry no
-			// label of kobe's to select them by.
+			// One namespace: pools, leases, members and the token Secrets
+			// of policies all live there. Secrets are cached whole: tokens
+			// are read on each request and the policy controller watches
+			// token Secrets, which carry no label of kobe's to select them
+			// by.
 			DefaultNamespaces: map[string]cache.Config{o.namespace: {}},
 			// Cached objects carry no managedFields (nor, for Secrets, a
 			// last-applied copy): at 10,000 members they are a large part
@@ -153,7 +153,13 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("creating clientset: %w", err)
 	}
 
-	if err := setupControllers(mgr, backends, binder, netpol, clk, o); err != nil {
+	// Every replica seals and opens members' access material with one key,
+	// kept in a Secret of the namespace; the first replica to start makes it.
+	access, err := memberaccess.LoadOrCreateKey(ctx, mgr.GetClient(), mgr.GetAPIReader(), o.namespace)
+	if err != nil {
+		return fmt.Errorf("loading the member access key: %w", err)
+	}
+	if err := setupControllers(mgr, backends, binder, netpol, access, clk, o); err != nil {
 		return err
 	}
 
@@ -182,13 +188,13 @@ func run(ctx context.Context, o options) error {
 	apiLog := log.WithName("api")
 	leases := leaseservice.New(leaseservice.Options{
 		Namespace: o.namespace, Client: mgr.GetClient(), Reader: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
-		Binder: binder, Clock: clk, Log: apiLog,
+		Binder: binder, Clock: clk, Log: apiLog, Access: access,
 		MaxQueuedPerOwner: int32(o.leaseLimits.MaxQueuedPerOwner), Fence: backends.Fence,
 		ProxyEndpoint: o.api.ProxyEndpoint(apiLog),
 	})
 	connectOpts := connect.Options{
 		Namespace: o.namespace, Reader: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Informers: mgr.GetCache(),
-		Clock: clk, Log: apiLog.WithName("connect"), Activity: leases.RecordActivity,
+		Clock: clk, Log: apiLog.WithName("connect"), Activity: leases.RecordActivity, Access: access,
 	}
 	o.api.ApplyConnect(&connectOpts)
 	apiOpts := apiserver.Options{
@@ -216,7 +222,7 @@ func run(ctx context.Context, o options) error {
 	return mgr.Start(ctx)
 }
 
-func setupControllers(mgr ctrl.Manager, backends backend.Registry, binder *binding.Binder, netpol *netpolprobe.Prober, clk clock.Clock, o options) error {
+func setupControllers(mgr ctrl.Manager, backends backend.Registry, binder *binding.Binder, netpol *netpolprobe.Prober, access *memberaccess.Sealer, clk clock.Clock, o options) error {
 	pools := &clusterpool.Reconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
 		Recorder: mgr.GetEventRecorder("kobe-pool"), Backends: backends, Clock: clk,
@@ -236,7 +242,7 @@ func setupControllers(mgr ctrl.Manager, backends backend.Registry, binder *bindi
 	}
 	instances := &clusterinstance.Reconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
-		Recorder: mgr.GetEventRecorder("kobe-instance"), Backends: backends, Clock: clk,
+		Recorder: mgr.GetEventRecorder("kobe-instance"), Backends: backends, Clock: clk, Access: access,
 		// The probe pods of NodesReady run the pause image the nodes preload.
 		NodeProbeImage:          o.local.PauseImage,
 		ReceiptRetention:        o.receipts.ReceiptRetention,

@@ -19,7 +19,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/apiserver"
 	"github.com/kunobi-ninja/kobe/internal/backend"
 	"github.com/kunobi-ninja/kobe/internal/contract"
-	"github.com/kunobi-ninja/kobe/internal/credentials/memberaccess"
+	"github.com/kunobi-ninja/kobe/internal/credentials/memberaccess/accesstest"
 	"github.com/kunobi-ninja/kobe/internal/credentials/pki"
 	"github.com/kunobi-ninja/kobe/internal/lease"
 )
@@ -158,9 +158,7 @@ func createReadyMembers(t *testing.T, pool string, n int) {
 		if err := fx.env.Client.Create(ctx, inst); err != nil {
 			t.Fatalf("creating member %s: %v", inst.Name, err)
 		}
-		if err := fx.env.Client.Create(ctx, memberaccess.Secret(inst, access)); err != nil {
-			t.Fatalf("creating access Secret of %s: %v", inst.Name, err)
-		}
+		accesstest.Publish(t, inst, access)
 		inst.Status.Phase = kobev1.InstanceReady
 		if err := fx.env.Client.Status().Update(ctx, inst); err != nil {
 			t.Fatalf("making member %s Ready: %v", inst.Name, err)

@@ -20,7 +20,7 @@ import (
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/backend"
-	"github.com/kunobi-ninja/kobe/internal/credentials/memberaccess"
+	"github.com/kunobi-ninja/kobe/internal/credentials/memberaccess/accesstest"
 	"github.com/kunobi-ninja/kobe/internal/credentials/pki"
 	"github.com/kunobi-ninja/kobe/internal/wire"
 )
@@ -156,11 +156,7 @@ func makeHangupPool(t *testing.T, name string, members int) {
 		if err := c.Create(ctx, inst); err != nil {
 			t.Fatal(err)
 		}
-		sec := memberaccess.Secret(inst, access)
-		if err := c.Create(ctx, sec); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = c.Delete(context.Background(), sec) })
+		accesstest.Publish(t, inst, access)
 		inst.Status.Phase = kobev1.InstanceReady
 		if err := c.Status().Update(ctx, inst); err != nil {
 			t.Fatal(err)

@@ -35,7 +35,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/backend"
 	"github.com/kunobi-ninja/kobe/internal/binding"
 	"github.com/kunobi-ninja/kobe/internal/connect"
-	"github.com/kunobi-ninja/kobe/internal/credentials/memberaccess"
+	"github.com/kunobi-ninja/kobe/internal/credentials/memberaccess/accesstest"
 	"github.com/kunobi-ninja/kobe/internal/credentials/pki"
 	"github.com/kunobi-ninja/kobe/internal/index"
 	"github.com/kunobi-ninja/kobe/internal/lease"
@@ -247,12 +247,13 @@ func newServer(mgr ctrl.Manager, opts apiserver.Options) (*apiserver.Server, err
 	opts.Leases = leaseservice.New(leaseservice.Options{
 		Namespace: ns, Client: mgr.GetClient(), Reader: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
 		Binder: &binding.Binder{Client: mgr.GetClient(), Reader: mgr.GetClient(), Clock: clk},
-		Clock:  clk, Log: opts.Log,
+		Clock:  clk, Log: opts.Log, Access: accesstest.Sealer(),
 		ProxyEndpoint: apiserver.ProxyEndpoint(apiserver.ProxyEndpointOptions{
 			TLSCertFile: opts.TLSCertFile, TLSKeyFile: opts.TLSKeyFile, ConnectURL: opts.ConnectURL, Log: opts.Log,
 		}),
 	})
-	opts.Connect = connect.New(connect.Options{Namespace: ns, Reader: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Clock: clk, Log: opts.Log})
+	opts.Connect = connect.New(connect.Options{Namespace: ns, Reader: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Clock: clk, Log: opts.Log,
+		Access: accesstest.Sealer()})
 	return apiserver.New(opts)
 }
 
@@ -341,8 +342,8 @@ func (f *fixture) createWorld(ctx context.Context) error {
 			if err := c.Create(ctx, inst); err != nil {
 				return fmt.Errorf("creating member %s: %w", inst.Name, err)
 			}
-			if err := c.Create(ctx, memberaccess.Secret(inst, access)); err != nil {
-				return fmt.Errorf("creating access Secret of %s: %w", inst.Name, err)
+			if err := accesstest.Sealer().Publish(inst, access); err != nil {
+				return err
 			}
 			inst.Status.Phase = kobev1.InstanceReady
 			if err := c.Status().Update(ctx, inst); err != nil {

@@ -2,7 +2,10 @@ package cachetrim
 
 import (
 	corev1 "k8s.io/api/core/v1"
+
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+
+	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 
 	"github.com/kunobi-ninja/kobe/internal/credentials/memberaccess"
 )
@@ -20,10 +23,13 @@ var stripManagedFields = cache.TransformStripManagedFields()
 //     included) that nothing in kobe reads. Kobe never writes back a Secret
 //     read from the cache. Other kinds keep it, so that a full Update of an
 //     object read from the cache cannot remove it.
-//   - on members' access Secrets, the admin kubeconfig: about half of each
-//     Secret (10,000 members hold tens of MB of it), read only live, by the
-//     instance controller; minting a lease's kubeconfig needs the rest
-//     (memberaccess.ForLeases).
+//   - on members, the sealed admin kubeconfig in status.access: about half
+//     of each member's access material (10,000 members hold tens of MB of
+//     it), read only live (the instance controller, the connect proxy);
+//     minting a lease's kubeconfig needs the rest (Sealer.ForLeases). Kobe
+//     writes members' status as merge patches, which leave it alone, and
+//     a full Update of a member ignores its status.
+//   - the same on the access Secrets an older operator wrote per member.
 //
 // Anything that is not an object (a deletion tombstone) passes unchanged.
 // Readers still get deep copies: the transform runs once, before the object
@@ -38,6 +44,9 @@ func Transform(in any) (any, error) {
 		if memberaccess.IsAccessSecret(s) {
 			delete(s.Data, memberaccess.KeyAdminKubeconfig)
 		}
+	}
+	if inst, ok := out.(*kobev1.ClusterInstance); ok && inst.Status.Access != nil {
+		inst.Status.Access.SealedAdminKubeconfig = nil
 	}
 	return out, nil
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/backend"
 	"github.com/kunobi-ninja/kobe/internal/cachetrim"
 	"github.com/kunobi-ninja/kobe/internal/credentials/memberaccess"
+	"github.com/kunobi-ninja/kobe/internal/credentials/memberaccess/accesstest"
 	"github.com/kunobi-ninja/kobe/internal/testenv"
 )
 
@@ -118,32 +119,38 @@ func TestTransformPassesTombstones(t *testing.T) {
 	}
 }
 
-// TestAccessSecretsDropTheAdminKubeconfig: a member's access Secret is
-// cached without its admin kubeconfig (read only live) but with everything
-// a lease's kubeconfig is minted from; another Secret that happens to have
-// a key of that name keeps it.
-func TestAccessSecretsDropTheAdminKubeconfig(t *testing.T) {
+// TestMembersDropTheAdminKubeconfig: a member is cached without its sealed
+// admin kubeconfig (read only live) but with everything a lease's
+// kubeconfig is minted from; a legacy access Secret likewise; another
+// Secret that happens to have a key of that name keeps it.
+func TestMembersDropTheAdminKubeconfig(t *testing.T) {
 	inst := &kobev1.ClusterInstance{ObjectMeta: metav1.ObjectMeta{Name: "m", Namespace: "ns", UID: "m-uid"},
 		Spec: kobev1.ClusterInstanceSpec{PoolRef: kobev1.ObjectRef{Name: "p"}}}
 	access := &backend.Access{Endpoint: "https://127.0.0.1:1", CACert: []byte("ca"), ClientCACert: []byte("client-ca"),
 		ClientCAKey: []byte("client-ca-key"), AdminKubeconfig: []byte("admin")}
-	out, err := cachetrim.Transform(memberaccess.Secret(inst, access))
+	accesstest.Publish(t, inst, access)
+	out, err := cachetrim.Transform(inst.DeepCopy())
 	if err != nil {
 		t.Fatal(err)
 	}
-	trimmed := out.(*corev1.Secret)
-	if _, has := trimmed.Data[memberaccess.KeyAdminKubeconfig]; has {
-		t.Error("the cached access Secret keeps the admin kubeconfig")
+	cached := out.(*kobev1.ClusterInstance)
+	if cached.Status.Access == nil || cached.Status.Access.SealedAdminKubeconfig != nil {
+		t.Fatalf("the cached member's access: %+v, want it without the admin kubeconfig", cached.Status.Access)
 	}
-	got, err := memberaccess.ForLeases(trimmed)
+	got, err := accesstest.Sealer().ForLeases(cached)
 	if err != nil {
-		t.Fatalf("ForLeases on the cached Secret: %v", err)
+		t.Fatalf("ForLeases on the cached member: %v", err)
 	}
 	if got.Endpoint != access.Endpoint || string(got.ClientCAKey) != "client-ca-key" || string(got.CACert) != "ca" || string(got.ClientCACert) != "client-ca" {
 		t.Errorf("ForLeases = %+v, want the member's endpoint, CA and client CA", got)
 	}
-	if _, err := memberaccess.FromSecret(trimmed); err == nil {
-		t.Error("FromSecret accepted a Secret without the admin kubeconfig")
+
+	out, err = cachetrim.Transform(memberaccess.LegacySecret(inst, access))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, has := out.(*corev1.Secret).Data[memberaccess.KeyAdminKubeconfig]; has {
+		t.Error("the cached legacy access Secret keeps the admin kubeconfig")
 	}
 
 	other := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: "ns"},

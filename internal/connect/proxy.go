@@ -3,6 +3,7 @@ package connect
 import (
 	"context"
 	"crypto/x509"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,7 +17,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -58,8 +58,11 @@ const (
 
 // Options configure the proxy.
 type Options struct {
-	// Namespace holds the leases, members and access Secrets.
+	// Namespace holds the leases and members.
 	Namespace string
+	// Access opens members' sealed access material. Required to reach a
+	// member.
+	Access *memberaccess.Sealer
 	// Reader reads the operator's cache; APIReader reads live (the
 	// members' admin kubeconfigs, which the cache drops).
 	Reader, APIReader client.Reader
@@ -95,8 +98,8 @@ type Proxy struct {
 	members map[types.UID]*member
 }
 
-// member is what the proxy keeps of one member's access Secret, valid while
-// the Secret's resourceVersion is rv.
+// member is what the proxy keeps of one member's access material, valid
+// while its accessVersion is rv.
 type member struct {
 	rv        string
 	clientCAs *x509.CertPool
@@ -379,41 +382,38 @@ func (p *Proxy) memberOf(ctx context.Context, l *kobev1.ClusterLease) (*kobev1.C
 	return inst, pl, nil
 }
 
-// member returns inst's client CAs and upstream, from its access Secret
-// (owned by inst's UID): the cached Secret gives its resourceVersion, and
-// the admin kubeconfig, which the cache drops, is read live once per
-// resourceVersion.
+// member returns inst's client CAs and upstream, from its access material
+// (sealed in its status, opening only for inst's UID): the admin
+// kubeconfig, which the cache drops, is read live once per member.
 func (p *Proxy) member(ctx context.Context, inst *kobev1.ClusterInstance) (*member, error) {
-	key := types.NamespacedName{Namespace: inst.Namespace, Name: memberaccess.SecretName(inst.Name)}
-	sec := &corev1.Secret{}
-	if err := p.opts.Reader.Get(ctx, key, sec); err != nil {
-		return nil, fmt.Errorf("reading access Secret %s: %w", key, err)
-	}
+	version := accessVersion(inst)
 	p.mu.Lock()
 	m, ok := p.members[inst.UID]
 	p.mu.Unlock()
-	if ok && m.rv == sec.ResourceVersion {
+	if ok && version != "" && m.rv == version {
 		return m, nil
 	}
-	if err := p.opts.APIReader.Get(ctx, key, sec); err != nil {
-		return nil, fmt.Errorf("reading access Secret %s: %w", key, err)
+	key := client.ObjectKeyFromObject(inst)
+	live := &kobev1.ClusterInstance{}
+	if err := p.opts.APIReader.Get(ctx, key, live); err != nil {
+		return nil, fmt.Errorf("reading member %s: %w", key, err)
 	}
-	if !ownedBy(sec, inst) {
-		return nil, fmt.Errorf("access Secret %s does not belong to member %s (uid %s)", key, inst.Name, inst.UID)
+	if live.UID != inst.UID {
+		return nil, fmt.Errorf("member %s was replaced (uid %s, want %s)", key, live.UID, inst.UID)
 	}
-	a, err := memberaccess.FromSecret(sec)
+	a, err := memberaccess.Read(ctx, p.opts.APIReader, p.opts.Access, live, true)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("member %s: %w", key, err)
 	}
 	cas := x509.NewCertPool()
 	if !cas.AppendCertsFromPEM(a.ClientCACert) {
-		return nil, fmt.Errorf("access Secret %s: no client CA certificate", key)
+		return nil, fmt.Errorf("member %s: no client CA certificate", key)
 	}
 	up, err := newUpstream(a.AdminKubeconfig, a.CACert, p.opts.ResponseHeaderTimeout)
 	if err != nil {
-		return nil, fmt.Errorf("access Secret %s: %w", key, err)
+		return nil, fmt.Errorf("member %s: %w", key, err)
 	}
-	m = &member{rv: sec.ResourceVersion, clientCAs: cas, up: up}
+	m = &member{rv: accessVersion(live), clientCAs: cas, up: up}
 	p.mu.Lock()
 	old := p.members[inst.UID]
 	p.members[inst.UID] = m
@@ -437,7 +437,7 @@ func (p *Proxy) forget(uid types.UID) {
 
 // newUpstream builds the transports that reach a member with the admin
 // kubeconfig's credentials, verifying the member's serving certificate
-// against servingCA (the access Secret's ca.crt), never skipping it. The
+// against servingCA (the member's status.access.caCert), never skipping it. The
 // plain transport waits headerTimeout at most for response headers.
 func newUpstream(adminKubeconfig, servingCA []byte, headerTimeout time.Duration) (*upstream, error) {
 	cfg, err := clientcmd.RESTConfigFromKubeConfig(adminKubeconfig)
@@ -553,14 +553,18 @@ func forwardAs(h http.Header, user string) (upgrade bool) {
 	return upgrade
 }
 
-// ownedBy reports whether sec names inst (by UID) among its owners.
-func ownedBy(sec *corev1.Secret, inst *kobev1.ClusterInstance) bool {
-	for _, o := range sec.OwnerReferences {
-		if o.UID == inst.UID && o.Kind == "ClusterInstance" {
-			return true
-		}
+// accessVersion names inst's access material, which is written once per
+// member: the key and the nonce of its sealed client CA key, or "legacy"
+// for a member whose material is still in its access Secret ("" when it
+// has none yet: nothing is remembered).
+func accessVersion(inst *kobev1.ClusterInstance) string {
+	switch a := inst.Status.Access; {
+	case a != nil && len(a.SealedClientCAKey) >= 12:
+		return a.KeyID + ":" + hex.EncodeToString(a.SealedClientCAKey[:12])
+	case a == nil && inst.Status.AccessSecretRef != nil:
+		return "legacy"
 	}
-	return false
+	return ""
 }
 
 // responder answers a member that could not be reached.

@@ -25,13 +25,13 @@ import (
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/backend"
 	"github.com/kunobi-ninja/kobe/internal/credentials/leasecreds"
-	"github.com/kunobi-ninja/kobe/internal/credentials/memberaccess"
+	"github.com/kunobi-ninja/kobe/internal/credentials/memberaccess/accesstest"
 	"github.com/kunobi-ninja/kobe/internal/credentials/pki"
 	"github.com/kunobi-ninja/kobe/internal/testenv"
 	"github.com/kunobi-ninja/kobe/internal/wire"
 )
 
-// adminToken is the member's admin credential in the access Secret.
+// adminToken is the member's admin credential in its access material.
 const adminToken = "admin-token-never-logged"
 
 // memberServer stands in for a member's API server: it records the
@@ -169,7 +169,7 @@ func newHarness(t *testing.T, opts Options, names ...string) *harness {
 			t.Fatal(err)
 		}
 		h.members[l.Name], h.cas[l.Name] = ms, ca
-		sec := memberaccess.Secret(inst, &backend.Access{
+		accesstest.Publish(t, inst, &backend.Access{
 			Endpoint: ms.URL, CACert: servingCA, ClientCACert: ca.CertPEM, ClientCAKey: ca.KeyPEM, AdminKubeconfig: admin,
 		})
 		certPEM, keyPEM, err := ca.IssueClient(leasecreds.CommonName(l), []string{leasecreds.AdminGroup}, now.Add(-9*time.Minute), now.Add(20*time.Minute))
@@ -180,11 +180,11 @@ func newHarness(t *testing.T, opts Options, names ...string) *harness {
 			t.Fatal(err)
 		}
 		h.leases[l.Name] = l
-		objs = append(objs, l, inst, sec)
+		objs = append(objs, l, inst)
 	}
 	c := fake.NewClientBuilder().WithScheme(testenv.Scheme()).WithObjects(objs...).Build()
 	h.objects = c
-	opts.Namespace, opts.Reader, opts.APIReader = "ns", c, c
+	opts.Namespace, opts.Reader, opts.APIReader, opts.Access = "ns", c, c, accesstest.Sealer()
 	opts.Log = funcr.NewJSON(func(line string) {
 		h.logMu.Lock()
 		h.logs = append(h.logs, line)

@@ -11,7 +11,8 @@
 //
 // A kubeconfig is minted only for a member whose write-once leaseRef names
 // the lease's UID, read live (or returned by the member's claim itself), for
-// a lease that has not ended, from an access Secret that member owns. A
+// a lease that has not ended, from access material sealed for that member's
+// UID (memberaccess). A
 // hand-out costs two API writes before its answer (the lease, the member's
 // claim; package binding), three when the caller has a limit or asks for an
 // alias (its ledger, which keeps limits exact across replicas: ledger.go);

@@ -30,6 +30,7 @@ import (
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/binding"
 	"github.com/kunobi-ninja/kobe/internal/credentials/memberaccess"
+	"github.com/kunobi-ninja/kobe/internal/credentials/memberaccess/accesstest"
 	"github.com/kunobi-ninja/kobe/internal/index"
 	"github.com/kunobi-ninja/kobe/internal/lease"
 	"github.com/kunobi-ninja/kobe/internal/leaseservice"
@@ -401,38 +402,67 @@ func TestForgedStatusGetsNoKubeconfig(t *testing.T) {
 	}
 }
 
-// TestAccessSecretMustBelongToMember: a Secret with the member's
-// access Secret name but owned by another object mints nothing.
-func TestAccessSecretMustBelongToMember(t *testing.T) {
-	makePool(t, "impostor", 0)
-	m := addMember(t, "impostor", "impostor-m")
-	// Replace the access Secret by one owned by an object of another UID.
-	fake := memberaccess.Secret(m, fx.access)
-	if err := fx.env.Client.Delete(t.Context(), fake); err != nil {
-		t.Fatal(err)
-	}
-	fake = memberaccess.Secret(m, fx.access)
-	fake.OwnerReferences[0].UID = "someone-else"
-	if err := fx.env.Client.Create(t.Context(), fake); err != nil {
-		t.Fatal(err)
-	}
-	s := newService()
-	p := caller("impostor", kobev1.AccessRule{Pools: []string{"impostor"}})
-	l, err := s.Create(t.Context(), p, leaseservice.CreateRequest{Pool: "impostor"})
-	if err == nil || (l != nil && len(l.Kubeconfig) != 0) {
-		t.Fatalf("Create with an access Secret not owned by the member: %v; want an error, no kubeconfig", err)
-	}
-	if !strings.Contains(err.Error(), "does not belong to member") {
-		t.Fatalf("error %q does not say why", err)
-	}
-	for _, l := range leasesOfPool(t, "impostor") {
-		if lease.IsActive(&l) {
-			t.Errorf("lease %s is left active (%s) after a failed mint", l.Name, l.Status.Phase)
-		}
+// TestAccessMaterialMustBelongToMember: access material that is not the
+// member's own mints nothing: another member's sealed material copied into
+// its status (it is bound to that member's UID), or, for a member an older
+// operator built, an access Secret of its name owned by another object.
+func TestAccessMaterialMustBelongToMember(t *testing.T) {
+	for _, tc := range []struct {
+		name, pool, want string
+		forge            func(t *testing.T, m *kobev1.ClusterInstance)
+	}{
+		{"another member's sealed material", "impostor-sealed", "does not open for this member", func(t *testing.T, m *kobev1.ClusterInstance) {
+			other := m.DeepCopy()
+			other.Name, other.UID = "impostor-other", "6c1e2a6e-0000-4000-8000-000000000001"
+			accesstest.Publish(t, other, fx.access)
+			m.Status.Access = other.Status.Access
+		}},
+		{"a legacy access Secret owned by someone else", "impostor-legacy", "does not belong to member", func(t *testing.T, m *kobev1.ClusterInstance) {
+			fake := memberaccess.LegacySecret(m, fx.access)
+			fake.OwnerReferences[0].UID = "someone-else"
+			if err := fx.env.Client.Create(t.Context(), fake); err != nil {
+				t.Fatal(err)
+			}
+			m.Status.Access, m.Status.AccessSecretRef = nil, &kobev1.LocalRef{Name: fake.Name}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pool := tc.pool
+			makePool(t, pool, 0)
+			m := addMember(t, pool, pool+"-m")
+			tc.forge(t, m)
+			if err := fx.env.Client.Status().Update(t.Context(), m); err != nil {
+				t.Fatal(err)
+			}
+			testenv.Eventually(t, 10*time.Second, "the cache to see the forged material", func() error {
+				got := &kobev1.ClusterInstance{}
+				if err := fx.mgr.GetClient().Get(t.Context(), clientKey(m.Name), got); err != nil {
+					return err
+				}
+				if got.ResourceVersion != m.ResourceVersion {
+					return fmt.Errorf("resourceVersion %s, want %s", got.ResourceVersion, m.ResourceVersion)
+				}
+				return nil
+			})
+			s := newService()
+			p := caller("impostor", kobev1.AccessRule{Pools: []string{pool}})
+			l, err := s.Create(t.Context(), p, leaseservice.CreateRequest{Pool: pool})
+			if err == nil || (l != nil && len(l.Kubeconfig) != 0) {
+				t.Fatalf("Create with access material not the member's: %v; want an error, no kubeconfig", err)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %q does not say why (%q)", err, tc.want)
+			}
+			for _, l := range leasesOfPool(t, pool) {
+				if lease.IsActive(&l) {
+					t.Errorf("lease %s is left active (%s) after a failed mint", l.Name, l.Status.Phase)
+				}
+			}
+		})
 	}
 }
 
-// addMember creates one Ready member of pool with its access Secret.
+// addMember creates one Ready member of pool with its sealed access material.
 func addMember(t *testing.T, pool, name string) *kobev1.ClusterInstance {
 	t.Helper()
 	c := fx.env.Client
@@ -443,9 +473,7 @@ func addMember(t *testing.T, pool, name string) *kobev1.ClusterInstance {
 	if err := c.Create(t.Context(), inst); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Create(t.Context(), memberaccess.Secret(inst, fx.access)); err != nil {
-		t.Fatal(err)
-	}
+	accesstest.Publish(t, inst, fx.access)
 	inst.Status.Phase = kobev1.InstanceReady
 	if err := c.Status().Update(t.Context(), inst); err != nil {
 		t.Fatal(err)
@@ -626,9 +654,7 @@ func makePoolB(b *testing.B, name string, members int) {
 		if err := c.Create(ctx, inst); err != nil {
 			b.Fatal(err)
 		}
-		if err := c.Create(ctx, memberaccess.Secret(inst, fx.access)); err != nil {
-			b.Fatal(err)
-		}
+		accesstest.Publish(b, inst, fx.access)
 		inst.Status.Phase = kobev1.InstanceReady
 		if err := c.Status().Update(ctx, inst); err != nil {
 			b.Fatal(err)

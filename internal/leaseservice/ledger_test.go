@@ -25,6 +25,7 @@ import (
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/auth"
 	"github.com/kunobi-ninja/kobe/internal/binding"
+	"github.com/kunobi-ninja/kobe/internal/credentials/memberaccess/accesstest"
 	"github.com/kunobi-ninja/kobe/internal/index"
 	"github.com/kunobi-ninja/kobe/internal/lease"
 	"github.com/kunobi-ninja/kobe/internal/leaseservice"
@@ -53,6 +54,7 @@ func replica(t *testing.T, mut ...func(*leaseservice.Options)) *leaseservice.Ser
 		Binder:    &binding.Binder{Client: mgr.GetClient(), Reader: mgr.GetClient(), Clock: clk},
 		Clock:     clk,
 		Log:       logr.Discard(),
+		Access:    accesstest.Sealer(),
 	}
 	for _, f := range mut {
 		f(&opts)

@@ -20,7 +20,7 @@ import (
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/backend"
 	"github.com/kunobi-ninja/kobe/internal/binding"
-	"github.com/kunobi-ninja/kobe/internal/credentials/memberaccess"
+	"github.com/kunobi-ninja/kobe/internal/credentials/memberaccess/accesstest"
 	"github.com/kunobi-ninja/kobe/internal/credentials/pki"
 	"github.com/kunobi-ninja/kobe/internal/index"
 	"github.com/kunobi-ninja/kobe/internal/lease"
@@ -114,6 +114,7 @@ func newService(mut ...func(*leaseservice.Options)) *leaseservice.Service {
 		Binder:    &binding.Binder{Client: fx.mgr.GetClient(), Reader: fx.mgr.GetClient(), Clock: clk},
 		Clock:     clk,
 		Log:       logr.Discard(),
+		Access:    accesstest.Sealer(),
 	}
 	for _, f := range mut {
 		f(&opts)
@@ -122,7 +123,7 @@ func newService(mut ...func(*leaseservice.Options)) *leaseservice.Service {
 }
 
 // makePool creates pool name with members Ready members (each with its
-// access Secret) and waits until the cache sees them.
+// sealed access material) and waits until the cache sees them.
 func makePool(t *testing.T, name string, members int, mut ...func(*kobev1.ClusterPool)) *kobev1.ClusterPool {
 	t.Helper()
 	ctx, c := t.Context(), fx.env.Client
@@ -147,9 +148,7 @@ func makePool(t *testing.T, name string, members int, mut ...func(*kobev1.Cluste
 		if err := c.Create(ctx, inst); err != nil {
 			t.Fatalf("creating member %s: %v", inst.Name, err)
 		}
-		if err := c.Create(ctx, memberaccess.Secret(inst, fx.access)); err != nil {
-			t.Fatalf("creating access Secret of %s: %v", inst.Name, err)
-		}
+		accesstest.Publish(t, inst, fx.access)
 		inst.Status.Phase = kobev1.InstanceReady
 		if err := c.Status().Update(ctx, inst); err != nil {
 			t.Fatalf("making member %s Ready: %v", inst.Name, err)

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -46,6 +45,8 @@ type Options struct {
 	APIReader client.Reader
 	Binder    *binding.Binder
 	Clock     clock.PassiveClock
+	// Access opens members' sealed access material to mint kubeconfigs.
+	Access *memberaccess.Sealer
 	// Log receives one audit line per lease operation; never credentials.
 	Log logr.Logger
 	// Defer runs work that follows a hand-out's answer (the lease's status
@@ -413,27 +414,13 @@ func (s *Service) member(ctx context.Context, l *kobev1.ClusterLease) (*kobev1.C
 }
 
 // kubeconfig mints a kubeconfig for l, bound to inst (which the caller has
-// confirmed), from inst's access Secret. The Secret must be owned by inst
-// (UID), not merely carry its name. The certificate ends at l's expiry,
-// never later than the bind allows (leasecreds.NotAfter).
+// confirmed with a live read), from inst's sealed access material: it opens
+// only for inst's UID. The certificate ends at l's expiry, never later than
+// the bind allows (leasecreds.NotAfter).
 func (s *Service) kubeconfig(ctx context.Context, l *kobev1.ClusterLease, inst *kobev1.ClusterInstance) ([]byte, error) {
-	key := types.NamespacedName{Namespace: inst.Namespace, Name: memberaccess.SecretName(inst.Name)}
-	sec := &corev1.Secret{}
-	err := s.opts.Reader.Get(ctx, key, sec)
-	if apierrors.IsNotFound(err) || (err == nil && !ownedBy(sec, inst)) {
-		// The cache may not have seen it yet, or may hold an older Secret
-		// of a member of the same name.
-		err = s.opts.APIReader.Get(ctx, key, sec)
-	}
+	a, err := memberaccess.Read(ctx, s.opts.APIReader, s.opts.Access, inst, false)
 	if err != nil {
-		return nil, fmt.Errorf("reading access Secret %s: %w", key, err)
-	}
-	if !ownedBy(sec, inst) {
-		return nil, fmt.Errorf("access Secret %s does not belong to member %s (uid %s)", key, inst.Name, inst.UID)
-	}
-	a, err := memberaccess.ForLeases(sec)
-	if err != nil {
-		return nil, fmt.Errorf("reading access Secret %s: %w", key, err)
+		return nil, fmt.Errorf("reading the access material of member %s: %w", inst.Name, err)
 	}
 	pl := s.poolOrNil(ctx, l.Spec.Pool)
 	var kc []byte
@@ -458,16 +445,6 @@ func (s *Service) proxyEndpoint(ctx context.Context) (string, []byte, error) {
 		return "", nil, fmt.Errorf("%w: this server has no connect proxy", ErrProxyNotConfigured)
 	}
 	return s.opts.ProxyEndpoint(ctx)
-}
-
-// ownedBy reports whether sec names inst (by UID) among its owners.
-func ownedBy(sec *corev1.Secret, inst *kobev1.ClusterInstance) bool {
-	for _, o := range sec.OwnerReferences {
-		if o.UID == inst.UID && o.Kind == "ClusterInstance" {
-			return true
-		}
-	}
-	return false
 }
 
 // audit logs one lease operation: who, under which policy, what, and the

@@ -169,7 +169,7 @@ func (r *report) markdown() string {
 	w("What runs: a real kube-apiserver 1.37.2 + etcd (internal/testenv), `bin/kobe-operator` as its own process " +
 		"(`--enable-sim-backend`, every controller and the HTTP API, loopback ports), a token AccessPolicy with no per-owner " +
 		"limit, and the harness calling the HTTP API. Each measurement starts its own operator on a namespace of its own. " +
-		"Sim members are Ready ClusterInstances with real access Secrets and no cluster behind the endpoint, so a " +
+		"Sim members are Ready ClusterInstances with real (sealed) access material and no cluster behind the endpoint, so a " +
 		"kubeconfig is minted exactly as for a real member. Everything shares the 2 cores.\n\n")
 
 	if len(r.Goals) > 0 {

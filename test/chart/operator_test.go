@@ -38,7 +38,7 @@ import (
 // chart's ServiceAccount with the chart's RBAC and nothing more: its caches
 // sync (/readyz), it becomes leader (its Lease), its start-up sweep lists
 // its namespace, a sim pool fills and a lease taken and released through the
-// API runs every path of a hand-out (ledger, access Secret, audit record,
+// API runs every path of a hand-out (ledger, member access key, audit record,
 // Events), and its log holds no "forbidden": a refused list, watch or write
 // of any informer or request shows there.
 func TestOperatorRunsWithChartRBAC(t *testing.T) {

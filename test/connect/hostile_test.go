@@ -20,26 +20,23 @@ import (
 	"time"
 
 	authnv1 "k8s.io/api/authentication/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/credentials/leasecreds"
-	"github.com/kunobi-ninja/kobe/internal/credentials/memberaccess"
+	"github.com/kunobi-ninja/kobe/internal/credentials/memberaccess/accesstest"
 	"github.com/kunobi-ninja/kobe/internal/credentials/pki"
 	"github.com/kunobi-ninja/kobe/internal/testenv"
 	"github.com/kunobi-ninja/kobe/internal/wire"
 )
 
-// memberCA is the client CA of a member, read from its access Secret.
+// memberCA is the client CA of a member, opened from its sealed access
+// material with the operator's key.
 func memberCA(t *testing.T, member string) *pki.CA {
 	t.Helper()
-	sec := &corev1.Secret{}
-	if err := s.Env.Client.Get(t.Context(), types.NamespacedName{Namespace: namespace, Name: memberaccess.SecretName(member)}, sec); err != nil {
-		t.Fatal(err)
-	}
-	ca, err := pki.LoadCA(sec.Data[memberaccess.KeyClientCACert], sec.Data[memberaccess.KeyClientCAKey])
+	a := accesstest.FromOperator(t, s.Env.Client, namespace, member)
+	ca, err := pki.LoadCA(a.ClientCACert, a.ClientCAKey)
 	if err != nil {
 		t.Fatal(err)
 	}

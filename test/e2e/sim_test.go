@@ -17,7 +17,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/clientcmd"
 	certutil "k8s.io/client-go/util/cert"
@@ -26,7 +25,7 @@ import (
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/backend/sim"
-	"github.com/kunobi-ninja/kobe/internal/credentials/memberaccess"
+	"github.com/kunobi-ninja/kobe/internal/credentials/memberaccess/accesstest"
 	"github.com/kunobi-ninja/kobe/internal/testenv"
 	"github.com/kunobi-ninja/kobe/internal/testenv/operatorproc"
 	"github.com/kunobi-ninja/kobe/internal/wire"
@@ -237,8 +236,8 @@ func TestSimBackendNeedsItsFlag(t *testing.T) {
 		return nil
 	})
 	for _, m := range members.Items {
-		if m.Status.Phase != kobev1.InstanceReady || m.Status.Endpoint != sim.Endpoint || m.Status.AccessSecretRef == nil {
-			t.Errorf("member %s: phase %s endpoint %q access %v", m.Name, m.Status.Phase, m.Status.Endpoint, m.Status.AccessSecretRef)
+		if m.Status.Phase != kobev1.InstanceReady || m.Status.Endpoint != sim.Endpoint || m.Status.Access == nil {
+			t.Errorf("member %s: phase %s endpoint %q access %v", m.Name, m.Status.Phase, m.Status.Endpoint, m.Status.Access)
 		}
 	}
 
@@ -255,14 +254,7 @@ func TestSimBackendNeedsItsFlag(t *testing.T) {
 	if cfg.Host != sim.Endpoint {
 		t.Errorf("lease kubeconfig server %q, want %q", cfg.Host, sim.Endpoint)
 	}
-	sec := &corev1.Secret{}
-	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: memberaccess.SecretName(l.ClusterName)}, sec); err != nil {
-		t.Fatalf("access Secret of %s: %v", l.ClusterName, err)
-	}
-	a, err := memberaccess.FromSecret(sec)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := accesstest.FromOperator(t, c, ns, l.ClusterName)
 	certs, err := certutil.ParseCertsPEM(cfg.CertData)
 	if err != nil {
 		t.Fatal(err)

@@ -36,7 +36,7 @@ type Backend struct {
 	// that a member observed again (while its gates are checked) does not
 	// cost three key pairs each time: at benchmark rates that was 7% of the
 	// operator's CPU. Only a saving: after a restart the material is minted
-	// anew, which is safe (see doc.go: the access Secret is written once).
+	// anew, which is safe (see doc.go: the access material is written once).
 	minted sync.Map
 }
 
@@ -65,7 +65,8 @@ func (b *Backend) Capabilities() backend.Capabilities {
 func (b *Backend) Create(context.Context, backend.Member) error { return nil }
 
 // Delete reports the member gone at once: nothing of it exists outside its
-// ClusterInstance and access Secret, which the operator deletes.
+// ClusterInstance (its access material included), which the operator
+// deletes.
 func (b *Backend) Delete(_ context.Context, m backend.Member) (bool, error) {
 	b.minted.Delete(m.UID)
 	return true, nil

@@ -23,6 +23,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/controller/deps"
 	"github.com/kunobi-ninja/kobe/internal/controller/patch"
 	"github.com/kunobi-ninja/kobe/internal/controller/seen"
+	"github.com/kunobi-ninja/kobe/internal/credentials/memberaccess"
 	"github.com/kunobi-ninja/kobe/internal/index"
 )
 
@@ -34,7 +35,7 @@ const ControllerName = "kobe-clusterinstance"
 type Reconciler struct {
 	Client client.Client
 	// APIReader reads around the cache where a stale read would do harm:
-	// access Secrets (never cached), a lease that looks ended, the pool whose
+	// the member's admin kubeconfig (the cache drops it), a lease that looks ended, the pool whose
 	// failure streak is counted or reset.
 	// Default: mgr.GetAPIReader().
 	APIReader client.Reader
@@ -45,6 +46,9 @@ type Reconciler struct {
 	Backends backend.Registry
 	// Clock is the time every decision is made at. Required.
 	Clock clock.PassiveClock
+	// Access seals each member's access material into its status and opens
+	// it again (memberaccess.LoadOrCreateKey). Required.
+	Access *memberaccess.Sealer
 
 	// PollInterval is how often a Creating member is observed; 2s when zero.
 	PollInterval time.Duration
@@ -133,6 +137,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	if refused != "" {
 		return r.reconcileElsewhere(ctx, s, refused)
 	}
+	if inst.Status.AccessSecretRef != nil && inst.Status.Access == nil && inst.Status.Phase != kobev1.InstanceRecycling {
+		return r.moveLegacyAccess(ctx, s)
+	}
 	if inst.Spec.LeaseRef != nil && inst.Status.Phase != kobev1.InstanceRecycling && inst.Status.Phase != kobev1.InstanceQuarantined {
 		return r.reconcileLeased(ctx, s)
 	}
@@ -200,6 +207,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 func (r *Reconciler) validate() error {
 	return deps.Require(ControllerName, map[string]bool{
 		"Client": r.Client == nil, "Recorder": r.Recorder == nil, "Backends": r.Backends == nil, "Clock": r.Clock == nil,
+		"Access": r.Access == nil,
 	})
 }
 

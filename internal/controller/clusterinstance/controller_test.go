@@ -30,6 +30,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/backend"
 	"github.com/kunobi-ninja/kobe/internal/binding"
 	"github.com/kunobi-ninja/kobe/internal/credentials/memberaccess"
+	"github.com/kunobi-ninja/kobe/internal/credentials/memberaccess/accesstest"
 	"github.com/kunobi-ninja/kobe/internal/index"
 	"github.com/kunobi-ninja/kobe/internal/pool"
 	"github.com/kunobi-ninja/kobe/internal/testenv"
@@ -211,7 +212,7 @@ func startHarnessWith(t *testing.T, wrap func(*fakeBackend) backend.Backend) *ha
 	if err := index.Setup(t.Context(), mgr); err != nil {
 		t.Fatal(err)
 	}
-	r := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(ControllerName),
+	r := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(ControllerName), Access: accesstest.Sealer(),
 		Clock: clock.RealClock{}, Backends: backend.Registry{kobev1.BackendLocal: wrap(fake)}, PollInterval: 200 * time.Millisecond}
 	if err := r.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
@@ -350,7 +351,7 @@ func (h *harness) pool(t *testing.T, p *kobev1.ClusterPool) *kobev1.ClusterPool 
 func TestInstanceController(t *testing.T) {
 	h := startHarness(t)
 
-	t.Run("a member is built, gated, Ready, and destroyed with its access Secret", func(t *testing.T) {
+	t.Run("a member is built, gated, Ready with its access sealed in its status, and destroyed", func(t *testing.T) {
 		ns := h.namespace(t)
 		p, m := h.poolAndMember(t, ns, nil)
 		got := h.waitPhase(t, m, kobev1.InstanceReady, 30*time.Second)
@@ -359,7 +360,7 @@ func TestInstanceController(t *testing.T) {
 				t.Errorf("condition %s not True: %v", c, got.Status.Conditions)
 			}
 		}
-		if got.Status.Endpoint != h.env.Config.Host || got.Status.AccessSecretRef == nil || got.Status.LastPhaseChange == nil {
+		if got.Status.Endpoint != h.env.Config.Host || got.Status.Access == nil || got.Status.LastPhaseChange == nil {
 			t.Errorf("status = %+v", got.Status)
 		}
 		if ttr := got.Status.TimeToReady; ttr == nil || ttr.Duration < 0 || ttr.Duration > got.Status.LastPhaseChange.Sub(got.CreationTimestamp.Time)+time.Second {
@@ -372,12 +373,22 @@ func TestInstanceController(t *testing.T) {
 		if len(got.Finalizers) != 1 || got.Finalizers[0] != kobev1.FinalizerInstance {
 			t.Errorf("finalizers = %v", got.Finalizers)
 		}
-		sec := &corev1.Secret{}
-		if err := h.c.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: memberaccess.SecretName(m.Name)}, sec); err != nil {
+		// The material is sealed in the member's status, in one write with
+		// the move to Provisioned; no Secret per member.
+		if a, err := accesstest.Sealer().Full(got); err != nil || string(a.AdminKubeconfig) == "" {
+			t.Errorf("opening status.access: %v", err)
+		}
+		if strings.Contains(string(got.Status.Access.SealedClientCAKey), "PRIVATE KEY") {
+			t.Error("status.access holds the client CA key in the clear")
+		}
+		var secrets corev1.SecretList
+		if err := h.c.List(t.Context(), &secrets, client.InNamespace(ns)); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := memberaccess.FromSecret(sec); err != nil {
-			t.Error(err)
+		for _, sec := range secrets.Items {
+			if memberaccess.IsAccessSecret(&sec) {
+				t.Errorf("an access Secret %s was written", sec.Name)
+			}
 		}
 		if err := h.c.Delete(t.Context(), m); err != nil {
 			t.Fatal(err)
@@ -392,10 +403,6 @@ func TestInstanceController(t *testing.T) {
 		})
 		if n := h.fake.count(h.fake.deletes, ns+"/"+m.Name); n < 1 {
 			t.Errorf("backend Delete called %d times", n)
-		}
-		err := h.c.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: memberaccess.SecretName(m.Name)}, &corev1.Secret{})
-		if !apierrors.IsNotFound(err) {
-			t.Errorf("access Secret after destroy: %v", err)
 		}
 	})
 
@@ -736,7 +743,7 @@ func (h *harness) claim(t *testing.T, m *kobev1.ClusterInstance, l *kobev1.Clust
 // needs fails at setup, naming what is missing, instead of panicking later.
 func TestSetupRefusesMissingDependencies(t *testing.T) {
 	full := func() *Reconciler {
-		return &Reconciler{Client: fakeClient{}, Recorder: events.NewFakeRecorder(1), Backends: backend.Registry{}, Clock: clock.RealClock{}}
+		return &Reconciler{Client: fakeClient{}, Recorder: events.NewFakeRecorder(1), Backends: backend.Registry{}, Clock: clock.RealClock{}, Access: accesstest.Sealer()}
 	}
 	cases := []struct {
 		missing string
@@ -746,6 +753,7 @@ func TestSetupRefusesMissingDependencies(t *testing.T) {
 		{"Recorder", func(r *Reconciler) { r.Recorder = nil }},
 		{"Backends", func(r *Reconciler) { r.Backends = nil }},
 		{"Clock", func(r *Reconciler) { r.Clock = nil }},
+		{"Access", func(r *Reconciler) { r.Access = nil }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.missing, func(t *testing.T) {
@@ -758,7 +766,7 @@ func TestSetupRefusesMissingDependencies(t *testing.T) {
 		})
 	}
 	r := &Reconciler{}
-	if err := r.validate(); err == nil || !strings.Contains(err.Error(), "missing Backends, Client, Clock, Recorder") {
+	if err := r.validate(); err == nil || !strings.Contains(err.Error(), "missing Access, Backends, Client, Clock, Recorder") {
 		t.Errorf("validate() = %v, want every missing dependency named", err)
 	}
 }

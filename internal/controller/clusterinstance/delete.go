@@ -17,8 +17,9 @@ import (
 )
 
 // finalize destroys a deleted member: Recycling until the backend reports
-// nothing of it is left, then its access Secret goes (no garbage collector is
-// assumed), then the finalizer. A bound member not yet fenced is fenced
+// nothing of it is left, then the finalizer (its access material, sealed in
+// its status, goes with the object; a legacy access Secret is deleted: no
+// garbage collector is assumed). A bound member not yet fenced is fenced
 // first. A member bound with cleanupMode VerifiedDestroy must prove it
 // instead (finalizeVerified).
 func (r *Reconciler) finalize(ctx context.Context, s *scope) (ctrl.Result, error) {
@@ -62,8 +63,12 @@ func (r *Reconciler) finalize(ctx context.Context, s *scope) (ctrl.Result, error
 	if !gone {
 		return ctrl.Result{RequeueAfter: r.pollInterval()}, nil
 	}
-	if err := r.deleteAccessSecret(ctx, s); err != nil {
-		return ctrl.Result{}, err
+	if s.inst.Status.AccessSecretRef != nil {
+		// A member built by an older operator, never moved: its Secret.
+		// Everything else goes with the object.
+		if err := r.deleteLegacySecret(ctx, s.inst); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
 	if wait := countWait(s); wait > 0 {
 		// The pool's watch wakes this member when the count lands.

@@ -17,6 +17,7 @@ import (
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/backend"
+	"github.com/kunobi-ninja/kobe/internal/credentials/memberaccess/accesstest"
 	"github.com/kunobi-ninja/kobe/internal/index"
 	"github.com/kunobi-ninja/kobe/internal/pool"
 	"github.com/kunobi-ninja/kobe/internal/testenv"
@@ -50,7 +51,7 @@ func TestBootstrapJobsOwnedAndCleanedWithoutTheFlag(t *testing.T) {
 		if err := index.Setup(ctx, mgr); err != nil {
 			t.Fatal(err)
 		}
-		r := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(ControllerName),
+		r := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(ControllerName), Access: accesstest.Sealer(),
 			Clock: clock.RealClock{}, Backends: backend.Registry{kobev1.BackendKubernetes: kubernetesFake{fake}},
 			PollInterval: 200 * time.Millisecond, BootstrapJobs: jobs}
 		if err := r.SetupWithManager(mgr); err != nil {

@@ -7,17 +7,15 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/backend"
 	"github.com/kunobi-ninja/kobe/internal/backend/sim"
-	"github.com/kunobi-ninja/kobe/internal/credentials/memberaccess"
+	"github.com/kunobi-ninja/kobe/internal/credentials/memberaccess/accesstest"
 	"github.com/kunobi-ninja/kobe/internal/index"
 	"github.com/kunobi-ninja/kobe/internal/testenv"
 )
@@ -35,7 +33,7 @@ func TestSimulatedMembers(t *testing.T) {
 		if err := index.Setup(t.Context(), mgr); err != nil {
 			t.Fatal(err)
 		}
-		r := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(ControllerName),
+		r := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(ControllerName), Access: accesstest.Sealer(),
 			Clock: clock.RealClock{}, Backends: backend.Registry{kobev1.BackendSim: sim.New(sim.Options{})},
 			PollInterval: 100 * time.Millisecond}
 		if err := r.SetupWithManager(mgr); err != nil {
@@ -103,16 +101,16 @@ func TestSimulatedMembers(t *testing.T) {
 		})
 		h.waitPhase(t, mm, kobev1.InstanceReady, 10*time.Second)
 	}
-	secret := func() *corev1.Secret {
-		sec := &corev1.Secret{}
-		if err := h.c.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: memberaccess.SecretName(m.Name)}, sec); err != nil {
-			t.Fatalf("reading access Secret: %v", err)
+	access := func() *kobev1.ClusterInstance {
+		cur, ok := h.get(t, m)
+		if !ok || cur.Status.Access == nil {
+			t.Fatalf("member %s has no status.access: %+v", m.Name, cur)
 		}
-		return sec
+		return cur
 	}
-	before := secret()
-	if a, err := memberaccess.FromSecret(before); err != nil || a.Endpoint != sim.Endpoint {
-		t.Fatalf("access Secret: %v, endpoint %v", err, a)
+	before := access()
+	if a, err := accesstest.Sealer().Full(before); err != nil || a.Endpoint != sim.Endpoint {
+		t.Fatalf("status.access: %v, endpoint %v", err, a)
 	}
 
 	// A restart (a new operator process, a new sim backend) leaves the
@@ -124,17 +122,15 @@ func TestSimulatedMembers(t *testing.T) {
 		cur, ok := h.get(t, m)
 		return holds(ok && cur.Status.Phase == kobev1.InstanceReady, fmt.Sprintf("after restart: member %v", cur))
 	})
-	after := secret()
-	if after.ResourceVersion != before.ResourceVersion || string(after.Data[memberaccess.KeyClientCACert]) != string(before.Data[memberaccess.KeyClientCACert]) {
-		t.Errorf("access Secret rewritten after restart (resourceVersion %s -> %s)", before.ResourceVersion, after.ResourceVersion)
+	after := access()
+	if !equality.Semantic.DeepEqual(after.Status.Access, before.Status.Access) {
+		t.Errorf("status.access rewritten after the restart")
 	}
 
-	// Delete: the backend reports gone at once, the Secret goes with it.
+	// Delete: the backend reports gone at once, the material goes with the
+	// member.
 	if err := h.c.Delete(t.Context(), m); err != nil {
 		t.Fatal(err)
 	}
 	h.waitGone(t, m, 10*time.Second)
-	if err := h.c.Get(t.Context(), client.ObjectKeyFromObject(before), &corev1.Secret{}); err == nil {
-		t.Error("access Secret left after the member was destroyed")
-	}
 }

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,12 +17,11 @@ import (
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/backend"
-	"github.com/kunobi-ninja/kobe/internal/credentials/memberaccess"
 	"github.com/kunobi-ninja/kobe/internal/gates"
 )
 
-// reconcileCreating builds the member, publishes its access Secret once the
-// backend reports it Ready, then runs its readiness gates. A member that
+// reconcileCreating builds the member, seals its access material into its
+// status once the backend reports it Ready, then runs its readiness gates. A member that
 // fails, or is still Creating after creatingTimeout, is recycled with a
 // failure reason, which the pool counts.
 func (r *Reconciler) reconcileCreating(ctx context.Context, s *scope) (ctrl.Result, error) {
@@ -72,40 +70,6 @@ func (r *Reconciler) reconcileCreating(ctx context.Context, s *scope) (ctrl.Resu
 	return r.runGates(ctx, s, left)
 }
 
-// publishAccess writes the access Secret and points the status at it.
-func (r *Reconciler) publishAccess(ctx context.Context, s *scope, a *backend.Access) error {
-	if meta.IsStatusConditionTrue(s.inst.Status.Conditions, kobev1.ConditionProvisioned) && s.inst.Status.AccessSecretRef != nil {
-		return nil
-	}
-	if a == nil {
-		return fmt.Errorf("backend reports member %s Ready without access material", s.inst.Name)
-	}
-	want := memberaccess.Secret(s.inst, a)
-	err := r.Client.Create(ctx, want)
-	if apierrors.IsAlreadyExists(err) {
-		got := &corev1.Secret{}
-		if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: want.Namespace, Name: want.Name}, got); err != nil {
-			return fmt.Errorf("reading access Secret %s: %w", want.Name, err)
-		}
-		err = nil
-		if !equality.Semantic.DeepEqual(got.Data, want.Data) {
-			got.Data = want.Data
-			err = r.Client.Update(ctx, got)
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("writing access Secret %s: %w", want.Name, err)
-	}
-	if err := r.recordManifest(ctx, s); err != nil {
-		return err
-	}
-	s.inst.Status.Endpoint = a.Endpoint
-	s.inst.Status.AccessSecretRef = &kobev1.LocalRef{Name: want.Name}
-	r.setCondition(s, kobev1.ConditionProvisioned, metav1.ConditionTrue, kobev1.ReasonProvisioned,
-		"the backend built the member; access in Secret "+want.Name)
-	return nil
-}
-
 // runGates evaluates the readiness gates; built-in ones become conditions on
 // the instance. All passed makes the member Ready.
 func (r *Reconciler) runGates(ctx context.Context, s *scope, left time.Duration) (ctrl.Result, error) {
@@ -152,6 +116,9 @@ func (r *Reconciler) runGates(ctx context.Context, s *scope, left time.Duration)
 // reconcileReady probes a warm member every health interval; failureThreshold
 // consecutive failures recycle it without it ever being offered again.
 func (r *Reconciler) reconcileReady(ctx context.Context, s *scope) (ctrl.Result, error) {
+	if why := r.accessUnreadable(s); why != "" {
+		return r.recycle(ctx, s, kobev1.ReasonAccessUnreadable, why)
+	}
 	if s.simulated() {
 		return ctrl.Result{}, nil // nothing to probe; see simulated.go
 	}
@@ -301,19 +268,6 @@ func (r *Reconciler) backendNotWired(_ context.Context, s *scope) (ctrl.Result, 
 	msg := fmt.Sprintf("backend %q is not wired in this operator", s.inst.Spec.Backend.Type)
 	r.mark(s, kobev1.ConditionProvisioned, metav1.ConditionFalse, kobev1.ReasonBackendUnavailable, msg, corev1.EventTypeWarning)
 	return ctrl.Result{RequeueAfter: time.Minute}, nil
-}
-
-func (r *Reconciler) adminKubeconfig(ctx context.Context, s *scope) ([]byte, error) {
-	sec := &corev1.Secret{}
-	name := memberaccess.SecretName(s.inst.Name)
-	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: s.inst.Namespace, Name: name}, sec); err != nil {
-		return nil, fmt.Errorf("reading access Secret %s: %w", name, err)
-	}
-	a, err := memberaccess.FromSecret(sec)
-	if err != nil {
-		return nil, err
-	}
-	return a.AdminKubeconfig, nil
 }
 
 // timeoutVerdict names why a member still Creating at creatingTimeout

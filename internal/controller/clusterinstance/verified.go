@@ -24,8 +24,8 @@ import (
 // Kinds of the checks the controller adds to a backend's: the lease's
 // credentials must be unusable, not only the member gone.
 const (
-	checkAccessSecret = "AccessSecret"
-	checkLeaseRoute   = "LeaseRoute"
+	checkAccessMaterial = "AccessMaterial"
+	checkLeaseRoute     = "LeaseRoute"
 )
 
 // destroyGrace is how long a verified teardown waits for a backend that
@@ -73,9 +73,9 @@ func (r *Reconciler) finalizeVerified(ctx context.Context, s *scope) (ctrl.Resul
 		s.now.Sub(phaseSince(s.inst)) < destroyGrace {
 		return ctrl.Result{RequeueAfter: r.pollInterval()}, nil
 	}
-	// The client CA key is in the access Secret: it goes now, whatever the
-	// backend managed.
-	if err := r.deleteAccessSecret(ctx, s); err != nil {
+	// The client CA key is in the access material: it goes now, whatever
+	// the backend managed, before the proof reads it gone.
+	if err := r.dropAccess(ctx, s); err != nil || s.patch.Done() {
 		return ctrl.Result{}, err
 	}
 	attempt := cleanup.Attempt{Gone: gone, DeleteError: delErr, Now: s.now, Number: 1}
@@ -146,31 +146,32 @@ func phaseSince(inst *kobev1.ClusterInstance) time.Time {
 	return inst.CreationTimestamp.Time
 }
 
-func (r *Reconciler) deleteAccessSecret(ctx context.Context, s *scope) error {
-	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: s.inst.Namespace, Name: memberaccess.SecretName(s.inst.Name)}}
-	if err := r.Client.Delete(ctx, sec); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("deleting access Secret %s: %w", sec.Name, err)
+// dropAccess removes the member's access material (the client CA key, the
+// admin kubeconfig): its sealed copy in status.access, written at once, and
+// a legacy access Secret.
+func (r *Reconciler) dropAccess(ctx context.Context, s *scope) error {
+	if s.inst.Status.AccessSecretRef != nil {
+		if err := r.deleteLegacySecret(ctx, s.inst); err != nil {
+			return err
+		}
 	}
-	return nil
+	if s.inst.Status.Access == nil && s.inst.Status.AccessSecretRef == nil {
+		return nil
+	}
+	s.inst.Status.Access, s.inst.Status.AccessSecretRef = nil, nil
+	return s.patch.Status(ctx)
 }
 
 // credentialChecks prove the lease's credentials unusable beyond the
-// member's own: the access Secret (client CA key, admin kubeconfig) is
+// member's own: the access material (client CA key, admin kubeconfig) is
 // gone, and the lease is no longer served (the connect proxy and the
 // kubeconfig endpoint serve a Bound lease only). Both read live.
 func (r *Reconciler) credentialChecks(ctx context.Context, s *scope) ([]backend.Check, error) {
-	name := memberaccess.SecretName(s.inst.Name)
-	secret := backend.Check{ManifestResource: kobev1.ManifestResource{Kind: checkAccessSecret, Name: s.inst.Namespace + "/" + name}}
-	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: s.inst.Namespace, Name: name}, &corev1.Secret{})
-	switch {
-	case apierrors.IsNotFound(err):
-		secret.Absent, secret.Detail = true, "the member's client CA key and admin kubeconfig are deleted"
-	case err != nil:
-		return nil, fmt.Errorf("reading access Secret %s: %w", name, err)
-	default:
-		secret.Detail = "still exists"
+	material, err := r.accessMaterialCheck(ctx, s)
+	if err != nil {
+		return nil, err
 	}
-	out := []backend.Check{secret}
+	out := []backend.Check{material}
 	ref := s.inst.Spec.LeaseRef
 	if ref == nil {
 		return out, nil
@@ -265,3 +266,30 @@ func equalLeaseStatus(a, b *kobev1.ClusterLease) bool {
 
 // maxCleanupMessage is status.cleanup.message's bound in the CRD.
 const maxCleanupMessage = 1024
+
+// accessMaterialCheck reads the member and its legacy access Secret live:
+// the material is absent when neither holds it.
+func (r *Reconciler) accessMaterialCheck(ctx context.Context, s *scope) (backend.Check, error) {
+	c := backend.Check{ManifestResource: kobev1.ManifestResource{Kind: checkAccessMaterial, Name: s.inst.Namespace + "/" + s.inst.Name, ID: string(s.inst.UID)}}
+	live := &kobev1.ClusterInstance{}
+	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: s.inst.Namespace, Name: s.inst.Name}, live)
+	switch {
+	case apierrors.IsNotFound(err), err == nil && live.UID != s.inst.UID:
+	case err != nil:
+		return c, fmt.Errorf("reading member %s: %w", s.inst.Name, err)
+	case live.Status.Access != nil:
+		c.Detail = "status.access still holds the sealed client CA key"
+		return c, nil
+	}
+	name := memberaccess.SecretName(s.inst.Name)
+	err = r.APIReader.Get(ctx, types.NamespacedName{Namespace: s.inst.Namespace, Name: name}, &corev1.Secret{})
+	switch {
+	case apierrors.IsNotFound(err):
+		c.Absent, c.Detail = true, "the member's client CA key and admin kubeconfig are deleted"
+	case err != nil:
+		return c, fmt.Errorf("reading access Secret %s: %w", name, err)
+	default:
+		c.Detail = "access Secret " + name + " still exists"
+	}
+	return c, nil
+}

@@ -108,7 +108,7 @@ func TestVerifiedDestroyQuarantine(t *testing.T) {
 	if absent, ok := kinds["Path"]; !ok || absent {
 		t.Errorf("receipt checks %+v: the surviving path must be reported present", rec.Checks)
 	}
-	if !kinds[checkAccessSecret] || !kinds[checkLeaseRoute] {
+	if !kinds[checkAccessMaterial] || !kinds[checkLeaseRoute] {
 		t.Errorf("receipt checks %+v: the access Secret and the lease route must be proven gone", rec.Checks)
 	}
 	h.waitEvent(t, ns, m.Name, kobev1.ReasonCleanupUnproven)

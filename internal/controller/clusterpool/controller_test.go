@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -27,7 +26,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/backend"
 	"github.com/kunobi-ninja/kobe/internal/backend/local"
 	"github.com/kunobi-ninja/kobe/internal/controller/clusterinstance"
-	"github.com/kunobi-ninja/kobe/internal/credentials/memberaccess"
+	"github.com/kunobi-ninja/kobe/internal/credentials/memberaccess/accesstest"
 	"github.com/kunobi-ninja/kobe/internal/index"
 	"github.com/kunobi-ninja/kobe/internal/testenv"
 	"github.com/kunobi-ninja/kobe/internal/testenv/memberproc"
@@ -83,7 +82,7 @@ func startHarness(t *testing.T) *harness {
 		t.Fatal(err)
 	}
 	instances := &clusterinstance.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
-		Recorder: mgr.GetEventRecorder(clusterinstance.ControllerName), Backends: backends, Clock: clock.RealClock{},
+		Recorder: mgr.GetEventRecorder(clusterinstance.ControllerName), Backends: backends, Clock: clock.RealClock{}, Access: accesstest.Sealer(),
 		PollInterval: 500 * time.Millisecond}
 	if err := instances.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
@@ -177,11 +176,11 @@ func readyIs(n int32) func(*kobev1.ClusterPool) bool {
 }
 
 func (h *harness) adminKubeconfig(t *testing.T, m *kobev1.ClusterInstance) []byte {
-	sec := &corev1.Secret{}
-	if err := h.c.Get(t.Context(), types.NamespacedName{Namespace: m.Namespace, Name: memberaccess.SecretName(m.Name)}, sec); err != nil {
+	live := &kobev1.ClusterInstance{}
+	if err := h.c.Get(t.Context(), client.ObjectKeyFromObject(m), live); err != nil {
 		t.Fatal(err)
 	}
-	a, err := memberaccess.FromSecret(sec)
+	a, err := accesstest.Sealer().Full(live)
 	if err != nil {
 		t.Fatal(err)
 	}

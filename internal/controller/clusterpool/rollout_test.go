@@ -19,6 +19,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/backend"
 	"github.com/kunobi-ninja/kobe/internal/backend/sim"
 	"github.com/kunobi-ninja/kobe/internal/controller/clusterinstance"
+	"github.com/kunobi-ninja/kobe/internal/credentials/memberaccess/accesstest"
 	"github.com/kunobi-ninja/kobe/internal/index"
 	"github.com/kunobi-ninja/kobe/internal/testenv"
 )
@@ -154,7 +155,7 @@ func addSimControllers(t *testing.T, mgr ctrl.Manager) {
 		t.Fatal(err)
 	}
 	instances := &clusterinstance.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
-		Recorder: mgr.GetEventRecorder(clusterinstance.ControllerName), Backends: backends, Clock: clock.RealClock{},
+		Recorder: mgr.GetEventRecorder(clusterinstance.ControllerName), Backends: backends, Clock: clock.RealClock{}, Access: accesstest.Sealer(),
 		PollInterval: 200 * time.Millisecond}
 	if err := instances.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)

@@ -1,8 +1,12 @@
 // Package memberaccess keeps a member's access material (endpoint, CAs, the
-// client CA key and the operator's admin kubeconfig) in a Secret owned by its
-// ClusterInstance, so that every operator replica can mint per-lease
-// credentials and nothing important lives only in memory. It must not
-// import controllers or the HTTP API.
+// client CA key and the operator's admin kubeconfig) in the member's own
+// status.access, its private parts sealed with the operator's key (Sealer),
+// so that every operator replica can mint per-lease credentials, nothing
+// important lives only in memory, and the material is written once and
+// deleted with the member: no Secret per member to create and delete (two
+// API writes of each member's life). Members built by an older operator
+// kept it in a Secret of their own (SecretName); the instance controller
+// moves it. It must not import controllers or the HTTP API.
 package memberaccess
 
 import (
@@ -15,7 +19,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/backend"
 )
 
-// Keys of the access Secret.
+// Keys of a legacy access Secret.
 const (
 	KeyEndpoint        = "endpoint"
 	KeyCACert          = "ca.crt"
@@ -24,11 +28,12 @@ const (
 	KeyAdminKubeconfig = "admin.kubeconfig"
 )
 
-// SecretName is the name of a member's access Secret.
+// SecretName is the name of a member's legacy access Secret.
 func SecretName(instanceName string) string { return instanceName + "-access" }
 
-// Secret renders the access Secret of an instance, owned by it.
-func Secret(inst *kobev1.ClusterInstance, a *backend.Access) *corev1.Secret {
+// LegacySecret renders the access Secret an older operator wrote for an
+// instance, owned by it: what the move to status.access reads.
+func LegacySecret(inst *kobev1.ClusterInstance, a *backend.Access) *corev1.Secret {
 	return &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      SecretName(inst.Name),
@@ -69,28 +74,9 @@ func IsAccessSecret(s *corev1.Secret) bool {
 	return false
 }
 
-// ForLeases reads back what minting a lease's kubeconfig needs: everything
-// but the admin kubeconfig, which the operator's cache drops (about half of
-// each access Secret) because only live reads use it. It fails when a key
-// it needs is missing.
-func ForLeases(s *corev1.Secret) (*backend.Access, error) {
-	a := &backend.Access{
-		Endpoint:     string(s.Data[KeyEndpoint]),
-		CACert:       s.Data[KeyCACert],
-		ClientCACert: s.Data[KeyClientCACert],
-		ClientCAKey:  s.Data[KeyClientCAKey],
-	}
-	for k, v := range map[string][]byte{KeyEndpoint: []byte(a.Endpoint), KeyCACert: a.CACert, KeyClientCACert: a.ClientCACert, KeyClientCAKey: a.ClientCAKey} {
-		if len(v) == 0 {
-			return nil, fmt.Errorf("access secret %s/%s has no %q", s.Namespace, s.Name, k)
-		}
-	}
-	return a, nil
-}
-
-// FromSecret reads access material back; it fails when a key is missing.
-// Read the Secret live: the operator's cache holds it without the admin
-// kubeconfig (see ForLeases).
+// FromSecret reads a legacy access Secret back; it fails when a key is
+// missing. Read the Secret live: the operator's cache holds it without the
+// admin kubeconfig.
 func FromSecret(s *corev1.Secret) (*backend.Access, error) {
 	a := &backend.Access{
 		Endpoint:        string(s.Data[KeyEndpoint]),
