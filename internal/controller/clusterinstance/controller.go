@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -21,6 +22,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/backend"
 	"github.com/kunobi-ninja/kobe/internal/controller/conditions"
 	"github.com/kunobi-ninja/kobe/internal/controller/deps"
+	"github.com/kunobi-ninja/kobe/internal/controller/ownwrites"
 	"github.com/kunobi-ninja/kobe/internal/controller/patch"
 	"github.com/kunobi-ninja/kobe/internal/controller/seen"
 	"github.com/kunobi-ninja/kobe/internal/credentials/memberaccess"
@@ -74,6 +76,9 @@ type Reconciler struct {
 	// finalized remembers the members whose finalizer this replica removed;
 	// fenced, the members it fenced.
 	finalized, fenced seen.Set
+	// ownWrites holds a member's reconcile until this replica's last write
+	// of it is in the cache (set up by SetupWithManager).
+	ownWrites *ownwrites.Tracker
 }
 
 // scope is one reconcile's view of an instance.
@@ -104,8 +109,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		if apierrors.IsNotFound(err) {
 			r.finalized.Forget(req.NamespacedName)
 			r.fenced.Forget(req.NamespacedName)
+			r.ownWrites.Forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if wait := r.ownWrites.Behind(req.NamespacedName, inst.ResourceVersion); wait > 0 {
+		// The cache still shows the member as it was before this
+		// replica's last write: deciding now would repeat that write (a
+		// 409). Its event wakes the member; the requeue is the bound.
+		return ctrl.Result{RequeueAfter: wait}, nil
 	}
 	if r.finalized.Has(req.NamespacedName, inst.UID) {
 		// The cache still holds a member whose finalizer this replica
@@ -119,7 +131,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	}
 	// Someone (the binder, a gate publisher) may write meanwhile: a stale
 	// patch is dropped and the reconcile decides again shortly.
-	defer func() { res, retErr = s.patch.Finish(ctx, res, retErr) }()
+	readRV := inst.ResourceVersion
+	defer func() {
+		res, retErr = s.patch.Finish(ctx, res, retErr)
+		switch {
+		case s.patch.Gone():
+			r.ownWrites.Forget(req.NamespacedName)
+		case inst.ResourceVersion != readRV:
+			r.ownWrites.Wrote(req.NamespacedName, inst.ResourceVersion)
+		}
+	}()
 
 	if !inst.DeletionTimestamp.IsZero() {
 		return r.finalize(ctx, s)
@@ -137,7 +158,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	if refused != "" {
 		return r.reconcileElsewhere(ctx, s, refused)
 	}
-	if inst.Status.AccessSecretRef != nil && inst.Status.Access == nil && inst.Status.Phase != kobev1.InstanceRecycling {
+	if inst.Status.AccessSecretRef != nil && inst.Status.Access == nil &&
+		inst.Status.Phase != kobev1.InstanceRecycling && inst.Status.Phase != kobev1.InstanceQuarantined {
 		return r.moveLegacyAccess(ctx, s)
 	}
 	if inst.Spec.LeaseRef != nil && inst.Status.Phase != kobev1.InstanceRecycling && inst.Status.Phase != kobev1.InstanceQuarantined {
@@ -190,13 +212,14 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.APIReader == nil {
 		r.APIReader = mgr.GetAPIReader()
 	}
+	r.ownWrites = ownwrites.New(r.Clock, 0)
 	workers := r.MaxConcurrentReconciles
 	if workers <= 0 {
 		workers = 4
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
-		For(&kobev1.ClusterInstance{}).
+		For(&kobev1.ClusterInstance{}, builder.WithPredicates(r.ownWrites.Predicate())).
 		Watches(&kobev1.ClusterLease{}, handler.EnqueueRequestsFromMapFunc(r.instancesOfLease)).
 		Watches(&kobev1.ClusterPool{}, handler.EnqueueRequestsFromMapFunc(countedMembers)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
