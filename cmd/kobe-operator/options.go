@@ -82,6 +82,7 @@ func (o *options) validate() error {
 		o.receipts.Validate,
 		o.sweep.validate,
 		o.validateMemberPoll,
+		o.validateWorkers,
 		o.hostAPI.validate,
 		o.leaderElectTimes.validate,
 		o.kubernetes.Validate,
@@ -100,6 +101,11 @@ func (o *options) validateMemberPoll() error {
 	if o.memberPoll < 50*time.Millisecond || o.memberPoll > time.Minute {
 		return fmt.Errorf("--member-poll-interval %v: must be between 50ms and 1m", o.memberPoll)
 	}
+	return nil
+}
+
+// validateWorkers bounds the controllers' concurrent reconciles.
+func (o *options) validateWorkers() error {
 	for _, w := range []struct {
 		flag string
 		n    int
