@@ -254,9 +254,11 @@ func (r *Reconciler) decide(ctx context.Context, s *scope) error {
 		s.cacheWait = wait
 		return nil
 	}
+	cached := members
 	if members, err = r.members(ctx, s.pool, r.APIReader); err != nil {
 		return err
 	}
+	r.expected.lagging(s.pool.UID, cached, members, s.conds.Now)
 	if err := r.countFailures(ctx, s, members); err != nil || s.patch.Done() {
 		return err
 	}

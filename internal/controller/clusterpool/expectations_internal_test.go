@@ -59,6 +59,20 @@ func TestExpectations(t *testing.T) {
 		t.Error("an expired record must be dropped after it was reported")
 	}
 
+	// After a live list, what the cache still lacks is waited for again:
+	// a plan from the stale cache must not create pool-p-11 twice.
+	e.lagging("p", cached("pool-p-2", "pool-p-5"), cached("pool-p-2", "pool-p-11"), t0)
+	if ok, wait := e.seen("p", cached("pool-p-2", "pool-p-5"), t0); ok || wait != cacheWait {
+		t.Errorf("seen = %v, wait %v; want the cache's lag (pool-p-11 created, pool-p-5 deleted) waited for", ok, wait)
+	}
+	if !seen("p", cached("pool-p-2", "pool-p-11"), t0) {
+		t.Error("the cache caught up with the live list: seen")
+	}
+	e.lagging("p", cached("pool-p-2"), cached("pool-p-2"), t0)
+	if !seen("p", cached("pool-p-2"), t0) {
+		t.Error("a cache that agrees with the live list must leave nothing to wait for")
+	}
+
 	e.expect("p", []string{"pool-p-10"}, nil, t0)
 	e.forget("p")
 	if !seen("p", nil, t0) {
