@@ -38,6 +38,7 @@ var controllerHelpers = []string{
 	module + "/internal/controller/deps",
 	module + "/internal/controller/pacing",
 	module + "/internal/controller/seen",
+	module + "/internal/controller/ownwrites",
 }
 
 // isController reports whether path is a controller of one reconciled kind.
@@ -84,6 +85,7 @@ var leaves = []string{
 	"internal/clusterdns",
 	"internal/controller/conditions",
 	"internal/controller/deps",
+	"internal/controller/ownwrites",
 	"internal/controller/pacing",
 	"internal/controller/patch",
 	"internal/controller/seen",
