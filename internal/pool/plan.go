@@ -154,6 +154,17 @@ type Plan struct {
 	RequeueAfter time.Duration
 }
 
+// StatusCounters are the counts the pool's status reports with this plan:
+// Counters plus the members Create adds, as Creating. The status is written
+// before the creates (it reserves their ordinals), so this saves the pool a
+// second write only to count them; a create that fails is counted right
+// again at the next decision.
+func (p Plan) StatusCounters() Counters {
+	c := p.Counters
+	c.Creating += int32(len(p.Create))
+	return c
+}
+
 // class is how a member counts in a pool.
 type class int
 
@@ -220,7 +231,10 @@ func Decide(in Input) Plan {
 	// A member that fails while the pool is short keeps it short.
 	failingShort := p.Status.Failures > 0 && c.Ready < sz.warm
 
-	warmCond := warmCondition(c, sz.warm, absent, grace)
+	// The message counts the members this plan creates as Creating, as the
+	// status the pool writes with it does (StatusCounters): the status
+	// written before the creates then already says what they bring.
+	warmCond := warmCondition(plan.StatusCounters(), sz.warm, absent, grace)
 	capCond := capacityCondition(&in, &plan, sz, ch, wired, failing)
 	provCond := provisioningCondition(p)
 	niCond := notImplementedCondition(&p.Spec, wired, in.Backend)

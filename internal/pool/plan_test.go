@@ -166,7 +166,8 @@ func TestDecide(t *testing.T) {
 		name: "empty pool fills to size",
 		in:   Input{Pool: testPool()},
 		want: want{create: []int32{0, 1}, next: 2, phase: kobev1.PoolFilling,
-			conds: map[string]string{"Warm": "False/Filling", "Capacity": "True/CapacityAvailable", "FieldNotImplemented": "False/AllImplemented", "Ready": "False/Filling"}},
+			conds:       map[string]string{"Warm": "False/Filling", "Capacity": "True/CapacityAvailable", "FieldNotImplemented": "False/AllImplemented", "Ready": "False/Filling"},
+			msgContains: map[string]string{"Warm": "0 of 2 warm members are Ready, 2 Creating"}},
 	}, {
 		name: "ordinals are never reused: status.nextOrdinal wins over members",
 		in: Input{Pool: testPool(func(p *kobev1.ClusterPool) { p.Status.NextOrdinal = 7 }),
@@ -587,5 +588,20 @@ func TestTemplateHash(t *testing.T) {
 	plan := decide(in)
 	if plan.TemplateHash != v2 || plan.Outdated != 1 {
 		t.Errorf("plan template %s outdated %d, want %s and 1 (the member built before the bundle changed)", plan.TemplateHash, plan.Outdated, v2)
+	}
+}
+
+// The status written with a plan (before its creates) counts them as
+// Creating; Counters stay what the members listed show.
+func TestStatusCountersCountTheCreates(t *testing.T) {
+	plan := decide(Input{Pool: testPool(), Members: []kobev1.ClusterInstance{member(0, kobev1.InstanceReady)}})
+	if len(plan.Create) != 1 {
+		t.Fatalf("Create = %v, want one member", plan.Create)
+	}
+	if want := (Counters{Ready: 1}); plan.Counters != want {
+		t.Errorf("Counters = %+v, want %+v", plan.Counters, want)
+	}
+	if want := (Counters{Ready: 1, Creating: 1}); plan.StatusCounters() != want {
+		t.Errorf("StatusCounters = %+v, want %+v", plan.StatusCounters(), want)
 	}
 }

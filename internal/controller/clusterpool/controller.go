@@ -143,7 +143,10 @@ type NetworkPolicyProber interface {
 }
 
 // Reconcile converges one pool: get, scope, one deferred fenced status
-// patch, the finalizer, then plan, reserve ordinals, status, create, delete.
+// patch, the finalizer, then plan, status, reserve ordinals, create, delete.
+// The status comes before the reservation so that a reservation, a status
+// write of its own, carries the new counts and conditions too: a pool that
+// fills writes its status once for both.
 // It runs again at the plan's time or when the demand must be measured
 // again, whichever is sooner.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, retErr error) {
@@ -172,7 +175,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		return ctrl.Result{}, err
 	}
 	defer r.lockHost(p)()
-	for _, step := range []func(context.Context, *scope) error{r.decide, r.reserveOrdinals, r.setStatus, r.createMembers} {
+	for _, step := range []func(context.Context, *scope) error{r.decide, r.setStatus, r.reserveOrdinals, r.createMembers} {
 		if err := step(ctx, s); err != nil || s.patch.Done() {
 			return ctrl.Result{}, err
 		}

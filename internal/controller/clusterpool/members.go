@@ -25,11 +25,18 @@ const ordinalBlock = 16
 // pool's status reserves (status.nextOrdinal, its end), and otherwise
 // reserves a new block, fenced by the pool's resourceVersion: a pool read
 // from a lagging cache goes stale (and decides again) instead of handing a
-// block out twice. Which ordinals of the block this replica used is kept in
-// memory (r.ordinals): a restart skips the rest of the block, a gap in the
-// names and nothing worse.
+// block out twice. The reservation is judged against the status the API
+// holds (the snapshot), and its write carries the rest of the new status
+// (setStatus ran first), so it counts as the pool's paced status write.
+// Which ordinals of the block this replica used is kept in memory
+// (r.ordinals): a restart skips the rest of the block, a gap in the names
+// and nothing worse.
 func (r *Reconciler) reserveOrdinals(ctx context.Context, s *scope) error {
-	if s.plan.NextOrdinal > s.pool.Status.NextOrdinal {
+	reserved := s.pool.Status.NextOrdinal
+	if base, ok := s.patch.Base().(*kobev1.ClusterPool); ok {
+		reserved = base.Status.NextOrdinal
+	}
+	if s.plan.NextOrdinal > reserved {
 		s.pool.Status.NextOrdinal = s.plan.NextOrdinal + ordinalBlock
 		if err := s.patch.Status(ctx); err != nil {
 			return fmt.Errorf("reserving ordinals up to %d: %w", s.pool.Status.NextOrdinal, err)
@@ -37,6 +44,7 @@ func (r *Reconciler) reserveOrdinals(ctx context.Context, s *scope) error {
 		if s.patch.Done() {
 			return nil
 		}
+		r.statusWrites.Wrote(s.pool.UID, s.conds.Now)
 	}
 	r.ordinals.used(s.pool.UID, s.plan.NextOrdinal)
 	return nil

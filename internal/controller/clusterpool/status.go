@@ -20,7 +20,7 @@ import (
 func (r *Reconciler) setStatus(_ context.Context, s *scope) error {
 	st, plan := &s.pool.Status, s.plan
 	st.Phase = plan.Phase
-	c := plan.Counters
+	c := plan.StatusCounters()
 	st.Ready, st.Leased, st.Creating, st.Recycling = c.Ready, c.Leased, c.Creating, c.Recycling
 	st.Unhealthy, st.Quarantined, st.QueueDepth = c.Unhealthy, c.Quarantined, s.queue
 	st.NextOrdinal = max(st.NextOrdinal, plan.NextOrdinal)
