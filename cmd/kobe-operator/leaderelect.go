@@ -3,7 +3,15 @@ package main
 import (
 	"flag"
 	"fmt"
+	"os"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"github.com/kunobi-ninja/kobe/internal/leadership"
 )
 
 // leaderElectTimings are the leader election's durations. The defaults are
@@ -37,4 +45,47 @@ func (l leaderElectTimings) validate() error {
 			l.renewDeadline, jitterFactor, l.retryPeriod)
 	}
 	return nil
+}
+
+// leaderElectionID names the leader-election Lease in the operator's
+// namespace.
+const leaderElectionID = "kobe-operator.kobe.kunobi.ninja"
+
+// lock builds the election's Lease lock, as controller-runtime would
+// (identity host_uuid, its own client and user agent), wrapped so that the
+// controllers can ask whether this replica surely still leads
+// (leadership.Lock): a leader paused past its lease must not act beside
+// the one that took over. Certainty lasts the renew deadline after each
+// renewal, which leaves a step started just before it the rest of the lease.
+func (l leaderElectTimings) lock(cfg *rest.Config, namespace string) (*leadership.Lock, error) {
+	cs, err := kubernetes.NewForConfig(rest.AddUserAgent(rest.CopyConfig(cfg), "leader-election"))
+	if err != nil {
+		return nil, fmt.Errorf("leader election client: %w", err)
+	}
+	host, err := os.Hostname()
+	if err != nil {
+		return nil, fmt.Errorf("leader election identity: %w", err)
+	}
+	rl, err := resourcelock.New(resourcelock.LeasesResourceLock, namespace, leaderElectionID, cs.CoreV1(), cs.CoordinationV1(),
+		resourcelock.ResourceLockConfig{Identity: host + "_" + string(uuid.NewUUID())})
+	if err != nil {
+		return nil, fmt.Errorf("leader election lock: %w", err)
+	}
+	return &leadership.Lock{Interface: rl, Window: l.renewDeadline}, nil
+}
+
+// resourceLock and leaderChecker give lock as interfaces, nil (not a nil
+// *Lock) without --leader-elect.
+func resourceLock(lock *leadership.Lock) resourcelock.Interface {
+	if lock == nil {
+		return nil
+	}
+	return lock
+}
+
+func leaderChecker(lock *leadership.Lock) leadership.Checker {
+	if lock == nil {
+		return nil
+	}
+	return lock
 }

@@ -37,6 +37,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/controller/clusterpool"
 	"github.com/kunobi-ninja/kobe/internal/credentials/memberaccess"
 	"github.com/kunobi-ninja/kobe/internal/index"
+	"github.com/kunobi-ninja/kobe/internal/leadership"
 	"github.com/kunobi-ninja/kobe/internal/leaseservice"
 	"github.com/kunobi-ninja/kobe/internal/netpolprobe"
 	"github.com/kunobi-ninja/kobe/internal/replay"
@@ -69,22 +70,31 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("loading kubeconfig: %w", err)
 	}
 	o.hostAPI.apply(cfg)
+	var lock *leadership.Lock
+	if o.leaderElect {
+		if lock, err = o.leaderElectTimes.lock(cfg, o.namespace); err != nil {
+			return err
+		}
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
 		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
 		HealthProbeBindAddress:  "0", // served by addProbeServer
 		PprofBindAddress:        o.pprofAddr,
 		LeaderElection:          o.leaderElect,
-		LeaderElectionID:        "kobe-operator.kobe.kunobi.ninja",
+		LeaderElectionID:        leaderElectionID,
 		LeaderElectionNamespace: o.namespace,
 		// A replica stopped with SIGTERM (a rolling update) hands the
 		// lease over at once instead of making the others wait out its
 		// duration; safe because the process exits when the manager
 		// returns, after the controllers have stopped.
 		LeaderElectionReleaseOnCancel: true,
-		LeaseDuration:                 &o.leaderElectTimes.leaseDuration,
-		RenewDeadline:                 &o.leaderElectTimes.renewDeadline,
-		RetryPeriod:                   &o.leaderElectTimes.retryPeriod,
+		// Set only with --leader-elect (a nil *Lock would be a non-nil
+		// interface); nil lets controller-runtime build none.
+		LeaderElectionResourceLockInterface: resourceLock(lock),
+		LeaseDuration:                       &o.leaderElectTimes.leaseDuration,
+		RenewDeadline:                       &o.leaderElectTimes.renewDeadline,
+		RetryPeriod:                         &o.leaderElectTimes.retryPeriod,
 		Cache: cache.Options{
 			// One namespace: pools, leases, members and the token Secrets
 			// of policies all live there. Secrets are cached whole: tokens
@@ -159,7 +169,7 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return fmt.Errorf("loading the member access key: %w", err)
 	}
-	if err := setupControllers(mgr, backends, binder, netpol, access, clk, o); err != nil {
+	if err := setupControllers(mgr, backends, binder, netpol, access, leaderChecker(lock), clk, o); err != nil {
 		return err
 	}
 
@@ -222,7 +232,10 @@ func run(ctx context.Context, o options) error {
 	return mgr.Start(ctx)
 }
 
-func setupControllers(mgr ctrl.Manager, backends backend.Registry, binder *binding.Binder, netpol *netpolprobe.Prober, access *memberaccess.Sealer, clk clock.Clock, o options) error {
+// leader tells the controllers whether this replica surely still leads
+// (nil without leader election).
+func setupControllers(mgr ctrl.Manager, backends backend.Registry, binder *binding.Binder, netpol *netpolprobe.Prober, access *memberaccess.Sealer,
+	leader leadership.Checker, clk clock.Clock, o options) error {
 	pools := &clusterpool.Reconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
 		Recorder: mgr.GetEventRecorder("kobe-pool"), Backends: backends, Clock: clk,
@@ -232,6 +245,7 @@ func setupControllers(mgr ctrl.Manager, backends backend.Registry, binder *bindi
 		BootstrapJobs:           o.kubernetes.BootstrapJobs,
 		RequireNetworkPolicy:    o.kubernetes.RequireNetworkPolicyEnforcement,
 		MaxConcurrentReconciles: o.poolWorkers,
+		Leadership:              leader,
 	}
 	if netpol != nil {
 		// Only when set: a nil *Prober would be a non-nil interface.
@@ -249,6 +263,7 @@ func setupControllers(mgr ctrl.Manager, backends backend.Registry, binder *bindi
 		BootstrapJobs:           o.kubernetes.BootstrapJobs,
 		PollInterval:            o.memberPoll,
 		MaxConcurrentReconciles: o.memberWorkers,
+		Leadership:              leader,
 	}
 	if err := instances.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up instance controller: %w", err)
@@ -257,7 +272,7 @@ func setupControllers(mgr ctrl.Manager, backends backend.Registry, binder *bindi
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Binder: binder,
 		Recorder: mgr.GetEventRecorder("kobe-lease"), Clock: clk,
 		Retention: o.leaseRetention.Retention, AuditRetention: o.leaseRetention.AuditRetention,
-		Fence: backends.Fence,
+		Fence: backends.Fence, Leadership: leader, MaxConcurrentReconciles: o.leaseWorkers,
 	}
 	if err := leases.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up lease controller: %w", err)

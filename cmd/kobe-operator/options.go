@@ -33,6 +33,7 @@ type options struct {
 	memberPoll        time.Duration
 	poolWorkers       int
 	memberWorkers     int
+	leaseWorkers      int
 	hostAPI           hostAPILimits
 
 	local          local.Flags
@@ -60,6 +61,7 @@ func (o *options) bind(fs *flag.FlagSet) {
 	o.sweep.bind(fs)
 	o.hostAPI.bind(fs)
 	fs.IntVar(&o.poolWorkers, "pool-workers", defaultPoolWorkers, "Pools reconciled at once (1 to 256). A pool that fills waits on the host API server for each member it creates, and a pool's status waits behind the pools queued before it: with many pools, more workers fill them side by side.")
+	fs.IntVar(&o.leaseWorkers, "lease-workers", defaultLeaseWorkers, "Leases reconciled at once (1 to 256). A new leader looks at every lease kept for --lease-retention; with more workers, the leases that must bind or end now do not wait behind that.")
 	fs.IntVar(&o.memberWorkers, "member-workers", defaultMemberWorkers, "Members reconciled at once (1 to 256). Each waits on the host API server or a member's own (gates, probes), so one slow member must not hold up the others.")
 	fs.DurationVar(&o.memberPoll, "member-poll-interval", 500*time.Millisecond, "How often a member that is not Ready yet is observed and its readiness gates are checked (50ms to 1m). Each check is a call to the backend and, for gates, to the member's own API server; a member is handed out at most this long after it became ready.")
 
@@ -109,7 +111,7 @@ func (o *options) validateWorkers() error {
 	for _, w := range []struct {
 		flag string
 		n    int
-	}{{"--pool-workers", o.poolWorkers}, {"--member-workers", o.memberWorkers}} {
+	}{{"--pool-workers", o.poolWorkers}, {"--member-workers", o.memberWorkers}, {"--lease-workers", o.leaseWorkers}} {
 		if w.n < 1 || w.n > maxWorkers {
 			return fmt.Errorf("%s %d: must be between 1 and %d", w.flag, w.n, maxWorkers)
 		}
@@ -151,9 +153,12 @@ type hostAPILimits struct {
 // 1,000 pools filling at once, 4 pool workers each spending ~0.6 s on a
 // pool's ten creates left every pool's status about two minutes behind its
 // members (make bench's scale, 2026-12-04); 16 brought it within seconds.
+// Leases take 4: one worker left a new leader ending expired leases seconds
+// late, behind the audit check of every lease kept for retention (make soak).
 const (
 	defaultPoolWorkers   = 16
 	defaultMemberWorkers = 16
+	defaultLeaseWorkers  = 4
 	maxWorkers           = 256
 )
 

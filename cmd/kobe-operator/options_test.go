@@ -52,6 +52,7 @@ func TestValidateRefuses(t *testing.T) {
 		{"member poll too fast", []string{"--member-poll-interval=1ms"}, "--member-poll-interval 1ms: must be between 50ms and 1m"},
 		{"member poll too slow", []string{"--member-poll-interval=2m"}, "--member-poll-interval 2m0s: must be between 50ms and 1m"},
 		{"no pool worker", []string{"--pool-workers=0"}, "--pool-workers 0: must be between 1 and 256"},
+		{"too many lease workers", []string{"--lease-workers=257"}, "--lease-workers 257: must be between 1 and 256"},
 		{"too many member workers", []string{"--member-workers=1000"}, "--member-workers 1000: must be between 1 and 256"},
 		{"host API qps zero", []string{"--kube-api-qps=0"}, "--kube-api-qps 0: must be positive, or -1"},
 		{"host API qps negative", []string{"--kube-api-qps=-5"}, "--kube-api-qps -5: must be positive, or -1"},

@@ -91,6 +91,7 @@ var leaves = []string{
 	"internal/controller/seen",
 	"internal/credentials/pki",
 	"internal/identity",
+	"internal/leadership",
 	"internal/login",
 	"internal/metrics",
 	"internal/node",

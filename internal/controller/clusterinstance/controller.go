@@ -27,6 +27,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/controller/seen"
 	"github.com/kunobi-ninja/kobe/internal/credentials/memberaccess"
 	"github.com/kunobi-ninja/kobe/internal/index"
+	"github.com/kunobi-ninja/kobe/internal/leadership"
 )
 
 // ControllerName names the controller, its events' reporter and its field manager.
@@ -72,6 +73,10 @@ type Reconciler struct {
 	// MaxConcurrentReconciles; 4 when zero. Gates and probes wait on the
 	// network, so one slow member must not hold up the others.
 	MaxConcurrentReconciles int
+	// Leadership says whether this replica surely still leads; while it is
+	// not sure (a leader resumed after a pause), members are left as they
+	// are. Optional: nil acts always (no leader election).
+	Leadership leadership.Checker
 
 	// finalized remembers the members whose finalizer this replica removed;
 	// fenced, the members it fenced.
@@ -112,6 +117,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 			r.ownWrites.Forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !leadership.Certain(r.Leadership) {
+		// Another replica may lead by now and act on this member too.
+		return ctrl.Result{RequeueAfter: leadership.Recheck}, nil
 	}
 	if wait := r.ownWrites.Behind(req.NamespacedName, inst.ResourceVersion); wait > 0 {
 		// The cache still shows the member as it was before this

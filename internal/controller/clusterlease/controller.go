@@ -10,8 +10,11 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -24,6 +27,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/controller/patch"
 	"github.com/kunobi-ninja/kobe/internal/controller/seen"
 	"github.com/kunobi-ninja/kobe/internal/index"
+	"github.com/kunobi-ninja/kobe/internal/leadership"
 	"github.com/kunobi-ninja/kobe/internal/lease"
 )
 
@@ -48,6 +52,14 @@ type Reconciler struct {
 	// lease has ended (backend.Registry.Fence). Optional: without it the
 	// member's teardown alone cuts its holder's access, a watch hop later.
 	Fence func(context.Context, *kobev1.ClusterInstance) error
+	// Leadership says whether this replica surely still leads; while it is
+	// not sure (a leader resumed after a pause), nothing is bound, ended
+	// or recycled. Optional: nil acts always (no leader election).
+	Leadership leadership.Checker
+	// MaxConcurrentReconciles; 4 when zero. A lease is never reconciled by
+	// two workers at once; two leases that race for one member are fenced
+	// by the member's resourceVersion.
+	MaxConcurrentReconciles int
 
 	// failures paces the retries of binds that keep failing.
 	failures bindFailures
@@ -75,15 +87,46 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := r.validate(); err != nil {
 		return err
 	}
+	workers := r.MaxConcurrentReconciles
+	if workers <= 0 {
+		workers = 4
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		For(&kobev1.ClusterLease{}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
+		Watches(&kobev1.ClusterLease{}, activeFirst()).
 		// A member turning Ready may let queued leases bind; a member
 		// disappearing may end the lease bound to it.
 		Watches(&kobev1.ClusterInstance{}, handler.EnqueueRequestsFromMapFunc(r.leasesForInstance)).
 		// A lease joining or leaving the queue moves the ones behind it.
 		Watches(&kobev1.ClusterLease{}, r.queueMoved()).
 		Complete(r)
+}
+
+// activeFirst raises, among the leases the controller finds when it starts
+// (a new leader), those not ended above the others: controller-runtime
+// queues that initial list at low priority, all alike, and a lease that must
+// bind or end now would wait behind the audit check of every ended lease
+// kept for retention (make soak: expired leases ended seconds after a
+// takeover).
+func activeFirst() handler.EventHandler {
+	return handler.Funcs{
+		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			l, ok := e.Object.(*kobev1.ClusterLease)
+			if !ok || !e.IsInInitialList || lease.IsEnded(l.Status.Phase) {
+				return
+			}
+			req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(l)}
+			// The default priority, said outright: handler.Funcs gives an
+			// initial list's plain Add the low one.
+			if pq, ok := q.(priorityqueue.PriorityQueue[reconcile.Request]); ok {
+				pq.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(0)}, req)
+				return
+			}
+			q.Add(req)
+		},
+	}
 }
 
 // queueMoved wakes the queued leases behind a lease that joins its pool's
@@ -181,6 +224,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	if l.DeletionTimestamp != nil {
 		// The bound member sees its lease go and recycles itself.
 		return ctrl.Result{}, nil
+	}
+	if !leadership.Certain(r.Leadership) {
+		// Another replica may lead by now: binding or ending here too
+		// could give a lease two members.
+		return ctrl.Result{RequeueAfter: leadership.Recheck}, nil
 	}
 	now := r.Clock.Now()
 	if inFlight, wait := lease.InFlight(l, now); inFlight {

@@ -16,6 +16,7 @@ import (
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/binding"
 	"github.com/kunobi-ninja/kobe/internal/index"
+	"github.com/kunobi-ninja/kobe/internal/leadership"
 	"github.com/kunobi-ninja/kobe/internal/lease"
 	"github.com/kunobi-ninja/kobe/internal/metrics"
 )
@@ -300,6 +301,11 @@ func (r *Reconciler) reconcileQueued(ctx context.Context, s *scope) (ctrl.Result
 // lease all the same and the next reconcile records it (reconcileQueued).
 func (r *Reconciler) bind(ctx context.Context, s *scope, pool *kobev1.ClusterPool) (ctrl.Result, error) {
 	l := s.lease
+	if !leadership.Certain(r.Leadership) {
+		// Checked again just before the claim: the reconcile may have
+		// been paused since it began.
+		return ctrl.Result{RequeueAfter: leadership.Recheck}, nil
+	}
 	res, err := r.Binder.Bind(ctx, l)
 	if err != nil {
 		return r.bindFailed(s, err)

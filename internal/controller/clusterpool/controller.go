@@ -31,6 +31,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/controller/pacing"
 	"github.com/kunobi-ninja/kobe/internal/controller/patch"
 	"github.com/kunobi-ninja/kobe/internal/index"
+	"github.com/kunobi-ninja/kobe/internal/leadership"
 	"github.com/kunobi-ninja/kobe/internal/lease"
 	"github.com/kunobi-ninja/kobe/internal/metrics"
 	"github.com/kunobi-ninja/kobe/internal/netpolprobe"
@@ -89,6 +90,10 @@ type Reconciler struct {
 	// RequireNetworkPolicy: a kubernetes backend pool whose verdict is not
 	// Enforced (Unknown included) builds and hands out nothing.
 	RequireNetworkPolicy bool
+	// Leadership says whether this replica surely still leads; while it is
+	// not sure (a leader resumed after a pause), pools are left as they
+	// are. Optional: nil acts always (no leader election).
+	Leadership leadership.Checker
 
 	// expected holds this process's creates and deletes of members until
 	// the cache shows them.
@@ -153,6 +158,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	p := &kobev1.ClusterPool{}
 	if err := r.Client.Get(ctx, req.NamespacedName, p); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !leadership.Certain(r.Leadership) {
+		// Another replica may lead by now and create or delete members too.
+		return ctrl.Result{RequeueAfter: leadership.Recheck}, nil
 	}
 	s := &scope{pool: p, patch: patch.New(r.Client, p), conds: conditions.Setter{Recorder: r.Recorder, Now: r.Clock.Now()}}
 	defer func() {
