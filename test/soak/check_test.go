@@ -43,6 +43,15 @@ func lease(s float64, name, phase, memberName string, expires float64, reason st
 	}
 }
 
+// endedLease is lease expired at expires, ended by the operator at endedAt
+// (whole seconds, as the API has it), observed at s.
+func endedLease(s float64, name, memberName string, expires, endedAt float64) step {
+	return func(c *Checker) {
+		c.ObserveLease(at(s), Lease{Name: name, UID: uid(name), Phase: PhaseExpired, EndReason: "Expired",
+			MemberName: memberName, MemberUID: uid(memberName), ExpiresAt: at(expires), EndedAt: at(endedAt)})
+	}
+}
+
 func leaseGone(s float64, name string) step {
 	return func(c *Checker) { c.ObserveLeaseGone(at(s), name) }
 }
@@ -160,6 +169,16 @@ func TestChecker(t *testing.T) {
 		{name: "ended 8 s after expiry with a leader", steps: []step{
 			member(0, "m1", "l1"), lease(0.2, "l1", PhaseBound, "m1", 20, ""), lease(28, "l1", PhaseExpired, "m1", 20, "Expired"),
 		}, want: []Kind{OutlivedExpiry}},
+		{name: "seen ended 8 s after expiry by a lagging watch, ended 1 s after by its endedAt", steps: []step{
+			member(0, "m1", "l1"), lease(0.2, "l1", PhaseBound, "m1", 20, ""), endedLease(28, "l1", "m1", 20, 21),
+		}},
+		{name: "seen ended 8 s after expiry, its endedAt as late", steps: []step{
+			member(0, "m1", "l1"), lease(0.2, "l1", PhaseBound, "m1", 20, ""), endedLease(28, "l1", "m1", 20, 27),
+		}, want: []Kind{OutlivedExpiry}},
+		{name: "a lagging watch's Bound after a live read's end changes nothing", steps: []step{
+			member(0, "m1", "l1"), lease(0.2, "l1", PhaseBound, "m1", 20, ""), endedLease(26, "l1", "m1", 20, 21),
+			lease(27, "l1", PhaseBound, "m1", 20, ""), tick(30),
+		}},
 		{name: "ended 20 s after expiry, 17 s of it without a leader", steps: []step{
 			member(0, "m1", "l1"), lease(0.2, "l1", PhaseBound, "m1", 20, ""),
 			leader(18, true, 18), leader(25, false, 19), leader(36, true, 36), tick(30), tick(39),
@@ -188,6 +207,10 @@ func TestChecker(t *testing.T) {
 			member(0, "m1", ""), grant(0.1, Grant{Lease: "l1", Member: "m1", KubeconfigMember: "m1", ExpiresAt: at(20), CertNotAfter: at(20)}),
 			lease(0.2, "l1", PhaseBound, "m1", 20, ""), lease(21, "l1", PhaseExpired, "m1", 20, "Expired"), final(30),
 		}, want: []Kind{UnconfirmedCredential}},
+		{name: "a grant read live names its member; a watch that missed the claim counts for nothing", steps: []step{
+			member(0, "m1", ""), granted(0.1, "l1", "m1", 20),
+			lease(0.2, "l1", PhaseBound, "m1", 20, ""), lease(21, "l1", PhaseExpired, "m1", 20, "Expired"), final(30),
+		}},
 		{name: "each kind is reported once per lease", steps: []step{
 			pending(0, "l1"), lease(0.1, "l1", PhasePending, "", 0, ""), tick(61), tick(62), tick(90),
 		}, want: []Kind{StuckLease}},
@@ -256,5 +279,24 @@ func TestLeaderlessTime(t *testing.T) {
 		if got := l.without(at(tc.from), at(tc.to)); got != tc.want {
 			t.Errorf("without(%v, %v) = %s, want %s", tc.from, tc.to, got, tc.want)
 		}
+	}
+}
+
+// TestOverdue names the leases the watch shows Bound past their allowance,
+// and only those, for the harness to read live.
+func TestOverdue(t *testing.T) {
+	c := NewChecker(limits)
+	for _, s := range []step{
+		member(0, "m1", "l1"), lease(0.2, "l1", PhaseBound, "m1", 20, ""),
+		member(0, "m2", "l2"), lease(0.2, "l2", PhaseBound, "m2", 30, ""),
+		member(0, "m3", "l3"), lease(0.2, "l3", PhaseBound, "m3", 20, ""), endedLease(22, "l3", "m3", 20, 21),
+	} {
+		s(c)
+	}
+	if got := c.Overdue(at(26)); !slices.Equal(got, []string{"l1"}) {
+		t.Errorf("Overdue(26 s) = %v, want [l1]", got)
+	}
+	if got := c.Overdue(at(24)); len(got) != 0 {
+		t.Errorf("Overdue(24 s) = %v, want none (within the 5 s grace)", got)
 	}
 }

@@ -61,7 +61,7 @@ func TestSoak(t *testing.T) {
 	if err := sampleLeader(ctx, ns, rec); err != nil {
 		t.Fatal(err)
 	}
-	go tickChecker(ctx, rec)
+	go tickChecker(ctx, ns, rec)
 	createPool(t, ns)
 	waitWarm(t, ns)
 
