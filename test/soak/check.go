@@ -238,6 +238,22 @@ func (c *Checker) allowance(base time.Duration, from, to time.Time) time.Duratio
 	return base + c.leader.without(from, to)
 }
 
+// undecided is, within [from, to], the time since the leader's last
+// renewal while no stretch without a leader is open yet: a leader frozen
+// since then is told from a live one only leaderStale later, so a check
+// made now must allow for it. Once a renewal or an open stretch decides it,
+// the check counts exactly.
+func (c *Checker) undecided(from, to time.Time) time.Duration {
+	l := &c.leader
+	if !l.open.IsZero() || l.lastRenew.IsZero() {
+		return 0
+	}
+	if a := maxTime(l.lastRenew, from); to.After(a) {
+		return to.Sub(a)
+	}
+	return 0
+}
+
 // ObserveLeader records whether a leader renewed recently at at; lastRenew
 // is the leader lease's renewTime, where a stretch without one begins.
 func (c *Checker) ObserveLeader(at time.Time, acting bool, lastRenew time.Time) {
@@ -501,7 +517,7 @@ func (c *Checker) Overdue(now time.Time) []string {
 		if !t.known || t.gone || !t.endedAt.IsZero() || t.cur.Phase != PhaseBound || t.cur.ExpiresAt.IsZero() {
 			continue
 		}
-		if exp := t.cur.ExpiresAt; now.Sub(exp) > c.allowance(c.limits.ExpiryGrace, exp, now) {
+		if exp := t.cur.ExpiresAt; now.Sub(exp) > c.allowance(c.limits.ExpiryGrace, exp, now)+c.undecided(exp, now) {
 			out = append(out, name)
 		}
 	}
@@ -521,7 +537,10 @@ func (c *Checker) checkPending(now time.Time, t *leaseTrack) {
 func (c *Checker) checkBound(now time.Time, t *leaseTrack) {
 	l := t.cur
 	if exp := l.ExpiresAt; !exp.IsZero() {
-		if allowed := c.allowance(c.limits.ExpiryGrace, exp, now); now.Sub(exp) > allowed {
+		// Still Bound is judged only once it is late whether or not the
+		// leader froze after its last renewal (undecided); an end seen
+		// later is judged exactly (checkEnd).
+		if allowed := c.allowance(c.limits.ExpiryGrace, exp, now) + c.undecided(exp, now); now.Sub(exp) > allowed {
 			c.flag(now, t, OutlivedExpiry, l.Name, l.MemberName, "still Bound %s after its expiresAt %s (allowed %s)", now.Sub(exp).Round(time.Millisecond), stamp(exp), allowed.Round(time.Millisecond))
 		}
 	}
@@ -633,12 +652,17 @@ type leaderLog struct {
 	// open is the start of the current stretch, zero while a leader renews.
 	open time.Time
 	last time.Time
+	// lastRenew is the latest renewal seen.
+	lastRenew time.Time
 }
 
 type interval struct{ from, to time.Time }
 
 func (l *leaderLog) observe(at time.Time, acting bool, lastRenew time.Time) {
 	l.last = at
+	if lastRenew.After(l.lastRenew) {
+		l.lastRenew = lastRenew
+	}
 	switch {
 	case !acting && l.open.IsZero():
 		l.open = at

@@ -164,7 +164,8 @@ func TestChecker(t *testing.T) {
 			saw(1, "l1", Seen{Code: 200, Phase: PhaseBound}), tick(30), saw(40, "l1", Seen{Code: 200, Phase: PhaseBound}), tick(62),
 		}, want: []Kind{StuckLease}},
 		{name: "still Bound 6 s after expiry with a leader", steps: []step{
-			member(0, "m1", "l1"), lease(0.2, "l1", PhaseBound, "m1", 20, ""), leader(1, true, 1), tick(24), tick(26),
+			member(0, "m1", "l1"), lease(0.2, "l1", PhaseBound, "m1", 20, ""), leader(1, true, 1), leader(23.5, true, 23.5), tick(24),
+			leader(25.8, true, 25.8), tick(26),
 		}, want: []Kind{OutlivedExpiry}},
 		{name: "ended 8 s after expiry with a leader", steps: []step{
 			member(0, "m1", "l1"), lease(0.2, "l1", PhaseBound, "m1", 20, ""), lease(28, "l1", PhaseExpired, "m1", 20, "Expired"),
@@ -179,6 +180,14 @@ func TestChecker(t *testing.T) {
 			member(0, "m1", "l1"), lease(0.2, "l1", PhaseBound, "m1", 20, ""), endedLease(26, "l1", "m1", 20, 21),
 			lease(27, "l1", PhaseBound, "m1", 20, ""), tick(30),
 		}},
+		{name: "still Bound 5.3 s after expiry, the leader frozen since its renewal 0.5 s after the expiry", steps: []step{
+			member(0, "m1", "l1"), lease(0.2, "l1", PhaseBound, "m1", 20, ""), leader(19, true, 19), leader(20.6, true, 20.5),
+			leader(25, true, 20.5), tick(25.3), leader(25.6, false, 20.5), tick(26), leader(36, true, 36), lease(36.2, "l1", PhaseExpired, "m1", 20, "Expired"),
+		}},
+		{name: "still Bound past expiry with a leader renewing all along", steps: []step{
+			member(0, "m1", "l1"), lease(0.2, "l1", PhaseBound, "m1", 20, ""),
+			leader(20, true, 20), leader(22, true, 22), leader(24, true, 24), leader(26, true, 26), tick(26.5), leader(28, true, 28), tick(29.5),
+		}, want: []Kind{OutlivedExpiry}},
 		{name: "ended 20 s after expiry, 17 s of it without a leader", steps: []step{
 			member(0, "m1", "l1"), lease(0.2, "l1", PhaseBound, "m1", 20, ""),
 			leader(18, true, 18), leader(25, false, 19), leader(36, true, 36), tick(30), tick(39),
