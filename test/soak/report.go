@@ -140,7 +140,7 @@ func (r Result) markdown() string {
 	}
 	for _, f := range r.Faults {
 		if f.Lingered.N > 0 {
-			w("\nIn %d of the %d stops the other replica took the lease while the leader was stopped; resumed, the old leader ran on, reconciling beside the new one, until its renewal failed: p50 %s, max %s after SIGCONT.", f.Lingered.N, f.Count, f.Lingered.P50.Round(100*time.Millisecond), f.Lingered.Max.Round(100*time.Millisecond))
+			w("\nIn %d of the %d stops the other replica took the lease while the leader was stopped; resumed, the old leader ran on until its renewal failed, p50 %s, max %s after SIGCONT, acting on nothing meanwhile (its controllers wait for a renewal: docs/ha.md).", f.Lingered.N, f.Count, f.Lingered.P50.Round(100*time.Millisecond), f.Lingered.Max.Round(100*time.Millisecond))
 		}
 	}
 	w("")
