@@ -254,32 +254,39 @@ func (s *Service) Release(ctx context.Context, p *auth.Principal, ref string) er
 
 // Heartbeat records that the caller, holder of the lease ref names, is
 // alive (lease.RecordHeartbeat): a write only when the beat moves the
-// recorded deadline by a grain or more, so most beats cost a read of the
-// cache and nothing else. The answer is the lease, without kubeconfig, with
-// when it ends unless another beat comes.
+// recorded deadline by a grain or more, so most beats cost one read and
+// nothing else. The lease is judged as the API server holds it, not as the
+// cache shows it: a release written a moment ago (by this replica or
+// another) must answer 410, never a Bound lease that looks alive. The answer
+// is the lease, without kubeconfig, with when it ends unless another beat
+// comes.
 func (s *Service) Heartbeat(ctx context.Context, p *auth.Principal, ref string) (*Lease, error) {
-	l, err := s.resolve(ctx, p, ref)
+	cached, err := s.resolve(ctx, p, ref)
 	if err != nil {
 		return nil, err
 	}
-	s.awaitBoundCopy(ctx, l.UID)
-	if err := heartbeatRefusal(l); err != nil {
-		return nil, err
-	}
+	s.awaitBoundCopy(ctx, cached.UID)
 	now := s.opts.Clock.Now()
-	if probe := l.DeepCopy(); lease.RecordHeartbeat(probe, now) {
-		err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			if err := s.opts.APIReader.Get(ctx, client.ObjectKeyFromObject(l), l); err != nil {
-				return err
-			}
-			if err := heartbeatRefusal(l); err != nil || !lease.RecordHeartbeat(l, now) {
-				return err
-			}
-			return s.opts.Client.Status().Update(ctx, l)
-		})
-		if err != nil {
-			return nil, fmt.Errorf("recording a heartbeat of lease %s: %w", l.Name, err)
+	l := &kobev1.ClusterLease{}
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := s.opts.APIReader.Get(ctx, client.ObjectKeyFromObject(cached), l); err != nil {
+			return err
 		}
+		if l.UID != cached.UID {
+			return apierrors.NewNotFound(kobev1.GroupVersion.WithResource("clusterleases").GroupResource(), cached.Name)
+		}
+		if err := heartbeatRefusal(l); err != nil || !lease.RecordHeartbeat(l, now) {
+			return err
+		}
+		return s.opts.Client.Status().Update(ctx, l)
+	})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, fmt.Errorf("%w: you hold no lease %q; GET /v1/leases lists yours", ErrLeaseNotFound, cached.Name)
+	case errors.Is(err, ErrNoHeartbeat), errors.Is(err, ErrLeaseEnded):
+		return nil, err
+	case err != nil:
+		return nil, fmt.Errorf("recording a heartbeat of lease %s: %w", cached.Name, err)
 	}
 	return &Lease{Object: l, Pool: s.poolOrNil(ctx, l.Spec.Pool), Owned: true}, nil
 }
