@@ -6,11 +6,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 )
 
 const (
@@ -61,7 +66,11 @@ func measureCycles(ctx context.Context, b *bench, _ int) (figures, error) {
 	if err != nil {
 		return nil, err
 	}
+	sampling, stopSampling := context.WithCancel(ctx)
+	floor := b.readyFloor(sampling, ns, refillPool)
 	st, err := b.cycles(ctx, op, []string{refillPool}, b.best, *flagCyclesFor, true)
+	stopSampling()
+	out["cycles.refill.ready_min"] = float64(<-floor)
 	if err != nil {
 		return nil, err
 	}
@@ -276,4 +285,36 @@ func addCycle(out figures, prefix string, st cycleStats) {
 	out[prefix+"lease_p50_ms"], out[prefix+"lease_p99_ms"] = p[0], p[1]
 	p = percentiles(st.relLat, 0.5, 0.99)
 	out[prefix+"release_p50_ms"], out[prefix+"release_p99_ms"] = p[0], p[1]
+}
+
+// readyFloor samples the Ready count in pool's status every 500 ms until
+// ctx ends and sends the fewest it saw: whether the refill kept up with the
+// leases (the status is written at most once a second under churn).
+func (b *bench) readyFloor(ctx context.Context, ns, pool string) <-chan int32 {
+	out := make(chan int32, 1)
+	go func() {
+		floor := int32(-1)
+		for ctx.Err() == nil {
+			var p kobev1.ClusterPool
+			if err := b.env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: pool}, &p); err == nil && (floor < 0 || p.Status.Ready < floor) {
+				floor = p.Status.Ready
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+		out <- floor
+	}()
+	return out
+}
+
+// benchWorkDir holds the operators' logs: $KOBE_BENCH_WORK when set (kept
+// after the run, to read why a figure moved), else the test's temporary
+// directory.
+func benchWorkDir(t interface{ TempDir() string }) string {
+	if d := os.Getenv("KOBE_BENCH_WORK"); d != "" {
+		return d
+	}
+	return t.TempDir()
 }

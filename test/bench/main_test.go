@@ -121,7 +121,7 @@ func TestBench(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &bench{env: env, cfg: cfg, work: t.TempDir(), metrics: m, token: fmt.Sprintf("bench-%d", time.Now().UnixNano())}
+	b := &bench{env: env, cfg: cfg, work: benchWorkDir(t), metrics: m, token: fmt.Sprintf("bench-%d", time.Now().UnixNano())}
 	rep := newReport(*flagRuns)
 	started := time.Now()
 	for run := 1; run <= *flagRuns; run++ {

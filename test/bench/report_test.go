@@ -236,6 +236,10 @@ func (r *report) markdown() string {
 				m[c.k+"lease_p50_ms"], m[c.k+"lease_p99_ms"], m[c.k+"release_p50_ms"], m[c.k+"release_p99_ms"])
 		}
 		w("\n")
+		if r.has("cycles.refill.ready_min") {
+			w("While the refilling run lasted, the pool's status counted at least %.0f Ready members of %d (read every 500 ms): "+
+				"what the refill kept in reserve.\n\n", m["cycles.refill.ready_min"], refillPoolSize)
+		}
 	}
 
 	if r.has("writes.handout.total") {

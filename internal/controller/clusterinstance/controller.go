@@ -79,8 +79,8 @@ type Reconciler struct {
 	Leadership leadership.Checker
 
 	// finalized remembers the members whose finalizer this replica removed;
-	// fenced, the members it fenced.
-	finalized, fenced seen.Set
+	// fenced, the members it fenced; deleted, the members it deleted.
+	finalized, fenced, deleted seen.Set
 	// ownWrites holds a member's reconcile until this replica's last write
 	// of it is in the cache (set up by SetupWithManager).
 	ownWrites *ownwrites.Tracker
@@ -114,6 +114,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		if apierrors.IsNotFound(err) {
 			r.finalized.Forget(req.NamespacedName)
 			r.fenced.Forget(req.NamespacedName)
+			r.deleted.Forget(req.NamespacedName)
 			r.ownWrites.Forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -133,6 +134,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		// removed: finalizing it again would only write to an object
 		// that is gone (two writes kube-apiserver serves, and answers 404).
 		return ctrl.Result{}, nil
+	}
+	if inst.DeletionTimestamp.IsZero() && r.deleted.Has(req.NamespacedName, inst.UID) {
+		// The cache does not show this replica's delete of the member yet
+		// (a lease's end and the member's own event both woke it): deciding
+		// now would delete it again, a write kube-apiserver serves for
+		// nothing. The delete's event wakes it; the requeue is the bound.
+		return ctrl.Result{RequeueAfter: ownwrites.DefaultMaxWait}, nil
 	}
 	s, err := r.newScope(ctx, inst)
 	if err != nil {

@@ -259,6 +259,7 @@ func (r *Reconciler) deleteInstance(ctx context.Context, s *scope) (ctrl.Result,
 	if err := r.Client.Delete(ctx, s.inst, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
 		return ctrl.Result{}, fmt.Errorf("deleting %s: %w", s.inst.Name, err)
 	}
+	r.deleted.Add(client.ObjectKeyFromObject(s.inst), uid)
 	return ctrl.Result{}, nil
 }
 
