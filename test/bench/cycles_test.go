@@ -35,6 +35,9 @@ type cycleStats struct {
 	elapsed  time.Duration
 	leaseLat []time.Duration
 	relLat   []time.Duration
+	// boundLat runs from each POST to Bound: for a lease answered Pending,
+	// until the poll saw it Bound.
+	boundLat []time.Duration
 }
 
 func (s cycleStats) rate() float64 { return float64(s.cycles) / s.elapsed.Seconds() }
@@ -225,13 +228,14 @@ func (b *bench) cycles(ctx context.Context, op *operator, pools []string, caller
 	deadline := start.Add(d)
 	for i := range callers {
 		wg.Go(func() {
-			var leaseLat, relLat []time.Duration
+			var leaseLat, relLat, boundLat []time.Duration
 			fail := func(err error) {
 				mu.Lock()
 				errs = append(errs, err)
 				mu.Unlock()
 			}
 			for j := i; time.Now().Before(deadline); j++ {
+				asked := time.Now()
 				l, took, isPending, err := c.lease(ctx, pools[j%len(pools)])
 				if err != nil {
 					fail(err)
@@ -246,6 +250,7 @@ func (b *bench) cycles(ctx context.Context, op *operator, pools []string, caller
 						}
 					}
 				}
+				bound := time.Since(asked)
 				t0 := time.Now()
 				if err := c.release(ctx, l.ID); err != nil {
 					fail(err)
@@ -256,11 +261,13 @@ func (b *bench) cycles(ctx context.Context, op *operator, pools []string, caller
 				}
 				relLat = append(relLat, time.Since(t0))
 				leaseLat = append(leaseLat, took)
+				boundLat = append(boundLat, bound)
 				cycles.Add(1)
 			}
 			mu.Lock()
 			st.leaseLat = append(st.leaseLat, leaseLat...)
 			st.relLat = append(st.relLat, relLat...)
+			st.boundLat = append(st.boundLat, boundLat...)
 			mu.Unlock()
 		})
 	}

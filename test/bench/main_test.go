@@ -65,6 +65,7 @@ func measurements() []measurement {
 		{"writes", true, measureWrites},
 		{"cycles", true, measureCycles},
 		{"cycles-warm", false, measureCyclesWarm},
+		{"burst", true, measureBurst},
 		{"refill", true, measureRefillSim},
 		{"overload", true, measureOverload},
 		{"refill-local", false, measureRefillLocal},
@@ -76,7 +77,7 @@ func measurements() []measurement {
 }
 
 func measurementNames() []string {
-	return []string{"handout", "writes", "cycles", "cycles-warm", "refill", "overload", "refill-local", "fill-local", "scale", "heartbeat", "frozen"}
+	return []string{"handout", "writes", "cycles", "cycles-warm", "burst", "refill", "overload", "refill-local", "fill-local", "scale", "heartbeat", "frozen"}
 }
 
 // figures are one run's numbers by key, e.g. "handout.c16.p99_ms".

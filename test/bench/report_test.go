@@ -132,6 +132,8 @@ func (r *report) goals() []goal {
 	add("hand-out p50, one caller (ms)", "handout.c1.p50_ms", 10, true)
 	add("hand-out p99, 16 callers (ms)", "handout.c16.p99_ms", 100, true)
 	add("lease-and-release cycles/s, sim refilling", "cycles.refill.per_s", 100, false)
+	add(fmt.Sprintf("hand-out p99 to Bound, %d callers, %d warm members (ms)", burstCallers, burstPoolSize), "burst.bound_p99_ms", 3000, true)
+	add("sim members refilled per second under that demand", "burst.refill_per_s", 50, false)
 	add("API writes per hand-out on the critical path", "writes.handout.critical", 2.0001, true)
 	add("API writes per full cycle, refilling", "writes.cycle_refill.total", 8.0001, true)
 	add(fmt.Sprintf("seconds until %.0f pools x %.0f members are Ready (goal: 1,000 x 10)", r.Median["scale.pools"], r.Median["scale.size"]), "scale.all_ready_s", 120, true)
@@ -240,6 +242,18 @@ func (r *report) markdown() string {
 			w("While the refilling run lasted, the pool's status counted at least %.0f Ready members of %d (read every 500 ms): "+
 				"what the refill kept in reserve.\n\n", m["cycles.refill.ready_min"], refillPoolSize)
 		}
+	}
+
+	if r.has("burst.bound_p99_ms") {
+		w("### Demand beyond the warm members\n\n")
+		w("%d callers lease and release (POST, then DELETE) for %s from a sim pool of %d (readyAfter 0), so that about "+
+			"half the leases find no member Ready and wait for the refill. A lease answered Pending is polled (GET every 50 ms) "+
+			"until Bound; the latency runs from the POST to Bound. Every hand-out beyond the pool's size took a member built "+
+			"during the run: (hand-outs - %d) / duration is what the refill sustained, at least.\n\n",
+			burstCallers, flagBurstFor.String(), burstPoolSize, burstPoolSize)
+		w("| hand-outs | answered Pending | to Bound p50 / p99 | members refilled / s |\n|---|---|---|---|\n")
+		w("| %.0f | %.0f | %.1f / %.1f ms | %.1f |\n\n", m["burst.handouts"], m["burst.pending"], m["burst.bound_p50_ms"],
+			m["burst.bound_p99_ms"], m["burst.refill_per_s"])
 	}
 
 	if r.has("writes.handout.total") {
@@ -407,7 +421,7 @@ func (r *report) whereTimeGoes(w func(string, ...any)) {
 	var rows []string
 	for _, sc := range []struct{ key, name string }{
 		{"cpu.handout_c1.", "hand-outs, 1 caller"}, {"cpu.handout_c16.", "hand-outs, 16 callers"}, {"cpu.handout_c64.", "hand-outs, 64 callers"},
-		{"cpu.cycles_refill.", "cycles, refilling"}, {"cpu.cycles_warm.", "cycles, pre-warmed"},
+		{"cpu.cycles_refill.", "cycles, refilling"}, {"cpu.cycles_warm.", "cycles, pre-warmed"}, {"cpu.burst.", "demand beyond the warm members"},
 	} {
 		if !r.has(sc.key + "operator_percent") {
 			continue

@@ -10,14 +10,10 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
-	"github.com/kunobi-ninja/kobe/internal/backend"
-	"github.com/kunobi-ninja/kobe/internal/backend/local"
-	"github.com/kunobi-ninja/kobe/internal/index"
 	"github.com/kunobi-ninja/kobe/internal/pool"
 	"github.com/kunobi-ninja/kobe/internal/testenv"
 )
@@ -43,20 +39,8 @@ func TestPoolListsLiveOnlyToAct(t *testing.T) {
 	ns := env.NewNamespace(t)
 	ctx := t.Context()
 	mgr := env.NewManager(t, ns)
-	if err := index.Setup(ctx, mgr); err != nil {
-		t.Fatal(err)
-	}
-	lb, err := local.New(local.Options{BinDir: testenv.BinDir(), DataRoot: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(lb.Close)
 	live := &countingReader{Reader: mgr.GetAPIReader()}
-	r := &Reconciler{Client: mgr.GetClient(), APIReader: live, Recorder: mgr.GetEventRecorder(ControllerName),
-		Backends: backend.Registry{kobev1.BackendLocal: lb}, Clock: clock.RealClock{}}
-	if err := r.SetupWithManager(mgr); err != nil {
-		t.Fatal(err)
-	}
+	r := poolController(t, mgr, func(r *Reconciler) { r.APIReader = live })
 
 	p := &kobev1.ClusterPool{ObjectMeta: metav1.ObjectMeta{Name: "rest", Namespace: ns},
 		Spec: kobev1.ClusterPoolSpec{Size: ptr.To[int32](2), Backend: kobev1.BackendSpec{Type: kobev1.BackendLocal}}}
