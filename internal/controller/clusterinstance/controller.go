@@ -237,7 +237,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		For(&kobev1.ClusterInstance{}, builder.WithPredicates(r.ownWrites.Predicate())).
+		Watches(&kobev1.ClusterInstance{}, newMembersFirst()).
 		Watches(&kobev1.ClusterLease{}, handler.EnqueueRequestsFromMapFunc(r.instancesOfLease)).
+		Watches(&kobev1.ClusterLease{}, endedLeasesFirst(r.instancesOfLease)).
 		Watches(&kobev1.ClusterPool{}, handler.EnqueueRequestsFromMapFunc(countedMembers)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		Complete(r)

@@ -104,6 +104,8 @@ type Reconciler struct {
 	ordinals ordinalsUsed
 	// host serialises the count-and-create of members of capped types.
 	host hostLedger
+	// creates bounds the member creates in flight across pools.
+	creates createSlots
 }
 
 // scope is one reconcile's view of a pool.

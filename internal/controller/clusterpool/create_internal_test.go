@@ -3,7 +3,9 @@ package clusterpool
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -11,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -83,8 +86,10 @@ func (c *createCounter) client(t *testing.T) client.Client {
 
 var errQuota = errors.New("exceeded quota")
 
-func createScope(n int) *scope {
-	p := &kobev1.ClusterPool{ObjectMeta: metav1.ObjectMeta{Name: "fill", Namespace: "ns", UID: "pool-uid"},
+func createScope(n int) *scope { return createScopeOf("fill", n) }
+
+func createScopeOf(name string, n int) *scope {
+	p := &kobev1.ClusterPool{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: types.UID(name + "-uid")},
 		Spec: kobev1.ClusterPoolSpec{Size: ptr.To(int32(n)), Backend: kobev1.BackendSpec{Type: kobev1.BackendSim}}}
 	plan := pool.Plan{TemplateHash: pool.TemplateHash(&p.Spec), MemberBackend: p.Spec.Backend, Target: int32(n)}
 	for i := range n {
@@ -119,6 +124,28 @@ func TestCreateMembersInParallel(t *testing.T) {
 	}
 	if ok, _ := r.expected.seen(s.pool.UID, list.Items, s.conds.Now); !ok {
 		t.Error("the cache shows every created member, but the pool still waits for it")
+	}
+}
+
+// TestCreatesBoundedAcrossPools: pools filling at once share the replica's
+// create slots: never more than createsInFlightMax creates in flight.
+func TestCreatesBoundedAcrossPools(t *testing.T) {
+	cc := &createCounter{}
+	r := &Reconciler{Client: cc.client(t)}
+	var wg sync.WaitGroup
+	errs := make([]error, 4)
+	for i := range errs {
+		wg.Go(func() { errs[i] = r.createMembers(t.Context(), createScopeOf(fmt.Sprintf("pool-%d", i), 31)) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	if cc.tried.Load() != 4*31 {
+		t.Errorf("%d creates, want %d", cc.tried.Load(), 4*31)
+	}
+	if got := cc.maxInFlight.Load(); got > createsInFlightMax || got < 2 {
+		t.Errorf("at most %d creates in flight at once across 4 pools, want 2..%d", got, createsInFlightMax)
 	}
 }
 
