@@ -128,8 +128,10 @@ func safeKubeconfig(data []byte) ([]byte, error) {
 // clusterProblems says what makes a kubeconfig cluster unsafe to write.
 func clusterProblems(name string, c *clientcmdapi.Cluster) []string {
 	var out []string
+	// The scheme must be written "https" exactly: url.Parse lowercases it,
+	// and a check looser than what is later read leaves room to disagree.
 	u, err := url.Parse(c.Server)
-	if err != nil || u.Scheme != "https" || u.Host == "" {
+	if err != nil || !strings.HasPrefix(c.Server, "https://") || u.Host == "" {
 		out = append(out, fmt.Sprintf("cluster %q has server %q, not an https:// URL", name, c.Server))
 	}
 	if c.InsecureSkipTLSVerify {

@@ -56,6 +56,7 @@ func TestSafeKubeconfig(t *testing.T) {
 		{"certificate without key", kubeconfigWith("", "    client-certificate-data: Y2VydA==\n"), []string{"without its key"}},
 		{"no credential", kubeconfigWith("", "    {}\n"), []string{"no client certificate and no token"}},
 		{"http server", kubeconfigWith("    server: http://10.0.0.1:6443\n", tokenUser), []string{`server "http://10.0.0.1:6443", not an https:// URL`}},
+		{"https in capitals", kubeconfigWith("    server: Https://0\n", tokenUser), []string{`server "Https://0", not an https:// URL`}},
 		{"server without scheme", kubeconfigWith("    server: 10.0.0.1:6443\n", tokenUser), []string{"not an https:// URL"}},
 		{"proxy-url", kubeconfigWith("    server: https://10.0.0.1:6443\n    proxy-url: http://attacker.example:3128\n", tokenUser), []string{"proxy-url"}},
 		{"insecure-skip-tls-verify", kubeconfigWith("    server: https://10.0.0.1:6443\n    insecure-skip-tls-verify: true\n", tokenUser), []string{"insecure-skip-tls-verify"}},
