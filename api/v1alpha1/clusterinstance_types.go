@@ -244,8 +244,6 @@ type ClusterInstanceStatus struct {
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
-// ClusterInstance is one member of a ClusterPool: a real cluster that is
-// built, handed out once, and destroyed.
 // MemberAccess is a member's access material: the certificates in the
 // clear, the private parts sealed.
 type MemberAccess struct {
@@ -268,12 +266,26 @@ type MemberAccess struct {
 	SealedClientCAKey []byte `json:"sealedClientCAKey"`
 
 	// sealedAdminKubeconfig is the operator's admin kubeconfig of the
-	// member, sealed. The operator's cache drops it; it is read live.
+	// member, sealed whole: for an admin kubeconfig that sealedAdminCredential
+	// cannot hold, and members sealed by an operator before it. The
+	// operator's cache drops it; it is read live.
 	// +optional
 	// +kubebuilder:validation:MaxLength=65536
 	SealedAdminKubeconfig []byte `json:"sealedAdminKubeconfig,omitempty"`
+
+	// sealedAdminCredential is the operator's admin kubeconfig of the member
+	// in a third of the space, sealed: its server, names, client certificate
+	// and key, the rest rebuilt from caCert. Every member write carries
+	// status.access, so its size is paid on each. At most one of the two
+	// sealed admin fields is set. The operator's cache drops it; it is read
+	// live.
+	// +optional
+	// +kubebuilder:validation:MaxLength=16384
+	SealedAdminCredential []byte `json:"sealedAdminCredential,omitempty"`
 }
 
+// ClusterInstance is one member of a ClusterPool: a real cluster that is
+// built, handed out once, and destroyed.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=cinst,categories=kobe

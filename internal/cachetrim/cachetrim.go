@@ -47,6 +47,7 @@ func Transform(in any) (any, error) {
 	}
 	if inst, ok := out.(*kobev1.ClusterInstance); ok && inst.Status.Access != nil {
 		inst.Status.Access.SealedAdminKubeconfig = nil
+		inst.Status.Access.SealedAdminCredential = nil
 	}
 	return out, nil
 }

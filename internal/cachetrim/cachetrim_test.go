@@ -20,6 +20,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/cachetrim"
 	"github.com/kunobi-ninja/kobe/internal/credentials/memberaccess"
 	"github.com/kunobi-ninja/kobe/internal/credentials/memberaccess/accesstest"
+	"github.com/kunobi-ninja/kobe/internal/credentials/membercerts"
 	"github.com/kunobi-ninja/kobe/internal/testenv"
 )
 
@@ -143,6 +144,32 @@ func TestMembersDropTheAdminKubeconfig(t *testing.T) {
 	}
 	if got.Endpoint != access.Endpoint || string(got.ClientCAKey) != "client-ca-key" || string(got.CACert) != "ca" || string(got.ClientCACert) != "client-ca" {
 		t.Errorf("ForLeases = %+v, want the member's endpoint, CA and client CA", got)
+	}
+
+	// A backend's admin kubeconfig, sealed in its compact form, is dropped
+	// the same way.
+	authorities, err := membercerts.NewAuthorities()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc, err := membercerts.AdminKubeconfig(authorities.ServerCA.CertPEM, authorities.AdminCert, authorities.AdminKey, "kobe-member", access.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	compact := inst.DeepCopy()
+	accesstest.Publish(t, compact, &backend.Access{Endpoint: access.Endpoint, CACert: authorities.ServerCA.CertPEM,
+		ClientCACert: authorities.ClientCA.CertPEM, ClientCAKey: authorities.ClientCA.KeyPEM, AdminKubeconfig: kc})
+	if len(compact.Status.Access.SealedAdminCredential) == 0 {
+		t.Fatal("a backend's admin kubeconfig was not sealed in the compact form")
+	}
+	if out, err = cachetrim.Transform(compact.DeepCopy()); err != nil {
+		t.Fatal(err)
+	}
+	if a := out.(*kobev1.ClusterInstance).Status.Access; a.SealedAdminCredential != nil || a.SealedAdminKubeconfig != nil {
+		t.Fatalf("the cached member keeps its admin credential: %+v", a)
+	}
+	if _, err := accesstest.Sealer().Full(out.(*kobev1.ClusterInstance)); err == nil {
+		t.Fatal("the cached member's admin kubeconfig opened")
 	}
 
 	out, err = cachetrim.Transform(memberaccess.LegacySecret(inst, access))

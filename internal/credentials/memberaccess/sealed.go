@@ -30,6 +30,7 @@ var (
 const (
 	fieldClientCAKey     = "clientCAKey"
 	fieldAdminKubeconfig = "adminKubeconfig"
+	fieldAdminCredential = "adminCredential"
 )
 
 // Sealer seals a member's private access material with the operator's key
@@ -79,14 +80,16 @@ func (s *Sealer) Seal(inst *kobev1.ClusterInstance, a *backend.Access) (*kobev1.
 	if err != nil {
 		return nil, err
 	}
-	admin, err := s.seal(inst, fieldAdminKubeconfig, a.AdminKubeconfig)
+	m := &kobev1.MemberAccess{CACert: string(a.CACert), ClientCACert: string(a.ClientCACert), KeyID: s.id, SealedClientCAKey: key}
+	if compact, ok := compactAdmin(a.AdminKubeconfig, a.CACert); ok {
+		m.SealedAdminCredential, err = s.seal(inst, fieldAdminCredential, compact)
+	} else {
+		m.SealedAdminKubeconfig, err = s.seal(inst, fieldAdminKubeconfig, a.AdminKubeconfig)
+	}
 	if err != nil {
 		return nil, err
 	}
-	return &kobev1.MemberAccess{
-		CACert: string(a.CACert), ClientCACert: string(a.ClientCACert), KeyID: s.id,
-		SealedClientCAKey: key, SealedAdminKubeconfig: admin,
-	}, nil
+	return m, nil
 }
 
 // ForLeases opens what minting a lease's kubeconfig needs: everything but
@@ -113,11 +116,22 @@ func (s *Sealer) Full(inst *kobev1.ClusterInstance) (*backend.Access, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(inst.Status.Access.SealedAdminKubeconfig) == 0 {
+	m := inst.Status.Access
+	switch {
+	case len(m.SealedAdminCredential) > 0:
+		compact, err := s.open(inst, fieldAdminCredential, m.SealedAdminCredential)
+		if err != nil {
+			return nil, err
+		}
+		if a.AdminKubeconfig, err = openAdminCredential(compact, a.CACert); err != nil {
+			return nil, fmt.Errorf("member %s: %w", inst.Name, err)
+		}
+	case len(m.SealedAdminKubeconfig) > 0:
+		if a.AdminKubeconfig, err = s.open(inst, fieldAdminKubeconfig, m.SealedAdminKubeconfig); err != nil {
+			return nil, err
+		}
+	default:
 		return nil, fmt.Errorf("member %s: no admin kubeconfig in status.access (read the member live: the cache drops it)", inst.Name)
-	}
-	if a.AdminKubeconfig, err = s.open(inst, fieldAdminKubeconfig, inst.Status.Access.SealedAdminKubeconfig); err != nil {
-		return nil, err
 	}
 	return a, nil
 }
