@@ -95,8 +95,12 @@ func (b *Binder) Bind(ctx context.Context, l *kobev1.ClusterLease) (*Result, err
 			return nil, err
 		}
 	}
+	// The cache's own objects, not copies: a copy of every member of the
+	// pool on each hand-out was an eighth of the operator's CPU under load
+	// (make bench, 16 callers) and a millisecond per 64 members on the
+	// critical path. They are only read; the one claimed is copied first.
 	var members kobev1.ClusterInstanceList
-	if err := b.Reader.List(ctx, &members, client.InNamespace(l.Namespace), client.MatchingFields{index.InstancePool: l.Spec.Pool}); err != nil {
+	if err := b.Reader.List(ctx, &members, client.InNamespace(l.Namespace), client.MatchingFields{index.InstancePool: l.Spec.Pool}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing members of pool %s: %w", l.Spec.Pool, err)
 	}
 	candidates := b.candidates(ctx, l, members.Items)
