@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"time"
 
 	"github.com/kunobi-ninja/kobe/internal/wire"
 )
@@ -26,8 +27,18 @@ func (c *Client) CreateLease(ctx context.Context, req wire.CreateLeaseRequest) (
 // GetLease returns one of the caller's leases (GET /v1/leases/{id}); id may
 // be the lease's alias.
 func (c *Client) GetLease(ctx context.Context, id string) (*wire.Lease, error) {
+	return c.getLease(ctx, id, 0)
+}
+
+// getLease is GetLease asking the server to hold its answer for up to hold
+// while the lease is Pending (wire.LeaseWaitParam); 0 asks for no wait.
+func (c *Client) getLease(ctx context.Context, id string, hold time.Duration) (*wire.Lease, error) {
+	path := "/v1/leases/" + url.PathEscape(id)
+	if hold > 0 {
+		path += "?" + url.Values{wire.LeaseWaitParam: {hold.String()}}.Encode()
+	}
 	var l wire.Lease
-	if _, err := c.do(ctx, http.MethodGet, "/v1/leases/"+url.PathEscape(id), nil, &l, http.StatusOK); err != nil {
+	if _, err := c.do(ctx, http.MethodGet, path, nil, &l, http.StatusOK); err != nil {
 		return nil, err
 	}
 	return &l, nil

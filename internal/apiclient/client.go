@@ -38,6 +38,9 @@ type Client struct {
 	now       func() time.Time
 	// pollBackoff paces WaitBound.
 	pollBackoff wait.Backoff
+	// leaseWait is how long WaitBound asks the server to hold each poll
+	// while the lease is Pending (leaseWaitFor).
+	leaseWait time.Duration
 }
 
 // Option configures a Client.
@@ -91,7 +94,8 @@ func New(endpoint string, creds Credentials, opts ...Option) (*Client, error) {
 			return nil, err
 		}
 	}
-	return &Client{endpoint: u, creds: creds, http: hc, userAgent: o.userAgent, now: time.Now, pollBackoff: waitBackoff}, nil
+	return &Client{endpoint: u, creds: creds, http: hc, userAgent: o.userAgent, now: time.Now, pollBackoff: waitBackoff,
+		leaseWait: leaseWaitFor(hc.Timeout)}, nil
 }
 
 // ParseEndpoint checks that endpoint is an absolute http(s) URL without

@@ -2,6 +2,7 @@ package apiclient_test
 
 import (
 	"context"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"net"
@@ -412,5 +413,59 @@ func TestTLSOptions(t *testing.T) {
 	}
 	if _, err := apiclient.New(srv.URL, nil, apiclient.WithCAFile(empty)); err == nil || !strings.Contains(err.Error(), "no PEM") {
 		t.Fatalf("bad CA file: got %v", err)
+	}
+}
+
+// TestWaitBoundAsksTheServerToWait: each poll asks the server to hold its
+// answer while the lease is Pending; after an answer the server held for
+// the whole wait the next poll follows at once, after one it did not hold
+// (an older server, or one with too many waiting) the backoff applies.
+func TestWaitBoundAsksTheServerToWait(t *testing.T) {
+	const hold = 150 * time.Millisecond
+	for _, tc := range []struct {
+		name string
+		// serverWaits: the server holds each Pending answer for the wait.
+		serverWaits bool
+		wantPolls   int32
+		wantBound   bool
+	}{
+		{"a server that waits", true, 3, true},
+		{"a server that answers at once", false, 1, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var polls atomic.Int32
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				n := polls.Add(1)
+				if got := r.URL.Query().Get(wire.LeaseWaitParam); got != hold.String() {
+					t.Errorf("poll %d asked to wait %q, want %q", n, got, hold)
+				}
+				l := wire.Lease{ID: "lease-000000000001", Pool: "ci-small", Phase: wire.PhasePending, QueuePosition: 1}
+				if n == 3 {
+					l.Phase, l.QueuePosition, l.Kubeconfig = wire.PhaseBound, 0, apiclienttest.Kubeconfig(l.ID)
+				} else if tc.serverWaits {
+					time.Sleep(hold)
+				}
+				w.Header().Set("Content-Type", "application/json")
+				_ = json.NewEncoder(w).Encode(l)
+			}))
+			t.Cleanup(srv.Close)
+			c := newClient(t, srv.URL, apiclient.BearerToken("t"))
+			apiclient.SetLeaseWait(c, hold)
+			// A backoff longer than the test: only a poll that follows at
+			// once can come.
+			apiclient.SetPollInterval(c, time.Hour)
+			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+			defer cancel()
+			bound, err := c.WaitBound(ctx, "lease-000000000001", nil)
+			if tc.wantBound && (err != nil || bound.Phase != wire.PhaseBound) {
+				t.Fatalf("WaitBound = %+v, %v; want Bound", bound, err)
+			}
+			if !tc.wantBound && !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("WaitBound = %+v, %v; want the context's deadline, waiting for the backoff", bound, err)
+			}
+			if polls.Load() != tc.wantPolls {
+				t.Errorf("%d polls, want %d", polls.Load(), tc.wantPolls)
+			}
+		})
 	}
 }

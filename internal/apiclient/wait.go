@@ -26,8 +26,25 @@ var waitBackoff = wait.Backoff{
 	Cap:      5 * time.Second,
 }
 
-// WaitBound polls GET /v1/leases/{id} with backoff until the lease is Bound
-// and returns it (with its kubeconfig). onProgress, when not nil, is called
+// defaultLeaseWait is how long each of WaitBound's polls asks the server to
+// hold its answer while the lease is Pending: the answer comes as soon as
+// the lease is bound, rather than at the next poll.
+const defaultLeaseWait = 15 * time.Second
+
+// leaseWaitFor is defaultLeaseWait, or half of a shorter exchange timeout
+// (timeout; 0 is none) so that a held answer still arrives within it.
+func leaseWaitFor(timeout time.Duration) time.Duration {
+	if timeout > 0 && timeout < 2*defaultLeaseWait {
+		return timeout / 2
+	}
+	return defaultLeaseWait
+}
+
+// WaitBound polls GET /v1/leases/{id} until the lease is Bound and returns
+// it (with its kubeconfig). Each poll asks the server to hold its answer
+// while the lease is Pending (wire.LeaseWaitParam); one that held it the
+// whole time is followed by the next at once, one that answered at once (a
+// server that does not wait, or that has too many waiting) by the backoff. onProgress, when not nil, is called
 // with the first answer and with every answer whose phase or queue position
 // changed. It fails with a *LeaseEndedError when the lease ends instead, with
 // the API's *Error on answers that retrying cannot fix (401, 403, 404, 400),
@@ -40,27 +57,32 @@ func (c *Client) WaitBound(ctx context.Context, id string, onProgress func(*wire
 		lastErr error
 	)
 	err := c.pollBackoff.DelayFunc().Until(ctx, true, false, func(ctx context.Context) (bool, error) {
-		l, err := c.GetLease(ctx, id)
-		if err != nil {
-			if ctx.Err() == nil && retryable(err) {
-				lastErr = err
-				return false, nil
+		for {
+			asked := c.now()
+			l, err := c.getLease(ctx, id, c.leaseWait)
+			if err != nil {
+				if ctx.Err() == nil && retryable(err) {
+					lastErr = err
+					return false, nil
+				}
+				return false, err
 			}
-			return false, err
+			lastErr = nil
+			if onProgress != nil && (last == nil || last.Phase != l.Phase || last.QueuePosition != l.QueuePosition) {
+				onProgress(l)
+			}
+			last = l
+			switch {
+			case l.Phase == wire.PhaseBound:
+				bound = l
+				return true, nil
+			case wire.PhaseEnded(l.Phase):
+				return false, &LeaseEndedError{Lease: l}
+			case c.leaseWait <= 0 || c.now().Sub(asked) < c.leaseWait*9/10:
+				return false, nil // answered without waiting: back off
+			}
+			// The server held the answer the whole wait: ask again now.
 		}
-		lastErr = nil
-		if onProgress != nil && (last == nil || last.Phase != l.Phase || last.QueuePosition != l.QueuePosition) {
-			onProgress(l)
-		}
-		last = l
-		switch {
-		case l.Phase == wire.PhaseBound:
-			bound = l
-			return true, nil
-		case wire.PhaseEnded(l.Phase):
-			return false, &LeaseEndedError{Lease: l}
-		}
-		return false, nil
 	})
 	if err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil && errors.Is(err, ctxErr) {

@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -37,12 +38,53 @@ func (s *Server) createLease(w http.ResponseWriter, r *http.Request) {
 // getLease: GET /v1/leases/{id}, by id or alias. Another identity's lease
 // is a 404.
 func (s *Server) getLease(w http.ResponseWriter, r *http.Request) {
+	hold, err := wire.ParseLeaseWait(r.URL.Query().Get(wire.LeaseWaitParam))
+	if err != nil {
+		s.fail(w, r, fmt.Errorf("%w: %w", leaseservice.ErrInvalid, err))
+		return
+	}
+	if hold > 0 && !s.waitWhilePending(w, r, hold) {
+		return
+	}
 	l, err := s.leases.Get(r.Context(), principal(r), r.PathValue("id"))
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, toWireLease(l))
+}
+
+// reacquireTimeout bounds how long a request that waited queues for an
+// in-flight slot to answer in; beyond it, 429 as for any other request.
+const reacquireTimeout = 5 * time.Second
+
+// waitWhilePending holds GET /v1/leases/{id}?wait= while the caller's lease
+// is Pending, for at most hold, without its in-flight slot: waiting callers
+// are limited by a count of their own (MaxInFlight), and beyond it the
+// answer comes at once, as from a server that does not wait. It reports
+// false when it answered (429: no slot to answer in).
+func (s *Server) waitWhilePending(w http.ResponseWriter, r *http.Request, hold time.Duration) bool {
+	select {
+	case s.waiting <- struct{}{}:
+		defer func() { <-s.waiting }()
+	default:
+		return true
+	}
+	slot, _ := r.Context().Value(inFlightSlotKey{}).(*inFlightSlot)
+	if slot != nil {
+		slot.release()
+	}
+	s.leases.WaitWhilePending(r.Context(), principal(r), r.PathValue("id"), hold)
+	if slot == nil {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), reacquireTimeout)
+	defer cancel()
+	if err := slot.reacquire(ctx); err != nil {
+		s.tooManyRequests(w)
+		return false
+	}
+	return true
 }
 
 // listLeases: GET /v1/leases, the caller's active leases.

@@ -107,6 +107,8 @@ type fixture struct {
 	// sshKeyPath is alice's private key made by ssh-keygen; sshAuthorizedKey
 	// its authorized_keys line, the only key of policy developers.
 	sshKeyPath, sshAuthorizedKey string
+	// access is every member's access material (readyMember).
+	access *backend.Access
 }
 
 func TestMain(m *testing.M) {
@@ -326,32 +328,39 @@ func (f *fixture) createWorld(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	access := &backend.Access{
+	f.access = &backend.Access{
 		Endpoint: "https://127.0.0.1:6443", CACert: serverCA.CertPEM,
 		ClientCACert: clientCA.CertPEM, ClientCAKey: clientCA.KeyPEM, AdminKubeconfig: []byte("unused"),
 	}
 	for _, p := range pools {
 		for i := range p.members {
-			inst := &kobev1.ClusterInstance{
-				ObjectMeta: metav1.ObjectMeta{
-					Name: fmt.Sprintf("%s-%02d", p.name, i), Namespace: ns,
-					Labels: map[string]string{kobev1.LabelPool: p.name},
-				},
-				Spec: kobev1.ClusterInstanceSpec{PoolRef: kobev1.ObjectRef{Name: p.name}, Backend: kobev1.BackendSpec{Type: kobev1.BackendLocal}},
-			}
-			if err := c.Create(ctx, inst); err != nil {
-				return fmt.Errorf("creating member %s: %w", inst.Name, err)
-			}
-			if err := accesstest.Sealer().Publish(inst, access); err != nil {
+			if _, err := f.readyMember(ctx, p.name, fmt.Sprintf("%s-%02d", p.name, i)); err != nil {
 				return err
-			}
-			inst.Status.Phase = kobev1.InstanceReady
-			if err := c.Status().Update(ctx, inst); err != nil {
-				return fmt.Errorf("making member %s Ready: %w", inst.Name, err)
 			}
 		}
 	}
 	return nil
+}
+
+// readyMember creates member name of pool, Ready with the fixture's access
+// material; nothing reconciles it.
+func (f *fixture) readyMember(ctx context.Context, pool, name string) (*kobev1.ClusterInstance, error) {
+	c := f.env.Client
+	inst := &kobev1.ClusterInstance{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{kobev1.LabelPool: pool}},
+		Spec:       kobev1.ClusterInstanceSpec{PoolRef: kobev1.ObjectRef{Name: pool}, Backend: kobev1.BackendSpec{Type: kobev1.BackendLocal}},
+	}
+	if err := c.Create(ctx, inst); err != nil {
+		return nil, fmt.Errorf("creating member %s: %w", inst.Name, err)
+	}
+	if err := accesstest.Sealer().Publish(inst, f.access); err != nil {
+		return nil, err
+	}
+	inst.Status.Phase = kobev1.InstanceReady
+	if err := c.Status().Update(ctx, inst); err != nil {
+		return nil, fmt.Errorf("making member %s Ready: %w", inst.Name, err)
+	}
+	return inst, nil
 }
 
 // Pools without members, for the queue and for each reason a pool cannot

@@ -114,14 +114,51 @@ func (s *Server) limitInFlight(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {
 		case s.inFlight <- struct{}{}:
-			defer func() { <-s.inFlight }()
-			next.ServeHTTP(w, r)
+			held := &inFlightSlot{slots: s.inFlight, held: true}
+			defer held.release()
+			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), inFlightSlotKey{}, held)))
 		default:
-			w.Header().Set("Retry-After", "1")
-			writeError(w, http.StatusTooManyRequests, wire.ReasonTooManyRequests, "too many requests",
-				"the server is handling "+strconv.Itoa(cap(s.inFlight))+" requests; retry after a second")
+			s.tooManyRequests(w)
 		}
 	})
+}
+
+func (s *Server) tooManyRequests(w http.ResponseWriter) {
+	w.Header().Set("Retry-After", "1")
+	writeError(w, http.StatusTooManyRequests, wire.ReasonTooManyRequests, "too many requests",
+		"the server is handling "+strconv.Itoa(cap(s.inFlight))+" requests; retry after a second")
+}
+
+// inFlightSlot is a request's place among the MaxInFlight served at once.
+// A request that waits for a change (GET /v1/leases/{id}?wait=) gives it up
+// while it waits, so that waiting callers do not crowd out the others, and
+// takes one again to answer. Only the request's own goroutine uses it.
+type inFlightSlot struct {
+	slots chan struct{}
+	held  bool
+}
+
+type inFlightSlotKey struct{}
+
+func (h *inFlightSlot) release() {
+	if h.held {
+		<-h.slots
+		h.held = false
+	}
+}
+
+// reacquire waits for a slot until ctx ends.
+func (h *inFlightSlot) reacquire(ctx context.Context) error {
+	if h.held {
+		return nil
+	}
+	select {
+	case h.slots <- struct{}{}:
+		h.held = true
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // recoverPanics answers 500 instead of dropping the connection, and logs the

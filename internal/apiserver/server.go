@@ -80,6 +80,9 @@ type Server struct {
 	leases   *leaseservice.Service
 	handler  http.Handler
 	inFlight chan struct{}
+	// waiting holds the GETs that wait while their lease is Pending
+	// (?wait=), which hold no in-flight slot meanwhile.
+	waiting chan struct{}
 	// readingBodies counts requests reading their body, which hold no
 	// in-flight slot (tests observe trickling callers with it).
 	readingBodies atomic.Int32
@@ -109,7 +112,8 @@ func New(opts Options) (*Server, error) {
 	if opts.Ready == nil {
 		opts.Ready = func() bool { return true }
 	}
-	s := &Server{opts: opts, leases: opts.Leases, connect: opts.Connect, inFlight: make(chan struct{}, opts.MaxInFlight)}
+	s := &Server{opts: opts, leases: opts.Leases, connect: opts.Connect, inFlight: make(chan struct{}, opts.MaxInFlight),
+		waiting: make(chan struct{}, opts.MaxInFlight)}
 	s.handler = s.routes()
 	return s, nil
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -29,6 +30,34 @@ func (s *Service) Get(ctx context.Context, p *auth.Principal, ref string) (*Leas
 		return nil, err
 	}
 	return s.view(ctx, p, l)
+}
+
+// waitPoll is how often WaitWhilePending looks at the cache.
+const waitPoll = 25 * time.Millisecond
+
+// WaitWhilePending returns once the caller's lease named by ref is no longer
+// Pending as the cache shows it (bound, a member naming it, ended or gone),
+// once max has passed, or at once when it is not Pending or not the
+// caller's: Get answers after it, from a live read. It reads only the cache,
+// so a waiting caller costs the API server nothing.
+func (s *Service) WaitWhilePending(ctx context.Context, p *auth.Principal, ref string, max time.Duration) {
+	l, err := s.resolve(ctx, p, ref)
+	if err != nil || !lease.IsQueued(l) {
+		return
+	}
+	key := client.ObjectKeyFromObject(l)
+	_ = wait.PollUntilContextTimeout(ctx, waitPoll, max, false, func(ctx context.Context) (bool, error) {
+		cached := &kobev1.ClusterLease{}
+		if err := s.opts.Reader.Get(ctx, key, cached); err != nil || cached.UID != l.UID || !lease.IsQueued(cached) {
+			return true, nil
+		}
+		var named kobev1.ClusterInstanceList
+		if err := s.opts.Reader.List(ctx, &named, client.InNamespace(l.Namespace),
+			client.MatchingFields{index.InstanceLeaseUID: string(l.UID)}, client.UnsafeDisableDeepCopy); err != nil {
+			return true, nil
+		}
+		return len(named.Items) > 0, nil
+	})
 }
 
 // ListFilter narrows List; its zero value lists every active lease of the

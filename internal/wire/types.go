@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"fmt"
 	"net/url"
 	"strings"
 	"time"
@@ -221,4 +222,27 @@ func (f LeaseFilter) Query() url.Values {
 		q.Set("pool", f.Pool)
 	}
 	return q
+}
+
+// LeaseWaitParam is GET /v1/leases/{id}'s query parameter that asks the
+// server to hold the answer while the lease is Pending: it answers once the
+// lease is no longer Pending or once the duration given (such as "15s") has
+// passed, whichever comes first. A server that does not know it answers at
+// once, as without it.
+const LeaseWaitParam = "wait"
+
+// MaxLeaseWait is the longest wait a server holds a GET for.
+const MaxLeaseWait = 30 * time.Second
+
+// ParseLeaseWait reads LeaseWaitParam's value: a Go duration from 1ms to
+// MaxLeaseWait. The empty string is no wait.
+func ParseLeaseWait(v string) (time.Duration, error) {
+	if v == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < time.Millisecond || d > MaxLeaseWait {
+		return 0, fmt.Errorf("%s=%q: want a duration from 1ms to %s, such as \"15s\"", LeaseWaitParam, v, MaxLeaseWait)
+	}
+	return d, nil
 }

@@ -3,6 +3,7 @@ package wire
 import (
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -179,5 +180,18 @@ func assertSameJSON(t *testing.T, v any, want string) {
 	}
 	if !reflect.DeepEqual(got, wantMap) {
 		t.Errorf("encoded %v\nwant     %v", got, wantMap)
+	}
+}
+
+func TestParseLeaseWait(t *testing.T) {
+	for in, want := range map[string]time.Duration{"": 0, "15s": 15 * time.Second, "1ms": time.Millisecond, "30s": 30 * time.Second, "250ms": 250 * time.Millisecond} {
+		if got, err := ParseLeaseWait(in); err != nil || got != want {
+			t.Errorf("ParseLeaseWait(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"0s", "-1s", "31s", "1h", "abc", "15", "1us"} {
+		if got, err := ParseLeaseWait(in); err == nil || !strings.Contains(err.Error(), "want a duration from 1ms to 30s") {
+			t.Errorf("ParseLeaseWait(%q) = %v, %v; want the refusal", in, got, err)
+		}
 	}
 }

@@ -23,7 +23,7 @@ const (
 // callers, p99 under 3 s and a refill of at least 50 sim members a
 // second): burstCallers callers lease and release for -bench.burst-duration
 // from a sim pool of burstPoolSize (readyAfter 0). A lease answered Pending
-// is polled (GET every 50 ms) until Bound; its latency runs from the POST
+// is asked for as kobe lease does (waitBound) until Bound; its latency runs from the POST
 // to Bound. Every hand-out beyond the pool's size took a member the refill
 // built during the run, so (hand-outs - size) / duration is what the refill
 // sustained, at least.

@@ -72,13 +72,20 @@ func (c *apiClient) lease(ctx context.Context, pool string) (l wire.Lease, took 
 	return l, took, false, nil
 }
 
-// waitBound polls a Pending lease every 50 ms (the CLI starts at 500 ms)
-// until it is Bound with a kubeconfig.
+// boundWait is how long each of waitBound's GETs asks the server to hold
+// its answer while the lease is Pending, as kobe lease does.
+const boundWait = 15 * time.Second
+
+// waitBound asks for a Pending lease until it is Bound with a kubeconfig,
+// as the CLI does (apiclient.WaitBound): GET ?wait=15s, which the server
+// answers as soon as the lease is bound; an answer it did not hold (too
+// many waiting) is followed by another 50 ms later.
 func (c *apiClient) waitBound(ctx context.Context, id string, within time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
 	for {
-		code, body, err := c.do(ctx, http.MethodGet, "/v1/leases/"+id, nil)
+		asked := time.Now()
+		code, body, err := c.do(ctx, http.MethodGet, "/v1/leases/"+id+"?"+wire.LeaseWaitParam+"="+boundWait.String(), nil)
 		if err != nil {
 			return err
 		}
@@ -88,6 +95,9 @@ func (c *apiClient) waitBound(ctx context.Context, id string, within time.Durati
 		}
 		if code != http.StatusOK || l.Phase != wire.PhasePending {
 			return fmt.Errorf("lease %s: %d %s", id, code, body)
+		}
+		if time.Since(asked) >= boundWait*9/10 {
+			continue
 		}
 		select {
 		case <-ctx.Done():

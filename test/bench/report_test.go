@@ -193,8 +193,8 @@ func (r *report) markdown() string {
 	if r.has("handout.c1.p50_ms") {
 		w("### Hand-out latency: POST /v1/leases to a Bound kubeconfig\n\n")
 		w("Each concurrency level draws from its own sim pool (readyAfter 1s) holding a Ready member for every hand-out " +
-			"of the level, refilling in the background. A lease answered Pending all the same is polled (GET every 50 ms) " +
-			"until Bound, and its latency runs until then. \"Before\" is the earlier " +
+			"of the level, refilling in the background. A lease answered Pending all the same is asked for as " +
+			"`kobe lease` does (GET ?wait=15s, answered once it is bound) until Bound, and its latency runs until then. \"Before\" is the earlier " +
 			"in-process bench (only the API in the test process, no controllers, three writes and an Event per hand-out).\n\n")
 		w("| callers | hand-outs | answered Pending | p50 | p95 | p99 | max | hand-outs/s | before: p50 / p99 / per s |\n|---|---|---|---|---|---|---|---|---|\n")
 		for _, c := range handoutCallers {
@@ -247,8 +247,8 @@ func (r *report) markdown() string {
 	if r.has("burst.bound_p99_ms") {
 		w("### Demand beyond the warm members\n\n")
 		w("%d callers lease and release (POST, then DELETE) for %s from a sim pool of %d (readyAfter 0), so that about "+
-			"half the leases find no member Ready and wait for the refill. A lease answered Pending is polled (GET every 50 ms) "+
-			"until Bound; the latency runs from the POST to Bound. Every hand-out beyond the pool's size took a member built "+
+			"half the leases find no member Ready and wait for the refill. A lease answered Pending is asked for as `kobe lease` "+
+			"does (GET ?wait=15s, answered once it is bound) until Bound; the latency runs from the POST to Bound. Every hand-out beyond the pool's size took a member built "+
 			"during the run: (hand-outs - %d) / duration is what the refill sustained, at least.\n\n",
 			burstCallers, flagBurstFor.String(), burstPoolSize, burstPoolSize)
 		w("| hand-outs | answered Pending | to Bound p50 / p99 | members refilled / s |\n|---|---|---|---|\n")
@@ -359,7 +359,7 @@ func (r *report) markdown() string {
 	if r.has("frozen.thawed.n") {
 		w("### Hand-outs from a pool with frozen members: local, size 3, `warm.running: 1`, %d rounds, run once\n\n", *flagFrozenRounds)
 		w("Each round: two members frozen, one running; three leases asked one after another, each until Bound with a kubeconfig " +
-			"(polled every 50 ms). The first takes the running member; the others wait for a frozen member's thaw and health check.\n\n")
+			"(asked for with GET ?wait=15s). The first takes the running member; the others wait for a frozen member's thaw and health check.\n\n")
 		w("| | p50 | max |\n|---|---|---|\n")
 		w("| from the running member | %.0f ms | %.0f ms |\n", m["frozen.running.p50_ms"], m["frozen.running.max_ms"])
 		w("| from a frozen member (%.0f hand-outs) | %.0f ms | %.0f ms |\n\n", m["frozen.thawed.n"], m["frozen.thawed.p50_ms"], m["frozen.thawed.max_ms"])
