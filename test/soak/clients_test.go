@@ -128,12 +128,19 @@ func (c *soakClient) lease(ttl time.Duration) (wire.Lease, bool, error) {
 	return wire.Lease{}, false, errors.New("no replica answered a POST within 3m")
 }
 
-// waitBound GETs a Pending lease until Bound (every 250 ms, up to giveUp).
+// pendingWait is how long each of waitBound's GETs asks the server to hold
+// its answer while the lease is Pending (wire.LeaseWaitParam), within
+// callTimeout.
+const pendingWait = 5 * time.Second
+
+// waitBound GETs a Pending lease until Bound (up to giveUp), as kobe lease
+// does: each GET asks the server to answer once the lease is bound, and
+// they are 250 ms apart.
 func (c *soakClient) waitBound(id string) (wire.Lease, error) {
 	deadline := time.Now().Add(giveUp)
 	for time.Now().Before(deadline) {
 		time.Sleep(250 * time.Millisecond)
-		code, b, err := c.call(http.MethodGet, "/v1/leases/"+id, nil)
+		code, b, err := c.call(http.MethodGet, "/v1/leases/"+id+"?"+wire.LeaseWaitParam+"="+pendingWait.String(), nil)
 		if err != nil || code != http.StatusOK {
 			continue
 		}
