@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 
 	"github.com/kunobi-ninja/kobe/internal/auth"
 	"github.com/kunobi-ninja/kobe/internal/lease"
@@ -74,16 +75,25 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 			"it did not answer in time or asked kobe to slow down; try again (GET /v1/leases shows whether a lease was recorded)")
 		return
 	}
-	s.opts.Log.Error(err, "Request failed", "method", r.Method, "path", r.URL.Path)
+	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
+		// The caller went away: nobody reads the answer, and it is no
+		// failure of kobe's to log as one.
+		s.opts.Log.V(1).Info("Request abandoned by its caller", "method", r.Method, "path", r.URL.Path, "error", err.Error())
+	} else {
+		s.opts.Log.Error(err, "Request failed", "method", r.Method, "path", r.URL.Path)
+	}
 	writeError(w, http.StatusInternalServerError, wire.ReasonInternalError, "internal error", "the request failed; the error has been logged")
 }
 
 // hostAPIBusy reports an error of the host cluster's API server that means
-// "not now" (a timeout on either side, throttling, unavailable) rather than
-// a fault of kobe's: the caller may try again, so it is a 503, not a 500.
+// "not now" (a timeout on either side, throttling, unavailable, or not
+// answering at all: refused or dropped connections while it restarts)
+// rather than a fault of kobe's: the caller may try again, so it is a 503,
+// not a 500.
 func hostAPIBusy(err error) bool {
 	return apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err) ||
-		apierrors.IsServiceUnavailable(err) || errors.Is(err, context.DeadlineExceeded)
+		apierrors.IsServiceUnavailable(err) || errors.Is(err, context.DeadlineExceeded) ||
+		utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err)
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

@@ -5,8 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"os"
+	"syscall"
 	"testing"
 
 	"github.com/go-logr/logr"
@@ -33,6 +38,12 @@ func TestHostAPIBusyIsRetryable(t *testing.T) {
 		{"throttled", apierrors.NewTooManyRequests("slow down", 1), http.StatusServiceUnavailable, wire.ReasonHostAPIUnavailable, "1"},
 		{"unavailable", apierrors.NewServiceUnavailable("etcd is down"), http.StatusServiceUnavailable, wire.ReasonHostAPIUnavailable, "1"},
 		{"client-side deadline", context.DeadlineExceeded, http.StatusServiceUnavailable, wire.ReasonHostAPIUnavailable, "1"},
+		// What client-go returns while the host API server restarts.
+		{"connection refused", &url.Error{Op: "Get", URL: "https://127.0.0.1:6443/apis", Err: &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}},
+			http.StatusServiceUnavailable, wire.ReasonHostAPIUnavailable, "1"},
+		{"connection reset", &url.Error{Op: "Post", URL: "https://127.0.0.1:6443/apis", Err: &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}},
+			http.StatusServiceUnavailable, wire.ReasonHostAPIUnavailable, "1"},
+		{"connection closed mid-answer", &url.Error{Op: "Get", URL: "https://127.0.0.1:6443/apis", Err: io.ErrUnexpectedEOF}, http.StatusServiceUnavailable, wire.ReasonHostAPIUnavailable, "1"},
 		{"conflict", apierrors.NewConflict(leases, "lease-1", errors.New("changed")), http.StatusInternalServerError, wire.ReasonInternalError, ""},
 		{"forbidden by the host", apierrors.NewForbidden(leases, "lease-1", errors.New("no RBAC")), http.StatusInternalServerError, wire.ReasonInternalError, ""},
 		{"anything else", errors.New("boom"), http.StatusInternalServerError, wire.ReasonInternalError, ""},
