@@ -90,6 +90,7 @@ func (b *Backend) waitStopped(ctx context.Context, m backend.Member, pods []core
 	defer cancel()
 	tick := time.NewTicker(fencePoll)
 	defer tick.Stop()
+	var lastReadErr error
 	for {
 		var left []string
 		for i := range pods {
@@ -97,9 +98,16 @@ func (b *Backend) waitStopped(ctx context.Context, m backend.Member, pods []core
 			err := b.opts.Client.Get(ctx, client.ObjectKeyFromObject(&pods[i]), got)
 			switch {
 			case apierrors.IsNotFound(err):
-			case err != nil && ctx.Err() == nil:
+			case err != nil && refusedForGood(err):
 				return fmt.Errorf("reading pod %s of member %s: %w", pods[i].Name, m.Name, err)
-			case err != nil || got.UID == pods[i].UID && answers(ctx, got, port):
+			case err != nil:
+				// Not proven stopped. A read can fail for want of time
+				// before the context says so (client-go's rate limiter
+				// refuses a wait that would pass the deadline): try again
+				// until the time is up.
+				lastReadErr = err
+				left = append(left, pods[i].Name)
+			case got.UID == pods[i].UID && answers(ctx, got, port):
 				left = append(left, pods[i].Name)
 			}
 		}
@@ -108,10 +116,21 @@ func (b *Backend) waitStopped(ctx context.Context, m backend.Member, pods []core
 		}
 		select {
 		case <-ctx.Done():
+			if lastReadErr != nil {
+				return fmt.Errorf("the API server of member %s still answers in pods %v, deleted (their kubelet has not stopped them, or they could not be read: %w): %w", m.Name, left, lastReadErr, ctx.Err())
+			}
 			return fmt.Errorf("the API server of member %s still answers in pods %v, deleted (their kubelet has not stopped them): %w", m.Name, left, ctx.Err())
 		case <-tick.C:
 		}
 	}
+}
+
+// refusedForGood tells a read error that trying again will not fix (the
+// host API server refused the operator's request itself) from one of time
+// or load.
+func refusedForGood(err error) bool {
+	return apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) || apierrors.IsBadRequest(err) ||
+		apierrors.IsMethodNotSupported(err) || apierrors.IsInvalid(err)
 }
 
 // answers tells whether p takes connections on port at its pod IP. A pod
