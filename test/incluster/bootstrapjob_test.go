@@ -89,26 +89,31 @@ func (f *fixture) bootstrapJobs(t *testing.T) {
 	if err != nil || strings.TrimSpace(out) != "release-2 jobs" {
 		t.Errorf("the Job's ConfigMap in the leased member: %q, %v; want the pool's parameter and name", out, err)
 	}
-	f.releaseCutsDirectCredentials(t, l, kc)
-
 	// The Job and the Secret with the member's admin kubeconfig are gone
-	// once the member is Ready.
+	// once the member is Ready. Only the leased member's: its replacement,
+	// built from the bind on, may be running its own Job right now.
+	var member kobev1.ClusterInstance
+	if err := f.c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: l.ClusterName}, &member); err != nil {
+		t.Fatalf("reading member %s of lease %s: %v", l.ClusterName, l.ID, err)
+	}
+	ofMember := client.MatchingLabels{kobev1.LabelBootstrap: "sync", kobev1.LabelMemberUID: string(member.UID)}
 	var jobs batchv1.JobList
 	var secrets corev1.SecretList
-	if err := f.c.List(ctx, &jobs, client.InNamespace(namespace), client.MatchingLabels{kobev1.LabelBootstrap: "sync"}); err != nil {
+	if err := f.c.List(ctx, &jobs, client.InNamespace(namespace), ofMember); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.c.List(ctx, &secrets, client.InNamespace(namespace), client.MatchingLabels{kobev1.LabelBootstrap: "sync"}); err != nil {
+	if err := f.c.List(ctx, &secrets, client.InNamespace(namespace), ofMember); err != nil {
 		t.Fatal(err)
 	}
 	for _, j := range jobs.Items {
 		if j.DeletionTimestamp.IsZero() {
-			t.Errorf("bootstrap Job %s of a Ready member left behind", j.Name)
+			t.Errorf("bootstrap Job %s of Ready member %s left behind", j.Name, member.Name)
 		}
 	}
 	if len(secrets.Items) > 0 {
-		t.Errorf("%d kubeconfig Secrets of bootstrap Jobs left behind", len(secrets.Items))
+		t.Errorf("%d kubeconfig Secrets of the bootstrap Jobs of Ready member %s left behind", len(secrets.Items), member.Name)
 	}
+	f.releaseCutsDirectCredentials(t, l, kc)
 
 	testenv.Eventually(t, memberDeadline, "pool jobs-broken to name the failed Job", func() error {
 		var p kobev1.ClusterPool
