@@ -95,8 +95,14 @@ func (r *Reconciler) createJob(ctx context.Context, job *batchv1.Job, secret *co
 // keep an admin credential of the member around) and when the member is
 // destroyed. It runs whether or not this operator runs Jobs: an earlier one
 // may have, and the Secrets hold the member's admin kubeconfig. (The member
-// owns them too, for when its finalizer is removed by hand.)
+// owns them too, for when its finalizer is removed by hand.) Only a
+// kubernetes member can have any (bootstrap.JobsRefusal, so since Jobs
+// came): for the others nothing is listed, which spares the host API server
+// two lists for each member destroyed.
 func (r *Reconciler) deleteJobs(ctx context.Context, s *scope) error {
+	if t := s.inst.Spec.Backend.Type; t != "" && t != kobev1.BackendKubernetes {
+		return nil
+	}
 	sel := client.MatchingLabels{kobev1.LabelMemberUID: string(s.inst.UID)}
 	has := client.HasLabels{kobev1.LabelBootstrap}
 	var jobs batchv1.JobList
