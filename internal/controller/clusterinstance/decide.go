@@ -5,6 +5,7 @@ import (
 	"time"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+	"github.com/kunobi-ninja/kobe/internal/lease"
 	"github.com/kunobi-ninja/kobe/internal/pool"
 )
 
@@ -128,4 +129,19 @@ func judgeLease(inst *kobev1.ClusterInstance, l *kobev1.ClusterLease) (leaseStat
 		return leaseEnded, fmt.Sprintf("lease %s is %s", l.Name, l.Status.Phase)
 	}
 	return leaseActive, fmt.Sprintf("bound to lease %s", l.Name)
+}
+
+// endedForGood tells whether the lease l, as the cache shows it, ended in a
+// way no later state of it can undo: it is the lease inst names (by UID) and
+// it is being deleted or its phase is an ended one. A lease never leaves an
+// ended phase (every status write is fenced by resourceVersion), so a cache
+// that lags only shows it earlier in that end, and a live read would find it
+// ended too. Anything else the cache says against the bind (gone, another
+// UID, another member) is confirmed live.
+func endedForGood(inst *kobev1.ClusterInstance, l *kobev1.ClusterLease) bool {
+	ref := inst.Spec.LeaseRef
+	if l == nil || ref == nil || ref.UID == "" || l.UID != ref.UID {
+		return false
+	}
+	return !l.DeletionTimestamp.IsZero() || lease.IsEnded(l.Status.Phase)
 }

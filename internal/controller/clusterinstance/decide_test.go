@@ -100,27 +100,40 @@ func TestJudgeLease(t *testing.T) {
 		name string
 		l    *kobev1.ClusterLease
 		want leaseState
+		// forGood: ended as no live read can contradict (endedForGood),
+		// so the cache's word is enough.
+		forGood bool
 	}{
-		{"bound to us", lease(nil), leaseActive},
-		{"gone", nil, leaseEnded},
-		{"re-created", lease(func(l *kobev1.ClusterLease) { l.UID = "other" }), leaseEnded},
-		{"deleting", lease(func(l *kobev1.ClusterLease) { l.DeletionTimestamp = &now }), leaseEnded},
-		{"holds another member", lease(func(l *kobev1.ClusterLease) { l.Status.InstanceRef.Name = "x" }), leaseEnded},
-		{"holds a re-created member of our name", lease(func(l *kobev1.ClusterLease) { l.Status.InstanceRef.UID = "old" }), leaseEnded},
-		{"released", lease(func(l *kobev1.ClusterLease) { l.Status.Phase = kobev1.LeaseReleased }), leaseEnded},
-		{"expired", lease(func(l *kobev1.ClusterLease) { l.Status.Phase = kobev1.LeaseExpired }), leaseEnded},
-		{"recycling", lease(func(l *kobev1.ClusterLease) { l.Status.Phase = kobev1.LeaseRecycling }), leaseEnded},
-		{"quarantined", lease(func(l *kobev1.ClusterLease) { l.Status.Phase = kobev1.LeaseQuarantined }), leaseEnded},
+		{"bound to us", lease(nil), leaseActive, false},
+		{"gone", nil, leaseEnded, false},
+		{"re-created", lease(func(l *kobev1.ClusterLease) { l.UID = "other" }), leaseEnded, false},
+		{"deleting", lease(func(l *kobev1.ClusterLease) { l.DeletionTimestamp = &now }), leaseEnded, true},
+		{"holds another member", lease(func(l *kobev1.ClusterLease) { l.Status.InstanceRef.Name = "x" }), leaseEnded, false},
+		{"holds a re-created member of our name", lease(func(l *kobev1.ClusterLease) { l.Status.InstanceRef.UID = "old" }), leaseEnded, false},
+		{"released", lease(func(l *kobev1.ClusterLease) { l.Status.Phase = kobev1.LeaseReleased }), leaseEnded, true},
+		{"expired", lease(func(l *kobev1.ClusterLease) { l.Status.Phase = kobev1.LeaseExpired }), leaseEnded, true},
+		{"recycling", lease(func(l *kobev1.ClusterLease) { l.Status.Phase = kobev1.LeaseRecycling }), leaseEnded, true},
+		{"quarantined", lease(func(l *kobev1.ClusterLease) { l.Status.Phase = kobev1.LeaseQuarantined }), leaseEnded, true},
 		// The member's leaseRef is the bind; the lease's status copy follows.
-		{"status copy not written yet", lease(func(l *kobev1.ClusterLease) { l.Status.Phase = ""; l.Status.InstanceRef = nil }), leaseActive},
-		{"pending, copy not written yet", lease(func(l *kobev1.ClusterLease) { l.Status.Phase = kobev1.LeasePending; l.Status.InstanceRef = nil }), leaseActive},
-		{"status copy names another member (two claimed)", lease(func(l *kobev1.ClusterLease) { l.Status.Phase = ""; l.Status.InstanceRef.Name = "other" }), leaseEnded},
-		{"ended before its copy was written", lease(func(l *kobev1.ClusterLease) { l.Status.Phase = kobev1.LeaseReleased; l.Status.InstanceRef = nil }), leaseEnded},
+		{"status copy not written yet", lease(func(l *kobev1.ClusterLease) { l.Status.Phase = ""; l.Status.InstanceRef = nil }), leaseActive, false},
+		{"pending, copy not written yet", lease(func(l *kobev1.ClusterLease) { l.Status.Phase = kobev1.LeasePending; l.Status.InstanceRef = nil }), leaseActive, false},
+		{"status copy names another member (two claimed)", lease(func(l *kobev1.ClusterLease) { l.Status.Phase = ""; l.Status.InstanceRef.Name = "other" }), leaseEnded, false},
+		{"ended before its copy was written", lease(func(l *kobev1.ClusterLease) { l.Status.Phase = kobev1.LeaseReleased; l.Status.InstanceRef = nil }), leaseEnded, true},
 	}
 	for _, c := range cases {
 		if got, msg := judgeLease(inst, c.l); got != c.want {
 			t.Errorf("%s: got %v (%s), want %v", c.name, got, msg, c.want)
 		}
+		if got := endedForGood(inst, c.l); got != c.forGood {
+			t.Errorf("%s: ended for good %v, want %v", c.name, got, c.forGood)
+		}
+	}
+	// A bind recorded without the lease's UID (an older operator's) cannot
+	// tell the lease from one re-created under its name: confirmed live.
+	noUID := inst.DeepCopy()
+	noUID.Spec.LeaseRef.UID = ""
+	if endedForGood(noUID, lease(func(l *kobev1.ClusterLease) { l.Status.Phase = kobev1.LeaseReleased })) {
+		t.Error("a released lease of a bind without its UID: ended for good, want a live read")
 	}
 }
 

@@ -187,14 +187,14 @@ func (r *Reconciler) reconcileLeased(ctx context.Context, s *scope) (ctrl.Result
 }
 
 // lookupLease judges the member's lease from the cache, and confirms with a
-// live read before reporting anything but an active lease: a lagging cache
-// must not destroy a member in use.
+// live read before reporting anything but an active lease or one ended for
+// good (endedForGood): a lagging cache must not destroy a member in use.
 func (r *Reconciler) lookupLease(ctx context.Context, s *scope) (leaseState, string, error) {
 	key := types.NamespacedName{Namespace: s.inst.Namespace, Name: s.inst.Spec.LeaseRef.Name}
 	l := &kobev1.ClusterLease{}
 	err := r.Client.Get(ctx, key, l)
 	if err == nil {
-		if state, msg := judgeLease(s.inst, l); state == leaseActive {
+		if state, msg := judgeLease(s.inst, l); state == leaseActive || endedForGood(s.inst, l) {
 			return state, msg, nil
 		}
 	} else if !apierrors.IsNotFound(err) {
