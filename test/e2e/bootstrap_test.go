@@ -136,15 +136,20 @@ func TestBootstrapsAppliedBeforeHandOut(t *testing.T) {
 	if err := s.env.Client.List(t.Context(), &members, client.InNamespace(namespace), client.MatchingLabels{kobev1.LabelPool: pool}); err != nil {
 		t.Fatal(err)
 	}
+	leased := 0
 	for _, m := range members.Items {
-		if m.Status.Phase != kobev1.InstanceLeased {
+		if m.Spec.LeaseRef == nil || m.Spec.LeaseRef.Name != lease.ID {
 			continue
 		}
+		leased++
 		for _, c := range []string{kobev1.ConditionBootstrapsComplete, kobev1.GateAddonsReady, "WidgetsAPI"} {
 			if cond := findCondition(m.Status.Conditions, c); cond == nil || cond.Status != metav1.ConditionTrue {
 				t.Errorf("leased member %s: condition %s = %+v, want True", m.Name, c, cond)
 			}
 		}
+	}
+	if leased != 1 {
+		t.Errorf("%d members name lease %s, want 1", leased, lease.ID)
 	}
 	if out, errOut, err := kobe(t, "release", lease.ID); err != nil {
 		t.Errorf("kobe release %s: %v\n%s\n%s", lease.ID, err, out, errOut)

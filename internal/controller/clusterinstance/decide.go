@@ -131,6 +131,30 @@ func judgeLease(inst *kobev1.ClusterInstance, l *kobev1.ClusterLease) (leaseStat
 	return leaseActive, fmt.Sprintf("bound to lease %s", l.Name)
 }
 
+// leasedPhaseDelay is how long a bind must last before the member's status
+// says Leased. Everything that acts on a bind reads spec.leaseRef, written
+// by the bind itself; the phase is for people (kubectl get), who see it one
+// to two seconds late (boundAt is kept to the second). A lease released
+// within it (a CI step that fails at once; make bench's cycles) takes its
+// member from Ready to its deletion with no status write between.
+const leasedPhaseDelay = time.Second
+
+// leasedWriteWait is how long the Leased status of inst, bound and its lease
+// active, still waits at now: 0 once leasedPhaseDelay has surely passed
+// since the bind, when the phase is written already, or for a bind that does
+// not say when it was made.
+func leasedWriteWait(inst *kobev1.ClusterInstance, now time.Time) time.Duration {
+	ref := inst.Spec.LeaseRef
+	if inst.Status.Phase == kobev1.InstanceLeased || ref == nil || ref.BoundAt == nil {
+		return 0
+	}
+	// boundAt is kept to the second (a metav1.Time): the bind came within
+	// the second after it. Never longer: another replica's clock may run
+	// ahead of this one.
+	const upTo = time.Second + leasedPhaseDelay
+	return min(max(ref.BoundAt.Add(upTo).Sub(now), 0), upTo)
+}
+
 // endedForGood tells whether the lease l, as the cache shows it, ended in a
 // way no later state of it can undo: it is the lease inst names (by UID) and
 // it is being deleted or its phase is an ended one. A lease never leaves an

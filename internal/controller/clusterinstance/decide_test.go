@@ -160,3 +160,32 @@ func TestTimeoutVerdict(t *testing.T) {
 		})
 	}
 }
+
+func TestLeasedWriteWait(t *testing.T) {
+	bound := func(at *metav1.Time, phase kobev1.InstancePhase) *kobev1.ClusterInstance {
+		return &kobev1.ClusterInstance{
+			Spec:   kobev1.ClusterInstanceSpec{LeaseRef: &kobev1.LeaseBinding{Name: "l", UID: "l-uid", BoundAt: at}},
+			Status: kobev1.ClusterInstanceStatus{Phase: phase},
+		}
+	}
+	at := metav1.NewTime(t0)
+	for _, tc := range []struct {
+		name string
+		inst *kobev1.ClusterInstance
+		now  time.Time
+		want time.Duration
+	}{
+		// boundAt is to the second: the bind came within the second after it.
+		{"just bound", bound(&at, kobev1.InstanceReady), t0, time.Second + leasedPhaseDelay},
+		{"bound 300ms ago at most", bound(&at, kobev1.InstanceReady), t0.Add(300 * time.Millisecond), time.Second + leasedPhaseDelay - 300*time.Millisecond},
+		{"bound long enough, whenever in its second", bound(&at, kobev1.InstanceReady), t0.Add(time.Second + leasedPhaseDelay), 0},
+		{"bound an hour ago (an operator that was down)", bound(&at, kobev1.InstanceReady), t0.Add(time.Hour), 0},
+		{"Leased already", bound(&at, kobev1.InstanceLeased), t0, 0},
+		{"a bind that does not say when", bound(nil, kobev1.InstanceReady), t0, 0},
+		{"a clock behind the binder's", bound(&at, kobev1.InstanceReady), t0.Add(-time.Minute), time.Second + leasedPhaseDelay},
+	} {
+		if got := leasedWriteWait(tc.inst, tc.now); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -180,6 +180,12 @@ func (r *Reconciler) reconcileLeased(ctx context.Context, s *scope) (ctrl.Result
 		return r.recycle(ctx, s, kobev1.ReasonLeaseEnded, msg)
 	}
 	r.thawLeased(ctx, s)
+	if wait := leasedWriteWait(s.inst, s.now); wait > 0 {
+		// The bind is on record (spec.leaseRef); its status follows once
+		// it has lasted, so that a lease released at once costs no write.
+		s.patch.KeepStatus()
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
 	r.setPhase(s, kobev1.InstanceLeased, kobev1.ReasonBound, msg)
 	// The lease watch brings the end of the lease; the backend, the death
 	// of the member (InstanceLost).
