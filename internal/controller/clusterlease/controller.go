@@ -65,6 +65,10 @@ type Reconciler struct {
 	failures bindFailures
 	// audited remembers the ended leases whose audit record exists.
 	audited seen.Set
+	// goneMembers remembers, by the lease they named, the members whose
+	// deletion the cache showed (memberEvents): gone for good, they need no
+	// live read to be found gone.
+	goneMembers seen.Set
 	// auditBatches holds the audit records waiting for their batch's write.
 	auditBatches auditBatches
 	// positionWrites paces the writes of queued leases' positions.
@@ -98,7 +102,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&kobev1.ClusterLease{}, activeFirst()).
 		// A member turning Ready may let queued leases bind; a member
 		// disappearing may end the lease bound to it.
-		Watches(&kobev1.ClusterInstance{}, handler.EnqueueRequestsFromMapFunc(r.leasesForInstance)).
+		Watches(&kobev1.ClusterInstance{}, r.memberEvents()).
 		// A lease joining or leaving the queue moves the ones behind it.
 		Watches(&kobev1.ClusterLease{}, r.queueMoved()).
 		Complete(r)
@@ -169,6 +173,25 @@ func (r *Reconciler) enqueueBehind(ctx context.Context, moved *kobev1.ClusterLea
 	}
 }
 
+// memberEvents enqueues the leases a member event concerns
+// (leasesForInstance). A deleted member that named a lease is remembered
+// first, before its lease is woken, so that the ended lease's reconcile
+// finds it gone without a live read (recycleUnclaimed).
+func (r *Reconciler) memberEvents() handler.EventHandler {
+	leases := handler.EnqueueRequestsFromMapFunc(r.leasesForInstance)
+	return handler.Funcs{
+		CreateFunc:  leases.Create,
+		UpdateFunc:  leases.Update,
+		GenericFunc: leases.Generic,
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if inst, ok := e.Object.(*kobev1.ClusterInstance); ok && inst.Spec.LeaseRef != nil {
+				r.goneMembers.Add(types.NamespacedName{Namespace: inst.Namespace, Name: inst.Spec.LeaseRef.Name}, inst.UID)
+			}
+			leases.Delete(ctx, e, q)
+		},
+	}
+}
+
 func (r *Reconciler) leasesForInstance(ctx context.Context, o client.Object) []reconcile.Request {
 	inst, ok := o.(*kobev1.ClusterInstance)
 	if !ok {
@@ -207,6 +230,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		if apierrors.IsNotFound(err) {
 			r.failures.forget(req.NamespacedName)
 			r.audited.Forget(req.NamespacedName)
+			r.goneMembers.Forget(req.NamespacedName)
 			r.auditBatches.forget(req.NamespacedName)
 			r.positionWrites.Forget(req.NamespacedName)
 		}

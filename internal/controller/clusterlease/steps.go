@@ -55,8 +55,9 @@ func (r *Reconciler) reconcileEnded(ctx context.Context, s *scope) (ctrl.Result,
 
 // recycleUnclaimed recycles the member an ended lease's status names when
 // that member names no lease (a forged status, or one the lease ended with
-// before it was dropped). The cache answers the common case (the member
-// names a lease); an unclaimed one, or one the cache lacks, is read live.
+// before it was dropped). The cache answers the common cases (the member
+// names a lease; the cache showed its deletion); an unclaimed one, or one
+// the cache lacks without having seen it go, is read live.
 func (r *Reconciler) recycleUnclaimed(ctx context.Context, s *scope) error {
 	ref := s.lease.Status.InstanceRef
 	if ref == nil {
@@ -64,10 +65,14 @@ func (r *Reconciler) recycleUnclaimed(ctx context.Context, s *scope) error {
 	}
 	cached := &kobev1.ClusterInstance{}
 	err := r.Client.Get(ctx, types.NamespacedName{Namespace: s.lease.Namespace, Name: ref.Name}, cached)
-	if err != nil && !apierrors.IsNotFound(err) {
+	switch {
+	case apierrors.IsNotFound(err):
+		if r.goneMembers.Has(client.ObjectKeyFromObject(s.lease), ref.UID) {
+			return nil
+		}
+	case err != nil:
 		return fmt.Errorf("reading member %s: %w", ref.Name, err)
-	}
-	if err == nil && (cached.UID != ref.UID || cached.Spec.LeaseRef != nil) {
+	case cached.UID != ref.UID || cached.Spec.LeaseRef != nil:
 		return nil
 	}
 	inst, err := r.liveMember(ctx, s.lease.Namespace, ref)
