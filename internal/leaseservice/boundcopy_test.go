@@ -22,10 +22,11 @@ import (
 // lease is answered (a CI step that failed at once, make bench's cycles)
 // does not race the deferred write of the lease's bound copy: the release
 // waits for it, so neither write conflicts (a write the API server serves
-// for nothing) and the ended lease still names the member it held.
+// for nothing) and the ended lease still names the member it held; it ends
+// the copy that write left, with no live read.
 func TestReleaseRightAfterTheAnswer(t *testing.T) {
 	makePool(t, "quick-release", 1)
-	var conflicts atomic.Int32
+	var conflicts, leaseReads atomic.Int32
 	direct, err := client.NewWithWatch(fx.env.Config, client.Options{Scheme: fx.env.Scheme})
 	if err != nil {
 		t.Fatal(err)
@@ -38,6 +39,14 @@ func TestReleaseRightAfterTheAnswer(t *testing.T) {
 					conflicts.Add(1)
 				}
 				return err
+			},
+		})
+		o.APIReader = interceptor.NewClient(direct, interceptor.Funcs{
+			Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+				if _, ok := obj.(*kobev1.ClusterLease); ok {
+					leaseReads.Add(1)
+				}
+				return c.Get(ctx, key, obj, opts...)
 			},
 		})
 		// The deferred write lags the answer, as it does on a busy server.
@@ -53,8 +62,19 @@ func TestReleaseRightAfterTheAnswer(t *testing.T) {
 	if err != nil || !l.Bound() {
 		t.Fatalf("Create = %+v, %v; want it bound at once", l, err)
 	}
+	// Resolving the lease reads it live when the cache lacks it still:
+	// that read is not the release's.
+	testenv.Eventually(t, 150*time.Millisecond, "the lease in the cache", func() error {
+		return fx.mgr.GetClient().Get(t.Context(), client.ObjectKeyFromObject(l.Object), &kobev1.ClusterLease{})
+	})
+	reads := leaseReads.Load()
 	if err := s.Release(t.Context(), p, l.Object.Name); err != nil {
 		t.Fatal(err)
+	}
+	// The release starts from the bound copy it waited for, newer than
+	// the cache shows.
+	if n := leaseReads.Load() - reads; n != 0 {
+		t.Errorf("the release read the lease live %d times; want none", n)
 	}
 	testenv.Eventually(t, 10*time.Second, "the lease released", func() error {
 		got := &kobev1.ClusterLease{}

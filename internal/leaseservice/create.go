@@ -355,18 +355,22 @@ func (s *Service) bindNow(ctx context.Context, p *auth.Principal, l *kobev1.Clus
 	created, member := l.DeepCopy(), res.Instance.DeepCopy()
 	// The deferred work outlives ctx (and its deadline).
 	detached := context.WithoutCancel(ctx)
-	recorded := make(chan struct{})
-	s.recording.Store(created.UID, recorded)
+	recording := &boundCopy{done: make(chan struct{})}
+	s.recording.Store(created.UID, recording)
 	s.opts.Defer(func() {
 		ctx, cancel := context.WithTimeout(detached, AfterAnswerTimeout)
 		defer cancel()
 		defer func() {
-			close(recorded)
+			close(recording.done)
 			s.recording.Delete(created.UID)
 		}()
-		if err := s.recordBound(ctx, created, member, ttl); err != nil {
+		wrote, err := s.recordBound(ctx, created, member, ttl)
+		switch {
+		case err != nil:
 			// The lease controller records it from the member.
 			s.opts.Log.Info("Could not record a bind on its lease; the lease controller will", "lease", created.Name, "member", member.Name, "error", err.Error())
+		case wrote:
+			recording.written = created
 		}
 		metrics.LeaseBound(created.Spec.Pool, "api", elapsed)
 		metrics.LeaseRequest(created.Spec.Pool, "bound")
@@ -383,21 +387,36 @@ func (s *Service) bindNow(ctx context.Context, p *auth.Principal, l *kobev1.Clus
 // its member.
 const BoundCopyWait = 500 * time.Millisecond
 
+// boundCopy is this replica's deferred write of a new lease's bound copy
+// (bindNow): done is closed once it is over; written is then the lease as
+// the write left it, nil if it failed.
+type boundCopy struct {
+	done    chan struct{}
+	written *kobev1.ClusterLease
+}
+
 // awaitBoundCopy waits, at most BoundCopyWait, until this replica's
 // deferred write of the bound copy of the lease with uid is done; at once
-// when there is none (another replica answered, or it is long done).
-func (s *Service) awaitBoundCopy(ctx context.Context, uid types.UID) {
+// when there is none (another replica answered, or it is long done). It
+// returns the lease as that write left it (the cache may not show it yet),
+// or nil.
+func (s *Service) awaitBoundCopy(ctx context.Context, uid types.UID) *kobev1.ClusterLease {
 	v, ok := s.recording.Load(uid)
 	if !ok {
-		return
+		return nil
 	}
+	rec := v.(*boundCopy)
 	t := time.NewTimer(BoundCopyWait)
 	defer t.Stop()
 	select {
-	case <-v.(chan struct{}):
+	case <-rec.done:
+		if rec.written != nil {
+			return rec.written.DeepCopy()
+		}
 	case <-t.C:
 	case <-ctx.Done():
 	}
+	return nil
 }
 
 // fastPath is what the request path made of a new lease.
@@ -437,11 +456,13 @@ func (s *Service) headOfQueue(ctx context.Context, l *kobev1.ClusterLease) bool 
 }
 
 // recordBound writes the lease's copy of the bind that inst confirms,
-// starting from l as created. It stops when the lease ended meanwhile (its
-// member is then recycled) or someone recorded the bind first.
-func (s *Service) recordBound(ctx context.Context, l *kobev1.ClusterLease, inst *kobev1.ClusterInstance, ttl time.Duration) error {
+// starting from l as created, and says whether it did (l is then as the
+// write left it). It stops when the lease ended meanwhile (its member is
+// then recycled) or someone recorded the bind first.
+func (s *Service) recordBound(ctx context.Context, l *kobev1.ClusterLease, inst *kobev1.ClusterInstance, ttl time.Duration) (wrote bool, err error) {
 	first := true
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		wrote = false
 		if !first {
 			if err := s.opts.APIReader.Get(ctx, client.ObjectKeyFromObject(l), l); err != nil {
 				return client.IgnoreNotFound(err)
@@ -452,8 +473,13 @@ func (s *Service) recordBound(ctx context.Context, l *kobev1.ClusterLease, inst 
 			return nil
 		}
 		binding.RecordBound(l, inst, ttl)
-		return s.opts.Client.Status().Update(ctx, l)
+		if err := s.opts.Client.Status().Update(ctx, l); err != nil {
+			return err
+		}
+		wrote = true
+		return nil
 	})
+	return wrote, err
 }
 
 // withdraw ends a lease whose kubeconfig could not be minted, so that it

@@ -251,14 +251,24 @@ func (s *Service) Release(ctx context.Context, p *auth.Principal, ref string) er
 	if err != nil {
 		return err
 	}
-	s.awaitBoundCopy(ctx, l.UID)
+	if written := s.awaitBoundCopy(ctx, l.UID); written != nil {
+		l = written // newer than the cache may show
+	}
 	ended := false
 	var held *kobev1.ClusterLease // l as it was before its end
+	fromCache := true
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		ended = false
-		if err := s.opts.APIReader.Get(ctx, client.ObjectKeyFromObject(l), l); err != nil {
-			return err
+		// The first try ends l as the cache (or this replica's bound copy)
+		// showed it: the write is fenced by its resourceVersion, so a copy
+		// that is not current fails (a conflict) and the next try reads
+		// live. A lease never leaves an ended phase: one shown ended is.
+		if !fromCache {
+			if err := s.opts.APIReader.Get(ctx, client.ObjectKeyFromObject(l), l); err != nil {
+				return err
+			}
 		}
+		fromCache = false
 		if !lease.IsActive(l) {
 			return nil
 		}

@@ -83,8 +83,8 @@ type Service struct {
 	requesters requesterLocks
 	// activity dedupes the recording of connect activity (RecordActivity).
 	activity activityLog
-	// recording holds, by lease UID, a channel closed once this replica's
-	// deferred write of a new lease's bound copy is done (bindNow).
+	// recording holds, by lease UID, this replica's deferred write of a new
+	// lease's bound copy (*boundCopy) until it is done (bindNow).
 	recording sync.Map
 }
 
