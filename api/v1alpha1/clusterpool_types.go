@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -488,6 +489,69 @@ type ClusterTemplate struct {
 	// +listMapKey=registry
 	// +kubebuilder:validation:MaxItems=16
 	RegistryMirrors []RegistryMirror `json:"registryMirrors,omitempty"`
+
+	// limits bound what each member may take of the host it runs on, so
+	// that a holder at a limit fails inside the member and never takes a
+	// neighbour or the operator with it. Unset fields get the operator's
+	// defaults, and every field is capped at the operator's ceiling
+	// (status.memberLimits says what members get; docs/security.md).
+	// +optional
+	Limits *MemberLimits `json:"limits,omitempty"`
+
+	// networkVolumes says whether the member's pods may use volumes that
+	// the node's kernel mounts from the network (nfs, iscsi, cephfs, rbd,
+	// glusterfs, fc, and PersistentVolumes of those kinds): Refused (the
+	// default) or Allowed. The host kernel mounts whatever the holder
+	// serves, and a hung hard mount leaves processes nothing can kill;
+	// Allowed is for pools whose pods need them, and egress then applies
+	// to the mounts.
+	// +optional
+	NetworkVolumes NetworkVolumePolicy `json:"networkVolumes,omitempty"`
+}
+
+// NetworkVolumePolicy says whether a member's pods may mount network volumes.
+// +kubebuilder:validation:Enum=Refused;Allowed
+type NetworkVolumePolicy string
+
+const (
+	// NetworkVolumesRefused: the member's API server refuses pods and
+	// PersistentVolumes with a kernel-mounted network volume.
+	NetworkVolumesRefused NetworkVolumePolicy = "Refused"
+	// NetworkVolumesAllowed: they are admitted.
+	NetworkVolumesAllowed NetworkVolumePolicy = "Allowed"
+)
+
+// MemberLimits bound one member as a whole: its control plane and its
+// nodes with every pod on them.
+type MemberLimits struct {
+	// memory is the memory the member may use in all, enforced by the
+	// kernel: past it the kernel's OOM killer picks a process of this
+	// member only.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('256Mi')) >= 0",message="limits.memory must be at least 256Mi: a member's control plane alone needs about that"
+	Memory *resource.Quantity `json:"memory,omitempty"`
+
+	// processes is how many processes and threads the member may run at
+	// once, in all (the kernel's pids.max): past it a fork fails inside the
+	// member only.
+	// +optional
+	// +kubebuilder:validation:Minimum=256
+	// +kubebuilder:validation:Maximum=4194304
+	Processes *int64 `json:"processes,omitempty"`
+
+	// podProcesses is how many processes and threads one pod of the member
+	// may run at once (the member kubelets' podPidsLimit).
+	// +optional
+	// +kubebuilder:validation:Minimum=16
+	// +kubebuilder:validation:Maximum=4194304
+	PodProcesses *int64 `json:"podProcesses,omitempty"`
+
+	// disk is the space the member's data may take on the host (etcd,
+	// logs, images, containers' layers, emptyDirs, hostPath volumes):
+	// a write past it fails with ENOSPC inside the member.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('1Gi')) >= 0",message="limits.disk must be at least 1Gi: etcd and the logs of a member need about that"
+	Disk *resource.Quantity `json:"disk,omitempty"`
 }
 
 // RegistryMirror sends the pulls of images of one registry to mirrors.
@@ -892,6 +956,11 @@ type ClusterPoolStatus struct {
 	// operator restart skips the rest of a block.
 	// +optional
 	NextOrdinal int32 `json:"nextOrdinal,omitempty"`
+
+	// memberLimits are the limits new members get: the pool's
+	// cluster.limits with the operator's defaults and ceilings applied.
+	// +optional
+	MemberLimits *MemberLimits `json:"memberLimits,omitempty"`
 
 	// templateHash identifies the member template the pool builds now.
 	// +optional

@@ -28,6 +28,9 @@ const (
 	// (NodesNotRequested: the pool asks for none; NodesUnavailable: nodes
 	// is unset and this operator cannot give members a node).
 	ConditionNodes = "Nodes"
+	// ConditionMemberLimits (local and kubernetes backend pool): the
+	// limits each new member gets (status.memberLimits).
+	ConditionMemberLimits = "MemberLimits"
 
 	// ConditionProvisioned (instance): the backend reports the member built.
 	ConditionProvisioned = "Provisioned"
@@ -101,6 +104,12 @@ const (
 	// ReasonNodesUnavailable (pool Nodes False): nodes is unset and the
 	// operator cannot give members a node (the message says why).
 	ReasonNodesUnavailable = "NodesUnavailable"
+	// ReasonLimitsApplied (pool MemberLimits True): members get what the
+	// pool asks, with the operator's defaults.
+	ReasonLimitsApplied = "LimitsApplied"
+	// ReasonLimitsCapped (pool MemberLimits True): the pool asks for more
+	// than the operator's ceiling; members get the ceiling.
+	ReasonLimitsCapped = "LimitsCapped"
 
 	// ReasonCreating: the backend is building the member.
 	ReasonCreating = "Creating"

@@ -79,6 +79,18 @@ var invalidCases = []invalidCase{
 		want: []string{"spec.cluster.registryMirrors[0].registry", "should match"}},
 	{name: "pool registry mirrors of one registry twice", kind: pool, spec: `cluster: {registryMirrors: [{registry: docker.io, endpoints: ["https://a.example"]}, {registry: docker.io, endpoints: ["https://b.example"]}]}`,
 		want: []string{"spec.cluster.registryMirrors[1]", "Duplicate value"}},
+	{name: "pool member memory below a control plane's", kind: pool, spec: `cluster: {limits: {memory: 100Mi}}`,
+		want: []string{"spec.cluster.limits.memory", "limits.memory must be at least 256Mi"}},
+	{name: "pool member memory that is no quantity", kind: pool, spec: `cluster: {limits: {memory: lots}}`,
+		want: []string{"spec.cluster.limits.memory"}},
+	{name: "pool member disk below etcd's", kind: pool, spec: `cluster: {limits: {disk: 512Mi}}`,
+		want: []string{"spec.cluster.limits.disk", "limits.disk must be at least 1Gi"}},
+	{name: "pool member processes too few to start", kind: pool, spec: `cluster: {limits: {processes: 10}}`,
+		want: []string{"spec.cluster.limits.processes", "greater than or equal to 256"}},
+	{name: "pool pod processes too few", kind: pool, spec: `cluster: {limits: {podProcesses: 1}}`,
+		want: []string{"spec.cluster.limits.podProcesses", "greater than or equal to 16"}},
+	{name: "pool network volumes neither refused nor allowed", kind: pool, spec: `cluster: {networkVolumes: Maybe}`,
+		want: []string{"spec.cluster.networkVolumes", `"Refused", "Allowed"`}},
 	{name: "pool warm.running negative", kind: pool, spec: `warm: {running: -1}`,
 		want: []string{"spec.warm.running", "should be greater than or equal to 0"}},
 	{name: "pool size negative", kind: pool, spec: `size: -1`,
@@ -306,6 +318,10 @@ var invalidCases = []invalidCase{
 }
 
 var validCases = []validCase{
+	{name: "pool member limits", kind: pool, spec: `cluster: {limits: {memory: 3Gi, processes: 2048, podProcesses: 512, disk: 8Gi}, networkVolumes: Allowed}`,
+		want: map[string]string{"spec.cluster.limits.memory": "3Gi", "spec.cluster.limits.processes": "2048", "spec.cluster.networkVolumes": "Allowed"}},
+	{name: "pool member memory in bytes", kind: pool, spec: `cluster: {limits: {memory: 1073741824}}`,
+		want: map[string]string{"spec.cluster.limits.memory": "1073741824"}},
 	// nodes unset takes the operator's default; an explicit 0 (API-only
 	// members) is kept as written, not dropped as an empty value.
 	{name: "pool preloadImages with nodes unset", kind: pool, spec: `backend: {type: local, local: {preloadImages: [a.tar]}}`,
