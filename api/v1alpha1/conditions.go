@@ -110,6 +110,9 @@ const (
 	// ReasonLimitsCapped (pool MemberLimits True): the pool asks for more
 	// than the operator's ceiling; members get the ceiling.
 	ReasonLimitsCapped = "LimitsCapped"
+	// ReasonLimitsNotEnforced (pool MemberLimits False): the wired backend
+	// cannot enforce limits on this operator; members run without.
+	ReasonLimitsNotEnforced = "LimitsNotEnforced"
 
 	// ReasonCreating: the backend is building the member.
 	ReasonCreating = "Creating"

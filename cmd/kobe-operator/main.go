@@ -246,6 +246,7 @@ func setupControllers(mgr ctrl.Manager, backends backend.Registry, binder *bindi
 		RequireNetworkPolicy:    o.kubernetes.RequireNetworkPolicyEnforcement,
 		MaxConcurrentReconciles: o.poolWorkers,
 		Leadership:              leader,
+		Limits:                  o.memberLimits.Policy(),
 	}
 	if netpol != nil {
 		// Only when set: a nil *Prober would be a non-nil interface.

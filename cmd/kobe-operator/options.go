@@ -16,6 +16,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/cleanup"
 	"github.com/kunobi-ninja/kobe/internal/controller/clusterlease"
 	"github.com/kunobi-ninja/kobe/internal/leaseservice"
+	"github.com/kunobi-ninja/kobe/internal/pool"
 )
 
 // options are the operator's flags: its own, then one set per component,
@@ -43,6 +44,7 @@ type options struct {
 	leaseLimits    leaseservice.Flags
 	leaseRetention clusterlease.Flags
 	receipts       cleanup.Flags
+	memberLimits   pool.LimitFlags
 }
 
 func (o *options) bind(fs *flag.FlagSet) {
@@ -72,6 +74,7 @@ func (o *options) bind(fs *flag.FlagSet) {
 	o.leaseLimits.Bind(fs)
 	o.leaseRetention.Bind(fs)
 	o.receipts.Bind(fs)
+	o.memberLimits.Bind(fs)
 }
 
 // validate returns the first refusal of any flag set, then resolves the
@@ -82,6 +85,7 @@ func (o *options) validate() error {
 		o.local.Validate,
 		o.leaseLimits.Validate,
 		o.receipts.Validate,
+		o.memberLimits.Validate,
 		o.sweep.validate,
 		o.validateMemberPoll,
 		o.validateWorkers,

@@ -14,6 +14,11 @@
 //	testapp webhook CERT KEY
 //	                     serve a validating admission webhook on :8443 (HTTPS
 //	                     with CERT and KEY) that refuses objects named deny-*
+//	testapp spawn MAX SECONDS
+//	                     start `testapp hold SECONDS` processes until a start
+//	                     fails (exit 0) or MAX run (exit 1)
+//	testapp eat MAX      allocate and touch memory, 64 MiB at a time, up to
+//	                     MAX MiB (exit 1 when nothing stopped it)
 //	testapp spoof SRC[,SRC...] HOST:PORT
 //	                     send 3 UDP datagrams to HOST:PORT from each forged
 //	                     IPv4 source SRC over a raw socket (needs NET_RAW),
@@ -44,6 +49,14 @@ func run(args []string) error {
 	if len(args) == 0 {
 		return serve()
 	}
+	switch {
+	case args[0] == "spawn" && len(args) == 3:
+		return spawn(args[1], args[2])
+	case args[0] == "hold" && len(args) == 2:
+		return hold(args[1])
+	case args[0] == "eat" && len(args) == 2:
+		return eat(args[1])
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	switch {
@@ -60,7 +73,7 @@ func run(args []string) error {
 	case args[0] == "spoof":
 		return errSpoofUsage
 	case len(args) != 2:
-		return fmt.Errorf("usage: testapp [get URL | dial HOST:PORT | read PATH | write PATH CONTENT | configmap NAME KEY=VALUE... | fail MESSAGE | webhook CERT KEY | spoof SRC[,SRC...] HOST:PORT]")
+		return fmt.Errorf("usage: testapp [get URL | dial HOST:PORT | read PATH | write PATH CONTENT | configmap NAME KEY=VALUE... | fail MESSAGE | webhook CERT KEY | spawn MAX SECONDS | hold SECONDS | eat MAX | spoof SRC[,SRC...] HOST:PORT]")
 	}
 	switch args[0] {
 	case "get":

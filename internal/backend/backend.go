@@ -141,6 +141,16 @@ type NodeDefaulter interface {
 	DefaultNodes(spec *kobev1.ClusterPoolSpec) (nodes int32, why string)
 }
 
+// LimitEnforcer is implemented by backends whose members run on a host they
+// could exhaust (spec.cluster.limits; issue 42).
+type LimitEnforcer interface {
+	// EnforcesLimits reports whether members built now get their
+	// cluster.limits enforced by the kernel, and when not, why (shown on
+	// the pool: "the operator is not root"). It may look at the host but
+	// never blocks on the network.
+	EnforcesLimits() (ok bool, why string)
+}
+
 // Fencer is implemented by backends that can make a member's API server
 // stop answering at once, before the slower Delete. Every credential a
 // lease holder has (the lease's client certificate, ServiceAccount tokens

@@ -379,3 +379,117 @@ func UnifiedCgroup(rel string) (string, error) {
 	}
 	return "", errors.New("no cgroup2 hierarchy is mounted: members cannot be frozen")
 }
+
+// CreateCgroup creates the cgroup rel (a clean relative path) in every
+// hierarchy, parents included.
+func CreateCgroup(rel string) error {
+	if err := validRel(rel); err != nil {
+		return err
+	}
+	return createCgroup(rel)
+}
+
+// JoinCgroup moves pid into the cgroup rel in every hierarchy.
+func JoinCgroup(rel string, pid int) error {
+	if err := validRel(rel); err != nil {
+		return err
+	}
+	return joinCgroup(rel, pid)
+}
+
+// CgroupLimits are the kernel's bounds on a cgroup and all below it; zero
+// fields are left as they are.
+type CgroupLimits struct {
+	// MemoryBytes: past it the kernel reclaims, then OOM-kills a process
+	// of the cgroup, never one outside it.
+	MemoryBytes int64
+	// Pids bounds the tasks (processes and threads): past it fork and
+	// clone fail with EAGAIN inside the cgroup.
+	Pids int64
+}
+
+// LimitCgroup writes limits on the cgroup rel, which must exist, in the
+// hierarchies that have the controllers (memory and pids, cgroup v1 or
+// v2). A limit that no mounted hierarchy can enforce is an error: a member
+// must never run unbounded while its pool says it is bounded.
+func LimitCgroup(rel string, l CgroupLimits) error {
+	if err := validRel(rel); err != nil {
+		return err
+	}
+	hs, err := hierarchies()
+	if err != nil {
+		return err
+	}
+	memSet, pidsSet := l.MemoryBytes <= 0, l.Pids <= 0
+	for _, h := range hs {
+		dir := filepath.Join(h.mount, rel)
+		if h.v2 {
+			ok, err := limitUnified(h.mount, rel, l)
+			if err != nil {
+				return err
+			}
+			memSet, pidsSet = memSet || ok["memory"], pidsSet || ok["pids"]
+			continue
+		}
+		ctrls := strings.Split(h.controllers, ",")
+		if l.MemoryBytes > 0 && slices.Contains(ctrls, "memory") {
+			if err := writeCgroupFile(dir, "memory.limit_in_bytes", strconv.FormatInt(l.MemoryBytes, 10)); err != nil {
+				return err
+			}
+			memSet = true
+		}
+		if l.Pids > 0 && slices.Contains(ctrls, "pids") {
+			if err := writeCgroupFile(dir, "pids.max", strconv.FormatInt(l.Pids, 10)); err != nil {
+				return err
+			}
+			pidsSet = true
+		}
+	}
+	switch {
+	case !memSet:
+		return errors.New("no mounted cgroup hierarchy has the memory controller: a memory limit cannot be enforced")
+	case !pidsSet:
+		return errors.New("no mounted cgroup hierarchy has the pids controller: a process limit cannot be enforced")
+	}
+	return nil
+}
+
+// limitUnified writes the limits in the cgroup2 hierarchy mounted at
+// mount, for the controllers its root offers (none on a hybrid host whose
+// v1 hierarchies hold them): each is enabled for the children of every
+// ancestor of rel first, as cgroup v2 requires. It reports which it set.
+func limitUnified(mount, rel string, l CgroupLimits) (map[string]bool, error) {
+	data, err := os.ReadFile(filepath.Join(mount, "cgroup.controllers"))
+	if err != nil {
+		return nil, fmt.Errorf("reading %s/cgroup.controllers: %w", mount, err)
+	}
+	offered := strings.Fields(string(data))
+	set := map[string]bool{}
+	for _, w := range []struct {
+		ctrl, file string
+		v          int64
+	}{{"memory", "memory.max", l.MemoryBytes}, {"pids", "pids.max", l.Pids}} {
+		if w.v <= 0 || !slices.Contains(offered, w.ctrl) {
+			continue
+		}
+		dir := mount
+		for part := range strings.SplitSeq(rel, "/") {
+			if err := writeCgroupFile(dir, "cgroup.subtree_control", "+"+w.ctrl); err != nil {
+				return nil, err
+			}
+			dir = filepath.Join(dir, part)
+		}
+		if err := writeCgroupFile(dir, w.file, strconv.FormatInt(w.v, 10)); err != nil {
+			return nil, err
+		}
+		set[w.ctrl] = true
+	}
+	return set, nil
+}
+
+func writeCgroupFile(dir, file, v string) error {
+	if err := os.WriteFile(filepath.Join(dir, file), []byte(v), 0o644); err != nil {
+		return fmt.Errorf("writing %s to %s: %w", v, filepath.Join(dir, file), err)
+	}
+	return nil
+}

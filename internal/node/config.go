@@ -104,6 +104,15 @@ type Config struct {
 
 	// MaxPods caps the pods kubelet admits.
 	MaxPods int32 `json:"maxPods,omitempty"`
+	// PodPidsLimit caps the processes and threads of one pod (kubelet's
+	// podPidsLimit; 0: none): the member's cluster.limits.podProcesses.
+	PodPidsLimit int64 `json:"podPidsLimit,omitempty"`
+	// PidsMax caps the processes and threads of the node as a whole,
+	// kubelet and containerd included (pids.max of the node's cgroup; 0:
+	// none). In a node pod, whose cgroup the host's kubelet made, the
+	// agent writes it on the cgroup it starts everything in; a local
+	// member's nodes are bounded by the member's cgroup instead.
+	PidsMax int64 `json:"pidsMax,omitempty"`
 }
 
 // Route is a destination range reached through a gateway on the link.

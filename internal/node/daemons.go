@@ -243,6 +243,9 @@ func kubeletConfig(c *Config, nodeIP, cgroupRoot, sock, podLogs string, protectK
 	if c.MaxPods > 0 {
 		cfg["maxPods"] = c.MaxPods
 	}
+	if c.PodPidsLimit > 0 {
+		cfg["podPidsLimit"] = c.PodPidsLimit
+	}
 	if c.ClusterDNS != "" {
 		cfg["clusterDNS"] = []string{c.ClusterDNS}
 	}

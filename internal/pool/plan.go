@@ -56,6 +56,11 @@ type Input struct {
 	// DefaultNodes is what the wired backend gives a member when the pool
 	// leaves its nodes field unset (zero: no node).
 	DefaultNodes NodeDefault
+	// Limits are the operator's defaults and ceilings of member limits.
+	Limits LimitPolicy
+	// LimitsRefusal is why the wired backend cannot enforce member limits
+	// on this operator (backend.LimitEnforcer); empty when it can.
+	LimitsRefusal string
 }
 
 // NetworkPolicyCheck is the prober's verdict as a pool sees it.
@@ -138,7 +143,11 @@ type Plan struct {
 	// MemberBackend is the backend spec new members are built with: the
 	// pool's, with its nodes resolved (WithDefaultNodes).
 	MemberBackend kobev1.BackendSpec
-	Counters      Counters
+	// MemberLimits are the limits new members are built with (the pool's
+	// cluster.limits resolved by Input.Limits; nil for backends that run
+	// nothing on a host): status.memberLimits.
+	MemberLimits *kobev1.MemberLimits
+	Counters     Counters
 	// Outdated counts the unbound Ready and Creating members the pool
 	// replaces (status.outdated).
 	Outdated int32
@@ -203,9 +212,13 @@ func Decide(in Input) Plan {
 	// operator can now run nodes) replaces its members like any change.
 	built := *p.Spec.DeepCopy()
 	built.Backend = WithDefaultNodes(p.Spec.Backend, in.DefaultNodes)
+	// Limits too: members built before the operator's limits changed are
+	// replaced like any change, so no member keeps looser limits.
+	limits, limitsCond := memberLimits(&p.Spec, in.Limits, in.LimitsRefusal)
+	built.Cluster.Limits = limits
 	hash := TemplateHashWith(&built, in.Bundles)
 	plan := Plan{Counters: count(in.Members), NextOrdinal: nextOrdinal(p, in.Members, in.FirstFree), TemplateHash: hash,
-		MemberBackend: built.Backend}
+		MemberBackend: built.Backend, MemberLimits: limits}
 	c := plan.Counters
 	wired := slices.Contains(in.Wired, p.Spec.Backend.Type)
 	// buildable: wired, and nothing the pool asks for is refused here.
@@ -249,6 +262,9 @@ func Decide(in Input) Plan {
 	}
 	if nc := nodesCondition(&p.Spec, in.DefaultNodes); nc != nil && wired {
 		plan.Conditions = append(plan.Conditions, *nc)
+	}
+	if limitsCond != nil && wired {
+		plan.Conditions = append(plan.Conditions, *limitsCond)
 	}
 	plan.Conditions = append(plan.Conditions, niCond, readyCond)
 

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -153,6 +154,11 @@ func runWithOperator(m *testing.M) (int, error) {
 				}},
 				Access: &kobev1.AccessSpec{Mode: mode},
 			},
+		}
+		if name == directPool {
+			// The noisy neighbour's attacks run here (limits_test.go).
+			p.Spec.Cluster.Limits = &kobev1.MemberLimits{Memory: ptr.To(resource.MustParse(directMemory)),
+				Processes: ptr.To[int64](directProcesses), PodProcesses: ptr.To[int64](directProcesses)}
 		}
 		if name == proxyPool {
 			// The hostile suite checks both: no egress, and public only.

@@ -163,16 +163,13 @@ func thawForKill(ctx context.Context, dir string) error {
 	return thawCgroup(ctx, string(uid))
 }
 
-// removeFreezeCgroup removes what Freeze created for a member without
-// nodes, once its processes are gone (destroyNodeHost removes the cgroups
+// removeFreezeCgroup removes what Freeze and confine created for a member
+// without nodes, once its processes are gone (destroyNodeHost removes the cgroups
 // of a member with nodes).
 func removeFreezeCgroup(uid types.UID) error {
-	cg, err := node.UnifiedCgroup(NodeCgroup(string(uid)))
-	if err != nil {
-		return nil //nolint:nilerr // without cgroup2 Freeze created nothing
-	}
-	if _, err := os.Stat(cg); errors.Is(err, fs.ErrNotExist) {
-		return nil
+	// Made by Freeze in the unified hierarchy, or by confine in all.
+	if where, err := node.CgroupPaths(NodeCgroup(string(uid))); err != nil || len(where) == 0 {
+		return err
 	}
 	if err := node.RemoveCgroup(NodeCgroup(string(uid))); err != nil {
 		return err

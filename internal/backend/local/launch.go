@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kunobi-ninja/kobe/internal/addressguard"
+	"github.com/kunobi-ninja/kobe/internal/node"
 	"github.com/kunobi-ninja/kobe/internal/podsecurity"
 )
 
@@ -187,6 +188,14 @@ func (b *Backend) startComponent(rt *memberRT, p paths, st *state, c string) (pr
 		ch.err = cmd.Wait()
 		close(ch.done)
 	}()
+	if st.Confined {
+		// Before it answers anyone: nothing a holder asks of it runs
+		// outside the member's limits.
+		if err := node.JoinCgroup(cpCgroup(string(st.UID)), cmd.Process.Pid); err != nil {
+			_ = cmd.Process.Kill()
+			return process{}, fmt.Errorf("moving %s into the member's cgroup: %w", c, err)
+		}
+	}
 	return process{Component: c, PID: cmd.Process.Pid, StartedAt: time.Now().UTC()}, nil
 }
 

@@ -152,6 +152,11 @@ type state struct {
 	Failure string `json:"failure,omitempty"`
 	// Processes are the member's running components.
 	Processes []process `json:"processes"`
+	// Confined: the member's cgroup bounds it (limits.go), and each
+	// component joins cpCgroup when it starts.
+	Confined bool `json:"confined,omitempty"`
+	// PodPidsLimit is the nodes' kubelet podPidsLimit (0: none).
+	PodPidsLimit int64 `json:"podPidsLimit,omitempty"`
 }
 
 // stateEgress is the pool's egress as the member was built with it.

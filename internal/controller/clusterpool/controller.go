@@ -83,6 +83,9 @@ type Reconciler struct {
 	// the cap and reports Capacity False, HostCapacityReached. Types not
 	// listed, or with Max 0, have no cap.
 	HostCaps map[kobev1.BackendType]HostCap
+	// Limits are the operator's defaults and ceilings of member limits
+	// (--member-* flags); the zero value gives members no limits.
+	Limits pool.LimitPolicy
 	// NetworkPolicy says whether the host cluster enforces the
 	// NetworkPolicy that isolates each kubernetes backend member (the
 	// netpolprobe.Prober); nil: nobody judges it and no pool reports it.
@@ -316,7 +319,7 @@ func (r *Reconciler) plan(s *scope, members []kobev1.ClusterInstance) pool.Plan 
 		Pool: p, Members: members, FirstFree: r.ordinals.firstFree(p.UID), QueueDepth: s.queue, Wired: wired,
 		Backend: r.capabilities(p.Spec.Backend.Type), Now: s.conds.Now, SignalGrace: r.SignalGrace, Host: s.host,
 		Bundles: s.bundles, JobBundles: s.jobBundles, JobsRefusal: r.jobsRefusal(p), NetworkPolicy: s.netpol,
-		DefaultNodes: r.defaultNodes(p),
+		DefaultNodes: r.defaultNodes(p), Limits: r.Limits, LimitsRefusal: r.limitsRefusal(p),
 	})
 }
 
@@ -334,6 +337,23 @@ func (r *Reconciler) defaultNodes(p *kobev1.ClusterPool) pool.NodeDefault {
 	}
 	n, why := d.DefaultNodes(&p.Spec)
 	return pool.NodeDefault{Count: n, Why: why}
+}
+
+// limitsRefusal is why the wired backend of p's type cannot enforce member
+// limits; empty when it can, or when it is not wired (nothing is built).
+func (r *Reconciler) limitsRefusal(p *kobev1.ClusterPool) string {
+	b, ok := r.Backends.For(p.Spec.Backend.Type)
+	if !ok {
+		return ""
+	}
+	e, ok := b.(backend.LimitEnforcer)
+	if !ok {
+		return "the " + string(p.Spec.Backend.Type) + " backend does not enforce cluster.limits yet"
+	}
+	if ok, why := e.EnforcesLimits(); !ok {
+		return why
+	}
+	return ""
 }
 
 // networkPolicy is the prober's verdict for a kubernetes backend pool's

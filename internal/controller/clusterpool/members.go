@@ -106,6 +106,7 @@ func (r *Reconciler) createMembers(ctx context.Context, s *scope) error {
 		for i, n := range plan.Create[next : next+size] {
 			m := pool.NewMember(p, n, plan.TemplateHash)
 			m.Spec.Backend = *plan.MemberBackend.DeepCopy()
+			m.Spec.Cluster.Limits = plan.MemberLimits.DeepCopy()
 			batch[i] = m
 			wg.Go(func() { errs[i] = r.createMember(ctx, m) })
 		}

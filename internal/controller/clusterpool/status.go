@@ -26,6 +26,7 @@ func (r *Reconciler) setStatus(_ context.Context, s *scope) error {
 	st.NextOrdinal = max(st.NextOrdinal, plan.NextOrdinal)
 	st.Outdated = plan.Outdated
 	setTemplate(st, plan.TemplateHash)
+	st.MemberLimits = plan.MemberLimits.DeepCopy()
 	if plan.Pressure {
 		// In the API, not in memory: a restarted operator still waits
 		// scaleDownAfter from here before it shrinks the pool.
@@ -45,8 +46,9 @@ func (r *Reconciler) setStatus(_ context.Context, s *scope) error {
 		}
 	}
 	// Only scaling pools with a demand measurement report DemandCovered,
-	// only judged kubernetes backend pools NetworkPolicyEnforced.
-	for _, t := range []string{kobev1.ConditionDemandCovered, kobev1.ConditionNetworkPolicyEnforced} {
+	// only judged kubernetes backend pools NetworkPolicyEnforced, only
+	// pools of backends that run members on a host MemberLimits.
+	for _, t := range []string{kobev1.ConditionDemandCovered, kobev1.ConditionNetworkPolicyEnforced, kobev1.ConditionMemberLimits} {
 		if meta.FindStatusCondition(plan.Conditions, t) == nil {
 			meta.RemoveStatusCondition(&st.Conditions, t)
 		}

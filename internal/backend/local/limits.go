@@ -1,0 +1,93 @@
+package local
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+
+	"github.com/kunobi-ninja/kobe/internal/backend"
+	"github.com/kunobi-ninja/kobe/internal/node"
+)
+
+// Limits (issue 42): a member's spec.cluster.limits are enforced by the
+// kernel on the member's cgroup, NodeCgroup(uid), made before any of its
+// processes starts. Its control plane runs in cpCgroup(uid) and each node
+// in nodeCgroup(uid, i), both below it, so memory.limit_in_bytes (or
+// memory.max) and pids.max bound the member as a whole: a holder who forks
+// or allocates without end fails inside the member, and the kernel's OOM
+// killer picks one of its processes, never a neighbour's or the
+// operator's. Per pod, the nodes' kubelets apply podPidsLimit.
+
+var _ backend.LimitEnforcer = (*Backend)(nil)
+
+// EnforcesLimits: only an operator running as root on a host whose cgroup
+// hierarchies have the memory and pids controllers can bound its members.
+// Probed once, by limiting and removing an empty cgroup.
+func (b *Backend) EnforcesLimits() (bool, string) {
+	c := &b.canLimit
+	c.once.Do(func() { c.ok, c.why = probeLimits() })
+	return c.ok, c.why
+}
+
+func probeLimits() (bool, string) {
+	if os.Geteuid() != 0 {
+		return false, "the operator is not root (cgroups need it)"
+	}
+	probe := "kobe/limit-probe-" + strconv.Itoa(os.Getpid())
+	if err := node.CreateCgroup(probe); err != nil {
+		return false, fmt.Sprintf("cannot make a cgroup: %v", err)
+	}
+	err := node.LimitCgroup(probe, node.CgroupLimits{MemoryBytes: 1 << 30, Pids: 1024})
+	_ = node.RemoveCgroup(probe)
+	_ = node.RemoveEmptyCgroup("kobe")
+	if err != nil {
+		return false, err.Error()
+	}
+	return true, ""
+}
+
+// memberCgroupLimits are the kernel limits of member m's cgroup; ok is
+// false when its spec sets none that a cgroup enforces.
+func memberCgroupLimits(m backend.Member) (l node.CgroupLimits, ok bool) {
+	lim := m.Spec.Cluster.Limits
+	if lim == nil {
+		return l, false
+	}
+	if lim.Memory != nil {
+		l.MemoryBytes = lim.Memory.Value()
+	}
+	if lim.Processes != nil {
+		l.Pids = *lim.Processes
+	}
+	return l, l.MemoryBytes > 0 || l.Pids > 0
+}
+
+// podPidsLimit is the nodes' kubelet podPidsLimit of member m (0: none).
+func podPidsLimit(m backend.Member) int64 {
+	if lim := m.Spec.Cluster.Limits; lim != nil && lim.PodProcesses != nil {
+		return *lim.PodProcesses
+	}
+	return 0
+}
+
+// confine makes member m's cgroup with its limits, before any of its
+// processes starts; it reports whether the member's processes must join
+// it. A member whose limits this host cannot enforce is built unbounded,
+// as its pool's MemberLimits condition says (EnforcesLimits).
+func (b *Backend) confine(m backend.Member) (bool, error) {
+	l, ok := memberCgroupLimits(m)
+	if !ok {
+		return false, nil
+	}
+	if ok, _ := b.EnforcesLimits(); !ok {
+		return false, nil
+	}
+	uid := string(m.UID)
+	if err := node.CreateCgroup(cpCgroup(uid)); err != nil {
+		return false, fmt.Errorf("making the member's cgroup: %w", err)
+	}
+	if err := node.LimitCgroup(NodeCgroup(uid), l); err != nil {
+		return false, fmt.Errorf("limiting the member's cgroup: %w", err)
+	}
+	return true, nil
+}
