@@ -528,7 +528,7 @@ type MemberLimits struct {
 	// kernel: past it the kernel's OOM killer picks a process of this
 	// member only.
 	// +optional
-	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('256Mi')) >= 0",message="limits.memory must be at least 256Mi: a member's control plane alone needs about that"
+	// +kubebuilder:validation:XValidation:rule="!isQuantity(string(self)) || quantity(string(self)).compareTo(quantity('256Mi')) >= 0",message="limits.memory must be at least 256Mi: a member's control plane alone needs about that"
 	Memory *resource.Quantity `json:"memory,omitempty"`
 
 	// processes is how many processes and threads the member may run at
@@ -550,7 +550,7 @@ type MemberLimits struct {
 	// logs, images, containers' layers, emptyDirs, hostPath volumes):
 	// a write past it fails with ENOSPC inside the member.
 	// +optional
-	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('1Gi')) >= 0",message="limits.disk must be at least 1Gi: etcd and the logs of a member need about that"
+	// +kubebuilder:validation:XValidation:rule="!isQuantity(string(self)) || quantity(string(self)).compareTo(quantity('1Gi')) >= 0",message="limits.disk must be at least 1Gi: etcd and the logs of a member need about that"
 	Disk *resource.Quantity `json:"disk,omitempty"`
 }
 
