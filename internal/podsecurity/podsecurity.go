@@ -27,6 +27,10 @@ const (
 	// VolumePolicy refuses PersistentVolumes that name the node's files:
 	// local volumes, and hostPath volumes outside node.StorageRoot.
 	VolumePolicy = "kobe-persistent-volumes.static.k8s.io"
+	// NetworkVolumePolicy refuses pods and PersistentVolumes whose volumes
+	// the node mounts from the network or attaches from outside the
+	// member, unless the pool's cluster.networkVolumes is Allowed.
+	NetworkVolumePolicy = "kobe-network-volumes.static.k8s.io"
 )
 
 const (
@@ -42,32 +46,52 @@ var stricter = map[kobev1.PodSecurityLevel][]string{
 	kobev1.PodSecurityRestricted: {"restricted"},
 }
 
-// Render returns the API server's admission configuration for level and the
-// static policies it loads from manifestsDir (an absolute path, where the
-// caller writes policies as PolicyFile). PodSecurity enforces, audits and
-// warns at level in every namespace with no exemption. Below privileged,
-// NamespacePolicy keeps namespaces at the level on every write path (create,
-// update, patch and apply, and the status and finalize subresources, which
-// PodSecurity itself does not check), PodPolicy refuses what baseline
-// forbids even if a namespace's labels were lowered, and VolumePolicy
-// refuses PersistentVolumes that would mount the node's files into a pod
-// (which Pod Security never sees). At privileged, policies is nil.
-func Render(level kobev1.PodSecurityLevel, manifestsDir string) (config, policies []byte, err error) {
-	return render(level, manifestsDir, false)
+// Render returns the API server's admission configuration for member
+// cluster c and the static policies it loads from manifestsDir (an absolute
+// path, where the caller writes policies as PolicyFile). PodSecurity
+// enforces, audits and warns at c's level in every namespace with no
+// exemption. Below privileged, NamespacePolicy keeps namespaces at the level
+// on every write path (create, update, patch and apply, and the status and
+// finalize subresources, which PodSecurity itself does not check),
+// PodPolicy refuses what baseline forbids even if a namespace's labels were
+// lowered, and VolumePolicy refuses PersistentVolumes that would mount the
+// node's files into a pod (which Pod Security never sees). At every level,
+// privileged included, NetworkVolumePolicy refuses network volumes unless
+// c.NetworkVolumes is Allowed (at privileged it keeps pools to what they
+// asked for but is no boundary: a privileged pod mounts what it likes).
+// policies is nil when there is none (a
+// privileged member whose pool allows network volumes).
+func Render(c kobev1.ClusterTemplate, manifestsDir string) (config, policies []byte, err error) {
+	return render(c, manifestsDir, false)
 }
 
 // RenderShared is Render for an API server that loads other static
 // policies from manifestsDir too (the member address guard): the
-// ValidatingAdmissionPolicy plugin reads the directory at every level,
-// privileged included, so the caller must always create it.
-func RenderShared(level kobev1.PodSecurityLevel, manifestsDir string) (config, policies []byte, err error) {
-	return render(level, manifestsDir, true)
+// ValidatingAdmissionPolicy plugin reads the directory whatever Render
+// puts there, so the caller must always create it.
+func RenderShared(c kobev1.ClusterTemplate, manifestsDir string) (config, policies []byte, err error) {
+	return render(c, manifestsDir, true)
 }
 
-func render(level kobev1.PodSecurityLevel, manifestsDir string, shared bool) (config, policies []byte, err error) {
+func render(c kobev1.ClusterTemplate, manifestsDir string, shared bool) (config, policies []byte, err error) {
+	level := c.EffectivePodSecurity()
 	allowed, known := stricter[level]
 	if !known {
-		return nil, nil, fmt.Errorf("pod security level %q: want privileged, baseline or restricted", level)
+		return nil, nil, fmt.Errorf("spec.cluster.podSecurity %q: want privileged, baseline or restricted", level)
+	}
+	var objs []any
+	if allowed != nil {
+		objs = append(objs,
+			namespacePolicy(string(level), allowed), binding(NamespacePolicy),
+			podPolicy(), binding(PodPolicy),
+			volumePolicy(), binding(VolumePolicy))
+	}
+	switch c.NetworkVolumes {
+	case "", kobev1.NetworkVolumesRefused:
+		objs = append(objs, networkVolumePolicy(), binding(NetworkVolumePolicy))
+	case kobev1.NetworkVolumesAllowed:
+	default:
+		return nil, nil, fmt.Errorf("spec.cluster.networkVolumes %q: want %s or %s", c.NetworkVolumes, kobev1.NetworkVolumesRefused, kobev1.NetworkVolumesAllowed)
 	}
 	l := string(level)
 	plugins := []any{map[string]any{
@@ -83,7 +107,7 @@ func render(level kobev1.PodSecurityLevel, manifestsDir string, shared bool) (co
 			"exemptions": map[string][]string{"usernames": {}, "runtimeClasses": {}, "namespaces": {}},
 		},
 	}}
-	if allowed != nil || shared {
+	if objs != nil || shared {
 		if !strings.HasPrefix(manifestsDir, "/") {
 			return nil, nil, fmt.Errorf("static manifests directory %q: want an absolute path", manifestsDir)
 		}
@@ -96,12 +120,8 @@ func render(level kobev1.PodSecurityLevel, manifestsDir string, shared bool) (co
 			},
 		})
 	}
-	if allowed != nil {
-		if policies, err = marshalAll(
-			namespacePolicy(l, allowed), binding(NamespacePolicy),
-			podPolicy(), binding(PodPolicy),
-			volumePolicy(), binding(VolumePolicy),
-		); err != nil {
+	if objs != nil {
+		if policies, err = marshalAll(objs...); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -318,6 +338,68 @@ func volumePolicy() *admissionv1.ValidatingAdmissionPolicy {
 				Reason:     ptr.To(metav1.StatusReasonForbidden),
 			},
 		})
+}
+
+// networkVolumeSources are the volume sources NetworkVolumePolicy refuses
+// (the same field names in a pod's spec.volumes[*] and a PersistentVolume's
+// spec): every in-tree source whose storage the node's kernel mounts from
+// the network (nfs, cephfs, glusterfs, quobyte, azureFile), attaches from
+// outside the member as a block device (iscsi, rbd, fc, the clouds' disks,
+// portworx, scaleIO, storageos, flocker), or fetches with the node's own
+// tools (flexVolume runs a driver binary of the node; gitRepo makes kubelet
+// run git in the node's network). A hung hard mount leaves processes that
+// nothing can kill, and the node, not a pod, makes the connections.
+//
+// Admitted: what the node builds from API objects or its own disk
+// (emptyDir, configMap, secret, downwardAPI, projected; hostPath and local
+// are PodPolicy's and VolumePolicy's), claims (persistentVolumeClaim,
+// ephemeral: the PersistentVolume they bind to passes this policy), image
+// (pulled like a container's image), and csi, inline or in a
+// PersistentVolume: a CSI driver's node plugin is a pod of the member, and
+// one that mounts needs privileged containers (Bidirectional mount
+// propagation), which Pod Security baseline refuses; a member has none
+// unless its holder runs one, which only a privileged member allows, and
+// privileged trusts the holder with the node.
+var networkVolumeSources = []string{
+	"nfs", "iscsi", "cephfs", "rbd", "glusterfs", "fc", "flexVolume", "quobyte", "storageos", "portworxVolume",
+	"scaleIO", "flocker", "azureFile", "azureDisk", "gcePersistentDisk", "awsElasticBlockStore", "cinder",
+	"vsphereVolume", "photonPersistentDisk", "gitRepo",
+}
+
+// networkSource is a CEL expression giving the first of
+// networkVolumeSources that the volume source x has, or the empty string.
+func networkSource(x string) string {
+	var b strings.Builder
+	for _, s := range networkVolumeSources {
+		fmt.Fprintf(&b, "has(%s.%s) ? '%s' : ", x, s, s)
+	}
+	b.WriteString("''")
+	return b.String()
+}
+
+// networkVolumePolicy refuses pods with a volume of networkVolumeSources
+// and PersistentVolumes of one (create and update, patch and apply
+// included). Pods are checked as such, whoever makes them: a controller's
+// pods pass through it as the holder's own do, and a claim's volume is
+// checked as a PersistentVolume. Ephemeral containers add no volume.
+func networkVolumePolicy() *admissionv1.ValidatingAdmissionPolicy {
+	const (
+		prefix = "this member refuses network volumes (storage its nodes would mount or attach from outside the member)"
+		suffix = "the pool's spec.cluster.networkVolumes is Refused (set it to Allowed to use them)"
+	)
+	return policy(NetworkVolumePolicy, []admissionv1.NamedRuleWithOperations{coreRule("pods", "persistentvolumes")},
+		[]admissionv1.Variable{
+			{Name: "persistentVolumeSource", Expression: "request.resource.resource == 'persistentvolumes' ? (" + networkSource("object.spec") + ") : ''"},
+			{Name: "offenders", Expression: "variables.persistentVolumeSource != '' ? " +
+				"[variables.persistentVolumeSource + ' (spec.' + variables.persistentVolumeSource + ')'] : " +
+				"object.spec.?volumes.orValue([]).filter(v, (" + networkSource("v") + ") != '').map(v, (" + networkSource("v") + ") + ' (volume ' + v.name + ')')"},
+		},
+		[]admissionv1.Validation{{
+			Expression:        "size(variables.offenders) == 0",
+			Message:           fmt.Sprintf("%s, %s: %s", prefix, strings.Join(networkVolumeSources, ", "), suffix),
+			MessageExpression: fmt.Sprintf("%q + ': ' + variables.offenders.join(', ') + '; ' + %q", prefix, suffix),
+			Reason:            ptr.To(metav1.StatusReasonForbidden),
+		}})
 }
 
 // MinKubernetesMinor is the oldest Kubernetes minor (1.x) a member may run:

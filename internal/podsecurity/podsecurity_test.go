@@ -1,12 +1,14 @@
 package podsecurity
 
 import (
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
@@ -32,6 +34,9 @@ func policyDocs(t *testing.T, data []byte) (map[string]admissionv1.ValidatingAdm
 	t.Helper()
 	policies := map[string]admissionv1.ValidatingAdmissionPolicy{}
 	bindings := map[string]admissionv1.ValidatingAdmissionPolicyBinding{}
+	if data == nil {
+		return policies, bindings
+	}
 	for doc := range strings.SplitSeq(string(data), "---\n") {
 		var kind struct{ Kind string }
 		if err := yaml.Unmarshal([]byte(doc), &kind); err != nil {
@@ -60,7 +65,7 @@ func policyDocs(t *testing.T, data []byte) (map[string]admissionv1.ValidatingAdm
 func TestRender(t *testing.T) {
 	for _, level := range []kobev1.PodSecurityLevel{kobev1.PodSecurityPrivileged, kobev1.PodSecurityBaseline, kobev1.PodSecurityRestricted} {
 		t.Run(string(level), func(t *testing.T) {
-			config, policies, err := Render(level, "/etc/kobe/admission-policies")
+			config, policies, err := Render(kobev1.ClusterTemplate{PodSecurity: level}, "/etc/kobe/admission-policies")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -82,18 +87,19 @@ func TestRender(t *testing.T) {
 					t.Errorf("exemptions %s = %v, want empty", k, v)
 				}
 			}
-			if level == kobev1.PodSecurityPrivileged {
-				if len(cfg.Plugins) != 1 || policies != nil {
-					t.Errorf("privileged keeps policies:\n%s\n%s", config, policies)
-				}
-				return
-			}
 			if len(cfg.Plugins) != 2 || cfg.Plugins[1].Name != "ValidatingAdmissionPolicy" ||
 				cfg.Plugins[1].Configuration.StaticManifestsDir != "/etc/kobe/admission-policies" {
 				t.Fatalf("the static policies are not wired:\n%s", config)
 			}
 			vaps, bindings := policyDocs(t, policies)
-			if len(vaps) != 3 || len(bindings) != 3 {
+			if level == kobev1.PodSecurityPrivileged {
+				// Only the network volume policy (TestNetworkVolumePolicy).
+				if len(vaps) != 1 || len(bindings) != 1 || vaps[NetworkVolumePolicy].Name == "" {
+					t.Errorf("privileged keeps Pod Security policies:\n%s", policies)
+				}
+				return
+			}
+			if len(vaps) != 4 || len(bindings) != 4 {
 				t.Fatalf("%d policies, %d bindings:\n%s", len(vaps), len(bindings), policies)
 			}
 			for name := range vaps {
@@ -158,14 +164,117 @@ func assertRule(t *testing.T, p admissionv1.ValidatingAdmissionPolicy, resources
 }
 
 func TestRenderRefuses(t *testing.T) {
-	if _, _, err := Render("lax", "/x"); err == nil || !strings.Contains(err.Error(), `"lax"`) {
+	if _, _, err := Render(kobev1.ClusterTemplate{PodSecurity: "lax"}, "/x"); err == nil || !strings.Contains(err.Error(), `spec.cluster.podSecurity "lax"`) {
 		t.Errorf("unknown level: %v", err)
 	}
-	if _, _, err := Render(kobev1.PodSecurityBaseline, "policies"); err == nil || !strings.Contains(err.Error(), "absolute") {
+	if _, _, err := Render(kobev1.ClusterTemplate{NetworkVolumes: "Maybe"}, "/x"); err == nil || !strings.Contains(err.Error(), `spec.cluster.networkVolumes "Maybe"`) {
+		t.Errorf("unknown network volume policy: %v", err)
+	}
+	if _, _, err := Render(kobev1.ClusterTemplate{}, "policies"); err == nil || !strings.Contains(err.Error(), "absolute") {
 		t.Errorf("relative manifests directory: %v", err)
 	}
-	if _, policies, err := Render(kobev1.PodSecurityPrivileged, ""); err != nil || policies != nil {
-		t.Errorf("privileged needs no directory: %v", err)
+	if _, _, err := Render(kobev1.ClusterTemplate{PodSecurity: kobev1.PodSecurityPrivileged}, ""); err == nil || !strings.Contains(err.Error(), "absolute") {
+		t.Errorf("a privileged member that refuses network volumes needs a directory: %v", err)
+	}
+	privileged := kobev1.ClusterTemplate{PodSecurity: kobev1.PodSecurityPrivileged, NetworkVolumes: kobev1.NetworkVolumesAllowed}
+	if _, policies, err := Render(privileged, ""); err != nil || policies != nil {
+		t.Errorf("a privileged member that allows network volumes needs no directory: %v", err)
+	}
+	if _, _, err := RenderShared(privileged, ""); err == nil || !strings.Contains(err.Error(), "absolute") {
+		t.Errorf("a shared directory is always read: %v", err)
+	}
+}
+
+// TestNetworkVolumePolicy checks where the network volume policy is
+// rendered (at every level unless the pool allows network volumes) and what
+// it matches; admissiontest runs it in a real API server, source by source.
+func TestNetworkVolumePolicy(t *testing.T) {
+	levels := []kobev1.PodSecurityLevel{"", kobev1.PodSecurityPrivileged, kobev1.PodSecurityBaseline, kobev1.PodSecurityRestricted}
+	for _, nv := range []kobev1.NetworkVolumePolicy{"", kobev1.NetworkVolumesRefused, kobev1.NetworkVolumesAllowed} {
+		for _, level := range levels {
+			c := kobev1.ClusterTemplate{PodSecurity: level, NetworkVolumes: nv}
+			config, policies, err := Render(c, "/p")
+			if err != nil {
+				t.Fatal(err)
+			}
+			vaps, bindings := policyDocs(t, policies)
+			_, rendered := vaps[NetworkVolumePolicy]
+			if want := nv != kobev1.NetworkVolumesAllowed; rendered != want || (bindings[NetworkVolumePolicy].Name != "") != want {
+				t.Errorf("level %q, networkVolumes %q: network volume policy rendered %v, want %v", level, nv, rendered, want)
+			}
+			if rendered && !strings.Contains(string(config), "staticManifestsDir: /p") {
+				t.Errorf("level %q, networkVolumes %q: the policy is not loaded:\n%s", level, nv, config)
+			}
+		}
+	}
+
+	_, policies, err := Render(kobev1.ClusterTemplate{}, "/p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vaps, _ := policyDocs(t, policies)
+	p := vaps[NetworkVolumePolicy]
+	assertRule(t, p, []string{"pods", "persistentvolumes"})
+	if len(p.Spec.Validations) != 1 {
+		t.Fatalf("validations %+v", p.Spec.Validations)
+	}
+	v := p.Spec.Validations[0]
+	for _, msg := range []string{v.Message, v.MessageExpression} {
+		if !strings.Contains(msg, "spec.cluster.networkVolumes is Refused (set it to Allowed to use them)") {
+			t.Errorf("the refusal does not say what to do: %s", msg)
+		}
+	}
+	if v.Reason == nil || *v.Reason != "Forbidden" || !strings.Contains(v.MessageExpression, "variables.offenders") {
+		t.Errorf("validation %+v", v)
+	}
+	var exprs []string
+	for _, vr := range p.Spec.Variables {
+		exprs = append(exprs, vr.Expression)
+	}
+	all := strings.Join(exprs, "\n")
+	for _, s := range networkVolumeSources {
+		for _, x := range []string{"v", "object.spec"} {
+			if !strings.Contains(all, "has("+x+"."+s+")") {
+				t.Errorf("%s is not refused in %s", s, x)
+			}
+		}
+	}
+	for _, s := range admittedVolumeSources {
+		if strings.Contains(all, "."+s+")") {
+			t.Errorf("%s, which is admitted, is checked:\n%s", s, all)
+		}
+	}
+}
+
+// admittedVolumeSources are the volume sources NetworkVolumePolicy admits
+// (networkVolumeSources says why).
+var admittedVolumeSources = []string{"hostPath", "local", "emptyDir", "secret", "configMap", "downwardAPI", "projected",
+	"persistentVolumeClaim", "ephemeral", "image", "csi"}
+
+// TestEveryVolumeSourceIsClassified fails when Kubernetes adds a volume
+// source that neither networkVolumeSources nor admittedVolumeSources names:
+// someone must decide whether it mounts from the network.
+func TestEveryVolumeSourceIsClassified(t *testing.T) {
+	known := map[string]bool{}
+	for _, s := range networkVolumeSources {
+		if known[s] {
+			t.Errorf("%s listed twice", s)
+		}
+		known[s] = true
+	}
+	for _, s := range admittedVolumeSources {
+		if known[s] {
+			t.Errorf("%s is both refused and admitted", s)
+		}
+		known[s] = true
+	}
+	for _, typ := range []reflect.Type{reflect.TypeFor[corev1.VolumeSource](), reflect.TypeFor[corev1.PersistentVolumeSource]()} {
+		for f := range typ.Fields() {
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if !known[name] {
+				t.Errorf("%s.%s (%s) is neither refused nor admitted by the network volume policy", typ.Name(), f.Name, name)
+			}
+		}
 	}
 }
 

@@ -162,6 +162,112 @@ func PodSecurityHolds(t *testing.T, tg Target) {
 	})
 }
 
+// NetworkVolumesRefused: a lease holder cannot make a node mount storage
+// from the network (issue 42, item 4): the node's kernel, the host's for a
+// local member, would mount whatever the holder serves, and a hung hard
+// mount leaves processes that teardown cannot kill. On a member whose pool
+// leaves cluster.networkVolumes unset, the static network volume policy
+// (internal/podsecurity) refuses, each time with a message naming
+// networkVolumes: a pod with an inline nfs volume; nfs and iscsi
+// PersistentVolumes, the nfs one pre-bound to a claim that a pod already
+// uses (the claim stays unbound: no volume exists for it); and the pods a
+// Job's controller makes from an nfs template.
+func NetworkVolumesRefused(t *testing.T, tg Target) {
+	kc := tg.Kubeconfig
+	const (
+		server = "192.0.2.1" // RFC 5737: serves nothing, so an admitted mount could only hang
+		want   = "networkVolumes"
+	)
+	container := `{"name":"c","image":"` + tg.Image + `","imagePullPolicy":"Never","volumeMounts":[{"name":"v","mountPath":"/mnt"}]}`
+	nfs := `{"server":"` + server + `","path":"/"}`
+
+	t.Run("an inline nfs volume", func(t *testing.T) {
+		pod := `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"hostile-nfs","namespace":"default"},"spec":{"containers":[` + container + `],` +
+			`"volumes":[{"name":"v","nfs":` + nfs + `}]}}`
+		mustCreateBeRefused(t, kc, "a pod with an inline nfs volume", pod, want)
+	})
+
+	t.Run("network PersistentVolumes and a pod that claims one", func(t *testing.T) {
+		// The claim names the volume and the pod the claim: both are
+		// admitted (neither names a network volume); the volume must not
+		// be.
+		claim := `{"apiVersion":"v1","kind":"PersistentVolumeClaim","metadata":{"name":"hostile-nfs","namespace":"default"},"spec":{"storageClassName":"",` +
+			`"volumeName":"hostile-nfs","accessModes":["ReadWriteOnce"],"resources":{"requests":{"storage":"1Gi"}}}}`
+		pod := `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"hostile-nfs-claim","namespace":"default"},"spec":{"containers":[` + container + `],` +
+			`"volumes":[{"name":"v","persistentVolumeClaim":{"claimName":"hostile-nfs"}}]}}`
+		for _, m := range []string{claim, pod} {
+			if out, err := testenv.Kubectl(t, kc, "create", "-f", file(t, m)); err != nil {
+				t.Fatalf("creating the claim and its pod: %v %s", err, out)
+			}
+		}
+		defer func() {
+			_, _ = testenv.Kubectl(t, kc, "delete", "pod", "-n", "default", "hostile-nfs-claim", "--wait=false", "--grace-period=0", "--force")
+			_, _ = testenv.Kubectl(t, kc, "delete", "pvc", "-n", "default", "hostile-nfs", "--wait=false")
+		}()
+		pv := `{"apiVersion":"v1","kind":"PersistentVolume","metadata":{"name":"hostile-nfs"},"spec":{"capacity":{"storage":"1Gi"},"accessModes":["ReadWriteOnce"],` +
+			`"storageClassName":"","claimRef":{"namespace":"default","name":"hostile-nfs"},"nfs":` + nfs + `}}`
+		mustCreateBeRefused(t, kc, "an nfs PersistentVolume bound to a pod's claim", pv, want)
+		iscsi := `{"apiVersion":"v1","kind":"PersistentVolume","metadata":{"name":"hostile-iscsi"},"spec":{"capacity":{"storage":"1Gi"},"accessModes":["ReadWriteOnce"],` +
+			`"iscsi":{"targetPortal":"` + server + `:3260","iqn":"iqn.2001-04.com.example:storage","lun":0}}}`
+		mustCreateBeRefused(t, kc, "an iscsi PersistentVolume", iscsi, want)
+		if out, err := testenv.Kubectl(t, kc, "get", "pv", "hostile-nfs", "-o", "name"); err == nil || !strings.Contains(out, "NotFound") {
+			t.Errorf("the nfs PersistentVolume exists: %v %s", err, out)
+		}
+		if phase, err := testenv.Kubectl(t, kc, "get", "pvc", "-n", "default", "hostile-nfs", "-o", "jsonpath={.status.phase}"); err != nil || phase == "Bound" {
+			t.Errorf("the pod's claim is %q: %v", phase, err)
+		}
+	})
+
+	t.Run("a controller's nfs pods are refused too", func(t *testing.T) {
+		// The Job is admitted (it is no pod); the pods its controller
+		// makes must not be, and the controller's Event says why.
+		job := `{"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"hostile-nfs","namespace":"default"},"spec":{"backoffLimit":0,"template":{"spec":{"restartPolicy":"Never",` +
+			`"containers":[` + container + `],"volumes":[{"name":"v","nfs":` + nfs + `}]}}}}`
+		if out, err := testenv.Kubectl(t, kc, "create", "-f", file(t, job)); err != nil {
+			t.Fatalf("creating a Job: %v %s", err, out)
+		}
+		defer func() { _, _ = testenv.Kubectl(t, kc, "delete", "job", "-n", "default", "hostile-nfs", "--wait=false") }()
+		// Until the controller has tried (a FailedCreate Event, or a pod)
+		// no pod is no proof.
+		var pods string
+		testenv.Eventually(t, 30*time.Second, "the Job controller to try its pod", func() error {
+			pods, _ = testenv.Kubectl(t, kc, "get", "pods", "-n", "default", "-l", "job-name=hostile-nfs", "-o", "name")
+			if pods != "" {
+				return nil
+			}
+			out, err := testenv.Kubectl(t, kc, "get", "events", "-n", "default", "--field-selector", "involvedObject.kind=Job,involvedObject.name=hostile-nfs,reason=FailedCreate",
+				"-o", "jsonpath={.items[*].message}")
+			if err != nil {
+				return err
+			}
+			if !strings.Contains(out, want) {
+				return fmt.Errorf("no FailedCreate Event naming %s yet: %.300s", want, out)
+			}
+			return nil
+		})
+		if pods != "" {
+			t.Errorf("the Job's nfs pod exists: %s", pods)
+		}
+	})
+}
+
+// mustCreateBeRefused creates manifest with kubectl and fails t unless the
+// refusal says want; what was admitted is deleted at once (a pod of a
+// network volume would leave its node mounting).
+func mustCreateBeRefused(t *testing.T, kc, what, manifest, want string) {
+	t.Helper()
+	f := file(t, manifest)
+	out, err := testenv.Kubectl(t, kc, "create", "-f", f)
+	if err == nil {
+		t.Errorf("%s was accepted: %.300s", what, out)
+		_, _ = testenv.Kubectl(t, kc, "delete", "-f", f, "--wait=false", "--grace-period=0", "--force")
+		return
+	}
+	if !strings.Contains(out, want) {
+		t.Errorf("%s failed, but not by a refusal naming %s (the attack proved nothing): %v: %.400s", what, want, err, out)
+	}
+}
+
 // Seccomp: a member's pods run under the container runtime's seccomp
 // filter (issue 24, item 6). status is the /proc/self/status a pod of the
 // member read.

@@ -150,6 +150,9 @@ func TestLeasedMemberWithANode(t *testing.T) {
 	t.Run("Pod Security holds", func(t *testing.T) {
 		hostile.PodSecurityHolds(t, hostile.Target{Kubeconfig: kc, Image: "kobe.local/pause:v1", RunningPod: "pause", Node: nodes[0]})
 	})
+	t.Run("network volumes are refused", func(t *testing.T) {
+		hostile.NetworkVolumesRefused(t, hostile.Target{Kubeconfig: kc, Image: "kobe.local/pause:v1"})
+	})
 
 	f.overlayHostile(t, kc, nodes, spoofer)
 	f.egressThroughNodePods(t, kc)

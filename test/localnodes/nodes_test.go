@@ -126,6 +126,9 @@ func TestLeasedMembersRunPods(t *testing.T) {
 	t.Run("Pod Security keeps a lease holder off the host", func(t *testing.T) {
 		podSecurity(t, direct, proxied)
 	})
+	t.Run("network volumes are refused", func(t *testing.T) {
+		hostile.NetworkVolumesRefused(t, hostile.Target{Kubeconfig: direct.kubeconfig, Image: testappImage})
+	})
 	t.Run("a claim of the default StorageClass binds, keeps its data for the next pod, and goes with the claim", func(t *testing.T) {
 		storage(t, direct)
 	})

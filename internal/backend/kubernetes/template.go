@@ -215,9 +215,9 @@ func (t Template) Settings(m backend.Member) (incluster.Settings, error) {
 	}
 	// A member with nodes runs its pods nested in privileged node pods: a
 	// pod that Pod Security baseline forbids is root on the host's node.
-	admission, policy, err := podsecurity.Render(m.Spec.Cluster.EffectivePodSecurity(), path.Join(incluster.PKIDir, admissionPolicyDir))
+	admission, policy, err := podsecurity.Render(m.Spec.Cluster, path.Join(incluster.PKIDir, admissionPolicyDir))
 	if err != nil {
-		return incluster.Settings{}, fmt.Errorf("spec.cluster.podSecurity: %w", err)
+		return incluster.Settings{}, err
 	}
 	withNodes := nodeCount(m) > 0
 	set := incluster.Settings{

@@ -306,29 +306,36 @@ func TestNodes(t *testing.T) {
 // configuration names the directory the pod sees the policies in.
 func TestPodSecurity(t *testing.T) {
 	for _, level := range []kobev1.PodSecurityLevel{"", kobev1.PodSecurityPrivileged, kobev1.PodSecurityBaseline, kobev1.PodSecurityRestricted} {
-		m := member("", nil)
-		m.Spec.Cluster.PodSecurity = level
-		set, err := Template{}.Settings(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want := m.Spec.Cluster.EffectivePodSecurity()
-		config, policies, err := podsecurity.Render(want, "/etc/kobe/pki/admission-policies")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if string(set.Files[admissionFile]) != string(config) {
-			t.Errorf("%q: configuration\n%s\nwant\n%s", level, set.Files[admissionFile], config)
-		}
-		if want == kobev1.PodSecurityPrivileged {
-			if _, ok := set.Files[admissionPolicyFile]; ok || set.FilePaths != nil {
-				t.Errorf("privileged: policies are configured: %v", set.FilePaths)
+		for _, nv := range []kobev1.NetworkVolumePolicy{"", kobev1.NetworkVolumesAllowed} {
+			m := member("", nil)
+			m.Spec.Cluster.PodSecurity = level
+			m.Spec.Cluster.NetworkVolumes = nv
+			set, err := Template{}.Settings(m)
+			if err != nil {
+				t.Fatal(err)
 			}
-			continue
-		}
-		if string(set.Files[admissionPolicyFile]) != string(policies) || set.FilePaths[admissionPolicyFile] != "admission-policies/pod-security.yaml" ||
-			!strings.Contains(string(config), "staticManifestsDir: /etc/kobe/pki/admission-policies") {
-			t.Errorf("%s: the policies are not wired: %v\n%s", want, set.FilePaths, set.Files[admissionPolicyFile])
+			config, policies, err := podsecurity.Render(m.Spec.Cluster, "/etc/kobe/pki/admission-policies")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(set.Files[admissionFile]) != string(config) {
+				t.Errorf("%q, %q: configuration\n%s\nwant\n%s", level, nv, set.Files[admissionFile], config)
+			}
+			// A privileged member that allows network volumes has no
+			// policy of podsecurity's.
+			if policies == nil {
+				if level != kobev1.PodSecurityPrivileged || nv != kobev1.NetworkVolumesAllowed {
+					t.Errorf("%q, %q: no policies", level, nv)
+				}
+				if _, ok := set.Files[admissionPolicyFile]; ok || set.FilePaths != nil {
+					t.Errorf("%q, %q: policies are configured: %v", level, nv, set.FilePaths)
+				}
+				continue
+			}
+			if string(set.Files[admissionPolicyFile]) != string(policies) || set.FilePaths[admissionPolicyFile] != "admission-policies/pod-security.yaml" ||
+				!strings.Contains(string(config), "staticManifestsDir: /etc/kobe/pki/admission-policies") {
+				t.Errorf("%q, %q: the policies are not wired: %v\n%s", level, nv, set.FilePaths, set.Files[admissionPolicyFile])
+			}
 		}
 	}
 	m := member("", nil)

@@ -414,7 +414,7 @@ func (b *Backend) Create(ctx context.Context, m backend.Member) error {
 	if err := writeAssets(p, b.opts.AdvertiseHost, extraIPs...); err != nil {
 		return fmt.Errorf("creating certificates for %s: %w", p.dir, err)
 	}
-	if err := writeAdmissionConfig(p, m.Spec.Cluster.EffectivePodSecurity()); err != nil {
+	if err := writeAdmissionConfig(p, m.Spec.Cluster); err != nil {
 		return fmt.Errorf("writing the admission configuration: %w", err)
 	}
 	if nodes > 0 {

@@ -283,15 +283,16 @@ func memberNet(st *state) (node.MemberNet, error) {
 }
 
 // writeAdmissionConfig writes the API server's admission configuration
-// and, below privileged, the static policies that keep Pod Security at
-// level (podsecurity.Render): without them a lease holder could lower a
+// for member cluster c and the static policies that keep Pod Security at
+// its level and refuse network volumes unless c allows them
+// (podsecurity.Render): without them a lease holder could lower a
 // namespace's level and run pods that own the operator's machine. The
 // policy directory always exists: writeAddressGuard puts the member's
 // address guard there once its API server's port is known.
-func writeAdmissionConfig(p paths, level kobev1.PodSecurityLevel) error {
-	config, policies, err := podsecurity.RenderShared(level, p.admissionPolicies())
+func writeAdmissionConfig(p paths, c kobev1.ClusterTemplate) error {
+	config, policies, err := podsecurity.RenderShared(c, p.admissionPolicies())
 	if err != nil {
-		return fmt.Errorf("spec.cluster.podSecurity: %w", err)
+		return err
 	}
 	if err := os.RemoveAll(p.admissionPolicies()); err != nil {
 		return err

@@ -107,39 +107,44 @@ func TestReadSlot(t *testing.T) {
 // TestAdmissionConfig checks the wiring of podsecurity's rendering (tested
 // there, and against a real API server in its admissiontest package): the
 // configuration names the directory the policies are written to, and a
-// privileged member keeps no policy from an earlier level.
+// privileged member that allows network volumes keeps no policy from an
+// earlier level.
 func TestAdmissionConfig(t *testing.T) {
 	p := paths{dir: t.TempDir()}
-	for _, level := range []kobev1.PodSecurityLevel{kobev1.PodSecurityBaseline, kobev1.PodSecurityRestricted, kobev1.PodSecurityPrivileged} {
-		if err := writeAdmissionConfig(p, level); err != nil {
+	for _, c := range []kobev1.ClusterTemplate{
+		{PodSecurity: kobev1.PodSecurityBaseline}, {PodSecurity: kobev1.PodSecurityRestricted},
+		{PodSecurity: kobev1.PodSecurityPrivileged}, {PodSecurity: kobev1.PodSecurityBaseline, NetworkVolumes: kobev1.NetworkVolumesAllowed},
+		{PodSecurity: kobev1.PodSecurityPrivileged, NetworkVolumes: kobev1.NetworkVolumesAllowed},
+	} {
+		if err := writeAdmissionConfig(p, c); err != nil {
 			t.Fatal(err)
 		}
 		data, err := os.ReadFile(p.admissionConfig())
 		if err != nil {
 			t.Fatal(err)
 		}
-		wantConfig, wantPolicies, err := podsecurity.RenderShared(level, p.admissionPolicies())
+		wantConfig, wantPolicies, err := podsecurity.RenderShared(c, p.admissionPolicies())
 		if err != nil {
 			t.Fatal(err)
 		}
 		if string(data) != string(wantConfig) {
-			t.Errorf("%s: configuration\n%s\nwant\n%s", level, data, wantConfig)
+			t.Errorf("%+v: configuration\n%s\nwant\n%s", c, data, wantConfig)
 		}
 		policies, err := os.ReadFile(filepath.Join(p.admissionPolicies(), podsecurity.PolicyFile))
 		switch {
-		case level == kobev1.PodSecurityPrivileged:
-			// No Pod Security policy, but the directory is read: the
+		case wantPolicies == nil:
+			// No policy of podsecurity's, but the directory is read: the
 			// address guard lives there at every level.
 			if _, serr := os.Stat(p.admissionPolicies()); serr != nil || err == nil || !strings.Contains(string(data), "staticManifestsDir") {
-				t.Errorf("privileged: a Pod Security policy, or no policy directory:\n%s", data)
+				t.Errorf("%+v: a policy, or no policy directory:\n%s", c, data)
 			}
 		case err != nil:
-			t.Errorf("%s: no policies: %v", level, err)
+			t.Errorf("%+v: no policies: %v", c, err)
 		case string(policies) != string(wantPolicies) || !strings.Contains(string(data), "staticManifestsDir: "+p.admissionPolicies()):
-			t.Errorf("%s: policies not wired:\n%s\n%s", level, data, policies)
+			t.Errorf("%+v: policies not wired:\n%s\n%s", c, data, policies)
 		}
 	}
-	if err := writeAdmissionConfig(p, "lax"); err == nil || !strings.Contains(err.Error(), "spec.cluster.podSecurity") {
+	if err := writeAdmissionConfig(p, kobev1.ClusterTemplate{PodSecurity: "lax"}); err == nil || !strings.Contains(err.Error(), "spec.cluster.podSecurity") {
 		t.Errorf("unknown level: %v", err)
 	}
 	if got := (kobev1.ClusterTemplate{}).EffectivePodSecurity(); got != kobev1.PodSecurityBaseline {
@@ -322,7 +327,7 @@ func TestHostCapRefusesCreate(t *testing.T) {
 // the current start, and with nodes the member's ranges and gateway.
 func TestAddressGuardFollowsThePort(t *testing.T) {
 	p := paths{dir: t.TempDir()}
-	if err := writeAdmissionConfig(p, kobev1.PodSecurityPrivileged); err != nil {
+	if err := writeAdmissionConfig(p, kobev1.ClusterTemplate{PodSecurity: kobev1.PodSecurityPrivileged}); err != nil {
 		t.Fatal(err)
 	}
 	slot := 3

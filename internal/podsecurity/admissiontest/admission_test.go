@@ -48,8 +48,9 @@ func TestMain(m *testing.M) {
 	os.Exit(run(m))
 }
 
-// run starts one API server with a baseline member's admission
-// configuration, as the backends write it.
+// run starts one API server with the admission configuration of a member
+// of a pool that sets nothing (baseline, network volumes refused), as the
+// backends write it.
 func run(m *testing.M) int {
 	dir, err := os.MkdirTemp("", "kobe-podsecurity-test-")
 	if err != nil {
@@ -57,24 +58,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	policies := filepath.Join(dir, "admission-policies")
-	config, manifests, err := podsecurity.Render(kobev1.PodSecurityBaseline, policies)
-	if err == nil {
-		err = os.Mkdir(policies, 0o700)
-	}
-	if err == nil {
-		err = os.WriteFile(filepath.Join(policies, podsecurity.PolicyFile), manifests, 0o600)
-	}
-	if err == nil {
-		err = os.WriteFile(filepath.Join(dir, "admission.yaml"), config, 0o600)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	env, stop, err := testenv.NewWith(dir, testenv.Options{APIServerFlags: map[string]string{
-		"admission-control-config-file": filepath.Join(dir, "admission.yaml"),
-	}})
+	env, cs, stop, err := startMember(dir, kobev1.ClusterTemplate{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -84,13 +68,39 @@ func run(m *testing.M) int {
 			fmt.Fprintf(os.Stderr, "stopping test control plane: %v\n", err)
 		}
 	}()
-	cs, err := kubernetes.NewForConfig(env.Config)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
 	fx.env, fx.cs = env, cs
 	return m.Run()
+}
+
+// startMember starts an API server (and its etcd) in dir with the
+// admission configuration podsecurity renders for member cluster c; the
+// caller must call stop.
+func startMember(dir string, c kobev1.ClusterTemplate) (env *testenv.Env, cs *kubernetes.Clientset, stop func() error, err error) {
+	policies := filepath.Join(dir, "admission-policies")
+	config, manifests, err := podsecurity.Render(c, policies)
+	if err == nil {
+		err = os.Mkdir(policies, 0o700)
+	}
+	if err == nil && manifests != nil {
+		err = os.WriteFile(filepath.Join(policies, podsecurity.PolicyFile), manifests, 0o600)
+	}
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, "admission.yaml"), config, 0o600)
+	}
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	env, stop, err = testenv.NewWith(dir, testenv.Options{APIServerFlags: map[string]string{
+		"admission-control-config-file": filepath.Join(dir, "admission.yaml"),
+	}})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if cs, err = kubernetes.NewForConfig(env.Config); err != nil {
+		_ = stop()
+		return nil, nil, nil, err
+	}
+	return env, cs, stop, nil
 }
 
 func createNamespace(t *testing.T, name string) *corev1.Namespace {
