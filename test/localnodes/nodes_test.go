@@ -143,6 +143,9 @@ func TestLeasedMembersRunPods(t *testing.T) {
 	t.Run("admission webhooks reach the member's pods and nothing else", func(t *testing.T) {
 		webhooks(t, direct, out)
 	})
+	t.Run("a holder at their member's limits leaves the neighbour and the machine alone", func(t *testing.T) {
+		noisyNeighbour(t, direct, proxied)
+	})
 	t.Run("after release nothing of the members is left", func(t *testing.T) {
 		releaseLeavesNothing(t, direct, proxied)
 	})

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -108,11 +109,14 @@ type Backend struct {
 	// slotClaimDir is DefaultSlotClaimDir (tests replace it).
 	slotClaimDir string
 
-	// disk holds the last measurement of the members' disk use.
-	disk diskCheck
+	// disk holds the last measurement of the members' disk use;
+	// diskLimitSeen is set once a member has a disk limit of its own.
+	disk          diskCheck
+	diskLimitSeen atomic.Bool
 
-	// canFreeze caches CanFreeze's answer (freeze.go).
-	canFreeze struct {
+	// canFreeze caches CanFreeze's answer (freeze.go), canLimit
+	// EnforcesLimits' (limits.go).
+	canFreeze, canLimit struct {
 		once sync.Once
 		ok   bool
 		why  string
@@ -385,13 +389,15 @@ func (b *Backend) Create(ctx context.Context, m backend.Member) error {
 		return fmt.Errorf("creating data directory: %w", err)
 	}
 	st = &state{
-		Version:    stateVersion,
-		Namespace:  m.Namespace,
-		Name:       m.Name,
-		UID:        m.UID,
-		Scheduling: scheduling(m),
-		Nodes:      nodes,
-		StartedAt:  time.Now().UTC(),
+		Version:      stateVersion,
+		Namespace:    m.Namespace,
+		Name:         m.Name,
+		UID:          m.UID,
+		Scheduling:   scheduling(m),
+		Nodes:        nodes,
+		StartedAt:    time.Now().UTC(),
+		PodPidsLimit: podPidsLimit(m),
+		DiskLimit:    diskLimit(m),
 		// The default version is recorded too: a later change of the
 		// default must not change what this member restarts with.
 		KubernetesVersion: kubeVersion,
@@ -416,6 +422,12 @@ func (b *Backend) Create(ctx context.Context, m backend.Member) error {
 	}
 	if err := writeAdmissionConfig(p, m.Spec.Cluster); err != nil {
 		return fmt.Errorf("writing the admission configuration: %w", err)
+	}
+	if st.DiskLimit > 0 {
+		b.diskLimitSeen.Store(true)
+	}
+	if st.Confined, err = b.confine(m); err != nil {
+		return err
 	}
 	if nodes > 0 {
 		if err := writeKubeletClient(p); err != nil {

@@ -157,6 +157,9 @@ type state struct {
 	Confined bool `json:"confined,omitempty"`
 	// PodPidsLimit is the nodes' kubelet podPidsLimit (0: none).
 	PodPidsLimit int64 `json:"podPidsLimit,omitempty"`
+	// DiskLimit is the member's cluster.limits.disk in bytes (0: the
+	// backend's MemberDiskLimit), checked by measurement (disk.go).
+	DiskLimit int64 `json:"diskLimit,omitempty"`
 }
 
 // stateEgress is the pool's egress as the member was built with it.

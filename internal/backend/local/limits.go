@@ -62,6 +62,14 @@ func memberCgroupLimits(m backend.Member) (l node.CgroupLimits, ok bool) {
 	return l, l.MemoryBytes > 0 || l.Pids > 0
 }
 
+// diskLimit is member m's cluster.limits.disk in bytes (0: none set).
+func diskLimit(m backend.Member) int64 {
+	if lim := m.Spec.Cluster.Limits; lim != nil && lim.Disk != nil {
+		return lim.Disk.Value()
+	}
+	return 0
+}
+
 // podPidsLimit is the nodes' kubelet podPidsLimit of member m (0: none).
 func podPidsLimit(m backend.Member) int64 {
 	if lim := m.Spec.Cluster.Limits; lim != nil && lim.PodProcesses != nil {

@@ -439,6 +439,7 @@ func (b *Backend) writeNodeFiles(p paths, st *state, mn node.MemberNet, i int, i
 		Images:              images,
 		RegistryMirrors:     mirrors,
 		MaxPods:             nodeMaxPods,
+		PodPidsLimit:        st.PodPidsLimit,
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
