@@ -56,7 +56,10 @@ func TestLimitCgroup(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- sh.Wait() }()
 	select {
-	case <-done:
+	case err := <-done:
+		if err != nil {
+			t.Logf("the shell: %v", err) // a refused fork may end it early; what counts is below
+		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("the shell did not finish")
 	}
