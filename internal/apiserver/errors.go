@@ -69,7 +69,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		}
 	}
 	if hostAPIBusy(err) {
-		s.opts.Log.Error(err, "Request failed: the host API server is busy", "method", r.Method, "path", r.URL.Path)
+		s.opts.Log.Error(err, "Request failed: the host API server is busy", requestKV(r)...)
 		w.Header().Set("Retry-After", "1")
 		writeError(w, http.StatusServiceUnavailable, wire.ReasonHostAPIUnavailable, "the host cluster's API server is busy",
 			"it did not answer in time or asked kobe to slow down; try again (GET /v1/leases shows whether a lease was recorded)")
@@ -78,9 +78,9 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
 		// The caller went away: nobody reads the answer, and it is no
 		// failure of kobe's to log as one.
-		s.opts.Log.V(1).Info("Request abandoned by its caller", "method", r.Method, "path", r.URL.Path, "error", err.Error())
+		s.opts.Log.V(1).Info("Request abandoned by its caller", append(requestKV(r), "error", err.Error())...)
 	} else {
-		s.opts.Log.Error(err, "Request failed", "method", r.Method, "path", r.URL.Path)
+		s.opts.Log.Error(err, "Request failed", requestKV(r)...)
 	}
 	writeError(w, http.StatusInternalServerError, wire.ReasonInternalError, "internal error", "the request failed; the error has been logged")
 }

@@ -15,8 +15,26 @@ import (
 
 	"github.com/kunobi-ninja/kobe/internal/auth"
 	"github.com/kunobi-ninja/kobe/internal/metrics"
+	"github.com/kunobi-ninja/kobe/internal/truncate"
 	"github.com/kunobi-ninja/kobe/internal/wire"
 )
+
+// What a request carries reaches the log cut (truncate.Log), so that a
+// request, with credentials or without, writes a bounded line whatever it
+// sent: net/http bounds the request line and headers to maxHeaderBytes, far
+// more than a log line should hold.
+const (
+	maxLoggedMethod = 16
+	maxLoggedPath   = 256
+	// maxLoggedReason bounds an error's text, which may echo the request
+	// (an authentication error can quote what a token claims).
+	maxLoggedReason = 1024
+)
+
+// requestKV are the key/values that name r in a log line.
+func requestKV(r *http.Request) []any {
+	return []any{"method", truncate.Log(r.Method, maxLoggedMethod), "path", truncate.Log(r.URL.Path, maxLoggedPath)}
+}
 
 // principalKey is the context key of the caller's *auth.Principal.
 type principalKey struct{}
@@ -51,7 +69,7 @@ func (s *Server) authenticate(optional bool, next http.HandlerFunc) http.Handler
 			metrics.HandoutPhase(metrics.PhaseAuthenticate, time.Since(started))
 		}
 		if err != nil {
-			s.opts.Log.Info("Request refused", "method", r.Method, "path", r.URL.Path, "reason", err.Error())
+			s.opts.Log.Info("Request refused", append(requestKV(r), "reason", truncate.Log(err.Error(), maxLoggedReason))...)
 			writeAuthError(w, err)
 			return
 		}
@@ -170,7 +188,7 @@ func recoverPanics(log logr.Logger, next http.Handler) http.Handler {
 				if err, ok := v.(error); ok && errors.Is(err, http.ErrAbortHandler) {
 					panic(v)
 				}
-				log.Error(fmt.Errorf("%v", v), "Panic serving request", "method", r.Method, "path", r.URL.Path)
+				log.Error(errors.New(truncate.Log(fmt.Sprint(v), maxLoggedReason)), "Panic serving request", requestKV(r)...)
 				writeError(w, http.StatusInternalServerError, wire.ReasonInternalError, "internal error", "the server failed to handle the request; it has been logged")
 			}
 		}()

@@ -5,8 +5,10 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,6 +20,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/connect"
 	"github.com/kunobi-ninja/kobe/internal/credentials/leasecreds"
 	"github.com/kunobi-ninja/kobe/internal/leaseservice"
+	"github.com/kunobi-ninja/kobe/internal/truncate"
 	"github.com/kunobi-ninja/kobe/internal/wire"
 )
 
@@ -29,6 +32,21 @@ const (
 	// before the request takes an in-flight slot.
 	DefaultBodyReadTimeout = 10 * time.Second
 )
+
+// maxHeaderBytes bounds a request's line and headers (net/http answers 431
+// beyond it), on the lease API and on the connect proxy, which share the
+// port. Go's default is 1 MiB, which any caller, credentials or not, could
+// make every connection hold. The largest legitimate request is a KobeSSH
+// signature at sshsig.MaxHeaderLen (16 KiB, for a 16384-bit RSA key; an
+// ed25519 one is 0.4 KiB) with a request line and a few small headers; a
+// bearer token (a ServiceAccount token is about 1 KiB, an OIDC ID token
+// rarely over 8 KiB) is smaller, and any longer than about 30 KiB is now
+// refused here rather than by auth's 64 KiB bound. kubectl through the
+// connect proxy sends a client certificate, not a header, and a few short
+// headers; its longest lines are queries (label selectors, exec commands),
+// which the ingress controllers that commonly front an API refuse well
+// below this (nginx 8 KiB per line).
+const maxHeaderBytes = 32 << 10
 
 // Authenticator turns a request into a Principal (see package auth).
 type Authenticator interface {
@@ -214,7 +232,9 @@ func (s *Server) Start(ctx context.Context) error {
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      60 * time.Second,
 		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    maxHeaderBytes,
 		BaseContext:       func(net.Listener) context.Context { return ctx },
+		ErrorLog:          log.New(serverErrors{log: s.opts.Log}, "", 0),
 	}
 	// One for the server, one for the certificate watcher.
 	errc := make(chan error, 2)
@@ -249,6 +269,24 @@ func (s *Server) Start(ctx context.Context) error {
 		defer cancel()
 		return srv.Shutdown(shutdownCtx)
 	}
+}
+
+// serverErrors logs net/http's own error lines, cut to maxLoggedReason:
+// they can echo what a caller sent before any credential is read (a failed
+// TLS handshake names the ALPN protocols the client offered, up to 64 KiB
+// of them). Failed handshakes, which any caller can cause and the operator
+// can do nothing about, are logged at V(1), as kube-apiserver logs them at
+// V(5).
+type serverErrors struct{ log logr.Logger }
+
+func (e serverErrors) Write(p []byte) (int, error) {
+	line := truncate.Log(strings.TrimSuffix(string(p), "\n"), maxLoggedReason)
+	if strings.HasPrefix(line, "http: TLS handshake error") {
+		e.log.V(1).Info("TLS handshake failed", "error", line)
+	} else {
+		e.log.Info("HTTP server error", "error", line)
+	}
+	return len(p), nil
 }
 
 // Addr is the address the server listens on once started.

@@ -20,6 +20,7 @@ import (
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/sshsig"
+	"github.com/kunobi-ninja/kobe/internal/truncate"
 )
 
 // The three ways a request fails. Errors wrap one of them with %w and a
@@ -48,6 +49,11 @@ const (
 	defaultSecretKey        = "token"
 	serviceAccountUserPrefx = "system:serviceaccount:"
 )
+
+// maxLoggedReason bounds an error's text in a log line: it may quote what a
+// caller sent before it is known (go-jose names a token's algorithm,
+// whatever its length).
+const maxLoggedReason = 1024
 
 // DefaultMaxConcurrentReviews is Options.MaxConcurrentReviews' default:
 // reviews take milliseconds, so this serves bursts of new callers while a
@@ -303,7 +309,7 @@ func (a *Authenticator) Authenticate(ctx context.Context, r *http.Request, body 
 		tried = true
 		claims, err := a.authenticateWith(ctx, pol, method, cred, r, body)
 		if err != nil {
-			a.log.V(1).Info("Credentials refused by policy", "policy", pol.Name, "method", method, "reason", err.Error())
+			a.log.V(1).Info("Credentials refused by policy", "policy", pol.Name, "method", method, "reason", truncate.Log(err.Error(), maxLoggedReason))
 			refused = appendOnce(refused, err.Error())
 			busy = busy || errors.Is(err, ErrBusy)
 			continue

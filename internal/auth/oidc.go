@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/clock"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+	"github.com/kunobi-ninja/kobe/internal/truncate"
 )
 
 // SigningAlgorithms are the JWS algorithms accepted on ID tokens: asymmetric
@@ -73,7 +74,7 @@ func (a *Authenticator) verifyOIDC(ctx context.Context, issuer, raw string) *oid
 	}
 	tok, err := verifier.Verify(ctx, raw)
 	if err != nil {
-		a.log.V(1).Info("OIDC token refused", "issuer", issuer, "reason", err.Error())
+		a.log.V(1).Info("OIDC token refused", "issuer", issuer, "reason", truncate.Log(err.Error(), maxLoggedReason))
 		return &oidcResult{err: errors.New("OIDC token does not verify against the issuer's keys")}
 	}
 	now := a.clock.Now()

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+	"github.com/kunobi-ninja/kobe/internal/truncate"
 )
 
 // TokenReviewer creates TokenReviews; client-go's
@@ -97,7 +98,7 @@ func (a *Authenticator) review(ctx context.Context, policy, token string, audien
 	}
 	st := res.Status
 	if !st.Authenticated {
-		a.log.V(1).Info("TokenReview refused the token", "policy", policy, "reason", st.Error)
+		a.log.V(1).Info("TokenReview refused the token", "policy", policy, "reason", truncate.Log(st.Error, maxLoggedReason))
 		return reviewEntry{err: errServiceAccountRefused}, true
 	}
 	// An audience-aware API server returns the audiences it checked; one

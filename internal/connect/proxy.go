@@ -34,6 +34,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/credentials/memberaccess"
 	"github.com/kunobi-ninja/kobe/internal/index"
 	"github.com/kunobi-ninja/kobe/internal/lease"
+	"github.com/kunobi-ninja/kobe/internal/truncate"
 	"github.com/kunobi-ninja/kobe/internal/wire"
 )
 
@@ -54,6 +55,9 @@ const (
 	DefaultResponseHeaderTimeout = 90 * time.Second
 	// MaxBodyBytes bounds a proxied request body (413 beyond it).
 	MaxBodyBytes = 64 << 20
+	// maxLoggedPath bounds a request's path in a log line (truncate.Log):
+	// the path is the caller's, and may be read before its certificate is.
+	maxLoggedPath = 256
 )
 
 // Options configure the proxy.
@@ -580,17 +584,17 @@ func (r responder) Error(w http.ResponseWriter, req *http.Request, err error) {
 		return
 	}
 	if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
-		r.log.Info("Connect upstream timed out", "path", req.URL.Path, "error", err.Error())
+		r.log.Info("Connect upstream timed out", "path", truncate.Log(req.URL.Path, maxLoggedPath), "error", err.Error())
 		writeRefusal(w, refuse(http.StatusGatewayTimeout, wire.ReasonMemberUnavailable, "member timed out",
 			"the lease's member did not answer in time (a response is awaited %s, a watch as long as the lease); retry later", r.headerTimeout))
 		return
 	}
-	r.log.Info("Connect upstream failed", "path", req.URL.Path, "error", err.Error())
+	r.log.Info("Connect upstream failed", "path", truncate.Log(req.URL.Path, maxLoggedPath), "error", err.Error())
 	writeRefusal(w, refuse(http.StatusBadGateway, wire.ReasonMemberUnavailable, "member unavailable", "the lease's member did not answer; retry later"))
 }
 
 func (p *Proxy) internal(w http.ResponseWriter, r *http.Request, err error) {
-	p.opts.Log.Error(err, "Connect request failed", "path", r.URL.Path)
+	p.opts.Log.Error(err, "Connect request failed", "path", truncate.Log(r.URL.Path, maxLoggedPath))
 	writeRefusal(w, refuse(http.StatusInternalServerError, wire.ReasonInternalError, "internal error", "the request failed; the error has been logged"))
 }
 
