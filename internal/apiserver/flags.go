@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strings"
@@ -34,6 +35,9 @@ type Flags struct {
 	// LoginIssuer, LoginClientID and LoginScopes (comma-separated) are what
 	// GET /.well-known/kunobi-auth publishes for `kobe login` (Apply).
 	LoginIssuer, LoginClientID, LoginScopes string
+	// TrustedProxyCIDRs is Options.TrustedProxies as given: comma-separated
+	// CIDRs or addresses (Apply).
+	TrustedProxyCIDRs string
 }
 
 // DefaultLoginScopes are the scopes `kobe login` asks for when
@@ -53,15 +57,20 @@ func (f *Flags) Bind(fs *flag.FlagSet) {
 	fs.StringVar(&f.LoginIssuer, "login-issuer", "", "OIDC issuer URL that people log in with (`kobe login`), published at GET /.well-known/kunobi-auth; an AccessPolicy of method oidc must trust it with --login-client-id among its audiences. Empty: no login is published (404).")
 	fs.StringVar(&f.LoginClientID, "login-client-id", "", "Public OAuth client ID (no secret; device and authorization code + PKCE flows, redirect http://127.0.0.1) of --login-issuer; its ID tokens carry it as their audience.")
 	fs.StringVar(&f.LoginScopes, "login-scopes", DefaultLoginScopes, "Comma-separated scopes `kobe login` asks --login-issuer for; openid is added when missing.")
+	fs.StringVar(&f.TrustedProxyCIDRs, "trusted-proxy-cidrs", "", "Comma-separated CIDRs (or addresses) of the proxies in front of the lease API, such as an ingress controller's pods. Only a connection from one of them has its X-Forwarded-For read: the caller is the right-most address in it that is not itself a trusted proxy, and the per-source limits charge that caller instead of the proxy. Empty: the header is ignored and each connection's peer is its caller.")
 	fs.IntVar(&f.ConnectMaxInFlight, "connect-max-in-flight", connect.DefaultMaxInFlight, "Concurrent connect proxy requests (open watches and exec, attach, logs -f and port-forward sessions included) served before answering 429; separate from --api-max-in-flight.")
 }
 
-// Validate refuses a login half configured or an issuer that is not an
-// https:// URL (http:// on loopback only, for tests). The address is
+// Validate refuses --trusted-proxy-cidrs that do not parse or trust every
+// address, a login half configured, or an issuer that is not an https://
+// URL (http:// on loopback only, for tests). The address is
 // resolved by the operator's listen rules, limits of 0 or less take the
 // defaults (New and connect.New), and Start checks --connect-url against
 // TLS and loads the certificate.
 func (f Flags) Validate() error {
+	if _, err := f.trustedProxies(); err != nil {
+		return err
+	}
 	if (f.LoginIssuer == "") != (f.LoginClientID == "") {
 		return errors.New("--login-issuer and --login-client-id go together: give both to publish a login for `kobe login`, or neither")
 	}
@@ -95,17 +104,48 @@ func (f Flags) loginScopes() []string {
 	return scopes
 }
 
+// trustedProxies parses --trusted-proxy-cidrs. A range that holds every
+// address is refused: any caller could then name itself anyone.
+func (f Flags) trustedProxies() ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for v := range strings.SplitSeq(f.TrustedProxyCIDRs, ",") {
+		if v = strings.TrimSpace(v); v == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(v)
+		if err != nil {
+			addr, aerr := netip.ParseAddr(v)
+			if aerr != nil || addr.Zone() != "" {
+				return nil, fmt.Errorf("--trusted-proxy-cidrs: %q is neither a CIDR such as 10.0.0.0/8 nor an address", v)
+			}
+			p = netip.PrefixFrom(addr, addr.BitLen())
+		}
+		if p.Bits() == 0 {
+			return nil, fmt.Errorf("--trusted-proxy-cidrs: %q trusts every address, so any caller could name itself anyone", v)
+		}
+		// A mapped IPv4 range (::ffff:10.0.0.0/104) matches the IPv4
+		// addresses the server sees (clientAddr unmaps them).
+		if p.Addr().Is4In6() && p.Bits() >= 96 {
+			p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
+}
+
 func isLoopback(host string) bool {
 	ip := net.ParseIP(host)
 	return host == "localhost" || (ip != nil && ip.IsLoopback())
 }
 
 // Apply sets the server's options that come from the flags: the address,
-// the TLS files, the connect URL, the in-flight limit and the login that
-// GET /.well-known/kunobi-auth publishes.
+// the TLS files, the connect URL, the in-flight limit, the trusted proxies
+// and the login that GET /.well-known/kunobi-auth publishes.
 func (f Flags) Apply(o *Options) {
 	o.Addr, o.MaxInFlight = f.BindAddress, f.MaxInFlight
 	o.TLSCertFile, o.TLSKeyFile, o.ConnectURL = f.TLSCertFile, f.TLSKeyFile, f.ConnectURL
+	// Validate refused what does not parse.
+	o.TrustedProxies, _ = f.trustedProxies()
 	if f.LoginIssuer != "" {
 		o.Login = &wire.LoginDiscovery{Issuer: f.LoginIssuer, ClientID: f.LoginClientID, Scopes: f.loginScopes()}
 	}

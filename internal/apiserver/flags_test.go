@@ -2,6 +2,7 @@ package apiserver_test
 
 import (
 	"errors"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -98,5 +99,41 @@ func TestLoginFlags(t *testing.T) {
 	want := wire.LoginDiscovery{Issuer: "https://idp.example.com", ClientID: "kobe-cli", Scopes: []string{"openid", "email", "groups"}}
 	if o.Login == nil || !reflect.DeepEqual(*o.Login, want) {
 		t.Errorf("published login %+v, want %+v", o.Login, want)
+	}
+}
+
+// TestTrustedProxyFlag: --trusted-proxy-cidrs takes CIDRs and single
+// addresses, reaches the server as ranges (a mapped IPv4 range as the IPv4
+// addresses the server compares it with), and refuses what does not parse
+// and a range that trusts every address.
+func TestTrustedProxyFlag(t *testing.T) {
+	for _, tc := range []struct {
+		name, value, refuse string
+	}{
+		{"garbage", "ingress", `--trusted-proxy-cidrs: "ingress" is neither a CIDR`},
+		{"one bad among good", "10.0.0.0/8,10.0.0.0/33", `--trusted-proxy-cidrs: "10.0.0.0/33" is neither`},
+		{"an address with a zone", "fe80::1%eth0", `--trusted-proxy-cidrs: "fe80::1%eth0" is neither`},
+		{"every IPv4 address", "0.0.0.0/0", `--trusted-proxy-cidrs: "0.0.0.0/0" trusts every address`},
+		{"every IPv6 address", "10.0.0.0/8, ::/0", `--trusted-proxy-cidrs: "::/0" trusts every address`},
+		{"ranges and addresses", "10.0.0.0/24, 192.168.1.1,fd00::/64", ""},
+		{"empty", " , ", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := flagtest.Validate[apiserver.Flags](t, "--trusted-proxy-cidrs="+tc.value)
+			flagtest.Refused(t, err, tc.refuse)
+		})
+	}
+	f := flagtest.Parse[apiserver.Flags](t, "--trusted-proxy-cidrs=10.0.0.7/24, 192.168.1.1,fd00::/64,::ffff:10.1.0.0/112")
+	var o apiserver.Options
+	f.Apply(&o)
+	want := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/24"), netip.MustParsePrefix("192.168.1.1/32"),
+		netip.MustParsePrefix("fd00::/64"), netip.MustParsePrefix("10.1.0.0/16")}
+	if !reflect.DeepEqual(o.TrustedProxies, want) {
+		t.Errorf("trusted proxies %v, want %v", o.TrustedProxies, want)
+	}
+	o = apiserver.Options{}
+	flagtest.Parse[apiserver.Flags](t).Apply(&o)
+	if o.TrustedProxies != nil {
+		t.Errorf("trusted proxies %v by default, want none", o.TrustedProxies)
 	}
 }

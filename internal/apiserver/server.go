@@ -8,6 +8,7 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -90,6 +91,11 @@ type Options struct {
 	ConnectURL string
 	// Login is what GET /.well-known/kunobi-auth publishes (nil: 404).
 	Login *wire.LoginDiscovery
+	// TrustedProxies are the proxies in front of the API whose
+	// X-Forwarded-For names the caller for the per-source limits
+	// (clientAddr). Empty: the header is never read, and each connection's
+	// peer is its caller.
+	TrustedProxies []netip.Prefix
 }
 
 // Server is the HTTP API.
@@ -178,7 +184,7 @@ func (s *Server) routes() http.Handler {
 	})
 	// No /metrics here: this port may be exposed, and the metrics name
 	// pools the caller may not see. The metrics bind address serves them.
-	root.Handle("/", withRequestHost(limited))
+	root.Handle("/", withRequestHost(s.withSource(limited)))
 	// The connect proxy is routed before the mux, which would clean (and
 	// redirect) its paths: it refuses unclean ones itself. It has its own
 	// in-flight limit and no body buffering: its streams last as long as

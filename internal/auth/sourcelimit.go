@@ -1,8 +1,9 @@
 package auth
 
 import (
-	"net"
+	"context"
 	"net/http"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -64,11 +65,36 @@ func (s *sourceLimiter) refused(source string, now time.Time) {
 	s.limiter(source).AllowN(now, 1)
 }
 
-// sourceOf is the caller's address as the connection shows it (a proxy in
-// front of kobe is one source for all the callers behind it).
+// sourceKey is the context key of the caller's address (WithSource).
+type sourceKey struct{}
+
+// WithSource returns a copy of ctx that names addr as the address of the
+// request's caller, which the per-source limits then charge instead of the
+// connection's peer. The API server sets it from X-Forwarded-For, and only
+// when the peer is a proxy it was told to trust (apiserver's
+// Options.TrustedProxies): a header from anyone else is never read.
+func WithSource(ctx context.Context, addr netip.Addr) context.Context {
+	return context.WithValue(ctx, sourceKey{}, addr)
+}
+
+// sourceOf is the key of r's caller in the per-source limits: the address
+// WithSource put in r's context, else the connection's peer (every caller
+// behind a proxy that is not trusted shares it). An IPv6 address counts by
+// its /64, the block that one host or site is given, so that a caller
+// cannot take a fresh budget from each of its addresses.
 func sourceOf(r *http.Request) string {
-	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
-		return host
+	addr, ok := r.Context().Value(sourceKey{}).(netip.Addr)
+	if !ok || !addr.IsValid() {
+		peer, err := netip.ParseAddrPort(r.RemoteAddr)
+		if err != nil {
+			return r.RemoteAddr
+		}
+		addr = peer.Addr()
 	}
-	return r.RemoteAddr
+	addr = addr.Unmap().WithZone("")
+	if addr.Is6() {
+		block, _ := addr.Prefix(64)
+		return block.String()
+	}
+	return addr.String()
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -115,5 +116,34 @@ func TestOnlyRefusedTokensSpendTheSourceBudget(t *testing.T) {
 	clk.SetTime(clk.Now().Add(time.Second))
 	if err := from(proxy, token("good-fresh")); err != nil {
 		t.Fatalf("a second later: %v", err)
+	}
+}
+
+// TestSourceOf: the per-source limits charge the address the API server
+// named (WithSource) or else the connection's peer; an IPv6 caller by its
+// /64, so that it cannot take a fresh budget from each of its addresses.
+func TestSourceOf(t *testing.T) {
+	for _, tc := range []struct {
+		name, peer string
+		named      netip.Addr
+		want       string
+	}{
+		{"IPv4 peer", "192.0.2.1:4000", netip.Addr{}, "192.0.2.1"},
+		{"IPv6 peer", "[2001:db8:1:2:3::4]:4000", netip.Addr{}, "2001:db8:1:2::/64"},
+		{"mapped IPv4 peer", "[::ffff:192.0.2.1]:4000", netip.Addr{}, "192.0.2.1"},
+		{"named caller", "10.0.0.5:4000", netip.MustParseAddr("198.51.100.1"), "198.51.100.1"},
+		{"named IPv6 caller", "10.0.0.5:4000", netip.MustParseAddr("2001:db8::1"), "2001:db8::/64"},
+		{"peer that is no address", "@", netip.Addr{}, "@"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := httptest.NewRequest(http.MethodGet, "/v1/leases", nil)
+			r.RemoteAddr = tc.peer
+			if tc.named.IsValid() {
+				r = r.WithContext(WithSource(r.Context(), tc.named))
+			}
+			if got := sourceOf(r); got != tc.want {
+				t.Errorf("sourceOf = %q, want %q", got, tc.want)
+			}
+		})
 	}
 }

@@ -65,7 +65,7 @@ func TestDefaults(t *testing.T) {
 			t.Errorf("args %q lack %s", c.Args, want)
 		}
 	}
-	for _, not := range []string{"--enable-sim-backend", "--connect-url", "--api-audience", "--local-bin-dir", "--login-"} {
+	for _, not := range []string{"--enable-sim-backend", "--connect-url", "--api-audience", "--local-bin-dir", "--login-", "--trusted-proxy-cidrs"} {
 		if slices.ContainsFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, not) }) {
 			t.Errorf("args %q have %s", c.Args, not)
 		}
@@ -130,7 +130,8 @@ func TestEveryOptionalValue(t *testing.T) {
 		"--max-queued-per-owner=5", "--audit-retention=48h", "--zap-log-level=debug", "--api-max-in-flight=50",
 		"--api-tls-ca-file=/etc/kobe/tls/ca.crt", "--connect-url=https://kobe.example.com", "--connect-max-in-flight=300",
 		"--require-network-policy-enforcement=false", "--login-issuer=https://idp.example.com/realms/dev", "--login-client-id=kobe-cli",
-		"--login-scopes=openid,email,groups,offline_access", "--kubernetes-host-cidrs=10.42.0.0/16,10.43.0.0/16"} {
+		"--login-scopes=openid,email,groups,offline_access", "--kubernetes-host-cidrs=10.42.0.0/16,10.43.0.0/16",
+		"--trusted-proxy-cidrs=10.0.0.0/24,fd00::/64"} {
 		if !slices.Contains(c.Args, want) {
 			t.Errorf("args %q lack %s", c.Args, want)
 		}
@@ -260,6 +261,7 @@ func TestRefused(t *testing.T) {
 		{"cert-manager without issuer", map[string]any{"api": map[string]any{"tls": map[string]any{"enabled": true, "certManager": map[string]any{"enabled": true}}}}, []string{"issuerRef.name"}},
 		{"login issuer without client", map[string]any{"api": map[string]any{"login": map[string]any{"issuer": "https://idp.example.com"}}}, []string{"api.login.clientId is required"}},
 		{"login issuer over plain http", map[string]any{"api": map[string]any{"login": map[string]any{"issuer": "http://idp.example.com", "clientId": "kobe"}}}, []string{"/api/login/issuer"}},
+		{"trusted proxy that is no CIDR", map[string]any{"api": map[string]any{"trustedProxyCIDRs": []any{"ingress-nginx"}}}, []string{"/api/trustedProxyCIDRs/0"}},
 		{"ServiceMonitor without metrics", map[string]any{"metrics": map[string]any{"enabled": false, "serviceMonitor": map[string]any{"enabled": true}}}, []string{"metrics.serviceMonitor.enabled needs metrics.enabled"}},
 	}
 	for _, tc := range cases {
