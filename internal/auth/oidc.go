@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -42,7 +43,9 @@ const (
 type oidcResult struct {
 	claims   Claims
 	audience []string
-	err      error
+	// azp is the token's authorized party, nil without one.
+	azp *string
+	err error
 }
 
 func (a *Authenticator) oidcClaims(ctx context.Context, pol *kobev1.AccessPolicy, cred *credential) (Claims, error) {
@@ -61,7 +64,28 @@ func (a *Authenticator) oidcClaims(ctx context.Context, pol *kobev1.AccessPolicy
 	if !intersects(res.audience, pol.Spec.Auth.OIDC.Audience) {
 		return nil, errors.New("OIDC token is not issued for an accepted audience")
 	}
+	if err := checkAuthorizedParty(res.audience, res.azp, pol.Spec.Auth.OIDC.Audience); err != nil {
+		return nil, err
+	}
 	return res.claims, nil
+}
+
+// checkAuthorizedParty is OpenID Connect Core 3.1.3.7, steps 4 and 5, with
+// the policy's audiences as the client IDs kobe answers to: a token for
+// several audiences must name the client it was issued to (azp), and an
+// azp, when present, must be one of the policy's audiences. Otherwise a
+// token that another client obtained for itself, and that merely lists
+// kobe's audience beside its own, would let that client act here as the
+// token's subject. A token for one audience without azp was issued to that
+// audience, as most issuers issue them, and is accepted.
+func checkAuthorizedParty(aud []string, azp *string, accepted []string) error {
+	switch {
+	case azp != nil && !slices.Contains(accepted, *azp):
+		return errors.New("OIDC token was issued to another client: its azp is none of the policy's audiences")
+	case azp == nil && len(aud) > 1:
+		return errors.New("OIDC token names several audiences and no azp (the client it was issued to)")
+	}
+	return nil
 }
 
 // verifyOIDC verifies raw with go-oidc (signature with the issuer's keys,
@@ -84,14 +108,17 @@ func (a *Authenticator) verifyOIDC(ctx context.Context, issuer, raw string) *oid
 	if now.After(tok.Expiry.Add(a.leeway)) {
 		return &oidcResult{err: errors.New("OIDC token has expired")}
 	}
-	var times struct {
+	// Read from the verified token: the signature covers them.
+	var checked struct {
 		NotBefore *json.Number `json:"nbf"`
+		// AuthorizedParty is azp, which must be a string when present.
+		AuthorizedParty *string `json:"azp"`
 	}
-	if err := tok.Claims(&times); err != nil {
+	if err := tok.Claims(&checked); err != nil {
 		return &oidcResult{err: errors.New("OIDC token has malformed claims")}
 	}
-	if times.NotBefore != nil {
-		nbf, err := times.NotBefore.Float64()
+	if checked.NotBefore != nil {
+		nbf, err := checked.NotBefore.Float64()
 		if err != nil || math.IsNaN(nbf) || math.IsInf(nbf, 0) {
 			return &oidcResult{err: errors.New("OIDC token has a malformed nbf claim")}
 		}
@@ -108,7 +135,7 @@ func (a *Authenticator) verifyOIDC(ctx context.Context, issuer, raw string) *oid
 	if err != nil {
 		return &oidcResult{err: errors.New("OIDC token has malformed claims")}
 	}
-	return &oidcResult{claims: claims, audience: tok.Audience}
+	return &oidcResult{claims: claims, audience: tok.Audience, azp: checked.AuthorizedParty}
 }
 
 // providerCache keeps one go-oidc provider (discovery document and its

@@ -5,6 +5,7 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -84,6 +85,7 @@ func TestOIDC(t *testing.T) {
 	t.Run("valid ES256 token, second audience as a list, second rule", func(t *testing.T) {
 		tok := oidcissuer.MustSign(t, ecKey, "ec-1", jose.ES256, claims(func(c map[string]any) {
 			c["aud"] = []string{"someone-else", "kobe"}
+			c["azp"] = "kobe"
 			c["repository"] = "my-org/other"
 		}))
 		p, err := authenticate(t, a, "Bearer "+tok)
@@ -178,6 +180,63 @@ func TestOIDC(t *testing.T) {
 			t.Fatal("JWKS fetched for a cached key")
 		}
 	})
+}
+
+// TestOIDCAuthorizedParty: a token for several audiences must name, in
+// azp, the client it was issued to, and an azp must be one of the policy's
+// audiences (OpenID Connect Core 3.1.3.7, steps 4 and 5): a token that
+// another client obtained for itself and that also lists kobe's audience is
+// refused, while the usual token, one audience and no azp, is accepted.
+func TestOIDCAuthorizedParty(t *testing.T) {
+	iss := oidcissuer.New(t)
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	iss.Publish(key, "rsa-1", jose.RS256)
+	pol := newPolicy("people", "{sub}",
+		kobev1.AuthSpec{OIDC: &kobev1.OIDCAuth{Issuer: iss.URL, Audience: []string{"kobe-cli", "kobe"}}},
+		kobev1.AccessRule{MatchAny: true, Pools: []string{"*"}})
+	a := NewAuthenticator(Options{Reader: storeReader(t, pol), Namespace: testNS})
+	now := time.Now()
+	for _, tc := range []struct {
+		name   string
+		aud    any
+		azp    any // nil: no azp claim
+		detail string
+	}{
+		{"one audience, no azp", "kobe", nil, ""},
+		{"one audience, azp is that audience", "kobe-cli", "kobe-cli", ""},
+		{"one audience, azp the policy's other audience", "kobe", "kobe-cli", ""},
+		{"one audience, azp another client", "kobe", "some-web-app", "issued to another client"},
+		{"one audience as a list, no azp", []string{"kobe"}, nil, ""},
+		{"several audiences, azp the policy's", []string{"kobe", "account"}, "kobe", ""},
+		{"several audiences, azp the policy's other audience", []string{"kobe", "account"}, "kobe-cli", ""},
+		{"several audiences with the policy's, azp another client", []string{"some-web-app", "kobe"}, "some-web-app", "issued to another client"},
+		{"several audiences with the policy's, no azp", []string{"some-web-app", "kobe"}, nil, "several audiences and no azp"},
+		{"several audiences, azp null", []string{"some-web-app", "kobe"}, json.RawMessage("null"), "several audiences and no azp"},
+		{"azp empty", "kobe", "", "issued to another client"},
+		{"azp a number", "kobe", 7, "malformed claims"},
+		{"azp a list", []string{"kobe", "account"}, []string{"kobe"}, "malformed claims"},
+		{"azp differs in case", "kobe", "KOBE", "issued to another client"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := map[string]any{"iss": iss.URL, "sub": "ada", "aud": tc.aud, "iat": now.Unix(), "exp": now.Add(5 * time.Minute).Unix()}
+			if tc.azp != nil {
+				c["azp"] = tc.azp
+			}
+			p, err := authenticate(t, a, "Bearer "+oidcissuer.MustSign(t, key, "rsa-1", jose.RS256, c))
+			if tc.detail == "" {
+				if err != nil || p.Identity != "ada" {
+					t.Fatalf("got %+v, %v; want ada accepted", p, err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrInvalidCredentials) || !strings.Contains(err.Error(), tc.detail) {
+				t.Fatalf("got %+v, %v; want invalid credentials saying %q", p, err, tc.detail)
+			}
+		})
+	}
 }
 
 // signHS256 signs with HMAC, the classic algorithm-confusion attack; the
