@@ -54,17 +54,18 @@ func (f *LimitFlags) Validate() error {
 	for _, c := range []struct {
 		flag, ceilFlag string
 		v, ceil        int64
+		text, ceilText string
 	}{
-		{"--member-memory", "--member-max-memory", f.memory.Value(), f.maxMemory.Value()},
-		{"--member-processes", "--member-max-processes", f.processes, f.maxProcesses},
-		{"--member-pod-processes", "--member-max-pod-processes", f.podProcesses, f.maxPodProc},
-		{"--member-disk", "--member-max-disk", f.disk.Value(), f.maxDisk.Value()},
+		{"--member-memory", "--member-max-memory", f.memory.Value(), f.maxMemory.Value(), f.memory.String(), f.maxMemory.String()},
+		{"--member-processes", "--member-max-processes", f.processes, f.maxProcesses, strconv.FormatInt(f.processes, 10), strconv.FormatInt(f.maxProcesses, 10)},
+		{"--member-pod-processes", "--member-max-pod-processes", f.podProcesses, f.maxPodProc, strconv.FormatInt(f.podProcesses, 10), strconv.FormatInt(f.maxPodProc, 10)},
+		{"--member-disk", "--member-max-disk", f.disk.Value(), f.maxDisk.Value(), f.disk.String(), f.maxDisk.String()},
 	} {
 		if c.v < 0 || c.ceil < 0 {
 			return fmt.Errorf("%s and %s must not be negative", c.flag, c.ceilFlag)
 		}
 		if c.ceil > 0 && c.v > c.ceil {
-			return fmt.Errorf("%s %s is above %s %s", c.flag, strconv.FormatInt(c.v, 10), c.ceilFlag, strconv.FormatInt(c.ceil, 10))
+			return fmt.Errorf("%s %s is above %s %s: raise the ceiling or lower the default", c.flag, c.text, c.ceilFlag, c.ceilText)
 		}
 	}
 	return nil

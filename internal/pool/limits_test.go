@@ -1,6 +1,7 @@
 package pool
 
 import (
+	"flag"
 	"strings"
 	"testing"
 
@@ -90,5 +91,37 @@ func TestLimitsChangeTheTemplate(t *testing.T) {
 	}
 	if a.MemberLimits == nil || a.MemberLimits.Memory.String() != "2Gi" {
 		t.Errorf("plan's member limits %v", a.MemberLimits)
+	}
+}
+
+func TestLimitFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string // "" accepted, else part of the refusal
+	}{
+		{args: nil},
+		{args: []string{"--member-memory=16Gi"}, want: "--member-memory 16Gi is above --member-max-memory 8Gi"},
+		{args: []string{"--member-processes=-1"}, want: "must not be negative"},
+		{args: []string{"--member-max-disk=0", "--member-disk=1Ti"}},
+		{args: []string{"--member-pod-processes=5000"}, want: "--member-pod-processes 5000 is above --member-max-pod-processes 4096"},
+	} {
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		var f LimitFlags
+		f.Bind(fs)
+		if err := fs.Parse(tc.args); err != nil {
+			t.Fatal(err)
+		}
+		err := f.Validate()
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%v: %v", tc.args, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%v: %v, want %q", tc.args, err, tc.want)
+		}
+	}
+	var f LimitFlags
+	f.Bind(flag.NewFlagSet("t", flag.ContinueOnError))
+	if d := DescribeLimits(f.Policy().Default); d != "memory 2Gi, 4096 processes, 1024 per pod, disk 20Gi" {
+		t.Errorf("defaults: %s", d)
 	}
 }
