@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"time"
 )
@@ -24,15 +25,17 @@ func spawn(maxArg, holdArg string) error {
 	if err != nil {
 		return err
 	}
+	// No goroutine waits for a child: each would hold an OS thread in
+	// wait4, and this process would run out of threads before the member
+	// runs out of processes. The children outlive it (the pod's first
+	// process inherits them) and hold their pids for SECONDS.
+	runtime.GOMAXPROCS(1)
 	for n := range limit {
 		cmd := exec.Command(self, "hold", holdArg)
 		if err := cmd.Start(); err != nil {
 			fmt.Printf("spawned %d, then: %v\n", n, err)
 			return nil
 		}
-		// Reaped in the background: the children hold their pids until
-		// they exit, whatever this process does.
-		go func() { _ = cmd.Wait() }()
 	}
 	return fmt.Errorf("spawned %d processes and none was refused", limit)
 }
@@ -69,4 +72,34 @@ func eat(maxArg string) error {
 		return errors.New("allocated everything asked and nothing stopped it")
 	}
 	return nil
+}
+
+// fill writes PATH 64 MiB at a time up to MAX MiB, syncing each chunk, and
+// prints how far it got and why it stopped. Exit 0 when a write failed (the
+// bound held), 1 when MAX MiB were written.
+func fill(path, maxArg string) error {
+	limit, err := strconv.Atoi(maxArg)
+	if err != nil {
+		return fmt.Errorf("fill: MAX %q: %w", maxArg, err)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = f.Close() }()
+	chunk := make([]byte, 64<<20)
+	for i := range chunk {
+		chunk[i] = byte(i) // not zeros: nothing may store it sparse
+	}
+	for mib := 0; mib < limit; mib += 64 {
+		_, err := f.Write(chunk)
+		if err == nil {
+			err = f.Sync()
+		}
+		if err != nil {
+			fmt.Printf("wrote %d MiB, then: %v\n", mib, err)
+			return nil
+		}
+	}
+	return fmt.Errorf("wrote %d MiB and no write was refused", limit)
 }

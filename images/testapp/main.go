@@ -14,11 +14,17 @@
 //	testapp webhook CERT KEY
 //	                     serve a validating admission webhook on :8443 (HTTPS
 //	                     with CERT and KEY) that refuses objects named deny-*
+//	testapp redirect CERT KEY URL
+//	                     serve HTTPS on :8443 (CERT and KEY) answering every
+//	                     request with a 307 to URL
 //	testapp spawn MAX SECONDS
 //	                     start `testapp hold SECONDS` processes until a start
 //	                     fails (exit 0) or MAX run (exit 1)
 //	testapp eat MAX      allocate and touch memory, 64 MiB at a time, up to
 //	                     MAX MiB (exit 1 when nothing stopped it)
+//	testapp fill PATH MAX
+//	                     write PATH, 64 MiB at a time, up to MAX MiB, until a
+//	                     write fails (exit 0) or MAX MiB are written (exit 1)
 //	testapp spoof SRC[,SRC...] HOST:PORT
 //	                     send 3 UDP datagrams to HOST:PORT from each forged
 //	                     IPv4 source SRC over a raw socket (needs NET_RAW),
@@ -56,6 +62,8 @@ func run(args []string) error {
 		return hold(args[1])
 	case args[0] == "eat" && len(args) == 2:
 		return eat(args[1])
+	case args[0] == "fill" && len(args) == 3:
+		return fill(args[1], args[2])
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -68,12 +76,14 @@ func run(args []string) error {
 		return os.WriteFile(args[1], []byte(args[2]), 0o644)
 	case args[0] == "webhook" && len(args) == 3:
 		return webhook(args[1], args[2])
+	case args[0] == "redirect" && len(args) == 4:
+		return redirect(args[1], args[2], args[3])
 	case args[0] == "spoof" && len(args) == 3:
 		return spoof(args[1], args[2])
 	case args[0] == "spoof":
 		return errSpoofUsage
 	case len(args) != 2:
-		return fmt.Errorf("usage: testapp [get URL | dial HOST:PORT | read PATH | write PATH CONTENT | configmap NAME KEY=VALUE... | fail MESSAGE | webhook CERT KEY | spawn MAX SECONDS | hold SECONDS | eat MAX | spoof SRC[,SRC...] HOST:PORT]")
+		return fmt.Errorf("usage: testapp [get URL | dial HOST:PORT | read PATH | write PATH CONTENT | configmap NAME KEY=VALUE... | fail MESSAGE | webhook CERT KEY | redirect CERT KEY URL | spawn MAX SECONDS | hold SECONDS | eat MAX | fill PATH MAX | spoof SRC[,SRC...] HOST:PORT]")
 	}
 	switch args[0] {
 	case "get":

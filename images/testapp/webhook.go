@@ -44,3 +44,19 @@ func review(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(admissionv1.AdmissionReview{TypeMeta: in.TypeMeta, Response: resp})
 }
+
+// redirect serves HTTPS on :8443 with the certificate and key at certFile
+// and keyFile, answering every request with a 307 to target: what a hostile
+// holder's webhook answers to send the member's API server elsewhere.
+func redirect(certFile, keyFile, target string) error {
+	srv := &http.Server{
+		Addr:              ":8443",
+		ReadHeaderTimeout: 5 * time.Second,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			fmt.Printf("testapp: redirecting %s %s to %s\n", r.Method, r.URL.Path, target)
+			http.Redirect(w, r, target, http.StatusTemporaryRedirect)
+		}),
+	}
+	fmt.Println("testapp: redirecting everything on :8443 to", target)
+	return srv.ListenAndServeTLS(certFile, keyFile)
+}

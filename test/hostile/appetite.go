@@ -1,6 +1,7 @@
 package hostile
 
 import (
+	"errors"
 	"regexp"
 	"slices"
 	"strconv"
@@ -20,6 +21,9 @@ type Appetite struct {
 	// Processes is the holder's member's cluster.limits.processes: a fork
 	// without end must be refused before it.
 	Processes int
+	// DiskMiB is the holder's member's cluster.limits.disk in MiB: a write
+	// without end must fail before it (0: the disk attack is not run).
+	DiskMiB int
 	// Report, when set, receives the figures (the neighbour's quiet and
 	// attacked p99s, what the attacks reached) for the docs.
 	Report func(format string, args ...any)
@@ -33,8 +37,11 @@ type Appetite struct {
 // while the neighbour's API server keeps answering (p99 of a simple GET
 // within 2x its quiet value, and at most 250 ms: on two shared cores a
 // quiet p99 of a few milliseconds doubles with any noise) and its running
-// pod keeps running. The testapp image's spawn and eat subcommands are the
-// attacks; holder.RunningPod and neighbour.RunningPod run it.
+// pod keeps running. With Appetite.DiskMiB it then writes without end: the
+// write fails with ENOSPC at the member's disk limit (its own file system)
+// and the space is freed at once. The testapp image's spawn, eat and fill
+// subcommands are the attacks; holder.RunningPod and neighbour.RunningPod
+// run it.
 func NoisyNeighbour(t *testing.T, holder, neighbour Target, a Appetite) {
 	report := a.Report
 	if report == nil {
@@ -46,19 +53,20 @@ func NoisyNeighbour(t *testing.T, holder, neighbour Target, a Appetite) {
 	bound := min(max(2*quiet, 50*time.Millisecond), 250*time.Millisecond)
 
 	t.Run("a fork without end fails inside the member", func(t *testing.T) {
-		// The children hold their pids for 60 s, through the measurement.
-		out, err := testenv.KubectlStdout(t, holder.Kubeconfig, "exec", holder.RunningPod, "--", "/testapp", "spawn", "1000000", "60")
-		if err != nil {
-			t.Fatalf("spawn: %v\n%s", err, out)
-		}
-		m := regexp.MustCompile(`spawned (\d+), then: (.*)`).FindStringSubmatch(out)
-		if m == nil {
-			t.Fatalf("spawn's output says no start failed: %q", out)
-		}
-		n, _ := strconv.Atoi(m[1])
-		report("fork without end: %d processes started, then %q", n, m[2])
-		if n >= a.Processes {
-			t.Errorf("%d processes started in one pod, beyond the member's limit of %d", n, a.Processes)
+		// The children hold their pids for 15 s, through the measurement.
+		out, err := testenv.KubectlStdout(t, holder.Kubeconfig, "exec", holder.RunningPod, "--", "/testapp", "spawn", "1000000", "15")
+		if m := regexp.MustCompile(`spawned (\d+), then: (.*)`).FindStringSubmatch(out); err == nil && m != nil {
+			n, _ := strconv.Atoi(m[1])
+			report("fork without end: %d processes started, then %q", n, m[2])
+			if n >= a.Processes {
+				t.Errorf("%d processes started in one pod, beyond the member's limit of %d", n, a.Processes)
+			}
+		} else if err != nil && strings.Contains(err.Error(), "errno=11") {
+			// The spawner's own Go runtime met the limit first: it could
+			// not make a thread (EAGAIN), which is the same bound.
+			report("fork without end: the spawner died at the limit: %s", lastLine(err.Error()))
+		} else {
+			t.Fatalf("spawn was not stopped by the member's limit (%v):\n%s", err, tail(out))
 		}
 		under := getP99(t, cs, 40)
 		report("neighbour's GET p99 while the holder's processes are held: %s", under)
@@ -69,9 +77,15 @@ func NoisyNeighbour(t *testing.T, holder, neighbour Target, a Appetite) {
 	})
 
 	t.Run("memory without end is killed inside the member", func(t *testing.T) {
+		// The fork attack's processes end on their own; until then no
+		// process starts in the member, an exec's included.
+		testenv.Eventually(t, time.Minute, "the holder's member to start processes again", func() error {
+			_, err := testenv.KubectlStdout(t, holder.Kubeconfig, "exec", holder.RunningPod, "--", "/testapp", "read", "/etc/hostname")
+			return err
+		})
 		out, err := testenv.KubectlStdout(t, holder.Kubeconfig, "exec", holder.RunningPod, "--", "/testapp", "eat", "65536")
-		if err == nil || strings.Contains(out, "nothing stopped it") {
-			t.Fatalf("64 GiB were allocated in a pod of a bounded member (%v):\n%s", err, tail(out))
+		if err == nil || strings.Contains(out, "nothing stopped it") || !strings.Contains(err.Error(), "exit code 137") {
+			t.Fatalf("the memory eater was not killed by the kernel (exit 137) (%v):\n%s", err, tail(out))
 		}
 		report("memory without end: killed after %q (%v)", lastLine(out), err)
 		under := getP99(t, cs, 40)
@@ -81,6 +95,22 @@ func NoisyNeighbour(t *testing.T, holder, neighbour Target, a Appetite) {
 		}
 		podRuns(t, neighbour)
 	})
+
+	if a.DiskMiB > 0 {
+		t.Run("a disk filled without end is full inside the member only", func(t *testing.T) {
+			diskAttack(t, holder, a.DiskMiB, report)
+			under := getP99(t, cs, 40)
+			report("neighbour's GET p99 after the holder's disk attack: %s", under)
+			if under > bound {
+				t.Errorf("the neighbour's GET p99 is %s after the attack, quiet %s: beyond %s", under, quiet, bound)
+			}
+			podRuns(t, neighbour)
+			// The holder's own member is still served.
+			if _, err := testenv.KubectlStdout(t, holder.Kubeconfig, "get", "namespace", "default"); err != nil {
+				t.Errorf("the holder's member does not answer after its disk was full: %v", err)
+			}
+		})
+	}
 }
 
 func clientFor(t *testing.T, kubeconfig string) *kubernetes.Clientset {
@@ -135,4 +165,41 @@ func tail(s string) string {
 		return "..." + s[len(s)-2000:]
 	}
 	return s
+}
+
+// diskAttack writes without end into an emptyDir of a pod of the holder's
+// (where a CI job writes): the write must fail with ENOSPC at the member's
+// limit of diskMiB. The pod is deleted at once, so that the member's own
+// etcd meets a full disk no longer than the attack needs.
+func diskAttack(t *testing.T, holder Target, diskMiB int, report func(string, ...any)) {
+	pod := `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"hostile-fill"},"spec":{"restartPolicy":"Never",` +
+		`"containers":[{"name":"fill","image":"` + holder.Image + `","imagePullPolicy":"Never","args":["fill","/data/fill","` + strconv.Itoa(4*diskMiB) + `"],` +
+		`"volumeMounts":[{"name":"data","mountPath":"/data"}]}],"volumes":[{"name":"data","emptyDir":{}}]}}`
+	defer func() {
+		_, _ = testenv.KubectlStdout(t, holder.Kubeconfig, "delete", "pod", "hostile-fill", "--grace-period=0", "--ignore-not-found")
+	}()
+	if out, err := testenv.Kubectl(t, holder.Kubeconfig, "create", "-f", file(t, pod)); err != nil {
+		t.Fatalf("creating the filling pod: %v\n%s", err, out)
+	}
+	var logs string
+	testenv.Eventually(t, 2*time.Minute, "the filling pod to end", func() error {
+		phase, err := testenv.KubectlStdout(t, holder.Kubeconfig, "get", "pod", "hostile-fill", "-o", "jsonpath={.status.phase}")
+		if err != nil {
+			return err
+		}
+		if phase != "Succeeded" && phase != "Failed" {
+			return errors.New("phase " + phase)
+		}
+		logs, err = testenv.KubectlStdout(t, holder.Kubeconfig, "logs", "hostile-fill")
+		return err
+	})
+	m := regexp.MustCompile(`wrote (\d+) MiB, then: (.*)`).FindStringSubmatch(logs)
+	if m == nil {
+		t.Fatalf("the filling pod's log says no write failed: %q", tail(logs))
+	}
+	n, _ := strconv.Atoi(m[1])
+	report("disk without end: %d MiB written, then %q", n, m[2])
+	if !strings.Contains(m[2], "no space left on device") || n > diskMiB {
+		t.Errorf("a write past the member's %d MiB was refused with %q after %d MiB, not ENOSPC at its limit", diskMiB, m[2], n)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -20,6 +21,7 @@ import (
 const (
 	directMemory    = "1536Mi"
 	directProcesses = 2048
+	directDiskMiB   = 3072
 )
 
 // noisyNeighbour checks that the kernel holds the direct member to its
@@ -41,6 +43,13 @@ func noisyNeighbour(t *testing.T, holder, neighbour *workload) {
 			t.Errorf("%s: %q (%v), want %s", f, got, err, v)
 		}
 	}
+	// Its data directory is a file system of the pool's disk limit.
+	var fsStat syscall.Statfs_t
+	if err := syscall.Statfs(memberDir(t, holder.member), &fsStat); err != nil {
+		t.Error(err)
+	} else if size := int64(fsStat.Blocks) * fsStat.Bsize; size > directDiskMiB<<20 || size < directDiskMiB<<20*9/10 {
+		t.Errorf("the member's data directory is on a file system of %d MiB, want the pool's %d MiB", size>>20, directDiskMiB)
+	}
 	// Every process of the member is in its cgroup: its control plane too.
 	procs, err := os.ReadFile(filepath.Join("/sys/fs/cgroup/pids", local.NodeCgroup(uid), "cp", "cgroup.procs"))
 	if err != nil || len(strings.Fields(string(procs))) < 4 {
@@ -49,7 +58,7 @@ func noisyNeighbour(t *testing.T, holder, neighbour *workload) {
 	hostile.NoisyNeighbour(t,
 		hostile.Target{Kubeconfig: holder.kubeconfig, Image: testappImage, RunningPod: "client"},
 		hostile.Target{Kubeconfig: neighbour.kubeconfig, Image: testappImage, RunningPod: "client"},
-		hostile.Appetite{Processes: directProcesses})
+		hostile.Appetite{Processes: directProcesses, DiskMiB: directDiskMiB})
 }
 
 func memoryBytes(s string) int64 {

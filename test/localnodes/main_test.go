@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -158,7 +159,8 @@ func runWithOperator(m *testing.M) (int, error) {
 		if name == directPool {
 			// The noisy neighbour's attacks run here (limits_test.go).
 			p.Spec.Cluster.Limits = &kobev1.MemberLimits{Memory: ptr.To(resource.MustParse(directMemory)),
-				Processes: ptr.To[int64](directProcesses), PodProcesses: ptr.To[int64](directProcesses)}
+				Processes: ptr.To[int64](directProcesses), PodProcesses: ptr.To[int64](directProcesses),
+				Disk: ptr.To(resource.MustParse(strconv.Itoa(directDiskMiB) + "Mi"))}
 		}
 		if name == proxyPool {
 			// The hostile suite checks both: no egress, and public only.

@@ -4,14 +4,21 @@ package localnodes
 
 import (
 	"encoding/base64"
+	"errors"
 	"fmt"
+	"net"
+	"os"
+	"os/exec"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/kunobi-ninja/kobe/internal/credentials/pki"
+	"github.com/kunobi-ninja/kobe/internal/node"
 	"github.com/kunobi-ninja/kobe/internal/testenv"
+	"github.com/kunobi-ninja/kobe/internal/testenv/memberproc"
 )
 
 // hookManifest is an admission webhook served by a member pod (testapp
@@ -165,4 +172,147 @@ webhooks:
 			t.Errorf("the member's API server connected %d time(s) to %s through an ExternalName Service", n, out.host)
 		}
 	})
+
+	t.Run("a webhook that redirects reaches nothing on the host's loopback", func(t *testing.T) {
+		redirectedWebhook(t, w, ca)
+	})
+}
+
+// redirectedWebhook: a webhook served by a member pod answers every call
+// with a 307 to a listener on the operator host's loopback (the port of the
+// operator's metrics or probes, say). The member's API server follows
+// redirects; its control-plane fence (internal/node, cpfence.go) refuses
+// the connection, so the listener accepts nothing and the webhook fails.
+// Without the fence the listener got the AdmissionReview three times.
+func redirectedWebhook(t *testing.T, w *workload, ca *pki.CA) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = ln.Close() }()
+	var conns atomic.Int64
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns.Add(1)
+			_ = c.Close()
+		}
+	}()
+	// Control: the listener answers on this host, and counts what it
+	// accepts (once counted, the control is not counted as the attack).
+	if c, err := net.DialTimeout("tcp", ln.Addr().String(), 3*time.Second); err != nil {
+		t.Fatalf("control: the loopback listener does not answer: %v", err)
+	} else {
+		_ = c.Close()
+	}
+	testenv.Eventually(t, 5*time.Second, "the listener to count the control's connection", func() error {
+		if conns.Load() != 1 {
+			return errors.New("not counted yet")
+		}
+		return nil
+	})
+	before := conns.Load()
+	certPEM, keyPEM, err := ca.IssueServing("redirect.hooked-redirect.svc", []string{"redirect.hooked-redirect.svc"}, nil, 30*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b64 := base64.StdEncoding.EncodeToString
+	target := "http://" + ln.Addr().String() + "/steal"
+	manifest := `apiVersion: v1
+kind: Namespace
+metadata: {name: hooked-redirect}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: redirect-tls, namespace: hooked-redirect}
+type: kubernetes.io/tls
+data:
+  tls.crt: ` + b64(certPEM) + `
+  tls.key: ` + b64(keyPEM) + `
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: redirect, namespace: hooked-redirect, labels: {app: redirect}}
+spec:
+  containers:
+  - name: redirect
+    image: ` + testappImage + `
+    imagePullPolicy: Never
+    args: [redirect, /tls/tls.crt, /tls/tls.key, "` + target + `"]
+    ports: [{containerPort: 8443}]
+    readinessProbe:
+      tcpSocket: {port: 8443}
+      periodSeconds: 1
+    volumeMounts: [{name: tls, mountPath: /tls, readOnly: true}]
+  volumes:
+  - name: tls
+    secret: {secretName: redirect-tls}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: redirect, namespace: hooked-redirect}
+spec:
+  selector: {app: redirect}
+  ports: [{port: 443, targetPort: 8443}]
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata: {name: hook-redirect}
+webhooks:
+- name: redirect.kobe.test
+  clientConfig:
+    service: {namespace: hooked-redirect, name: redirect}
+    caBundle: ` + b64(ca.CertPEM) + `
+  rules:
+  - {operations: [CREATE], apiGroups: [""], apiVersions: [v1], resources: [configmaps]}
+  namespaceSelector:
+    matchLabels: {kubernetes.io/metadata.name: hooked-redirect}
+  failurePolicy: Fail
+  sideEffects: None
+  timeoutSeconds: 5
+  admissionReviewVersions: [v1]
+`
+	defer func() {
+		_, _ = testenv.Kubectl(t, w.kubeconfig, "delete", "validatingwebhookconfiguration", "hook-redirect", "--ignore-not-found")
+		_, _ = testenv.Kubectl(t, w.kubeconfig, "delete", "namespace", "hooked-redirect", "--wait=false", "--ignore-not-found")
+	}()
+	if got, err := testenv.Kubectl(t, w.kubeconfig, "apply", "-f", writeFile(t, manifest)); err != nil {
+		t.Fatalf("applying the redirecting webhook: %v\n%s", err, got)
+	}
+	if got, err := testenv.Kubectl(t, w.kubeconfig, "-n", "hooked-redirect", "wait", "--for=condition=Ready", "pod/redirect", "--timeout=30s"); err != nil {
+		t.Fatalf("the redirecting pod did not become Ready: %v\n%s", err, got)
+	}
+	i := 0
+	testenv.Eventually(t, 20*time.Second, "the redirecting webhook's failed call to refuse a ConfigMap", func() error {
+		i++
+		got, err := testenv.Kubectl(t, w.kubeconfig, "-n", "hooked-redirect", "create", "configmap", "probe-"+strconv.Itoa(i))
+		if err == nil {
+			return fmt.Errorf("admitted (webhook not yet loaded, or the redirect was served): %s", got)
+		}
+		if !strings.Contains(got, "redirect.kobe.test") {
+			return fmt.Errorf("refused, but not by the webhook: %s", got)
+		}
+		return nil
+	})
+	if n := conns.Load() - before; n != 0 {
+		t.Errorf("the member's API server followed the webhook's redirect to %s on the host's loopback %d time(s)\n%s", ln.Addr(), n, fenceState(t, w))
+	}
+}
+
+// fenceState says, for a failure's message, what fences the member's API
+// server: its fence table and the cgroups its process is in.
+func fenceState(t *testing.T, w *workload) string {
+	uid := string(w.member.UID)
+	table, err := exec.Command("nft", "list", "table", "inet", node.ControlPlaneTable(uid)).CombinedOutput()
+	out := fmt.Sprintf("nft list table (%v):\n%s", err, table)
+	if dir, err := memberproc.Dir(s.DataRoot, w.member.UID); err == nil {
+		if pids, err := memberproc.Components(dir); err == nil {
+			cg, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pids["kube-apiserver"]))
+			out += fmt.Sprintf("kube-apiserver (pid %d) cgroups:\n%s", pids["kube-apiserver"], cg)
+		}
+	}
+	return out
 }

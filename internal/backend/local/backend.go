@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -109,10 +108,8 @@ type Backend struct {
 	// slotClaimDir is DefaultSlotClaimDir (tests replace it).
 	slotClaimDir string
 
-	// disk holds the last measurement of the members' disk use;
-	// diskLimitSeen is set once a member has a disk limit of its own.
-	disk          diskCheck
-	diskLimitSeen atomic.Bool
+	// disk holds the last measurement of the members' disk use.
+	disk diskCheck
 
 	// canFreeze caches CanFreeze's answer (freeze.go), canLimit
 	// EnforcesLimits' (limits.go).
@@ -388,6 +385,11 @@ func (b *Backend) Create(ctx context.Context, m backend.Member) error {
 	if err := os.MkdirAll(p.dir, 0o700); err != nil {
 		return fmt.Errorf("creating data directory: %w", err)
 	}
+	if size := b.diskFSSize(m); size > 0 { // recorded as st.DiskLimit
+		if err := mountMemberDisk(ctx, p, size); err != nil {
+			return err
+		}
+	}
 	st = &state{
 		Version:      stateVersion,
 		Namespace:    m.Namespace,
@@ -397,7 +399,7 @@ func (b *Backend) Create(ctx context.Context, m backend.Member) error {
 		Nodes:        nodes,
 		StartedAt:    time.Now().UTC(),
 		PodPidsLimit: podPidsLimit(m),
-		DiskLimit:    diskLimit(m),
+		DiskLimit:    b.diskFSSize(m),
 		// The default version is recorded too: a later change of the
 		// default must not change what this member restarts with.
 		KubernetesVersion: kubeVersion,
@@ -422,9 +424,6 @@ func (b *Backend) Create(ctx context.Context, m backend.Member) error {
 	}
 	if err := writeAdmissionConfig(p, m.Spec.Cluster); err != nil {
 		return fmt.Errorf("writing the admission configuration: %w", err)
-	}
-	if st.DiskLimit > 0 {
-		b.diskLimitSeen.Store(true)
 	}
 	if st.Confined, err = b.confine(m); err != nil {
 		return err
@@ -480,6 +479,11 @@ func (b *Backend) launchCore(rt *memberRT, p paths, st *state) error {
 	}
 	if err := writeAddressGuard(p, st); err != nil {
 		return fmt.Errorf("writing the member's address guard: %w", err)
+	}
+	if st.Confined {
+		if err := b.fenceControlPlane(st, port); err != nil {
+			return err
+		}
 	}
 	st.Processes = nil
 	for _, c := range []string{compEtcd, compAPIServer} {
@@ -714,16 +718,25 @@ func (b *Backend) destroy(ctx context.Context, rt *memberRT, p paths) error {
 	if err := b.killProcs(ctx, rt, p.dir); err != nil {
 		return err
 	}
+	if uid, ok := uidFromDirName(filepath.Base(p.dir)); ok && b.fences() {
+		if err := node.UnfenceControlPlane(ctx, string(uid)); err != nil {
+			return err
+		}
+	}
 	if _, err := os.Stat(p.dir); errors.Is(err, fs.ErrNotExist) {
-		return nil
+		return removeMemberDisk(p)
 	}
 	if err := b.destroyNodeHost(ctx, p); err != nil {
 		return fmt.Errorf("removing the nodes of %s: %w", p.dir, err)
 	}
 	if uid, ok := uidFromDirName(filepath.Base(p.dir)); ok {
-		if err := removeFreezeCgroup(uid); err != nil {
+		if err := removeMemberCgroup(uid); err != nil {
 			return fmt.Errorf("removing the cgroup of %s: %w", p.dir, err)
 		}
+	}
+	// Its own file system goes whole, not file by file.
+	if err := removeMemberDisk(p); err != nil {
+		return err
 	}
 	if err := os.RemoveAll(p.dir); err != nil {
 		return fmt.Errorf("removing %s: %w", p.dir, err)

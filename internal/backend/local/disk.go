@@ -134,9 +134,9 @@ type memberDisk struct {
 	failed bool
 	// err is set when the walk stopped at a bound (bytes are then partial).
 	err error
-	// limit is the member's own cluster.limits.disk (0: the backend's
-	// MemberDiskLimit).
-	limit int64
+	// ownFS: the member's data directory is a file system of its own
+	// (diskfs.go), which bounds it; MemberDiskLimit does not apply.
+	ownFS bool
 }
 
 // fsSpace is the data root's file system as statfs(2) reports it to
@@ -166,9 +166,7 @@ func diskVerdicts(members []memberDisk, lim diskLimits, space fsSpace) map[strin
 			continue
 		case m.err != nil:
 			why[m.dir] = fmt.Sprintf("member data directory cannot be measured: %v", m.err)
-		case m.limit > 0 && m.bytes > m.limit:
-			why[m.dir] = fmt.Sprintf("member data directory is %s, above its cluster.limits.disk %s", formatBytes(m.bytes), formatBytes(m.limit))
-		case m.limit <= 0 && lim.memberLimit > 0 && m.bytes > lim.memberLimit:
+		case !m.ownFS && lim.memberLimit > 0 && m.bytes > lim.memberLimit:
 			why[m.dir] = fmt.Sprintf("member data directory is %s, above --local-member-disk-limit %s", formatBytes(m.bytes), formatBytes(lim.memberLimit))
 		default:
 			rest = append(rest, m)
@@ -327,12 +325,8 @@ type diskCheck struct {
 }
 
 func (b *Backend) diskLimited() bool {
-	return b.opts.MemberDiskLimit > 0 || !b.opts.MinFreeDisk.zero() || b.membersLimitDisk()
+	return b.opts.MemberDiskLimit > 0 || !b.opts.MinFreeDisk.zero()
 }
-
-// membersLimitDisk reports whether a member was built with its own disk
-// limit (cluster.limits.disk) since this backend started.
-func (b *Backend) membersLimitDisk() bool { return b.diskLimitSeen.Load() }
 
 // enforceDiskLimits records member m Failed when the last measurement
 // (at most diskCheck.every old) judged its disk use too large.
@@ -375,7 +369,7 @@ func (b *Backend) measureDisk() map[string]string {
 		b.log.Error(err, "Measuring free disk space failed; the floor is not enforced this time")
 		lim.minFree = DiskFloor{}
 	}
-	if lim.memberLimit <= 0 && !b.membersLimitDisk() && space.avail >= lim.minFree.of(space.size) {
+	if lim.memberLimit <= 0 && space.avail >= lim.minFree.of(space.size) {
 		return map[string]string{} // nothing needs the members' sizes
 	}
 	entries, err := os.ReadDir(b.opts.DataRoot)
@@ -397,11 +391,7 @@ func (b *Backend) measureDisk() map[string]string {
 			continue
 		}
 		st, _ := readState(p)
-		md := memberDisk{dir: e.Name(), bytes: n, failed: st != nil && st.Failure != "", err: err}
-		if st != nil {
-			md.limit = st.DiskLimit
-		}
-		members = append(members, md)
+		members = append(members, memberDisk{dir: e.Name(), bytes: n, failed: st != nil && st.Failure != "", err: err, ownFS: st != nil && st.DiskLimit > 0})
 	}
 	why := diskVerdicts(members, lim, space)
 	b.log.V(1).Info("Measured member data directories", "members", len(members), "available", formatBytes(space.avail), "failing", len(why))

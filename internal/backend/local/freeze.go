@@ -163,10 +163,10 @@ func thawForKill(ctx context.Context, dir string) error {
 	return thawCgroup(ctx, string(uid))
 }
 
-// removeFreezeCgroup removes what Freeze and confine created for a member
+// removeMemberCgroup removes what confine and Freeze created for a member
 // without nodes, once its processes are gone (destroyNodeHost removes the cgroups
 // of a member with nodes).
-func removeFreezeCgroup(uid types.UID) error {
+func removeMemberCgroup(uid types.UID) error {
 	// Made by Freeze in the unified hierarchy, or by confine in all.
 	if where, err := node.CgroupPaths(NodeCgroup(string(uid))); err != nil || len(where) == 0 {
 		return err

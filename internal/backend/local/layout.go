@@ -157,8 +157,8 @@ type state struct {
 	Confined bool `json:"confined,omitempty"`
 	// PodPidsLimit is the nodes' kubelet podPidsLimit (0: none).
 	PodPidsLimit int64 `json:"podPidsLimit,omitempty"`
-	// DiskLimit is the member's cluster.limits.disk in bytes (0: the
-	// backend's MemberDiskLimit), checked by measurement (disk.go).
+	// DiskLimit is the size of the member's own file system (diskfs.go;
+	// 0: none, and disk.go's measurement bounds it).
 	DiskLimit int64 `json:"diskLimit,omitempty"`
 }
 

@@ -1,9 +1,12 @@
 package local
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"strconv"
+	"time"
 
 	"github.com/kunobi-ninja/kobe/internal/backend"
 	"github.com/kunobi-ninja/kobe/internal/node"
@@ -32,6 +35,15 @@ func (b *Backend) EnforcesLimits() (bool, string) {
 func probeLimits() (bool, string) {
 	if os.Geteuid() != 0 {
 		return false, "the operator is not root (cgroups need it)"
+	}
+	for _, tool := range []struct{ name, why string }{
+		{"nft", "the control-plane fence needs nftables"},
+		{"mkfs.ext4", "a member's file system needs e2fsprogs"},
+		{"mount", "a member's file system is loop-mounted"},
+	} {
+		if _, err := exec.LookPath(tool.name); err != nil {
+			return false, tool.name + " is not installed (" + tool.why + ")"
+		}
 	}
 	probe := "kobe/limit-probe-" + strconv.Itoa(os.Getpid())
 	if err := node.CreateCgroup(probe); err != nil {
@@ -80,13 +92,12 @@ func podPidsLimit(m backend.Member) int64 {
 
 // confine makes member m's cgroup with its limits, before any of its
 // processes starts; it reports whether the member's processes must join
-// it. A member whose limits this host cannot enforce is built unbounded,
-// as its pool's MemberLimits condition says (EnforcesLimits).
+// it, and its control plane be fenced (node.FenceControlPlane, loaded by
+// launchCore once the API server's port is known). Every member is
+// confined where this host can (EnforcesLimits), whether or not it has
+// limits: the fence is not a limit a pool may leave out. Elsewhere the
+// member is built unbounded, as its pool's MemberLimits condition says.
 func (b *Backend) confine(m backend.Member) (bool, error) {
-	l, ok := memberCgroupLimits(m)
-	if !ok {
-		return false, nil
-	}
 	if ok, _ := b.EnforcesLimits(); !ok {
 		return false, nil
 	}
@@ -94,8 +105,37 @@ func (b *Backend) confine(m backend.Member) (bool, error) {
 	if err := node.CreateCgroup(cpCgroup(uid)); err != nil {
 		return false, fmt.Errorf("making the member's cgroup: %w", err)
 	}
-	if err := node.LimitCgroup(NodeCgroup(uid), l); err != nil {
-		return false, fmt.Errorf("limiting the member's cgroup: %w", err)
+	if l, ok := memberCgroupLimits(m); ok {
+		if err := node.LimitCgroup(NodeCgroup(uid), l); err != nil {
+			return false, fmt.Errorf("limiting the member's cgroup: %w", err)
+		}
 	}
 	return true, nil
+}
+
+// fenceControlPlane loads the fence of a confined member's control plane
+// for its API server's port (again at each new port), before its
+// processes start.
+func (b *Backend) fenceControlPlane(st *state, port int) error {
+	bridge := ""
+	if st.Nodes > 0 {
+		mn, err := memberNet(st)
+		if err != nil {
+			return err
+		}
+		bridge = mn.Bridge
+	}
+	ctx, cancel := context.WithTimeout(b.ctx, time.Minute)
+	defer cancel()
+	if err := node.FenceControlPlane(ctx, string(st.UID), cpCgroup(string(st.UID)), port, bridge); err != nil {
+		return fmt.Errorf("fencing the member's control plane: %w", err)
+	}
+	return nil
+}
+
+// fences reports whether this backend fences members, so that their
+// teardown removes the fence (a host without nft has none to remove).
+func (b *Backend) fences() bool {
+	ok, _ := b.EnforcesLimits()
+	return ok
 }

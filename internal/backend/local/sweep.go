@@ -93,6 +93,12 @@ func (b *Backend) unowned(owned backend.OwnedFunc) (dirs, strays []string, err e
 			dirs = append(dirs, e.Name())
 		}
 	}
+	// A disk image whose directory is gone is destroyed like a member.
+	for _, name := range orphanImages(entries) {
+		if uid, _ := uidFromDirName(name); !owned(namespaceFromDirName(name), uid) {
+			dirs = append(dirs, name)
+		}
+	}
 	procs, err := scanProcs(b.opts.DataRoot)
 	if err != nil {
 		return dirs, nil, err

@@ -26,7 +26,7 @@ const (
 	// holds its client CA key, so its absence proves the lease's
 	// certificates can never be signed again.
 	KindPath = "Path"
-	// KindCgroup: name is a cgroup of the member's nodes (relative to each
+	// KindCgroup: name is the member's cgroup (relative to each
 	// hierarchy's root).
 	KindCgroup = "Cgroup"
 )
@@ -35,7 +35,8 @@ var _ backend.Verifier = (*Backend)(nil)
 
 // Manifest implements backend.Verifier: the member's processes (pid and
 // start time, read from /proc now), its API server's port, its data
-// directory and, with nodes, its cgroup.
+// directory, its file system's image and, when it is confined or has
+// nodes, its cgroup.
 func (b *Backend) Manifest(_ context.Context, m backend.Member) ([]kobev1.ManifestResource, error) {
 	if err := validMember(m); err != nil {
 		return nil, err
@@ -62,7 +63,10 @@ func (b *Backend) Manifest(_ context.Context, m backend.Member) ([]kobev1.Manife
 	}
 	out = append(out, kobev1.ManifestResource{Kind: KindPort, Name: compAPIServer, ID: net.JoinHostPort(host, strconv.Itoa(st.APIServerPort))})
 	out = append(out, kobev1.ManifestResource{Kind: KindPath, Name: p.dir})
-	if st.Nodes > 0 {
+	if _, err := os.Stat(p.diskImage()); err == nil {
+		out = append(out, kobev1.ManifestResource{Kind: KindPath, Name: p.diskImage()})
+	}
+	if st.Nodes > 0 || st.Confined {
 		out = append(out, kobev1.ManifestResource{Kind: KindCgroup, Name: NodeCgroup(string(m.UID))})
 	}
 	return out, nil
