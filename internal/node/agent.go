@@ -160,6 +160,13 @@ func (a *Agent) cgroups(context.Context) error {
 		return err
 	}
 	a.cgroupRoot = "/" + a.cgroupRel
+	if a.cfg.PidsMax > 0 {
+		// Every pod of the node runs below it: a fork past it fails in
+		// the pod, whatever the host's kubelet allows the node pod.
+		if err := LimitCgroup(a.cgroupRel, CgroupLimits{Pids: a.cfg.PidsMax}); err != nil {
+			return fmt.Errorf("limiting the node's processes: %w", err)
+		}
+	}
 	return nil
 }
 

@@ -127,6 +127,9 @@ const ConfigFile = "node.json"
 // Validate checks what kobe-node relies on before it touches anything.
 func (c *Config) Validate() error {
 	var errs []error
+	if c.PidsMax < 0 || c.PodPidsLimit < 0 {
+		errs = append(errs, errors.New("pidsMax and podPidsLimit must not be negative"))
+	}
 	if c.Name == "" {
 		errs = append(errs, errors.New("name is empty"))
 	}

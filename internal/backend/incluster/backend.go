@@ -49,6 +49,10 @@ type Options struct {
 	// HostRanges are the host cluster's ranges, which the NetworkPolicy of
 	// a member whose egress opens anything excepts (nil: none).
 	HostRanges *HostRanges
+	// EnforcesLimits: the Template renders members' spec.cluster.limits
+	// (backend.LimitEnforcer); a backend whose template does not is not
+	// given any.
+	EnforcesLimits bool
 }
 
 // DefaultUnschedulableTimeout is Options.UnschedulableTimeout's default.
@@ -64,6 +68,7 @@ var (
 	_ backend.Sweeper       = (*Backend)(nil)
 	_ backend.LeakFinder    = (*Backend)(nil)
 	_ backend.NodeDefaulter = (*Backend)(nil)
+	_ backend.LimitEnforcer = (*Backend)(nil)
 )
 
 // New checks the options and returns the Backend.
@@ -98,6 +103,15 @@ func (b *Backend) DefaultNodes(spec *kobev1.ClusterPoolSpec) (int32, string) {
 		return 0, "the " + string(b.opts.Type) + " backend gives members no node unless the pool asks"
 	}
 	return b.opts.DefaultNodes(spec)
+}
+
+// EnforcesLimits implements backend.LimitEnforcer with
+// Options.EnforcesLimits.
+func (b *Backend) EnforcesLimits() (bool, string) {
+	if !b.opts.EnforcesLimits {
+		return false, "the " + string(b.opts.Type) + " backend does not enforce cluster.limits yet"
+	}
+	return true, ""
 }
 
 // Capabilities implements backend.Backend.

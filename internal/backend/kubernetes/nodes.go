@@ -173,10 +173,12 @@ func (t Template) nodeSettings(m backend.Member, set *incluster.Settings) error 
 	if err := nodeSkew(m, n); err != nil {
 		return err
 	}
+	share := memberShare(m, n)
 	for i := range n {
 		name := incluster.NodePodName(m, i)
 		c := t.nodeConfig(name, i)
 		c.RegistryMirrors = m.Spec.Cluster.MirrorsByRegistry()
+		c.PodPidsLimit, c.PidsMax = share.podProcesses, share.processes
 		if err := c.Validate(); err != nil {
 			return fmt.Errorf("node %s: %w", name, err)
 		}
@@ -244,9 +246,10 @@ func (t Template) nodePods(in incluster.RenderInput, img Images) ([]corev1.Pod, 
 	if k := spec(in.Member); k != nil && k.Resources != nil {
 		res = k.Resources.Node
 	}
+	share := memberShare(in.Member, n)
 	var pods []corev1.Pod
 	for i := range n {
-		nodeRes := incluster.Resources(res, DefaultResources.Node)
+		nodeRes := share.cap(incluster.Resources(res, DefaultResources.Node))
 		p := corev1.Pod{Spec: corev1.PodSpec{
 			Containers: []corev1.Container{{
 				Name:            "node",

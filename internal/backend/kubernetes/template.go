@@ -407,5 +407,6 @@ func New(o Options) (*incluster.Backend, error) {
 		Log:                  o.Log,
 		DefaultNodes:         func(spec *kobev1.ClusterPoolSpec) (int32, string) { return defaultNodes(o.DefaultNodes, spec) },
 		HostRanges:           o.HostRanges,
+		EnforcesLimits:       true, // limits.go
 	})
 }
