@@ -508,6 +508,23 @@ func (b *Backend) launchCore(rt *memberRT, p paths, st *state) error {
 // MinFreeDisk (see disk.go). Observe only reads, apart from recording the
 // first time it saw the member ready and a failure for its disk use.
 func (b *Backend) Observe(ctx context.Context, m backend.Member) (backend.Observation, error) {
+	obs, err := b.observe(ctx, m)
+	if err != nil || obs.State != backend.StateFailed || validMember(m) != nil {
+		return obs, err
+	}
+	// Recorded, so that its destroy keeps its logs (keptlogs.go), and
+	// said, so that a person finds them once the member is gone.
+	rt, p := b.member(m.UID), b.paths(m)
+	rt.mu.Lock()
+	if st, err := readState(p); err == nil && st.validate(m) == nil && st.Failure == "" {
+		b.recordFailure(p, st, obs.Message)
+	}
+	rt.mu.Unlock()
+	obs.Message += "; its logs are kept in " + b.keptLogs(p)
+	return obs, nil
+}
+
+func (b *Backend) observe(ctx context.Context, m backend.Member) (backend.Observation, error) {
 	if validMember(m) != nil {
 		// Create refuses such a member, so nothing of it exists.
 		return backend.Observation{State: backend.StateAbsent}, nil
@@ -732,6 +749,11 @@ func (b *Backend) destroy(ctx context.Context, rt *memberRT, p paths) error {
 	if uid, ok := uidFromDirName(filepath.Base(p.dir)); ok {
 		if err := removeMemberCgroup(uid); err != nil {
 			return fmt.Errorf("removing the cgroup of %s: %w", p.dir, err)
+		}
+	}
+	if st, err := readState(p); err == nil && st.Failure != "" {
+		if err := b.keepLogs(p); err != nil {
+			b.log.Error(err, "Keeping a failed member's logs failed", "dir", p.dir)
 		}
 	}
 	// Its own file system goes whole, not file by file.

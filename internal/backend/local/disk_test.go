@@ -413,4 +413,15 @@ func testDiskLimit(t *testing.T, b *Backend, m backend.Member, acc *backend.Acce
 	if obs, err := b.Observe(t.Context(), m); err != nil || obs.State != backend.StateFailed {
 		t.Errorf("Observe without a limit after the failure = %s %q, %v; want Failed", obs.State, obs.Message, err)
 	}
+	// Its logs outlive it, where the message says.
+	kept := b.keptLogs(p)
+	if !strings.HasSuffix(obs.Message, "; its logs are kept in "+kept) {
+		t.Errorf("Failed message %q does not name where its logs are kept (%s)", obs.Message, kept)
+	}
+	if gone, err := b.Delete(t.Context(), m); err != nil || !gone {
+		t.Fatalf("Delete = %v, %v", gone, err)
+	}
+	if log, err := os.ReadFile(filepath.Join(kept, "logs", compAPIServer+".log")); err != nil || !strings.Contains(string(log), "--- kobe: starting kube-apiserver") {
+		t.Errorf("the failed member's API server log was not kept in %s (%v)", kept, err)
+	}
 }
