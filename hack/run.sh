@@ -21,9 +21,12 @@
 # group (make and this script). The host control plane and the operator run
 # in sessions of their own (setsid), so they do not see it; this script then
 # ends the leases and deletes the pools and members while the operator still
-# runs, stops the operator, kills member processes it left, and stops the
-# host. Every wait is bounded; a second Ctrl-C skips the graceful part and
-# kills every process of the state directory at once.
+# runs, stops the operator, destroys the members it left (bin/membersweep:
+# their processes by cgroup, then cgroups, network, mounts), and stops the
+# host. Every wait is bounded; a second Ctrl-C (or SIGTERM, as make
+# forwards a group's) skips the graceful part: the operator is killed at
+# once and the members it left are destroyed the same way. A later run
+# destroys what an earlier one left.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 state=${KOBE_STATE_DIR:-.kobe}
@@ -113,17 +116,31 @@ shutdown() {
 		bounded 45 kubectl wait --for=delete clusterinstances --all --timeout=45s
 	fi
 	stop_session "$operator_pid" 10
-	# Members outlive the operator by design: kill any it did not destroy.
-	left=$(naming "$members/" | wc -l)
-	if ((left > 0)); then
-		echo "killing $left member processes that are left..."
-		kill_naming "$members/"
-	fi
+	# Members outlive the operator by design: destroy any it did not (also
+	# after a second Ctrl-C, which kills the operator first).
+	sweep_members
 	rm -rf "$members"
 	stop_session "$hostcp_pid" 15
 	kill_naming "$host_data/"
 	rm -rf "$host_data" "$KUBECONFIG" "$tls" "$kobe_config"
 	echo "kobe stopped ($((SECONDS - t0)) s)."
+}
+
+# sweep_members destroys every member left under members/ as the operator
+# would (their cgroups hold every process, node containers included; then
+# cgroups, network, fence, mounts and file system), then kills whatever
+# still names members/.
+sweep_members() {
+	local left
+	if [ -x bin/membersweep ] && [ -d "$members" ] && [ -n "$(ls -A "$members" 2>/dev/null)" ]; then
+		echo "destroying the members that are left..."
+		timeout 60 bin/membersweep --data-dir "$members" >/dev/null 2>>"$state/membersweep.log" || true
+	fi
+	left=$(naming "$members/" | wc -l)
+	if ((left > 0)); then
+		echo "killing $left member processes that are left..."
+		kill_naming "$members/"
+	fi
 }
 
 on_signal() {
@@ -155,8 +172,9 @@ api_answers() {
 	curl -fsS --max-time 2 --cacert "$tls/ca.crt" -o /dev/null "https://127.0.0.1:$api_port/readyz"
 }
 
-if old=$({ naming "$members"; naming "$host_data"; } | sort -u | tr '\n' ' ') && [ -n "$old" ]; then
-	stopping=1 # not ours: leave them alone
+go build -o bin/membersweep ./hack/membersweep
+if old=$({ naming "$host_data"; naming "--local-data-dir $members "; } | sort -u | tr '\n' ' ') && [ -n "$old" ]; then
+	stopping=1 # a run that still runs: not ours, leave it alone
 	echo "processes of an earlier run still use $rel: $old" >&2
 	echo "stop them (kill $old) or choose another KOBE_STATE_DIR" >&2
 	exit 1
@@ -166,6 +184,9 @@ if (exec 3<>"/dev/tcp/127.0.0.1/$api_port") 2>/dev/null; then
 	echo "port $api_port is in use: set KOBE_API_PORT to a free port" >&2
 	exit 1
 fi
+# What an earlier run left (its host and operator are gone): members whose
+# processes, cgroups, network and mounts a forced stop did not remove.
+sweep_members
 rm -rf "$members" "$KUBECONFIG"
 command -v curl >/dev/null || {
 	stopping=1
@@ -281,15 +302,15 @@ for _ in $(seq 1 50); do
 done
 nodes_message=$(kubectl get clusterpool dev -o jsonpath='{.status.conditions[?(@.type=="Nodes")].message}' 2>/dev/null || true)
 if [ "$nodes_status" = True ]; then
-	members="2 real clusters with a node each: pods run (each ~20 s to Ready)"
+	demo_members="2 real clusters with a node each: pods run (each ~20 s to Ready)"
 else
-	members="2 API-only clusters (each ~15 s to Ready): ${nodes_message:-the pool has not said whether its members get a node}"
+	demo_members="2 API-only clusters (each ~15 s to Ready): ${nodes_message:-the pool has not said whether its members get a node}"
 fi
 
 cat <<EOF
 
 kobe is running; its API answers on https://127.0.0.1:$api_port (CA: $rel/tls/ca.crt; operator log: $rel/operator.log).
-The demo pool "dev" is filling with $members.
+The demo pool "dev" is filling with $demo_members.
 
   export KUBECONFIG=$KUBECONFIG
   kubectl get clusterpools,clusterinstances

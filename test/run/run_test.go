@@ -44,6 +44,34 @@ const (
 // member directory is left. Processes are found by the run's state
 // directory on their command lines, read from /proc.
 func TestMakeRunStopsOnCtrlC(t *testing.T) {
+	makeRunStops(t, func(t *testing.T, _ *exec.Cmd, ptmx *os.File) {
+		// Ctrl-C as the terminal does it: the line discipline turns ^C
+		// into SIGINT for the foreground process group.
+		if _, err := ptmx.Write([]byte{ctrlC}); err != nil {
+			t.Fatalf("pressing Ctrl-C: %v", err)
+		}
+	})
+}
+
+// TestMakeRunForcedStopLeavesNothing: with a member leased, SIGTERM to
+// make run's whole process group twice (what a CI cancellation or `kill --
+// -PGID` does: make forwards it, so the script sees a second signal and
+// takes its forced path, killing the operator at once). Nothing of the
+// members may be left: no process, directory, cgroup, fence or mount.
+func TestMakeRunForcedStopLeavesNothing(t *testing.T) {
+	makeRunStops(t, func(t *testing.T, cmd *exec.Cmd, _ *os.File) {
+		for range 2 {
+			if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM); err != nil {
+				t.Fatalf("SIGTERM to make run's process group: %v", err)
+			}
+			time.Sleep(300 * time.Millisecond)
+		}
+	})
+}
+
+// makeRunStops starts make run, waits for its pool (and leases one of its
+// members), stops it with stop and checks that nothing of it is left.
+func makeRunStops(t *testing.T, stop func(t *testing.T, cmd *exec.Cmd, ptmx *os.File)) {
 	state := t.TempDir()
 	port, err := testenv.FreeFixedPort()
 	if err != nil {
@@ -164,15 +192,18 @@ func TestMakeRunStopsOnCtrlC(t *testing.T) {
 	if out, err := pools.CombinedOutput(); err != nil || !strings.Contains(string(out), "dev") {
 		t.Fatalf("bin/kobe pools as make run printed it: %v\n%s", err, out)
 	}
-	before, _ := memberproc.Running(state + "/")
-	t.Logf("pool ready; %d processes of the run: %v", len(before), before)
-
-	// Ctrl-C as the terminal does it: the line discipline turns ^C into
-	// SIGINT for the foreground process group.
-	pressed := time.Now()
-	if _, err := ptmx.Write([]byte{ctrlC}); err != nil {
-		t.Fatalf("pressing Ctrl-C: %v", err)
+	// A member leased, as a user's would be when the run is stopped.
+	lease := exec.CommandContext(t.Context(), filepath.Join(testenv.RepoRoot(), "bin", "kobe"), "lease", "dev", "--ttl", "10m", "--kubeconfig", filepath.Join(t.TempDir(), "kc"))
+	lease.Env = pools.Env
+	if out, err := lease.CombinedOutput(); err != nil {
+		t.Fatalf("bin/kobe lease dev: %v\n%s", err, out)
 	}
+	memberUIDs := memberUIDsOf(dirs)
+	before, _ := memberproc.Running(state + "/")
+	t.Logf("pool ready, a member leased; %d processes of the run: %v", len(before), before)
+
+	pressed := time.Now()
+	stop(t, cmd, ptmx)
 	select {
 	case err := <-exited:
 		t.Logf("make exited %s after Ctrl-C (%v)", time.Since(pressed).Round(100*time.Millisecond), err)
@@ -198,6 +229,9 @@ func TestMakeRunStopsOnCtrlC(t *testing.T) {
 	t.Logf("last process of the run gone %s after Ctrl-C", lastGone.Round(100*time.Millisecond))
 	if dirs, err := memberproc.Dirs(members); err != nil || len(dirs) > 0 {
 		t.Fatalf("member directories left after Ctrl-C: %v (%v)", dirs, err)
+	}
+	if left := membersLeft(state, memberUIDs); len(left) > 0 {
+		t.Fatalf("left of the members after the stop: %v", left)
 	}
 	select {
 	case <-copied:
@@ -234,4 +268,38 @@ func tail(b []byte, n int) []byte {
 		return b[len(b)-n:]
 	}
 	return b
+}
+
+// memberUIDsOf are the UIDs of the member directories names.
+func memberUIDsOf(names []string) []string {
+	var out []string
+	for _, n := range names {
+		if i := strings.LastIndexByte(n, '_'); i >= 0 && !strings.HasSuffix(n, ".disk") {
+			out = append(out, n[i+1:])
+		}
+	}
+	return out
+}
+
+// membersLeft lists what the members of uids left on the machine beyond
+// processes and directories: cgroups, control-plane fences (nftables) and
+// mounts under the run's state directory. Only root makes any.
+func membersLeft(state string, uids []string) []string {
+	var left []string
+	for _, uid := range uids {
+		if m, _ := filepath.Glob("/sys/fs/cgroup/*/kobe/" + uid); len(m) > 0 {
+			left = append(left, m...)
+		}
+		if out, err := exec.Command("nft", "list", "table", "inet", "kobe-cp-"+uid).CombinedOutput(); err == nil {
+			left = append(left, "nftables table kobe-cp-"+uid+": "+strings.SplitN(string(out), "\n", 2)[0])
+		}
+	}
+	if mounts, err := os.ReadFile("/proc/self/mountinfo"); err == nil {
+		for l := range strings.SplitSeq(string(mounts), "\n") {
+			if f := strings.Fields(l); len(f) > 4 && strings.HasPrefix(f[4], state+"/") {
+				left = append(left, "mount "+f[4])
+			}
+		}
+	}
+	return left
 }
