@@ -22,18 +22,22 @@ import (
 )
 
 // hookManifest is an admission webhook served by a member pod (testapp
-// webhook: it refuses objects named deny-*) behind a Service, for the
-// ConfigMaps of namespace hooked: what cert-manager's or an ingress
-// controller's chart installs.
-func hookManifest(certPEM, keyPEM, caPEM []byte) string {
+// with args: `webhook CERT KEY` refuses objects named deny-*) behind the
+// Service ns/name, for the ConfigMaps of namespace ns: what cert-manager's
+// or an ingress controller's chart installs.
+func hookManifest(ns, name string, args []string, certPEM, keyPEM, caPEM []byte) string {
 	b64 := base64.StdEncoding.EncodeToString
+	quoted := make([]string, len(args))
+	for i, a := range args {
+		quoted[i] = strconv.Quote(a)
+	}
 	return `apiVersion: v1
 kind: Namespace
-metadata: {name: hooked}
+metadata: {name: ` + ns + `}
 ---
 apiVersion: v1
 kind: Secret
-metadata: {name: hook-tls, namespace: hooked}
+metadata: {name: ` + name + `-tls, namespace: ` + ns + `}
 type: kubernetes.io/tls
 data:
   tls.crt: ` + b64(certPEM) + `
@@ -41,13 +45,13 @@ data:
 ---
 apiVersion: v1
 kind: Pod
-metadata: {name: hook, namespace: hooked, labels: {app: hook}}
+metadata: {name: ` + name + `, namespace: ` + ns + `, labels: {app: ` + name + `}}
 spec:
   containers:
-  - name: hook
+  - name: ` + name + `
     image: ` + testappImage + `
     imagePullPolicy: Never
-    args: [webhook, /tls/tls.crt, /tls/tls.key]
+    args: [` + strings.Join(quoted, ", ") + `]
     ports: [{containerPort: 8443}]
     readinessProbe:
       tcpSocket: {port: 8443}
@@ -55,27 +59,27 @@ spec:
     volumeMounts: [{name: tls, mountPath: /tls, readOnly: true}]
   volumes:
   - name: tls
-    secret: {secretName: hook-tls}
+    secret: {secretName: ` + name + `-tls}
 ---
 apiVersion: v1
 kind: Service
-metadata: {name: hook, namespace: hooked}
+metadata: {name: ` + name + `, namespace: ` + ns + `}
 spec:
-  selector: {app: hook}
+  selector: {app: ` + name + `}
   ports: [{port: 443, targetPort: 8443}]
 ---
 apiVersion: admissionregistration.k8s.io/v1
 kind: ValidatingWebhookConfiguration
-metadata: {name: hook}
+metadata: {name: ` + name + `}
 webhooks:
-- name: hook.kobe.test
+- name: ` + name + `.kobe.test
   clientConfig:
-    service: {namespace: hooked, name: hook}
+    service: {namespace: ` + ns + `, name: ` + name + `}
     caBundle: ` + b64(caPEM) + `
   rules:
   - {operations: [CREATE], apiGroups: [""], apiVersions: [v1], resources: [configmaps]}
   namespaceSelector:
-    matchLabels: {kubernetes.io/metadata.name: hooked}
+    matchLabels: {kubernetes.io/metadata.name: ` + ns + `}
   failurePolicy: Fail
   sideEffects: None
   timeoutSeconds: 5
@@ -96,7 +100,7 @@ func webhooks(t *testing.T, w *workload, out *outside) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := testenv.Kubectl(t, w.kubeconfig, "apply", "-f", writeFile(t, hookManifest(certPEM, keyPEM, ca.CertPEM))); err != nil {
+	if got, err := testenv.Kubectl(t, w.kubeconfig, "apply", "-f", writeFile(t, hookManifest("hooked", "hook", []string{"webhook", "/tls/tls.crt", "/tls/tls.key"}, certPEM, keyPEM, ca.CertPEM))); err != nil {
 		t.Fatalf("applying the webhook: %v\n%s", err, got)
 	}
 	defer func() {
@@ -219,64 +223,10 @@ func redirectedWebhook(t *testing.T, w *workload, ca *pki.CA) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b64 := base64.StdEncoding.EncodeToString
 	target := "http://" + ln.Addr().String() + "/steal"
-	manifest := `apiVersion: v1
-kind: Namespace
-metadata: {name: hooked-redirect}
----
-apiVersion: v1
-kind: Secret
-metadata: {name: redirect-tls, namespace: hooked-redirect}
-type: kubernetes.io/tls
-data:
-  tls.crt: ` + b64(certPEM) + `
-  tls.key: ` + b64(keyPEM) + `
----
-apiVersion: v1
-kind: Pod
-metadata: {name: redirect, namespace: hooked-redirect, labels: {app: redirect}}
-spec:
-  containers:
-  - name: redirect
-    image: ` + testappImage + `
-    imagePullPolicy: Never
-    args: [redirect, /tls/tls.crt, /tls/tls.key, "` + target + `"]
-    ports: [{containerPort: 8443}]
-    readinessProbe:
-      tcpSocket: {port: 8443}
-      periodSeconds: 1
-    volumeMounts: [{name: tls, mountPath: /tls, readOnly: true}]
-  volumes:
-  - name: tls
-    secret: {secretName: redirect-tls}
----
-apiVersion: v1
-kind: Service
-metadata: {name: redirect, namespace: hooked-redirect}
-spec:
-  selector: {app: redirect}
-  ports: [{port: 443, targetPort: 8443}]
----
-apiVersion: admissionregistration.k8s.io/v1
-kind: ValidatingWebhookConfiguration
-metadata: {name: hook-redirect}
-webhooks:
-- name: redirect.kobe.test
-  clientConfig:
-    service: {namespace: hooked-redirect, name: redirect}
-    caBundle: ` + b64(ca.CertPEM) + `
-  rules:
-  - {operations: [CREATE], apiGroups: [""], apiVersions: [v1], resources: [configmaps]}
-  namespaceSelector:
-    matchLabels: {kubernetes.io/metadata.name: hooked-redirect}
-  failurePolicy: Fail
-  sideEffects: None
-  timeoutSeconds: 5
-  admissionReviewVersions: [v1]
-`
+	manifest := hookManifest("hooked-redirect", "redirect", []string{"redirect", "/tls/tls.crt", "/tls/tls.key", target}, certPEM, keyPEM, ca.CertPEM)
 	defer func() {
-		_, _ = testenv.Kubectl(t, w.kubeconfig, "delete", "validatingwebhookconfiguration", "hook-redirect", "--ignore-not-found")
+		_, _ = testenv.Kubectl(t, w.kubeconfig, "delete", "validatingwebhookconfiguration", "redirect", "--ignore-not-found")
 		_, _ = testenv.Kubectl(t, w.kubeconfig, "delete", "namespace", "hooked-redirect", "--wait=false", "--ignore-not-found")
 	}()
 	if got, err := testenv.Kubectl(t, w.kubeconfig, "apply", "-f", writeFile(t, manifest)); err != nil {

@@ -741,13 +741,20 @@ func (b *Backend) destroy(ctx context.Context, rt *memberRT, p paths) error {
 		}
 	}
 	if _, err := os.Stat(p.dir); errors.Is(err, fs.ErrNotExist) {
+		// The directory went before the member (a stray): what it made
+		// outside the directory goes now.
+		if uid, ok := uidFromDirName(filepath.Base(p.dir)); ok {
+			if err := removeMemberCgroup(ctx, uid); err != nil {
+				return fmt.Errorf("removing the cgroup of %s: %w", p.dir, err)
+			}
+		}
 		return removeMemberDisk(p)
 	}
 	if err := b.destroyNodeHost(ctx, p); err != nil {
 		return fmt.Errorf("removing the nodes of %s: %w", p.dir, err)
 	}
 	if uid, ok := uidFromDirName(filepath.Base(p.dir)); ok {
-		if err := removeMemberCgroup(uid); err != nil {
+		if err := removeMemberCgroup(ctx, uid); err != nil {
 			return fmt.Errorf("removing the cgroup of %s: %w", p.dir, err)
 		}
 	}

@@ -163,13 +163,19 @@ func thawForKill(ctx context.Context, dir string) error {
 	return thawCgroup(ctx, string(uid))
 }
 
-// removeMemberCgroup removes what confine and Freeze created for a member
-// without nodes, once its processes are gone (destroyNodeHost removes the cgroups
-// of a member with nodes).
-func removeMemberCgroup(uid types.UID) error {
+// removeMemberCgroup kills what is left in the cgroup that confine and
+// Freeze created for a member and removes it (destroyNodeHost does the same
+// first for a member with nodes).
+func removeMemberCgroup(ctx context.Context, uid types.UID) error {
 	// Made by Freeze in the unified hierarchy, or by confine in all.
 	if where, err := node.CgroupPaths(NodeCgroup(string(uid))); err != nil || len(where) == 0 {
 		return err
+	}
+	kctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	err := node.KillCgroup(kctx, NodeCgroup(string(uid)))
+	cancel()
+	if err != nil {
+		return fmt.Errorf("%w: %w", errStillRunning, err)
 	}
 	if err := node.RemoveCgroup(NodeCgroup(string(uid))); err != nil {
 		return err

@@ -28,6 +28,7 @@ import (
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/backend"
+	"github.com/kunobi-ninja/kobe/internal/node"
 	"github.com/kunobi-ninja/kobe/internal/credentials/pki"
 	"github.com/kunobi-ninja/kobe/internal/testenv"
 )
@@ -356,6 +357,10 @@ func TestAdoptAfterOperatorCrash(t *testing.T) {
 	}
 	if pids := runningUnder(t, readyDir); len(pids) > 0 {
 		t.Errorf("stray processes still run: %v", pids)
+	}
+	// And what they made outside the directory (as root: the cgroup).
+	if left, err := node.CgroupPaths(NodeCgroup(string(ready.UID))); err != nil || len(left) > 0 {
+		t.Errorf("the stray member's cgroup is left: %v (%v)", left, err)
 	}
 }
 

@@ -44,7 +44,9 @@ func (b *Backend) Sweep(ctx context.Context, owned backend.OwnedFunc) (removed [
 			b.stopSupervisor(rt)
 		}
 		rt.mu.Lock()
-		err := b.killProcs(ctx, rt, dir)
+		// Its directory is gone: destroy stops its processes and removes
+		// what it made outside the directory (cgroup, fence, image).
+		err := b.destroy(ctx, rt, paths{dir: dir})
 		rt.mu.Unlock()
 		if hasUID && err == nil {
 			b.forget(uid, rt)
