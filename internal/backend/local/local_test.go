@@ -28,8 +28,8 @@ import (
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/backend"
-	"github.com/kunobi-ninja/kobe/internal/node"
 	"github.com/kunobi-ninja/kobe/internal/credentials/pki"
+	"github.com/kunobi-ninja/kobe/internal/node"
 	"github.com/kunobi-ninja/kobe/internal/testenv"
 )
 
