@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -71,13 +72,20 @@ func TestVerifiedDestroy(t *testing.T) {
 		waitPoolReady(t, pool, 1)
 		lease, _ := leaseCLI(t, pool, "--ttl", "10m", "--cleanup-mode", "VerifiedDestroy")
 		member := memberOfLease(t, lease.ID)
-		dir := ""
+		// The obstacle: a file of the member's directory the operator
+		// cannot remove, or, when the member has a file system of its own
+		// (run as root), its image (unmounted, the directory would go).
+		dir, image := "", ""
 		for _, r := range member.Status.CreationManifest.Resources {
-			if r.Kind == "Path" {
+			switch {
+			case r.Kind != "Path":
+			case strings.HasSuffix(r.Name, ".disk"):
+				image = r.Name
+			default:
 				dir = r.Name
 			}
 		}
-		stuck := filepath.Join(dir, "admission.yaml")
+		stuck := cmp.Or(image, filepath.Join(dir, "admission.yaml"))
 		chattr(t, "+i", stuck)
 		t.Cleanup(func() { _ = exec.Command("chattr", "-i", stuck).Run() })
 
