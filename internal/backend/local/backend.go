@@ -750,17 +750,20 @@ func (b *Backend) destroy(ctx context.Context, rt *memberRT, p paths) error {
 		}
 		return removeMemberDisk(p)
 	}
+	// Its processes are gone, so its logs are final; kept now, before the
+	// nodes' teardown detaches every mount under the directory (its own
+	// file system included).
+	if st, err := readState(p); err == nil && st.Failure != "" {
+		if err := b.keepLogs(p); err != nil {
+			b.log.Error(err, "Keeping a failed member's logs failed", "dir", p.dir)
+		}
+	}
 	if err := b.destroyNodeHost(ctx, p); err != nil {
 		return fmt.Errorf("removing the nodes of %s: %w", p.dir, err)
 	}
 	if uid, ok := uidFromDirName(filepath.Base(p.dir)); ok {
 		if err := removeMemberCgroup(ctx, uid); err != nil {
 			return fmt.Errorf("removing the cgroup of %s: %w", p.dir, err)
-		}
-	}
-	if st, err := readState(p); err == nil && st.Failure != "" {
-		if err := b.keepLogs(p); err != nil {
-			b.log.Error(err, "Keeping a failed member's logs failed", "dir", p.dir)
 		}
 	}
 	// Its own file system goes whole, not file by file.
