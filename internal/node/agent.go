@@ -100,6 +100,7 @@ func (a *Agent) setUpAndStart(ctx context.Context) error {
 		{"setting up the network", a.network},
 		{"keeping pods' DNS inside the member", a.guardDNS},
 		{"starting the egress proxy", a.startEgressProxy},
+		{"raising the machine's inotify limits", a.inotifyLimits},
 		{"starting containerd", a.containerd},
 		{"importing images", a.importImages},
 		{"waiting for the member's API server", a.apiServerReady},
@@ -458,6 +459,22 @@ func (a *Agent) importImages(ctx context.Context) error {
 		}
 	}
 	return fmt.Errorf("the pause image %s is not in the imported archives", a.cfg.PauseImage)
+}
+
+// inotifyLimits raises the machine's inotify limits (inotify.go) on a
+// node of the operator's host; a node pod is a guest on someone else's
+// node and only says in its log when its host's are low.
+func (a *Agent) inotifyLimits(context.Context) error {
+	if a.cfg.CgroupParent == "" {
+		a.log.Print(inotifyNote())
+		return nil
+	}
+	note, err := raiseInotifyLimits()
+	if err != nil {
+		return err
+	}
+	a.log.Print(note)
+	return nil
 }
 
 func (a *Agent) kubelet(ctx context.Context) error {

@@ -25,6 +25,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+	"github.com/kunobi-ninja/kobe/internal/node"
 	"github.com/kunobi-ninja/kobe/internal/testenv"
 	"github.com/kunobi-ninja/kobe/internal/testenv/hostcluster"
 	"github.com/kunobi-ninja/kobe/internal/testenv/kobesuite"
@@ -55,7 +56,8 @@ var (
 // kubeletSysctls are the machine-wide settings kubelet changes; the suite
 // puts them back, as a user's host would want.
 // ip_forward is the host's, set by a member whose pool allows egress.
-var kubeletSysctls = []string{"kernel/panic", "kernel/panic_on_oops", "vm/overcommit_memory", "net/ipv4/ip_forward"}
+// kobe-node raises the inotify limits.
+var kubeletSysctls = append([]string{"kernel/panic", "kernel/panic_on_oops", "vm/overcommit_memory", "net/ipv4/ip_forward"}, node.InotifySysctls()...)
 
 func TestMain(m *testing.M) {
 	code, err := runSuite(m)

@@ -108,9 +108,10 @@ func MountsUnder(dir string) []string {
 	return out
 }
 
-// KubeletSysctls are the machine-wide settings kubelet may change; a test
-// that starts nodes saves them first and restores them at the end.
-var KubeletSysctls = []string{"kernel/panic", "kernel/panic_on_oops", "vm/overcommit_memory"}
+// KubeletSysctls are the machine-wide settings kubelet (and kobe-node: its
+// inotify limits) may change; a test that starts nodes saves them first and
+// restores them at the end.
+var KubeletSysctls = append([]string{"kernel/panic", "kernel/panic_on_oops", "vm/overcommit_memory"}, node.InotifySysctls()...)
 
 // SaveSysctls reads KubeletSysctls and returns a function that writes
 // them back.
