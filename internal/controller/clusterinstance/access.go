@@ -40,8 +40,17 @@ func (r *Reconciler) publishAccess(ctx context.Context, s *scope, a *backend.Acc
 }
 
 // adminKubeconfig opens the member's admin kubeconfig from a live read of
-// the member: the cache drops it.
+// the member: the cache drops it. In the reconcile that published it, it is
+// still in memory, and the live member has it only once the status is
+// written.
 func (r *Reconciler) adminKubeconfig(ctx context.Context, s *scope) ([]byte, error) {
+	if m := s.inst.Status.Access; m != nil && (len(m.SealedAdminCredential) > 0 || len(m.SealedAdminKubeconfig) > 0) {
+		a, err := r.Access.Full(s.inst)
+		if err != nil {
+			return nil, err
+		}
+		return a.AdminKubeconfig, nil
+	}
 	live := &kobev1.ClusterInstance{}
 	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: s.inst.Namespace, Name: s.inst.Name}, live); err != nil {
 		return nil, fmt.Errorf("reading member %s: %w", s.inst.Name, err)
