@@ -467,11 +467,20 @@ node: controlplane ## Build kubelet and kube-proxy (version-stamped) into bin/no
 node-deps: ## Install the node's Debian packages (containerd, runc, CNI plugins, iptables, conntrack, nftables) when missing; needs root.
 	hack/node-deps.sh
 
+# How long test/churn churns make run's members (issue 42 asks 10 minutes;
+# .ci/run shortens it to keep CI within its budget, docs/ci.md).
+CHURN_DURATION ?= 10m
+
 .PHONY: test-node
-test-node: node-deps controlplane node image-pause image-coredns image-testapp image-controlplane image-node build $(IMAGE_TOOL) ## The real-node layer (root): the host cluster, local members with real nodes (kobe-node; test/localnodes leases them and runs a Deployment), in-cluster members with node pods, the NodesReady probe; the machine as before after each.
+test-node: node-deps controlplane node image-pause image-coredns image-testapp image-controlplane image-node build $(IMAGE_TOOL) ## The real-node layer (root): the host cluster, local members with real nodes (kobe-node; test/localnodes leases them and runs a Deployment), in-cluster members with node pods, the NodesReady probe, make run's members under churn (test/churn, CHURN_DURATION); the machine as before after each.
 	pkgs=$$(hack/test-packages.sh root); \
 	IMAGE_DIR='$(IMAGE_DIR)' NODE_DIR='$(NODE_DIR)' HOSTCLUSTER_PAUSE_TAR='$(IMAGE_DIR)/pause.tar' HOSTCLUSTER_PAUSE_IMAGE='$(PAUSE_IMAGE)' \
-	HOSTCLUSTER_IMAGE_TOOL='$(IMAGE_TOOL)' CONTROLPLANE_IMAGE_DIR='$(IMAGE_DIR)' KOBE_CLI='$(CURDIR)/bin/kobe' go test -tags root $(GO_TEST_FLAGS) -p 1 -v -timeout 15m $$pkgs
+	HOSTCLUSTER_IMAGE_TOOL='$(IMAGE_TOOL)' CONTROLPLANE_IMAGE_DIR='$(IMAGE_DIR)' KOBE_CLI='$(CURDIR)/bin/kobe' KOBE_CHURN_DURATION='$(CHURN_DURATION)' \
+	go test -tags root $(GO_TEST_FLAGS) -p 1 -v -timeout 20m $$pkgs
+
+.PHONY: test-churn
+test-churn: node-deps controlplane node image-pause image-coredns build ## test/churn alone (root): make run with a pool leased and released without pause and one whose bootstrap fails, beside two steady pools, for CHURN_DURATION; no node may fail, a group SIGTERM leaves nothing.
+	KOBE_CHURN_DURATION='$(CHURN_DURATION)' go test -tags root $(GO_TEST_FLAGS) -v -timeout 30m ./test/churn/
 
 # charts/kobe installed on the real-node host cluster (test/chart/install,
 # docs/run-cluster.md): the image `make image` built, imported into the node

@@ -198,7 +198,7 @@ func makeRunStops(t *testing.T, stop func(t *testing.T, cmd *exec.Cmd, ptmx *os.
 	if out, err := lease.CombinedOutput(); err != nil {
 		t.Fatalf("bin/kobe lease dev: %v\n%s", err, out)
 	}
-	memberUIDs := memberUIDsOf(dirs)
+	memberUIDs := memberproc.UIDsOf(dirs)
 	before, _ := memberproc.Running(state + "/")
 	t.Logf("pool ready, a member leased; %d processes of the run: %v", len(before), before)
 
@@ -230,7 +230,7 @@ func makeRunStops(t *testing.T, stop func(t *testing.T, cmd *exec.Cmd, ptmx *os.
 	if dirs, err := memberproc.Dirs(members); err != nil || len(dirs) > 0 {
 		t.Fatalf("member directories left after Ctrl-C: %v (%v)", dirs, err)
 	}
-	if left := membersLeft(state, memberUIDs); len(left) > 0 {
+	if left := memberproc.Left(state, memberUIDs); len(left) > 0 {
 		t.Fatalf("left of the members after the stop: %v", left)
 	}
 	select {
@@ -268,38 +268,4 @@ func tail(b []byte, n int) []byte {
 		return b[len(b)-n:]
 	}
 	return b
-}
-
-// memberUIDsOf are the UIDs of the member directories names.
-func memberUIDsOf(names []string) []string {
-	var out []string
-	for _, n := range names {
-		if i := strings.LastIndexByte(n, '_'); i >= 0 && !strings.HasSuffix(n, ".disk") {
-			out = append(out, n[i+1:])
-		}
-	}
-	return out
-}
-
-// membersLeft lists what the members of uids left on the machine beyond
-// processes and directories: cgroups, control-plane fences (nftables) and
-// mounts under the run's state directory. Only root makes any.
-func membersLeft(state string, uids []string) []string {
-	var left []string
-	for _, uid := range uids {
-		if m, _ := filepath.Glob("/sys/fs/cgroup/*/kobe/" + uid); len(m) > 0 {
-			left = append(left, m...)
-		}
-		if out, err := exec.Command("nft", "list", "table", "inet", "kobe-cp-"+uid).CombinedOutput(); err == nil {
-			left = append(left, "nftables table kobe-cp-"+uid+": "+strings.SplitN(string(out), "\n", 2)[0])
-		}
-	}
-	if mounts, err := os.ReadFile("/proc/self/mountinfo"); err == nil {
-		for l := range strings.SplitSeq(string(mounts), "\n") {
-			if f := strings.Fields(l); len(f) > 4 && strings.HasPrefix(f[4], state+"/") {
-				left = append(left, "mount "+f[4])
-			}
-		}
-	}
-	return left
 }
