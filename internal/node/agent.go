@@ -150,7 +150,7 @@ func (a *Agent) cgroups(context.Context) error {
 			return err
 		}
 		a.cgroupRoot = "/" + a.cgroupRel
-		return nil
+		return a.podsCgroup()
 	}
 	own, err := ownCgroup()
 	if err != nil {
@@ -168,6 +168,27 @@ func (a *Agent) cgroups(context.Context) error {
 			return fmt.Errorf("limiting the node's processes: %w", err)
 		}
 	}
+	return a.podsCgroup()
+}
+
+// podsCgroup puts the node's pods in a cgroup of their own below the
+// node's, limited to Config.PodsLimits, when it sets any: a pod that forks
+// or allocates without end then meets that limit while kubelet, containerd
+// and this agent keep the rest of the node's (a node whose daemons cannot
+// fork fails its member).
+func (a *Agent) podsCgroup() error {
+	l := a.cfg.PodsLimits()
+	if l.Pids <= 0 && l.MemoryBytes <= 0 {
+		return nil
+	}
+	rel := a.cgroupRel + "/pods"
+	if err := createCgroup(rel); err != nil {
+		return err
+	}
+	if err := LimitCgroup(rel, l); err != nil {
+		return fmt.Errorf("limiting the node's pods: %w", err)
+	}
+	a.cgroupRoot = "/" + rel
 	return nil
 }
 

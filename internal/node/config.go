@@ -113,6 +113,29 @@ type Config struct {
 	// agent writes it on the cgroup it starts everything in; a local
 	// member's nodes are bounded by the member's cgroup instead.
 	PidsMax int64 `json:"pidsMax,omitempty"`
+	// PodsPidsMax and PodsMemoryMax cap the node's pods together (the
+	// cgroup kubelet runs them in, below the node's; 0: none), below the
+	// node's own limits, so that its daemons keep a reserve (PodsShare).
+	PodsPidsMax   int64 `json:"podsPidsMax,omitempty"`
+	PodsMemoryMax int64 `json:"podsMemoryMax,omitempty"`
+}
+
+// PodsLimits are the limits of the node's pods' cgroup.
+func (c *Config) PodsLimits() CgroupLimits {
+	return CgroupLimits{MemoryBytes: c.PodsMemoryMax, Pids: c.PodsPidsMax}
+}
+
+// PodsShare is what the pods of a node whose cgroup has limits l may take
+// together: all but a reserve for the node's daemons (a quarter, at most
+// 256 tasks and 256 MiB).
+func PodsShare(l CgroupLimits) CgroupLimits {
+	if l.Pids > 0 {
+		l.Pids -= min(256, l.Pids/4)
+	}
+	if l.MemoryBytes > 0 {
+		l.MemoryBytes -= min(256<<20, l.MemoryBytes/4)
+	}
+	return l
 }
 
 // Route is a destination range reached through a gateway on the link.
@@ -127,8 +150,8 @@ const ConfigFile = "node.json"
 // Validate checks what kobe-node relies on before it touches anything.
 func (c *Config) Validate() error {
 	var errs []error
-	if c.PidsMax < 0 || c.PodPidsLimit < 0 {
-		errs = append(errs, errors.New("pidsMax and podPidsLimit must not be negative"))
+	if c.PidsMax < 0 || c.PodPidsLimit < 0 || c.PodsPidsMax < 0 || c.PodsMemoryMax < 0 {
+		errs = append(errs, errors.New("pidsMax, podPidsLimit, podsPidsMax and podsMemoryMax must not be negative"))
 	}
 	if c.Name == "" {
 		errs = append(errs, errors.New("name is empty"))

@@ -74,6 +74,43 @@ func memberCgroupLimits(m backend.Member) (l node.CgroupLimits, ok bool) {
 	return l, l.MemoryBytes > 0 || l.Pids > 0
 }
 
+// nodeShare is what each node of a member with limits l may take: all but
+// a reserve that only the member's control plane can use (a quarter, at
+// most 512 tasks and 512 MiB). A pod that forks or allocates without end
+// then meets its node's limit first, so the kernel's refusal or OOM kill
+// lands on the holder's own processes and not on etcd or kube-apiserver,
+// whose loss would fail the whole member.
+func nodeShare(l node.CgroupLimits) node.CgroupLimits {
+	if l.Pids > 0 {
+		l.Pids -= min(512, l.Pids/4)
+	}
+	if l.MemoryBytes > 0 {
+		l.MemoryBytes -= min(512<<20, l.MemoryBytes/4)
+	}
+	return l
+}
+
+// limitNode makes node i's cgroup, below the member's, with nodeShare of
+// member m's limits, before its agent starts in it, and gives the agent
+// what its pods may take (node.PodsShare of that).
+func limitNode(m backend.Member, i int, cfg *node.Config) error {
+	l, ok := memberCgroupLimits(m)
+	if !ok {
+		return nil
+	}
+	cg := nodeCgroup(string(m.UID), i)
+	if err := node.CreateCgroup(cg); err != nil {
+		return fmt.Errorf("making node %d's cgroup: %w", i, err)
+	}
+	share := nodeShare(l)
+	if err := node.LimitCgroup(cg, share); err != nil {
+		return fmt.Errorf("limiting node %d's cgroup: %w", i, err)
+	}
+	pods := node.PodsShare(share)
+	cfg.PodsPidsMax, cfg.PodsMemoryMax = pods.Pids, pods.MemoryBytes
+	return nil
+}
+
 // diskLimit is member m's cluster.limits.disk in bytes (0: none set).
 func diskLimit(m backend.Member) int64 {
 	if lim := m.Spec.Cluster.Limits; lim != nil && lim.Disk != nil {

@@ -482,6 +482,14 @@ func (b *Backend) startNodes(ctx context.Context, rt *memberRT, p paths, st *sta
 		if err != nil {
 			return fmt.Errorf("writing the files of node %d: %w", i, err)
 		}
+		if st.Confined {
+			if err := limitNode(m, i, cfg); err != nil {
+				return err
+			}
+			if err := node.WriteConfig(cfg); err != nil {
+				return err
+			}
+		}
 		pr, err := b.startNode(rt, p, st, cfg, i)
 		if err != nil {
 			return err
