@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"runtime"
 	"strconv"
+	"syscall"
 	"time"
 )
 
@@ -102,4 +103,64 @@ func fill(path, maxArg string) error {
 		}
 	}
 	return fmt.Errorf("wrote %d MiB and no write was refused", limit)
+}
+
+// inotify takes inotify instances until MAX are held or the machine
+// refuses one; its children hold them SECONDS after it exits. The instances are counted per user
+// of the whole machine, and a pod's root is the host's. One process holds
+// at most its open-file limit, so it starts `testapp inotify-hold` children
+// that each take what they can and say how many. It prints how many it
+// holds and why it stopped. Exit 0 when it reached MAX (the machine's
+// limit was beyond it), 1 when the machine refused one first.
+func inotify(maxArg, holdArg string) error {
+	limit, err := strconv.Atoi(maxArg)
+	if err != nil {
+		return fmt.Errorf("inotify: MAX %q: %w", maxArg, err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	held := 0
+	for held < limit {
+		cmd := exec.Command(self, "inotify-hold", strconv.Itoa(limit-held), holdArg)
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			return err
+		}
+		if err := cmd.Start(); err != nil {
+			return fmt.Errorf("held %d inotify instances, then starting a holder: %w", held, err)
+		}
+		var n int
+		var why string
+		if _, err := fmt.Fscanf(out, "%d %q\n", &n, &why); err != nil {
+			return fmt.Errorf("held %d inotify instances, then a holder said nothing: %w", held, err)
+		}
+		held += n
+		// A holder stops at its own open-file limit (EMFILE after many) or
+		// at the machine's (EMFILE or ENOMEM after few, or none).
+		if why != "" && n < 64 {
+			return fmt.Errorf("held %d inotify instances, then: %s", held, why)
+		}
+	}
+	fmt.Printf("held %d inotify instances\n", held)
+	return nil
+}
+
+// inotifyHold takes up to MAX inotify instances, prints how many and why
+// it stopped ("" when it reached MAX), and holds them SECONDS.
+func inotifyHold(maxArg, holdArg string) error {
+	limit, err := strconv.Atoi(maxArg)
+	if err != nil {
+		return fmt.Errorf("inotify-hold: MAX %q: %w", maxArg, err)
+	}
+	n, why := 0, ""
+	for ; n < limit; n++ {
+		if _, err := syscall.InotifyInit1(syscall.IN_CLOEXEC); err != nil {
+			why = err.Error()
+			break
+		}
+	}
+	fmt.Printf("%d %q\n", n, why)
+	return hold(holdArg)
 }

@@ -6,9 +6,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -24,6 +28,10 @@ type Appetite struct {
 	// DiskMiB is the holder's member's cluster.limits.disk in MiB: a write
 	// without end must fail before it (0: the disk attack is not run).
 	DiskMiB int
+	// HandOut, when set, is called while the holder's fork attack holds
+	// its processes: it must lease another member of the same operator
+	// and use it, or fail the test (the operator keeps handing out).
+	HandOut func(t *testing.T)
 	// Report, when set, receives the figures (the neighbour's quiet and
 	// attacked p99s, what the attacks reached) for the docs.
 	Report func(format string, args ...any)
@@ -35,7 +43,7 @@ type Appetite struct {
 // theirs; their member's limits stop both inside it (a fork fails with
 // EAGAIN before the member's process limit, the kernel kills the eater),
 // while the neighbour's API server keeps answering (p99 of a simple GET
-// within 2x its quiet value, and at most 250 ms: on two shared cores a
+// within 2x its quiet value, and at most 250 ms, each over 200 GETs: on two shared cores a
 // quiet p99 of a few milliseconds doubles with any noise) and its running
 // pod keeps running. With Appetite.DiskMiB it then writes without end: the
 // write fails with ENOSPC at the member's disk limit (its own file system)
@@ -48,7 +56,7 @@ func NoisyNeighbour(t *testing.T, holder, neighbour Target, a Appetite) {
 		report = t.Logf
 	}
 	cs := clientFor(t, neighbour.Kubeconfig)
-	quiet := getP99(t, cs, 40)
+	quiet := getP99(t, cs, neighbourGETs)
 	report("neighbour's GET p99, quiet: %s", quiet)
 	bound := min(max(2*quiet, 50*time.Millisecond), 250*time.Millisecond)
 
@@ -68,12 +76,15 @@ func NoisyNeighbour(t *testing.T, holder, neighbour Target, a Appetite) {
 		} else {
 			t.Fatalf("spawn was not stopped by the member's limit (%v):\n%s", err, tail(out))
 		}
-		under := getP99(t, cs, 40)
+		under := getP99(t, cs, neighbourGETs)
 		report("neighbour's GET p99 while the holder's processes are held: %s", under)
 		if under > bound {
 			t.Errorf("the neighbour's GET p99 is %s under the attack, quiet %s: beyond %s", under, quiet, bound)
 		}
 		podRuns(t, neighbour)
+		if a.HandOut != nil {
+			a.HandOut(t)
+		}
 	})
 
 	t.Run("memory without end is killed inside the member", func(t *testing.T) {
@@ -88,7 +99,7 @@ func NoisyNeighbour(t *testing.T, holder, neighbour Target, a Appetite) {
 			t.Fatalf("the memory eater was not killed by the kernel (exit 137) (%v):\n%s", err, tail(out))
 		}
 		report("memory without end: killed after %q (%v)", lastLine(out), err)
-		under := getP99(t, cs, 40)
+		under := getP99(t, cs, neighbourGETs)
 		report("neighbour's GET p99 after the holder's memory attack: %s", under)
 		if under > bound {
 			t.Errorf("the neighbour's GET p99 is %s after the attack, quiet %s: beyond %s", under, quiet, bound)
@@ -96,10 +107,20 @@ func NoisyNeighbour(t *testing.T, holder, neighbour Target, a Appetite) {
 		podRuns(t, neighbour)
 	})
 
+	t.Run("inotify instances taken without end leave the machine its own", func(t *testing.T) {
+		inotifyAttack(t, holder, report)
+		under := getP99(t, cs, neighbourGETs)
+		report("neighbour's GET p99 while the holder holds its inotify instances: %s", under)
+		if under > bound {
+			t.Errorf("the neighbour's GET p99 is %s under the attack, quiet %s: beyond %s", under, quiet, bound)
+		}
+		podRuns(t, neighbour)
+	})
+
 	if a.DiskMiB > 0 {
 		t.Run("a disk filled without end is full inside the member only", func(t *testing.T) {
 			diskAttack(t, holder, a.DiskMiB, report)
-			under := getP99(t, cs, 40)
+			under := getP99(t, cs, neighbourGETs)
 			report("neighbour's GET p99 after the holder's disk attack: %s", under)
 			if under > bound {
 				t.Errorf("the neighbour's GET p99 is %s after the attack, quiet %s: beyond %s", under, quiet, bound)
@@ -111,6 +132,7 @@ func NoisyNeighbour(t *testing.T, holder, neighbour Target, a Appetite) {
 			}
 		})
 	}
+
 }
 
 func clientFor(t *testing.T, kubeconfig string) *kubernetes.Clientset {
@@ -127,6 +149,10 @@ func clientFor(t *testing.T, kubeconfig string) *kubernetes.Clientset {
 	}
 	return cs
 }
+
+// neighbourGETs is how many GETs one p99 of the neighbour's is taken
+// over: enough that one slow answer on two shared cores is not the p99.
+const neighbourGETs = 200
 
 // getP99 is the p99 of n GETs of namespace default, one at a time.
 func getP99(t *testing.T, cs *kubernetes.Clientset, n int) time.Duration {
@@ -201,5 +227,103 @@ func diskAttack(t *testing.T, holder Target, diskMiB int, report func(string, ..
 	report("disk without end: %d MiB written, then %q", n, m[2])
 	if !strings.Contains(m[2], "no space left on device") || n > diskMiB {
 		t.Errorf("a write past the member's %d MiB was refused with %q after %d MiB, not ENOSPC at its limit", diskMiB, m[2], n)
+	}
+}
+
+// inotifyInstances is how many inotify instances the inotify attack takes:
+// far beyond the 128 a machine's root has by default, far below what the
+// memory a member may use could hold at about 1 KiB each.
+const inotifyInstances = 200000
+
+// inotifyAttack: the holder takes inotify instances without end as root
+// (the machine counts them per user, and a pod's root is the host's root,
+// whose kubelets and containerd need them) in a pod of theirs and holds
+// them, and the machine's root (this test) must still get one; the
+// machine's limit would otherwise stop every kubelet that starts after it
+// (issue 42's churn).
+func inotifyAttack(t *testing.T, holder Target, report func(string, ...any)) {
+	pod := `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"hostile-inotify"},"spec":{"restartPolicy":"Never","terminationGracePeriodSeconds":0,` +
+		`"securityContext":{"runAsUser":0,"runAsNonRoot":false},` +
+		`"containers":[{"name":"hold","image":"` + holder.Image + `","imagePullPolicy":"Never","args":["hold","600"]}]}}`
+	defer func() {
+		_, _ = testenv.KubectlStdout(t, holder.Kubeconfig, "delete", "pod", "hostile-inotify", "--grace-period=0", "--ignore-not-found")
+	}()
+	if out, err := testenv.Kubectl(t, holder.Kubeconfig, "create", "-f", file(t, pod)); err != nil {
+		t.Fatalf("creating a pod running as root: %v\n%s", err, out)
+	}
+	testenv.Eventually(t, 2*time.Minute, "the pod running as root to run", func() error {
+		phase, err := testenv.KubectlStdout(t, holder.Kubeconfig, "get", "pod", "hostile-inotify", "-o", "jsonpath={.status.phase}")
+		if err != nil {
+			return err
+		}
+		if phase != "Running" {
+			return errors.New("phase " + phase)
+		}
+		return nil
+	})
+	out, err := testenv.KubectlStdout(t, holder.Kubeconfig, "exec", "hostile-inotify", "--", "/testapp", "inotify", strconv.Itoa(inotifyInstances), "20")
+	report("inotify instances without end, as root: %q (%v)", lastLine(out), err)
+	fd, ierr := syscall.InotifyInit1(syscall.IN_CLOEXEC)
+	if ierr != nil {
+		t.Fatalf("with the holder's inotify instances held, this machine's root gets none: %v (the holder: %q, %v)", ierr, lastLine(out), err)
+	}
+	_ = syscall.Close(fd)
+	if err != nil && !strings.Contains(err.Error(), "exit code 137") {
+		t.Errorf("the holder's inotify attack ended neither holding %d instances nor killed at its member's memory limit: %v\n%s", inotifyInstances, err, tail(out))
+	}
+}
+
+// APIServerAppetite: the holder, system:masters of the member and so
+// exempt from API Priority and Fairness (and able to rewrite its
+// FlowSchemas), writes 900 KiB ConfigMaps from eight writers until the
+// member stops taking them or three times memoryMiB (the member's
+// cluster.limits.memory) are written. The member's API server keeps every
+// object in its watch cache, so its memory grows with them; the member's
+// memory limit must stop it (the kernel kills a process of the member, or
+// etcd's quota or disk refuses), never a process beyond it: the
+// neighbour's GET p99 stays within NoisyNeighbour's bound of its quiet
+// value, and its running pod runs. It costs the holder their member.
+func APIServerAppetite(t *testing.T, holder, neighbour Target, memoryMiB int, report func(string, ...any)) {
+	if report == nil {
+		report = t.Logf
+	}
+	cs := clientFor(t, neighbour.Kubeconfig)
+	quiet := getP99(t, cs, neighbourGETs)
+	bound := min(max(2*quiet, 50*time.Millisecond), 250*time.Millisecond)
+	apiServerAttack(t, holder, memoryMiB, report)
+	under := getP99(t, cs, neighbourGETs)
+	report("neighbour's GET p99: quiet %s, after the holder's API server attack %s", quiet, under)
+	if under > bound {
+		t.Errorf("the neighbour's GET p99 is %s after the attack, quiet %s: beyond %s", under, quiet, bound)
+	}
+	podRuns(t, neighbour)
+}
+
+func apiServerAttack(t *testing.T, holder Target, memoryMiB int, report func(string, ...any)) {
+	cs := clientFor(t, holder.Kubeconfig)
+	value := strings.Repeat("x", 900<<10)
+	limit := 3 * memoryMiB * 1024 / 900
+	var written atomic.Int64
+	var stopped atomic.Value
+	var wg sync.WaitGroup
+	start := time.Now()
+	for w := range 8 {
+		wg.Go(func() {
+			for i := w; i < limit && stopped.Load() == nil; i += 8 {
+				cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "hostile-" + strconv.Itoa(i)}, Data: map[string]string{"v": value}}
+				if _, err := cs.CoreV1().ConfigMaps("default").Create(t.Context(), cm, metav1.CreateOptions{}); err != nil {
+					stopped.CompareAndSwap(nil, err.Error())
+					return
+				}
+				written.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	mib := written.Load() * 900 / 1024
+	why, _ := stopped.Load().(string)
+	report("objects without end: %d MiB of ConfigMaps written in %s, then %q", mib, time.Since(start).Round(time.Second), why)
+	if why == "" {
+		t.Errorf("the holder's member took %d MiB of objects, three times its memory limit of %d MiB, and nothing stopped it", mib, memoryMiB)
 	}
 }

@@ -146,6 +146,13 @@ func TestLeasedMembersRunPods(t *testing.T) {
 	t.Run("a holder at their member's limits leaves the neighbour and the machine alone", func(t *testing.T) {
 		noisyNeighbour(t, direct, proxied)
 	})
+	t.Run("a holder's objects without end stop their own API server only", func(t *testing.T) {
+		// It costs the holder their member: a member of its own.
+		kubeconfig, release := lease(t, directPool)
+		defer release(t)
+		hostile.APIServerAppetite(t, hostile.Target{Kubeconfig: kubeconfig},
+			hostile.Target{Kubeconfig: proxied.kubeconfig, Image: testappImage, RunningPod: "client"}, int(memoryBytes(directMemory)>>20), nil)
+	})
 	t.Run("after release nothing of the members is left", func(t *testing.T) {
 		releaseLeavesNothing(t, direct, proxied)
 	})
