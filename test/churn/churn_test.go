@@ -25,6 +25,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kunobi-ninja/kobe/internal/backend/local/nodetest"
 	"github.com/kunobi-ninja/kobe/internal/testenv"
 	"github.com/kunobi-ninja/kobe/internal/testenv/memberproc"
 )
@@ -97,6 +98,16 @@ func TestMembersSurviveTheirNeighboursChurn(t *testing.T) {
 		duration = d
 	}
 	bridgesBefore := memberproc.Bridges()
+	// The machine-wide settings kubelet and kobe-node change go back.
+	restore, err := nodetest.SaveSysctls()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := restore(); err != nil {
+			t.Errorf("restoring the kernel settings: %v", err)
+		}
+	})
 	r := startMakeRun(t)
 
 	manifest := filepath.Join(t.TempDir(), "pools.yaml")
