@@ -242,24 +242,15 @@ func (f *fixture) startSpoofer(t *testing.T, kc, nodeName string) (wait func()) 
 	if err := os.WriteFile(manifest, []byte(fmt.Sprintf(spooferPod, nodeName)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	kubectl, archive := testenv.KubectlPath(t), testappArchive()
+	kubectl := testenv.KubectlPath(t)
 	done := make(chan error, 1)
 	var took time.Duration // written before done is sent on
 	began := time.Now()
 	go func() {
 		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 		defer cancel()
-		in, err := os.Open(archive)
-		if err != nil {
+		if err := f.importTestapp(ctx, kubectl, nodeName); err != nil {
 			done <- err
-			return
-		}
-		defer func() { _ = in.Close() }()
-		imp := exec.CommandContext(ctx, kubectl, "--kubeconfig", f.hc.Kubeconfig, "-n", namespace, "exec", "-i", nodeName, "--",
-			"/usr/local/bin/ctr", "--address", "/run/kobe-node/containerd.sock", "-n", "k8s.io", "images", "import", "-")
-		imp.Stdin = in
-		if out, err := imp.CombinedOutput(); err != nil {
-			done <- fmt.Errorf("importing testapp's image into node pod %s: %w\n%s", nodeName, err, out)
 			return
 		}
 		if out, err := exec.CommandContext(ctx, kubectl, "--kubeconfig", kc, "apply", "-f", manifest).CombinedOutput(); err != nil {
@@ -279,6 +270,23 @@ func (f *fixture) startSpoofer(t *testing.T, kc, nodeName string) (wait func()) 
 		}
 		t.Logf("testapp's image imported into %s and the spoofer pod applied in the background in %v, waited for %v", nodeName, took.Round(time.Millisecond), waited.Round(time.Millisecond))
 	}
+}
+
+// importTestapp imports testapp's image into node pod nodeName's
+// containerd from the host, as a registry pull would.
+func (f *fixture) importTestapp(ctx context.Context, kubectl, nodeName string) error {
+	in, err := os.Open(testappArchive())
+	if err != nil {
+		return err
+	}
+	defer func() { _ = in.Close() }()
+	imp := exec.CommandContext(ctx, kubectl, "--kubeconfig", f.hc.Kubeconfig, "-n", namespace, "exec", "-i", nodeName, "--",
+		"/usr/local/bin/ctr", "--address", "/run/kobe-node/containerd.sock", "-n", "k8s.io", "images", "import", "-")
+	imp.Stdin = in
+	if out, err := imp.CombinedOutput(); err != nil {
+		return fmt.Errorf("importing testapp's image into node pod %s: %w\n%s", nodeName, err, out)
+	}
+	return nil
 }
 
 // testappArchive is make image-testapp's archive, where inputs finds it.

@@ -5,6 +5,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/kunobi-ninja/kobe/internal/backend"
+	"github.com/kunobi-ninja/kobe/internal/node"
 )
 
 // Limits (issue 42): a kubernetes member's spec.cluster.limits bound its
@@ -47,6 +48,15 @@ func memberShare(m backend.Member, n int) nodeShare {
 		s.podProcesses = *lim.PodProcesses
 	}
 	return s
+}
+
+// cgroupLimits are the share's memory and processes as cgroup limits.
+func (s nodeShare) cgroupLimits() node.CgroupLimits {
+	l := node.CgroupLimits{Pids: s.processes}
+	if s.memory != nil {
+		l.MemoryBytes = s.memory.Value()
+	}
+	return l
 }
 
 // cap lowers a node pod's memory and ephemeral-storage limits (and

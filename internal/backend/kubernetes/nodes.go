@@ -180,7 +180,8 @@ func (t Template) nodeSettings(m backend.Member, set *incluster.Settings) error 
 		c.RegistryMirrors = m.Spec.Cluster.MirrorsByRegistry()
 		c.PodPidsLimit, c.PidsMax = share.podProcesses, share.processes
 		// Its pods together leave kubelet and containerd a reserve.
-		c.PodsPidsMax = node.PodsShare(node.CgroupLimits{Pids: share.processes}).Pids
+		pods := node.PodsShare(share.cgroupLimits())
+		c.PodsPidsMax, c.PodsMemoryMax = pods.Pids, pods.MemoryBytes
 		if err := c.Validate(); err != nil {
 			return fmt.Errorf("node %s: %w", name, err)
 		}
