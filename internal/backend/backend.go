@@ -201,6 +201,15 @@ type Sweeper interface {
 	Sweep(ctx context.Context, owned OwnedFunc) (removed []string, err error)
 }
 
+// PoolForgetter is implemented by backends that keep something of a pool
+// beyond its members (local: the logs of its failed members); the pool's
+// finalizer calls it once the pool's unbound members are gone.
+type PoolForgetter interface {
+	// ForgetPool removes what is kept of the members of namespace for
+	// which member(name) is true.
+	ForgetPool(namespace string, member func(name string) bool) error
+}
+
 // LeakFinder is implemented by backends that can report what Sweep would
 // destroy without destroying it: the periodic leak report.
 type LeakFinder interface {

@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strconv"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -15,6 +17,17 @@ import (
 // MemberName is the name of a pool's member with the given ordinal.
 func MemberName(pool string, ordinal int32) string {
 	return fmt.Sprintf("pool-%s-%d", pool, ordinal)
+}
+
+// IsMemberName reports whether name is MemberName(pool, n) for some
+// ordinal n: "pool-dev-3" is dev's, never "pool-dev-x-3"'s.
+func IsMemberName(pool, name string) bool {
+	rest, ok := strings.CutPrefix(name, "pool-"+pool+"-")
+	if !ok {
+		return false
+	}
+	_, err := strconv.ParseUint(rest, 10, 31)
+	return err == nil
 }
 
 // TemplateHash identifies what a pool's members are built from (backend,

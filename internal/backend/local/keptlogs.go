@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/kunobi-ninja/kobe/internal/backend"
 )
 
 // A member that fails is destroyed, and with it the logs that would say
@@ -19,7 +21,7 @@ import (
 // entries are members only), and the failure's message names that
 // directory (the pool's status.lastFailure shows it). Only the last
 // keptFailedMembers failed members are kept, at most keptLogTail of each
-// log.
+// log, and a pool's go with the pool (ForgetPool).
 
 const (
 	keptFailedMembers = 5
@@ -87,6 +89,32 @@ func pruneKeptLogs(dir string, keep int) error {
 	for _, k := range all[min(keep, len(all)):] {
 		if err := os.RemoveAll(filepath.Join(dir, k.name)); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+var _ backend.PoolForgetter = (*Backend)(nil)
+
+// ForgetPool removes the kept logs of the failed members of a pool being
+// deleted (backend.PoolForgetter): member directories are named
+// <namespace>_<name>_<uid>, and neither part holds "_".
+func (b *Backend) ForgetPool(namespace string, member func(name string) bool) error {
+	dir := filepath.Clean(b.opts.DataRoot) + "-failed"
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		parts := strings.Split(e.Name(), "_")
+		if len(parts) != 3 || parts[0] != namespace || !member(parts[1]) {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			return fmt.Errorf("removing the kept logs of %s: %w", parts[1], err)
 		}
 	}
 	return nil

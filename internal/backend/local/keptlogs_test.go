@@ -58,3 +58,34 @@ func TestKeepLogs(t *testing.T) {
 		t.Errorf("%d failed members' logs kept, want %d", len(entries), keptFailedMembers)
 	}
 }
+
+// TestForgetPool: a deleted pool's kept logs go, and no other pool's, nor
+// a pool's of the same name in another namespace.
+func TestForgetPool(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "members")
+	b := &Backend{opts: Options{DataRoot: root}}
+	if err := b.ForgetPool("ns", func(string) bool { return true }); err != nil {
+		t.Fatalf("ForgetPool with nothing kept: %v", err)
+	}
+	names := []string{"ns_pool-a-0_u1", "ns_pool-a-12_u2", "ns_pool-a-b-0_u3", "other_pool-a-0_u4", "ns_pool-c-0_u5"}
+	for _, n := range names {
+		if err := os.MkdirAll(filepath.Join(root+"-failed", n, "logs"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	isA := func(name string) bool { return name == "pool-a-0" || name == "pool-a-12" }
+	if err := b.ForgetPool("ns", isA); err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	entries, err := os.ReadDir(root + "-failed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		left = append(left, e.Name())
+	}
+	if want := []string{"ns_pool-a-b-0_u3", "ns_pool-c-0_u5", "other_pool-a-0_u4"}; strings.Join(left, " ") != strings.Join(want, " ") {
+		t.Errorf("kept logs left: %v, want %v", left, want)
+	}
+}

@@ -2,13 +2,16 @@ package clusterpool
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
+	"github.com/kunobi-ninja/kobe/internal/backend"
 	"github.com/kunobi-ninja/kobe/internal/metrics"
+	"github.com/kunobi-ninja/kobe/internal/pool"
 )
 
 // finalize deletes the pool's members that no lease holds and keeps the
@@ -45,6 +48,13 @@ func (r *Reconciler) finalize(ctx context.Context, s *scope) (ctrl.Result, error
 	if len(unbound) > 0 {
 		// Their deletion events bring us back; the poll is a safety net.
 		return ctrl.Result{RequeueAfter: 5 * time.Second}, nil
+	}
+	if b, ok := r.Backends.For(p.Spec.Backend.Type); ok {
+		if f, ok := b.(backend.PoolForgetter); ok {
+			if err := f.ForgetPool(p.Namespace, func(name string) bool { return pool.IsMemberName(p.Name, name) }); err != nil {
+				return ctrl.Result{}, fmt.Errorf("forgetting what the backend keeps of the pool: %w", err)
+			}
+		}
 	}
 	if err := s.patch.RemoveFinalizer(ctx, kobev1.FinalizerPool); err != nil || !s.patch.Gone() {
 		return ctrl.Result{}, err
