@@ -471,7 +471,9 @@ func (s *starter) wait(what string, cond func() (bool, error)) error {
 			return nil
 		}
 		if dead := s.exited(); dead != "" {
-			return fmt.Errorf("waiting for %s: %s exited (see %s)", what, dead, s.path("logs", dead+".log"))
+			// The log goes with the teardown: its end goes into the error.
+			log := s.path("logs", dead+".log")
+			return fmt.Errorf("waiting for %s: %s exited (see %s); its log ends:\n%s", what, dead, log, logTail(log, 20))
 		}
 		select {
 		case <-ctx.Done():
@@ -479,6 +481,17 @@ func (s *starter) wait(what string, cond func() (bool, error)) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// logTail is the last n lines of the file at path (or why it cannot be
+// read).
+func logTail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 // exited names a started process that is no longer running, or "".
