@@ -29,6 +29,8 @@
 //	                     take inotify instances (in `testapp inotify-hold`
 //	                     children) until MAX are held (exit 0) or the machine
 //	                     refuses one (exit 1); the children hold them SECONDS
+//	testapp registry ADDR
+//	                     serve an in-memory image registry over HTTP on ADDR
 //	testapp spoof SRC[,SRC...] HOST:PORT
 //	                     send 3 UDP datagrams to HOST:PORT from each forged
 //	                     IPv4 source SRC over a raw socket (needs NET_RAW),
@@ -68,6 +70,8 @@ func run(args []string) error {
 		return eat(args[1])
 	case args[0] == "fill" && len(args) == 3:
 		return fill(args[1], args[2])
+	case args[0] == "registry" && len(args) == 2:
+		return registry(args[1])
 	case args[0] == "inotify" && len(args) == 3:
 		return inotify(args[1], args[2])
 	case args[0] == "inotify-hold" && len(args) == 3:
@@ -91,7 +95,7 @@ func run(args []string) error {
 	case args[0] == "spoof":
 		return errSpoofUsage
 	case len(args) != 2:
-		return fmt.Errorf("usage: testapp [get URL | dial HOST:PORT | read PATH | write PATH CONTENT | configmap NAME KEY=VALUE... | fail MESSAGE | webhook CERT KEY | redirect CERT KEY URL | spawn MAX SECONDS | hold SECONDS | eat MAX | fill PATH MAX | inotify MAX SECONDS | spoof SRC[,SRC...] HOST:PORT]")
+		return fmt.Errorf("usage: testapp [get URL | dial HOST:PORT | read PATH | write PATH CONTENT | configmap NAME KEY=VALUE... | fail MESSAGE | webhook CERT KEY | redirect CERT KEY URL | spawn MAX SECONDS | hold SECONDS | eat MAX | fill PATH MAX | inotify MAX SECONDS | registry ADDR | spoof SRC[,SRC...] HOST:PORT]")
 	}
 	switch args[0] {
 	case "get":

@@ -31,6 +31,9 @@ import (
 // ever leaves the machine.
 type outside struct {
 	private, public string // host:port
+	// registry is an image registry (testapp registry, plain HTTP) at the
+	// public address: the "remote" registry of pulls.
+	registry string
 	// host is a listener of the test process on the host's own address;
 	// hostConns counts the connections it accepted.
 	host      string
@@ -97,10 +100,18 @@ func startOutside(t *testing.T) *outside {
 		cleanup()
 		t.Fatal(err)
 	}
+	reg := exec.CommandContext(ctx, "ip", "netns", "exec", outsideNetns, bin, "registry", ":5000")
+	if err := reg.Start(); err != nil {
+		cancel()
+		_ = srv.Wait()
+		cleanup()
+		t.Fatal(err)
+	}
 	hostLn, err := net.Listen("tcp", outsideHostIP+":0")
 	if err != nil {
 		cancel()
 		_ = srv.Wait()
+		_ = reg.Wait()
 		cleanup()
 		t.Fatal(err)
 	}
@@ -118,12 +129,14 @@ func startOutside(t *testing.T) *outside {
 	o := &outside{
 		private:   outsidePrivate + ":8080",
 		public:    outsidePublic + ":8080",
+		registry:  outsidePublic + ":5000",
 		host:      hostLn.Addr().String(),
 		hostConns: hostConns,
 		stop: func() {
 			hostLn.Close()
 			cancel()
 			_ = srv.Wait()
+			_ = reg.Wait()
 			cleanup()
 		},
 	}
@@ -135,9 +148,9 @@ func startOutside(t *testing.T) *outside {
 			return err
 		}
 		_ = c.Close()
-		for _, a := range []string{o.private, o.public} {
+		for _, u := range []string{"http://" + o.private + "/", "http://" + o.public + "/", "http://" + o.registry + "/v2/"} {
 			c := http.Client{Timeout: time.Second}
-			resp, err := c.Get("http://" + a + "/")
+			resp, err := c.Get(u)
 			if err != nil {
 				return err
 			}

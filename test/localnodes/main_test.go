@@ -158,6 +158,9 @@ func runWithOperator(m *testing.M) (int, error) {
 				Access: &kobev1.AccessSpec{Mode: mode},
 			},
 		}
+		// Both name the outside registry (hostile_test.go), whose endpoint
+		// is plain HTTP; only the proxy pool's egress reaches it.
+		p.Spec.Cluster.RegistryMirrors = []kobev1.RegistryMirror{{Registry: outsidePublic + ":5000", Endpoints: []string{"http://" + outsidePublic + ":5000"}}}
 		if name == directPool {
 			// The noisy neighbour's attacks run here (limits_test.go).
 			p.Spec.Cluster.Limits = &kobev1.MemberLimits{Memory: ptr.To(resource.MustParse(directMemory)),
@@ -169,7 +172,7 @@ func runWithOperator(m *testing.M) (int, error) {
 			p.Spec.Cluster.Egress = &kobev1.EgressSpec{Mode: kobev1.EgressPublic}
 			// A mirror (nothing listens there: the workload's images are
 			// preloaded) that the nodes' containerd must start with.
-			p.Spec.Cluster.RegistryMirrors = []kobev1.RegistryMirror{{Registry: "docker.io", Endpoints: []string{mirrorURL}}}
+			p.Spec.Cluster.RegistryMirrors = append(p.Spec.Cluster.RegistryMirrors, kobev1.RegistryMirror{Registry: "docker.io", Endpoints: []string{mirrorURL}})
 		}
 		if err := s.Env.Client.Create(ctx, p); err != nil {
 			return 1, fmt.Errorf("creating pool %s: %w", name, err)

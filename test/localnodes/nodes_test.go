@@ -140,6 +140,9 @@ func TestLeasedMembersRunPods(t *testing.T) {
 	t.Run("a hostile holder of a member with public egress gets only public addresses", func(t *testing.T) {
 		hostileHolder(t, proxied, out, true)
 	})
+	t.Run("a pod pulls an image by tag over its pool's egress, and not without it", func(t *testing.T) {
+		pullsOverEgress(t, proxied, direct, out)
+	})
 	t.Run("admission webhooks reach the member's pods and nothing else", func(t *testing.T) {
 		webhooks(t, direct, out)
 	})
