@@ -42,15 +42,26 @@ func inotifyFloors(memTotal int64) map[string]int64 {
 	}
 }
 
+// InotifyFloors are inotifyFloors for this machine's memory, by setting
+// under /proc/sys (InotifySysctls): what a host administrator sets for
+// node pods, which never change their host's settings.
+func InotifyFloors() (map[string]int64, error) {
+	memTotal, err := readMemTotal("/proc/meminfo")
+	if err != nil {
+		return nil, err
+	}
+	return inotifyFloors(memTotal), nil
+}
+
 // raiseInotifyLimits raises each of inotifySysctls to its floor (never
 // lowers one) and says what it changed, for the node's log.
 func raiseInotifyLimits() (string, error) {
-	memTotal, err := readMemTotal("/proc/meminfo")
+	floors, err := InotifyFloors()
 	if err != nil {
 		return "", err
 	}
 	var raised []string
-	for k, floor := range inotifyFloors(memTotal) {
+	for k, floor := range floors {
 		now, err := readSysctlInt(k)
 		if err != nil {
 			return "", err
@@ -73,12 +84,12 @@ func raiseInotifyLimits() (string, error) {
 // limits are below their floors: a node pod never changes its host's
 // kernel settings, so its host's administrator raises them.
 func inotifyNote() string {
-	memTotal, err := readMemTotal("/proc/meminfo")
+	floors, err := InotifyFloors()
 	if err != nil {
 		return "inotify limits unknown: " + err.Error()
 	}
 	var low []string
-	for k, floor := range inotifyFloors(memTotal) {
+	for k, floor := range floors {
 		if now, err := readSysctlInt(k); err == nil && now < floor {
 			low = append(low, fmt.Sprintf("%s=%d (at least %d suits this machine's memory)", sysctlName(k), now, floor))
 		}

@@ -133,3 +133,16 @@ func FreePort() (int, error) {
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
+
+// ShellEnv is this process's environment without make's variables
+// (MAKEFLAGS, MFLAGS, MAKELEVEL), so that a make started by a test runs as
+// typed in a shell and not as a sub-make of whatever make runs the test.
+func ShellEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); k != "MAKEFLAGS" && k != "MFLAGS" && k != "MAKELEVEL" {
+			env = append(env, kv)
+		}
+	}
+	return env
+}

@@ -184,12 +184,7 @@ func startMakeRun(t *testing.T) *makeRun {
 		memberUIDs: map[string]bool{},
 	}
 	r.cmd.Dir = testenv.RepoRoot()
-	for _, kv := range os.Environ() {
-		if k, _, _ := strings.Cut(kv, "="); k != "MAKEFLAGS" && k != "MFLAGS" && k != "MAKELEVEL" {
-			r.cmd.Env = append(r.cmd.Env, kv)
-		}
-	}
-	r.cmd.Env = append(r.cmd.Env, "KOBE_API_PORT="+strconv.Itoa(port), "KOBE_STATE_DIR="+state)
+	r.cmd.Env = append(testenv.ShellEnv(), "KOBE_API_PORT="+strconv.Itoa(port), "KOBE_STATE_DIR="+state)
 	r.cmd.Stdout, r.cmd.Stderr = r.out, r.out
 	r.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	r.kobeEnv = append(os.Environ(), "KOBE_CONFIG="+filepath.Join(state, "kobe.yaml"), "KOBE_ENDPOINT=https://127.0.0.1:"+strconv.Itoa(port))

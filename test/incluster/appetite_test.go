@@ -65,15 +65,11 @@ func (f *fixture) noisyNeighbour(t *testing.T, kc string, nodes []string) {
 // their host's kernel settings, and say in their log when these are low),
 // and puts them back at the end.
 func raiseHostInotifyLimits(t *testing.T) {
-	mem, err := os.ReadFile("/proc/meminfo")
+	floors, err := node.InotifyFloors()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var total int64
-	if _, err := fmt.Sscanf(string(mem), "MemTotal: %d kB", &total); err != nil {
-		t.Fatalf("/proc/meminfo: %v", err)
-	}
-	for k, v := range map[string]int64{node.InotifySysctls()[0]: total << 10 / 512, node.InotifySysctls()[1]: total << 10 / 64} {
+	for k, v := range floors {
 		path := "/proc/sys/" + k
 		old, err := os.ReadFile(path)
 		if err != nil {

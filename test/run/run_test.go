@@ -82,11 +82,7 @@ func makeRunStops(t *testing.T, stop func(t *testing.T, cmd *exec.Cmd, ptmx *os.
 	cmd := exec.Command("make", "--no-print-directory", "run")
 	cmd.Dir = testenv.RepoRoot()
 	// As typed in a shell: not a sub-make of whatever make runs this test.
-	for _, kv := range os.Environ() {
-		if k, _, _ := strings.Cut(kv, "="); k != "MAKEFLAGS" && k != "MFLAGS" && k != "MAKELEVEL" {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
+	cmd.Env = testenv.ShellEnv()
 	// API-only members: make test runs as root in CI, where make run would
 	// build kubelet and give each member a node (test/localnodes covers
 	// default pools with nodes, in the root layer).
