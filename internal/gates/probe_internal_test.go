@@ -96,3 +96,26 @@ func TestProbePod(t *testing.T) {
 		t.Errorf("long node names: %d chars, distinct %v", len(n), n != ProbePodName(strings.Repeat("a", 249)+"b"))
 	}
 }
+
+func TestIsReady(t *testing.T) {
+	ready := []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+	cases := []struct {
+		name   string
+		conds  []corev1.NodeCondition
+		taints []corev1.Taint
+		want   bool
+	}{
+		{"Ready, no taints", ready, nil, true},
+		{"Ready with a taint of the holder's", ready, []corev1.Taint{{Key: "example.com/gpu", Effect: corev1.TaintEffectNoSchedule}}, true},
+		{"not Ready", []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionUnknown}}, nil, false},
+		{"no Ready condition", nil, nil, false},
+		{"Ready again after a freeze, still unreachable", ready, []corev1.Taint{{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute}}, false},
+		{"Ready, still not-ready", ready, []corev1.Taint{{Key: corev1.TaintNodeNotReady, Effect: corev1.TaintEffectNoSchedule}}, false},
+	}
+	for _, c := range cases {
+		n := &corev1.Node{Spec: corev1.NodeSpec{Taints: c.taints}, Status: corev1.NodeStatus{Conditions: c.conds}}
+		if got := isReady(n); got != c.want {
+			t.Errorf("%s: isReady = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
