@@ -180,7 +180,13 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any, wantS
 		return 0, &credentialsError{err: fmt.Errorf("authenticating %s %s: %w", method, u, err)}
 	}
 
-	resp, err := c.http.Do(req)
+	return c.exchange(c.http, req, out, wantStatus...)
+}
+
+// exchange sends req with hc and decodes the answer as do describes.
+func (c *Client) exchange(hc *http.Client, req *http.Request, out any, wantStatus ...int) (int, error) {
+	method, u := req.Method, req.URL
+	resp, err := hc.Do(req)
 	if err != nil {
 		var urlErr *url.Error
 		if errors.As(err, &urlErr) {

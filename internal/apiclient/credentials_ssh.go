@@ -2,6 +2,7 @@ package apiclient
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"net"
@@ -40,6 +41,11 @@ type SSHAgent struct {
 
 // Apply signs req and body with the chosen agent key for Audience.
 func (a SSHAgent) Apply(req *http.Request, body []byte) error {
+	return a.ApplySum(req, sha256.Sum256(body))
+}
+
+// ApplySum signs req and a streamed body known by its SHA-256.
+func (a SSHAgent) ApplySum(req *http.Request, bodySum [sha256.Size]byte) error {
 	if a.Audience == "" {
 		return errors.New("no SSH audience to sign for: set SSHAgent.Audience to the audience the server publishes in GET /v1/status, pinned on first use")
 	}
@@ -59,7 +65,7 @@ func (a SSHAgent) Apply(req *http.Request, body []byte) error {
 	if err != nil {
 		return err
 	}
-	return sshsig.SignRequest(req, body, signer, a.Audience, time.Now())
+	return sshsig.SignRequestSum(req, bodySum, signer, a.Audience, time.Now())
 }
 
 // signer returns the agent's signer for the key KeyFilter picks.

@@ -2,6 +2,7 @@ package auth
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -287,6 +288,13 @@ func (c *credential) describe() string {
 // body, which SSH signatures cover) and returns the Principal of the first
 // policy, by name, that authenticates them and has a matching rule.
 func (a *Authenticator) Authenticate(ctx context.Context, r *http.Request, body []byte) (*Principal, error) {
+	return a.AuthenticateSum(ctx, r, sha256.Sum256(body))
+}
+
+// AuthenticateSum is Authenticate for a request whose body is streamed after
+// it: bodySum is the SHA-256 the caller declared for it (and signed, with an
+// SSH signature), which the handler checks once it has read the body.
+func (a *Authenticator) AuthenticateSum(ctx context.Context, r *http.Request, bodySum [sha256.Size]byte) (*Principal, error) {
 	cred, err := readCredential(r)
 	if err != nil {
 		return nil, err
@@ -307,7 +315,7 @@ func (a *Authenticator) Authenticate(ctx context.Context, r *http.Request, body 
 			continue
 		}
 		tried = true
-		claims, err := a.authenticateWith(ctx, pol, method, cred, r, body)
+		claims, err := a.authenticateWith(ctx, pol, method, cred, r, bodySum)
 		if err != nil {
 			a.log.V(1).Info("Credentials refused by policy", "policy", pol.Name, "method", method, "reason", truncate.Log(err.Error(), maxLoggedReason))
 			refused = appendOnce(refused, err.Error())
@@ -386,12 +394,12 @@ func (a *Authenticator) hostIssued(ctx context.Context, cred *credential) bool {
 	return cred.hostIssued
 }
 
-func (a *Authenticator) authenticateWith(ctx context.Context, pol *kobev1.AccessPolicy, method string, cred *credential, r *http.Request, body []byte) (Claims, error) {
+func (a *Authenticator) authenticateWith(ctx context.Context, pol *kobev1.AccessPolicy, method string, cred *credential, r *http.Request, bodySum [sha256.Size]byte) (Claims, error) {
 	switch method {
 	case MethodOIDC:
 		return a.oidcClaims(ctx, pol, cred)
 	case MethodSSH:
-		return a.sshClaims(ctx, pol, cred, r, body)
+		return a.sshClaims(ctx, pol, cred, r, bodySum)
 	case MethodToken:
 		return a.tokenClaims(ctx, pol, cred)
 	case MethodServiceAccount:

@@ -3,6 +3,7 @@ package auth
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"net/http"
@@ -51,7 +52,7 @@ func isCertificate(k ssh.PublicKey) bool {
 // the policy's authorizedKeys, then the signature, window and nonce are
 // checked once per request. Claims: key (fingerprint), comment, sub
 // (comment, or the fingerprint when the comment is empty).
-func (a *Authenticator) sshClaims(ctx context.Context, pol *kobev1.AccessPolicy, cred *credential, r *http.Request, body []byte) (Claims, error) {
+func (a *Authenticator) sshClaims(ctx context.Context, pol *kobev1.AccessPolicy, cred *credential, r *http.Request, bodySum [sha256.Size]byte) (Claims, error) {
 	if a.ssh == nil {
 		return nil, errors.New("SSH signatures are not configured on this server (it has no audience)")
 	}
@@ -70,7 +71,7 @@ func (a *Authenticator) sshClaims(ctx context.Context, pol *kobev1.AccessPolicy,
 	}
 	if !cred.sshChecked {
 		cred.sshChecked = true
-		cred.sshErr = a.ssh.Verify(ctx, r, body, cred.ssh)
+		cred.sshErr = a.ssh.VerifySum(ctx, r, bodySum, cred.ssh)
 		if errors.Is(cred.sshErr, sshsig.ErrNonceStore) {
 			// The cause is the API server's error: logged, not shown.
 			a.log.Error(cred.sshErr, "Recording an SSH nonce failed; the request is refused", "policy", pol.Name)

@@ -192,7 +192,12 @@ func Target(u *url.URL) string {
 
 // SignedData is the exact byte string a request's signature covers.
 func SignedData(method, target string, ts int64, nonce string, body []byte, keyText, audience string) []byte {
-	sum := sha256.Sum256(body)
+	return SignedDataSum(method, target, ts, nonce, sha256.Sum256(body), keyText, audience)
+}
+
+// SignedDataSum is SignedData for a body known by its SHA-256 (a streamed
+// body, which the signer hashed before sending it).
+func SignedDataSum(method, target string, ts int64, nonce string, sum [sha256.Size]byte, keyText, audience string) []byte {
 	var b bytes.Buffer
 	for _, line := range []string{domain, method, target, strconv.FormatInt(ts, 10), nonce, hex.EncodeToString(sum[:]), keyText, encode([]byte(audience))} {
 		b.WriteString(line)

@@ -2,6 +2,7 @@ package sshsig
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"net/http"
@@ -16,6 +17,12 @@ import (
 // the signing time. RSA keys are signed with rsa-sha2-256, so signer must be an
 // ssh.AlgorithmSigner for them (agent signers are).
 func SignRequest(req *http.Request, body []byte, signer ssh.Signer, audience string, now time.Time) error {
+	return SignRequestSum(req, sha256.Sum256(body), signer, audience, now)
+}
+
+// SignRequestSum is SignRequest for a body known by its SHA-256: a body
+// streamed from a file, which the signer hashed before sending it.
+func SignRequestSum(req *http.Request, bodySum [sha256.Size]byte, signer ssh.Signer, audience string, now time.Time) error {
 	if req == nil || req.URL == nil {
 		return errors.New("signing request: no request URL")
 	}
@@ -41,7 +48,7 @@ func SignRequest(req *http.Request, body []byte, signer ssh.Signer, audience str
 	if method == "" {
 		method = http.MethodGet
 	}
-	data := SignedData(method, Target(req.URL), h.Timestamp, h.Nonce, body, h.KeyText, h.Audience)
+	data := SignedDataSum(method, Target(req.URL), h.Timestamp, h.Nonce, bodySum, h.KeyText, h.Audience)
 
 	var sig *ssh.Signature
 	var err error

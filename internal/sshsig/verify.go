@@ -2,6 +2,7 @@ package sshsig
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"net/http"
@@ -117,6 +118,12 @@ func (v *Verifier) Audience() string { return v.audience }
 // and body, and then claims the nonce. Call it only for a key the caller
 // trusts: the nonce is consumed when everything else holds.
 func (v *Verifier) Verify(ctx context.Context, r *http.Request, body []byte, h *Header) error {
+	return v.VerifySum(ctx, r, sha256.Sum256(body), h)
+}
+
+// VerifySum is Verify for a body known by its SHA-256: a streamed body,
+// checked against bodySum once it has been read.
+func (v *Verifier) VerifySum(ctx context.Context, r *http.Request, bodySum [sha256.Size]byte, h *Header) error {
 	if h == nil || h.Key == nil || h.Signature == nil {
 		return ErrMalformed
 	}
@@ -128,7 +135,7 @@ func (v *Verifier) Verify(ctx context.Context, r *http.Request, body []byte, h *
 	if h.Audience != v.audience {
 		return fmt.Errorf("%w: signed for audience %q, this server's audience is %q", ErrWrongAudience, truncate(h.Audience, 64), v.audience)
 	}
-	data := SignedData(r.Method, Target(r.URL), h.Timestamp, h.Nonce, body, h.KeyText, h.Audience)
+	data := SignedDataSum(r.Method, Target(r.URL), h.Timestamp, h.Nonce, bodySum, h.KeyText, h.Audience)
 	if err := h.Key.Verify(data, h.Signature); err != nil {
 		return ErrBadSignature
 	}

@@ -82,6 +82,17 @@ const (
 	// asked kobe to slow down. Nothing was handed out by this request
 	// (GET /v1/leases shows whether its lease was recorded).
 	ReasonHostAPIUnavailable = "HostAPIUnavailable"
+	// ReasonNotAnImageArchive (400): a body loaded into a member is not an
+	// image archive kobe reads (docker-archive or OCI, plain or gzip), or
+	// names no image.
+	ReasonNotAnImageArchive = "NotAnImageArchive"
+	// ReasonDigestMismatch (400): the body is not what its Content-Digest
+	// header (and the signature over it) says.
+	ReasonDigestMismatch = "DigestMismatch"
+	// ReasonImagesUnsupported (409): the lease's member has no nodes to load
+	// images into (a sim member, or a local or kubernetes member without
+	// nodes).
+	ReasonImagesUnsupported = "ImagesUnsupported"
 )
 
 // UnavailableRetryAfter is the Retry-After header, in seconds, of a 503
