@@ -193,6 +193,19 @@ type Freezer interface {
 	Frozen(m Member) (bool, error)
 }
 
+// ImageLoader is implemented by backends whose members have real nodes,
+// each with its own containerd (kobe load): LoadImages imports a
+// docker-archive file into the CRI namespace of every node of the member
+// and returns how many nodes hold it. A member without nodes is
+// ErrNoNodes. The archive comes from the lease's holder, who may use it
+// only in that member.
+type ImageLoader interface {
+	LoadImages(ctx context.Context, m Member, archive string) (nodes int, err error)
+}
+
+// ErrNoNodes is a member that has no nodes to load images into.
+var ErrNoNodes = errors.New("the member has no nodes")
+
 // Sweeper is implemented by backends that can find members nobody owns.
 type Sweeper interface {
 	// Sweep destroys every member for which owned returns false. It is run

@@ -424,9 +424,38 @@ func (a *Agent) waitFor(ctx context.Context, what string, timeout time.Duration,
 	return nil
 }
 
-// socket is containerd's socket, in the node's own /run (a path under Dir
-// can exceed the 104 bytes a unix socket path may have).
-func (a *Agent) socket() string { return "/run/kobe-node/containerd.sock" }
+// ContainerdSocket is containerd's socket, in the node's own /run (a path
+// under Dir can exceed the 104 bytes a unix socket path may have): inside a
+// node pod, and under /proc/<kobe-node's pid>/root on the operator's host.
+const ContainerdSocket = "/run/kobe-node/containerd.sock"
+
+// CRINamespace is the containerd namespace whose images kubelet runs.
+const CRINamespace = "k8s.io"
+
+// ImportCommand is the command that imports an image archive into a node's
+// CRI images, given containerd's socket and the archive's path ("-" reads
+// standard input).
+func ImportCommand(ctr, socket, archive string) []string {
+	return []string{ctr, "--address", socket, "-n", CRINamespace, "images", "import", archive}
+}
+
+// FailureLine is the last line of a failed command's output, which says
+// why, cut to a length an error message may carry.
+func FailureLine(out []byte) string {
+	s := strings.TrimSpace(string(out))
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		s = s[i+1:]
+	}
+	if len(s) > 512 {
+		s = s[:512] + "..."
+	}
+	if s == "" {
+		return "no output"
+	}
+	return s
+}
+
+func (a *Agent) socket() string { return ContainerdSocket }
 
 func (a *Agent) containerd(ctx context.Context) error {
 	for _, d := range []string{a.path("containerd"), a.path("cni", "net.d")} {
@@ -460,7 +489,8 @@ func (a *Agent) containerd(ctx context.Context) error {
 // CRI's namespace and checks the pause image is among them.
 func (a *Agent) importImages(ctx context.Context) error {
 	for i, f := range a.images {
-		cmd := exec.CommandContext(ctx, a.cfg.Ctr, "--address", a.socket(), "-n", "k8s.io", "images", "import", "/dev/fd/3")
+		argv := ImportCommand(a.cfg.Ctr, a.socket(), "/dev/fd/3")
+		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 		cmd.ExtraFiles = []*os.File{f}
 		cmd.Env = daemonEnv
 		out, err := cmd.CombinedOutput()
@@ -470,7 +500,7 @@ func (a *Agent) importImages(ctx context.Context) error {
 		_ = f.Close()
 	}
 	a.images = nil
-	out, err := exec.CommandContext(ctx, a.cfg.Ctr, "--address", a.socket(), "-n", "k8s.io", "images", "list", "-q").Output()
+	out, err := exec.CommandContext(ctx, a.cfg.Ctr, "--address", a.socket(), "-n", CRINamespace, "images", "list", "-q").Output()
 	if err != nil {
 		return fmt.Errorf("listing images: %w", err)
 	}

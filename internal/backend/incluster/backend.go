@@ -53,6 +53,12 @@ type Options struct {
 	// (backend.LimitEnforcer); a backend whose template does not is not
 	// given any.
 	EnforcesLimits bool
+	// Exec runs commands in node pods (kobe load); with NodeImport, the
+	// command that imports an image archive read from standard input into
+	// a node's containerd. Without them members take no images
+	// (backend.ImageLoader answers that it cannot).
+	Exec       PodExec
+	NodeImport []string
 }
 
 // DefaultUnschedulableTimeout is Options.UnschedulableTimeout's default.

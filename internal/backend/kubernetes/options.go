@@ -1,13 +1,14 @@
 package kubernetes
 
 import (
-	"github.com/kunobi-ninja/kobe/internal/backend"
-	"github.com/kunobi-ninja/kobe/internal/backend/incluster"
-
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kunobi-ninja/kobe/internal/backend"
+	"github.com/kunobi-ninja/kobe/internal/backend/incluster"
 )
 
 // Options wire the kubernetes backend (incluster.Options without what this
@@ -40,4 +41,8 @@ type Options struct {
 	// HostRanges are the host cluster's ranges, which members' pods never
 	// reach (incluster.Options.HostRanges).
 	HostRanges *incluster.HostRanges
+	// Config reaches the host API server for pods/exec, which kobe load
+	// streams image archives through into node pods (nil: members take no
+	// images).
+	Config *rest.Config
 }

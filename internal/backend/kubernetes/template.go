@@ -14,6 +14,7 @@ import (
 	kobev1 "github.com/kunobi-ninja/kobe/api/v1alpha1"
 	"github.com/kunobi-ninja/kobe/internal/backend"
 	"github.com/kunobi-ninja/kobe/internal/backend/incluster"
+	"github.com/kunobi-ninja/kobe/internal/node"
 	"github.com/kunobi-ninja/kobe/internal/podsecurity"
 )
 
@@ -395,6 +396,14 @@ func (t Template) Pods(in incluster.RenderInput) ([]corev1.Pod, error) {
 // New wires the kubernetes backend: the in-cluster machinery with this
 // template, for kobev1.BackendKubernetes.
 func New(o Options) (*incluster.Backend, error) {
+	var exec incluster.PodExec
+	if o.Config != nil {
+		e, err := newPodExec(o.Config)
+		if err != nil {
+			return nil, err
+		}
+		exec = e
+	}
 	return incluster.New(incluster.Options{
 		Type:     kobev1.BackendKubernetes,
 		Template: Template{NodeImage: o.NodeImage, NodePreload: o.NodePreload},
@@ -408,5 +417,7 @@ func New(o Options) (*incluster.Backend, error) {
 		DefaultNodes:         func(spec *kobev1.ClusterPoolSpec) (int32, string) { return defaultNodes(o.DefaultNodes, spec) },
 		HostRanges:           o.HostRanges,
 		EnforcesLimits:       true, // limits.go
+		Exec:                 exec,
+		NodeImport:           node.ImportCommand(nodeBinDir+"/ctr", node.ContainerdSocket, "-"),
 	})
 }
