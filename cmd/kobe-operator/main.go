@@ -136,6 +136,7 @@ func run(ctx context.Context, o options) error {
 		if err != nil {
 			return err
 		}
+		kopts.Config = cfg
 		kb, err := kubebackend.New(kopts)
 		if err != nil {
 			return fmt.Errorf("wiring kubernetes backend: %w", err)
@@ -200,7 +201,7 @@ func run(ctx context.Context, o options) error {
 		Namespace: o.namespace, Client: mgr.GetClient(), Reader: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
 		Binder: binder, Clock: clk, Log: apiLog, Access: access,
 		MaxQueuedPerOwner: int32(o.leaseLimits.MaxQueuedPerOwner), Fence: backends.Fence,
-		ProxyEndpoint: o.api.ProxyEndpoint(apiLog),
+		ProxyEndpoint: o.api.ProxyEndpoint(apiLog), LoadImages: backends.LoadImages,
 	})
 	connectOpts := connect.Options{
 		Namespace: o.namespace, Reader: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Informers: mgr.GetCache(),

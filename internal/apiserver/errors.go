@@ -45,6 +45,12 @@ var failures = []failure{
 	{leaseservice.ErrLeaseEnded, http.StatusGone, wire.ReasonLeaseEnded, ""},
 	{leaseservice.ErrNoHeartbeat, http.StatusConflict, wire.ReasonHeartbeatNotEnabled, ""},
 	{errBodyTooLarge, http.StatusRequestEntityTooLarge, wire.ReasonBodyTooLarge, ""},
+	{errDigestMismatch, http.StatusBadRequest, wire.ReasonDigestMismatch, ""},
+	{errNotAnImage, http.StatusBadRequest, wire.ReasonNotAnImageArchive, ""},
+	{leaseservice.ErrLeaseNotBound, http.StatusConflict, wire.ReasonLeaseNotBound, ""},
+	{leaseservice.ErrNoImages, http.StatusConflict, wire.ReasonImagesUnsupported, ""},
+	{leaseservice.ErrImportFailed, http.StatusUnprocessableEntity, wire.ReasonImportFailed, ""},
+	{leaseservice.ErrMemberUnavailable, http.StatusServiceUnavailable, wire.ReasonMemberUnavailable, "10"},
 	{leaseservice.ErrProxyNotConfigured, http.StatusServiceUnavailable, wire.ReasonProxyNotConfigured, ""},
 }
 

@@ -21,16 +21,17 @@ func TestFlagDefaults(t *testing.T) {
 	f, err := flagtest.Validate[apiserver.Flags](t)
 	want := apiserver.Flags{MaxInFlight: apiserver.DefaultMaxInFlight,
 		ConnectMaxInFlight: connect.DefaultMaxInFlight, ConnectMaxStreamsPerLease: connect.DefaultMaxStreamsPerLease,
-		LoginScopes: apiserver.DefaultLoginScopes}
+		LoginScopes: apiserver.DefaultLoginScopes, MaxImageBytes: apiserver.DefaultMaxImageBytes, MaxImageLoads: apiserver.DefaultMaxImageLoads}
 	if f != want {
 		t.Errorf("defaults %+v, want %+v", f, want)
 	}
 	flagtest.Refused(t, err, "")
 	f = flagtest.Parse[apiserver.Flags](t, "--api-bind-address=:8443", "--api-tls-cert-file=c", "--api-tls-key-file=k", "--api-tls-ca-file=ca",
-		"--connect-url=https://kobe.example", "--api-max-in-flight=5", "--connect-max-in-flight=6", "--connect-max-streams-per-lease=7")
+		"--connect-url=https://kobe.example", "--api-max-in-flight=5", "--connect-max-in-flight=6", "--connect-max-streams-per-lease=7",
+		"--image-load-max-bytes=1000", "--image-loads=3", "--image-load-dir=/var/tmp/kobe")
 	want = apiserver.Flags{BindAddress: ":8443", TLSCertFile: "c", TLSKeyFile: "k", TLSCAFile: "ca",
 		ConnectURL: "https://kobe.example", MaxInFlight: 5, ConnectMaxInFlight: 6, ConnectMaxStreamsPerLease: 7,
-		LoginScopes: apiserver.DefaultLoginScopes}
+		LoginScopes: apiserver.DefaultLoginScopes, MaxImageBytes: 1000, MaxImageLoads: 3, ImageDir: "/var/tmp/kobe"}
 	if f != want {
 		t.Errorf("parsed %+v, want %+v", f, want)
 	}
@@ -46,10 +47,12 @@ func TestFlagsApply(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := flagtest.Parse[apiserver.Flags](t, "--api-bind-address=:8443", "--api-tls-cert-file=c", "--api-tls-key-file=k", "--api-tls-ca-file="+ca,
-		"--connect-url=https://kobe.example", "--api-max-in-flight=5", "--connect-max-in-flight=6", "--connect-max-streams-per-lease=7")
+		"--connect-url=https://kobe.example", "--api-max-in-flight=5", "--connect-max-in-flight=6", "--connect-max-streams-per-lease=7",
+		"--image-load-max-bytes=1000", "--image-loads=3", "--image-load-dir=/var/tmp/kobe")
 	var o apiserver.Options
 	f.Apply(&o)
-	if o.Addr != ":8443" || o.TLSCertFile != "c" || o.TLSKeyFile != "k" || o.ConnectURL != "https://kobe.example" || o.MaxInFlight != 5 {
+	if o.Addr != ":8443" || o.TLSCertFile != "c" || o.TLSKeyFile != "k" || o.ConnectURL != "https://kobe.example" || o.MaxInFlight != 5 ||
+		o.MaxImageBytes != 1000 || o.MaxImageLoads != 3 || o.ImageDir != "/var/tmp/kobe" {
 		t.Errorf("server options %+v", o)
 	}
 	if o.Login != nil {

@@ -199,7 +199,9 @@ func setup(dir string) (_ *fixture, _ func(), err error) {
 	}
 	f.mgr = mgr
 	srv, err := newServer(mgr, apiserver.Options{
-		Addr: "127.0.0.1:0",
+		Addr:          "127.0.0.1:0",
+		MaxImageBytes: maxImageBytes,
+		ImageDir:      dir,
 		Auth: auth.NewAuthenticator(auth.Options{
 			Reader:        mgr.GetCache(),
 			Namespace:     ns,
@@ -253,6 +255,7 @@ func newServer(mgr ctrl.Manager, opts apiserver.Options) (*apiserver.Server, err
 		ProxyEndpoint: apiserver.ProxyEndpoint(apiserver.ProxyEndpointOptions{
 			TLSCertFile: opts.TLSCertFile, TLSKeyFile: opts.TLSKeyFile, ConnectURL: opts.ConnectURL, Log: opts.Log,
 		}),
+		LoadImages: loads.load,
 	})
 	opts.Connect = connect.New(connect.Options{Namespace: ns, Reader: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Clock: clk, Log: opts.Log,
 		Access: accesstest.Sealer()})

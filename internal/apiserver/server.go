@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -52,6 +54,9 @@ const maxHeaderBytes = 32 << 10
 // Authenticator turns a request into a Principal (see package auth).
 type Authenticator interface {
 	Authenticate(ctx context.Context, r *http.Request, body []byte) (*auth.Principal, error)
+	// AuthenticateSum authenticates a request whose body is streamed after
+	// it, known by the SHA-256 its caller declared (and signed).
+	AuthenticateSum(ctx context.Context, r *http.Request, bodySum [sha256.Size]byte) (*auth.Principal, error)
 	Methods() []string
 	// Audience is what KobeSSH signatures must name ("" without SSH).
 	Audience() string
@@ -96,6 +101,14 @@ type Options struct {
 	// (clientAddr). Empty: the header is never read, and each connection's
 	// peer is its caller.
 	TrustedProxies []netip.Prefix
+	// MaxImageBytes bounds one image archive of kobe load, as sent and
+	// unpacked (DefaultMaxImageBytes when 0); MaxImageLoads bounds the
+	// loads served at once (DefaultMaxImageLoads when 0). ImageDir holds
+	// the archives while they load (os.TempDir() when empty): up to twice
+	// MaxImageBytes for each load.
+	MaxImageBytes int64
+	MaxImageLoads int
+	ImageDir      string
 }
 
 // Server is the HTTP API.
@@ -110,9 +123,11 @@ type Server struct {
 	// readingBodies counts requests reading their body, which hold no
 	// in-flight slot (tests observe trickling callers with it).
 	readingBodies atomic.Int32
-	listener      net.Listener
-	listenerMu    sync.Mutex
-	connect       *connect.Proxy
+	// imageLoads are the slots of the image loads served at once.
+	imageLoads chan struct{}
+	listener   net.Listener
+	listenerMu sync.Mutex
+	connect    *connect.Proxy
 }
 
 // New builds the server and its routes. It refuses Options without the
@@ -133,11 +148,20 @@ func New(opts Options) (*Server, error) {
 	if opts.BodyReadTimeout <= 0 {
 		opts.BodyReadTimeout = DefaultBodyReadTimeout
 	}
+	if opts.MaxImageBytes <= 0 {
+		opts.MaxImageBytes = DefaultMaxImageBytes
+	}
+	if opts.MaxImageLoads <= 0 {
+		opts.MaxImageLoads = DefaultMaxImageLoads
+	}
+	if opts.ImageDir == "" {
+		opts.ImageDir = os.TempDir()
+	}
 	if opts.Ready == nil {
 		opts.Ready = func() bool { return true }
 	}
 	s := &Server{opts: opts, leases: opts.Leases, connect: opts.Connect, inFlight: make(chan struct{}, opts.MaxInFlight),
-		waiting: make(chan struct{}, opts.MaxInFlight)}
+		waiting: make(chan struct{}, opts.MaxInFlight), imageLoads: make(chan struct{}, opts.MaxImageLoads)}
 	s.handler = s.routes()
 	return s, nil
 }
@@ -185,6 +209,9 @@ func (s *Server) routes() http.Handler {
 	// No /metrics here: this port may be exposed, and the metrics name
 	// pools the caller may not see. The metrics bind address serves them.
 	root.Handle("/", withRequestHost(s.withSource(limited)))
+	// kobe load streams its body: neither buffered nor in an in-flight
+	// slot, it has slots of its own (loadImages).
+	root.Handle("POST /v1/leases/{id}/images", withRequestHost(s.withSource(http.HandlerFunc(s.loadImages))))
 	// The connect proxy is routed before the mux, which would clean (and
 	// redirect) its paths: it refuses unclean ones itself. It has its own
 	// in-flight limit and no body buffering: its streams last as long as

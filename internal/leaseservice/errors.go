@@ -42,6 +42,16 @@ var (
 	// ErrNoHeartbeat: a heartbeat for a lease created without a heartbeat
 	// timeout.
 	ErrNoHeartbeat = errors.New("lease takes no heartbeats")
+	// ErrLeaseNotBound: an operation on a lease's member (kobe load) while
+	// the lease holds none yet.
+	ErrLeaseNotBound = errors.New("lease is not bound")
+	// ErrNoImages: kobe load for a member without nodes to hold images.
+	ErrNoImages = errors.New("the lease's member takes no images")
+	// ErrImportFailed: a node of the member refused an image archive.
+	ErrImportFailed = errors.New("importing the images failed")
+	// ErrMemberUnavailable: the lease's member cannot be reached from this
+	// replica now (a local member of another operator host).
+	ErrMemberUnavailable = errors.New("the lease's member is unavailable")
 )
 
 // UnavailableError is the error of a lease request for a pool that cannot

@@ -73,6 +73,10 @@ type Options struct {
 	// FenceTimeout bounds how long Release's answer waits for Fence
 	// (DefaultFenceTimeout when 0).
 	FenceTimeout time.Duration
+	// LoadImages imports a docker-archive into every node of a member and
+	// says how many hold it (backend.Registry.LoadImages; nil: kobe load is
+	// refused with ErrNoImages).
+	LoadImages func(ctx context.Context, inst *kobev1.ClusterInstance, archive string) (int, error)
 }
 
 // Service carries out lease and pool operations for authenticated callers.

@@ -93,6 +93,10 @@ const (
 	// images into (a sim member, or a local or kubernetes member without
 	// nodes).
 	ReasonImagesUnsupported = "ImagesUnsupported"
+	// ReasonImportFailed (422): a node of the member refused the archive
+	// (its disk full, or content containerd cannot unpack); the detail says
+	// what the node answered.
+	ReasonImportFailed = "ImportFailed"
 )
 
 // UnavailableRetryAfter is the Retry-After header, in seconds, of a 503
