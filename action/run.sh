@@ -4,7 +4,8 @@
 # SHA256SUMS, gets the job's OIDC ID token (a new one every
 # KOBE_ACTION_TOKEN_REFRESH seconds while kobe runs), and runs the command on
 # a leased cluster with `kobe run` (which releases the lease on every exit
-# path and passes the command's exit status through).
+# path and passes the command's exit status through), after loading the
+# image archives of KOBE_ACTION_LOAD into it with `kobe load`.
 #
 # Inputs, as action.yml passes them:
 #   KOBE_ACTION_POOL        pool to lease from (required)
@@ -18,6 +19,9 @@
 #   KOBE_ACTION_REPOSITORY  repository of the releases (default kunobi-ninja/kobe)
 #   KOBE_ACTION_TOKEN_REFRESH  seconds between two OIDC tokens while the
 #                           command runs (default 60)
+#   KOBE_ACTION_LOAD        image archives (docker save, OCI) to load into the
+#                           cluster before the command runs, separated by
+#                           spaces or newlines (default none)
 # From the runner: RUNNER_OS, RUNNER_ARCH, RUNNER_TEMP, GITHUB_SERVER_URL,
 # GITHUB_API_URL, GITHUB_PATH, GITHUB_TOKEN (for the release list only),
 # ACTIONS_ID_TOKEN_REQUEST_URL and ACTIONS_ID_TOKEN_REQUEST_TOKEN (present
@@ -42,6 +46,7 @@ repo=${KOBE_ACTION_REPOSITORY:-kunobi-ninja/kobe}
 server=${GITHUB_SERVER_URL:-https://github.com}
 api=${GITHUB_API_URL:-https://api.github.com}
 refresh=${KOBE_ACTION_TOKEN_REFRESH:-60}
+load=${KOBE_ACTION_LOAD:-}
 
 [ -n "$pool" ] || fail "the pool input is empty: say which kobe pool to lease from"
 [ -n "$command" ] || fail "the command input is empty: say what to run on the leased cluster"
@@ -50,6 +55,18 @@ refresh=${KOBE_ACTION_TOKEN_REFRESH:-60}
 for tool in curl tar jq; do
 	command -v "$tool" >/dev/null || fail "$tool is not installed on this runner; the kobe action needs curl, tar and jq"
 done
+# The archives of the load input, split on spaces and newlines (no globs),
+# checked before anything is installed or leased.
+archives=()
+loads=0
+set -f
+for archive in $load; do
+	[ -f "$archive" ] || fail "the load input names $archive, which is no file here ($PWD): write it in an earlier step, e.g. docker save app:dev -o $archive"
+	[ -s "$archive" ] || fail "the load input names $archive, which is empty: write it with docker save IMAGE -o $archive"
+	archives+=("$archive")
+	loads=$((loads + 1))
+done
+set +f
 
 case ${RUNNER_OS:-$(uname -s)} in
 Linux) os=linux ;;
@@ -188,5 +205,22 @@ export KOBE_ENDPOINT=$endpoint KOBE_TOKEN_FILE=$token_file
 args=(run "$pool")
 [ -n "$ttl" ] && args+=(--ttl "$ttl")
 [ -n "$heartbeat" ] && args+=(--heartbeat-timeout "$heartbeat")
-echo "kobe: kobe ${args[*]} -- sh -c <command> (endpoint $endpoint, OIDC audience $audience, token refreshed every ${refresh}s)"
-exec kobe --auth oidc --token-file "$token_file" "${args[@]}" -- sh -c "$command"
+run=(sh -c "$command")
+shown="sh -c <command>"
+if [ "$loads" -gt 0 ]; then
+	# Once the lease is Bound, kobe run starts this: the archives are loaded
+	# (kobe load, with the environment's endpoint and token file), then the
+	# command replaces the shell. A failed load fails the step without
+	# running the command.
+	run=(sh -c 'cmd=$1
+shift
+kobe load "$KOBE_LEASE_ID" "$@" || {
+	status=$?
+	echo "::error title=kobe::loading the images into lease $KOBE_LEASE_ID failed; the command did not run" >&2
+	exit "$status"
+}
+exec sh -c "$cmd"' kobe-load "$command" "${archives[@]}")
+	shown="sh -c <kobe load \$KOBE_LEASE_ID ${archives[*]}, then the command>"
+fi
+echo "kobe: kobe ${args[*]} -- $shown (endpoint $endpoint, OIDC audience $audience, token refreshed every ${refresh}s)"
+exec kobe --auth oidc --token-file "$token_file" "${args[@]}" -- "${run[@]}"

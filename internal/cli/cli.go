@@ -111,6 +111,12 @@ func Execute(ctx context.Context, args []string, streams IOStreams) int {
 
 // hint says what to do about errors whose message alone does not.
 func hint(err error) string {
+	var loadErr *loadError
+	if errors.As(err, &loadErr) {
+		if h := loadErr.hint(); h != "" {
+			return h
+		}
+	}
 	var apiErr *apiclient.Error
 	if errors.As(err, &apiErr) {
 		switch apiErr.StatusCode {
@@ -167,6 +173,7 @@ per call with --endpoint/--token or KOBE_ENDPOINT/KOBE_TOKEN.`,
 		NewCmdPurge(flags, streams),
 		NewCmdExtend(flags, streams),
 		NewCmdHeartbeat(flags, streams),
+		NewCmdLoad(flags, streams),
 		NewCmdLeases(flags, streams),
 		NewCmdPools(flags, streams),
 		NewCmdStatus(flags, streams),

@@ -6,7 +6,10 @@
 package apiclienttest
 
 import (
+	"archive/tar"
 	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -28,6 +31,10 @@ const Token = "test-token"
 
 // MaxBodyBytes bounds request bodies (413 beyond it).
 const MaxBodyBytes = 64 << 10
+
+// MaxImageBytes bounds the image archives of POST /v1/leases/{id}/images
+// (413 beyond it).
+const MaxImageBytes = 1 << 20
 
 // DefaultSSHAudience is the audience a fake publishes unless told otherwise.
 const DefaultSSHAudience = "kobe:fake"
@@ -59,6 +66,10 @@ type Server struct {
 	// SSHAudience is published in GET /v1/status and required in the
 	// signatures WithSSHKeys accepts (DefaultSSHAudience).
 	SSHAudience string
+	// MemberNodes is how many nodes every member has, which hold the images
+	// loaded into it (default 1); 0 answers ImagesUnsupported, as a sim
+	// member does.
+	MemberNodes int
 
 	mu          sync.Mutex
 	now         func() time.Time
@@ -71,6 +82,17 @@ type Server struct {
 	nextID      int
 	requests    []string
 	released    []string
+	loads       []Load
+}
+
+// Load is an image archive the fake accepted.
+type Load struct {
+	// Lease is the lease's ID.
+	Lease string
+	// ContentDigest is the request's header, which matched the body.
+	ContentDigest string
+	// Body is the archive as received.
+	Body []byte
 }
 
 // Identity is a caller of the fake, known by its bearer token.
@@ -104,6 +126,10 @@ func WithIdleTimeout(d time.Duration) Option { return func(s *Server) { s.IdleTi
 // WithEndWhilePending ends Pending leases with phase instead of binding them.
 func WithEndWhilePending(phase string) Option { return func(s *Server) { s.EndWhilePending = phase } }
 
+// WithMemberNodes gives every member n nodes; 0: none, so loading images
+// answers ImagesUnsupported.
+func WithMemberNodes(n int) Option { return func(s *Server) { s.MemberNodes = n } }
+
 // WithMaxExtensions caps extensions per lease.
 func WithMaxExtensions(n int) Option { return func(s *Server) { s.MaxExtensions = n } }
 
@@ -134,6 +160,7 @@ func New(t testing.TB, opts ...Option) *Server {
 	s := &Server{
 		MaxExtensions: 2,
 		SSHAudience:   DefaultSSHAudience,
+		MemberNodes:   1,
 		now:           func() time.Time { return time.Date(2026, 4, 9, 14, 30, 0, 0, time.UTC) },
 		leases:        map[string]*lease{},
 		unavailable:   map[string]string{},
@@ -173,6 +200,13 @@ func (s *Server) Released() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.released)
+}
+
+// Loads returns the image archives accepted so far, in order.
+func (s *Server) Loads() []Load {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.loads)
 }
 
 // Lease returns a copy of the lease with id as the server holds it.
@@ -218,6 +252,7 @@ var routes = map[string][]string{
 	"/v1/leases":                {http.MethodGet, http.MethodPost},
 	"/v1/leases/{id}":           {http.MethodGet, http.MethodPatch, http.MethodDelete},
 	"/v1/leases/{id}/heartbeat": {http.MethodPost},
+	"/v1/leases/{id}/images":    {http.MethodPost},
 	"/v1/pools":                 {http.MethodGet},
 	"/v1/pools/{name}":          {http.MethodGet},
 	"/v1/pools/{name}/leases":   {http.MethodGet},
@@ -234,6 +269,7 @@ func (s *Server) handler() http.Handler {
 	mux.HandleFunc("DELETE /v1/leases/{id}", s.authed(s.releaseLease))
 	mux.HandleFunc("PATCH /v1/leases/{id}", s.authed(s.extendLease))
 	mux.HandleFunc("POST /v1/leases/{id}/heartbeat", s.authed(s.heartbeat))
+	mux.HandleFunc("POST /v1/leases/{id}/images", s.loadImages)
 	mux.HandleFunc("GET /v1/pools", s.authed(s.listPools))
 	mux.HandleFunc("GET /v1/pools/{name}", s.authed(s.getPool))
 	mux.HandleFunc("GET /v1/pools/{name}/leases", s.authed(s.listPoolLeases))
@@ -684,6 +720,110 @@ func (s *Server) Heartbeats() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]string(nil), s.heartbeats...)
+}
+
+// loadImages takes an image archive of at most MaxImageBytes whose
+// Content-Digest is its SHA-256, and names the images its manifest.json
+// (docker-archive) or index.json (OCI) names; it records the archive and
+// loads nothing anywhere. Unlike the real server it reads the body before
+// it authenticates the caller (so WithSSHKeys signatures verify against it).
+func (s *Server) loadImages(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxImageBytes))
+	if err != nil {
+		writeError(w, http.StatusRequestEntityTooLarge, wire.ReasonBodyTooLarge, "request body too large", fmt.Sprintf("an image archive must be at most %d bytes", MaxImageBytes))
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	identity, ok := s.Authenticate(r, body)
+	if !ok {
+		writeError(w, http.StatusUnauthorized, wire.ReasonUnauthorized, "unauthorized", "send valid credentials")
+		return
+	}
+	header := r.Header.Get(wire.ContentDigestHeader)
+	sum, err := wire.ParseContentDigest(header)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, wire.ReasonBadRequest, "bad request", err.Error())
+		return
+	}
+	l := s.own(w, r, identity)
+	if l == nil {
+		return
+	}
+	switch {
+	case wire.PhaseEnded(l.Phase):
+		writeError(w, http.StatusGone, wire.ReasonLeaseEnded, "lease has ended", "lease "+l.ID+" is "+l.Phase)
+		return
+	case l.Phase != wire.PhaseBound:
+		writeError(w, http.StatusConflict, wire.ReasonLeaseNotBound, "lease not bound", "lease "+l.ID+" is "+l.Phase+"; load images once it is Bound")
+		return
+	case s.MemberNodes == 0:
+		writeError(w, http.StatusConflict, wire.ReasonImagesUnsupported, "member has no nodes", "cluster "+l.ClusterName+" of lease "+l.ID+" has no nodes to load images into")
+		return
+	case sha256.Sum256(body) != sum:
+		writeError(w, http.StatusBadRequest, wire.ReasonDigestMismatch, "digest mismatch", "the body is not what its Content-Digest header says")
+		return
+	}
+	images, err := archiveImages(body)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, wire.ReasonNotAnImageArchive, "not an image archive", err.Error())
+		return
+	}
+	s.loads = append(s.loads, Load{Lease: l.ID, ContentDigest: header, Body: body})
+	writeJSON(w, http.StatusOK, wire.LoadedImages{ID: l.ID, ClusterName: l.ClusterName, Images: images, Nodes: s.MemberNodes, Bytes: int64(len(body))})
+}
+
+// archiveImages names the images of a docker-archive (manifest.json's
+// RepoTags) or an OCI archive (index.json's image name annotations), plain
+// or gzip-compressed.
+func archiveImages(body []byte) ([]string, error) {
+	var in io.Reader = bytes.NewReader(body)
+	if bytes.HasPrefix(body, []byte{0x1f, 0x8b}) {
+		gz, err := gzip.NewReader(bytes.NewReader(body))
+		if err != nil {
+			return nil, fmt.Errorf("the body is not gzip: %w", err)
+		}
+		in = gz
+	}
+	var images []string
+	tr := tar.NewReader(in)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("the body is not a tar archive: %w", err)
+		}
+		switch path.Clean(h.Name) {
+		case "manifest.json":
+			var m []struct{ RepoTags []string }
+			if err := json.NewDecoder(tr).Decode(&m); err != nil {
+				return nil, fmt.Errorf("manifest.json: %w", err)
+			}
+			for _, e := range m {
+				images = append(images, e.RepoTags...)
+			}
+		case "index.json":
+			var idx struct {
+				Manifests []struct{ Annotations map[string]string }
+			}
+			if err := json.NewDecoder(tr).Decode(&idx); err != nil {
+				return nil, fmt.Errorf("index.json: %w", err)
+			}
+			for _, m := range idx.Manifests {
+				if name := m.Annotations["io.containerd.image.name"]; name != "" {
+					images = append(images, name)
+				} else if name := m.Annotations["org.opencontainers.image.ref.name"]; name != "" {
+					images = append(images, name)
+				}
+			}
+		}
+	}
+	if len(images) == 0 {
+		return nil, errors.New("the archive names no image: no manifest.json with RepoTags (docker-archive) or index.json with image names (OCI)")
+	}
+	return images, nil
 }
 
 func (s *Server) extendLease(w http.ResponseWriter, r *http.Request, identity string, body []byte) {
