@@ -157,6 +157,9 @@ func TestLeasedMemberWithANode(t *testing.T) {
 	f.overlayHostile(t, kc, nodes, spoofer)
 	f.egressThroughNodePods(t, kc)
 	f.dnsStaysInside(t, kc, nodes)
+	t.Run("kobe load puts an image on every node of the member", func(t *testing.T) {
+		f.loadsOnEveryNode(t, l.ID, kc, nodes)
+	})
 	t.Run("a holder at their member's limits leaves the host cluster alone", func(t *testing.T) {
 		f.noisyNeighbour(t, kc, nodes)
 	})

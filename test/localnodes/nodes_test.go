@@ -143,6 +143,9 @@ func TestLeasedMembersRunPods(t *testing.T) {
 	t.Run("a pod pulls an image by tag over its pool's egress, and not without it", func(t *testing.T) {
 		pullsOverEgress(t, proxied, direct, out)
 	})
+	t.Run("kobe load puts an image into its lease's member and no other", func(t *testing.T) {
+		loadsIntoItsMember(t, direct, proxied)
+	})
 	t.Run("admission webhooks reach the member's pods and nothing else", func(t *testing.T) {
 		webhooks(t, direct, out)
 	})

@@ -3,54 +3,33 @@
 package localnodes
 
 import (
-	"archive/tar"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/v1/layout"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/random"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/kunobi-ninja/kobe/internal/testenv"
+	"github.com/kunobi-ninja/kobe/test/testimage"
 )
 
-// pushImage pushes an image no node holds (testapp's, with a layer of
-// random bytes added) to registry as app:v1, and returns its reference
-// and manifest digest.
+// uniqueImage is testapp's image with a layer of random bytes added: an
+// image no node holds.
+func uniqueImage(t *testing.T) v1.Image {
+	t.Helper()
+	return testimage.Unique(t, filepath.Join(imageDir, testappArchive))
+}
+
+// pushImage pushes a uniqueImage to registry as app:v1, and returns its
+// reference and manifest digest.
 func pushImage(t *testing.T, registry string) (ref, digest string) {
 	t.Helper()
-	dir := t.TempDir()
-	if err := untar(filepath.Join(imageDir, testappArchive), dir); err != nil {
-		t.Fatal(err)
-	}
-	idx, err := layout.ImageIndexFromPath(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	im, err := idx.IndexManifest()
-	if err != nil || len(im.Manifests) == 0 {
-		t.Fatalf("%s has no image: %v", testappArchive, err)
-	}
-	img, err := idx.Image(im.Manifests[0].Digest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	extra, err := random.Layer(64<<10, types.OCILayer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if img, err = mutate.AppendLayers(img, extra); err != nil {
-		t.Fatal(err)
-	}
+	img := uniqueImage(t)
 	ref = registry + "/app:v1"
 	tag, err := name.NewTag(ref, name.Insecure)
 	if err != nil {
@@ -64,48 +43,6 @@ func pushImage(t *testing.T, registry string) (ref, digest string) {
 		t.Fatal(err)
 	}
 	return ref, d.String()
-}
-
-// untar extracts the regular files and directories of the tar archive at
-// path into dir.
-func untar(path, dir string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = f.Close() }()
-	tr := tar.NewReader(f)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		out := filepath.Join(dir, filepath.Clean("/"+h.Name))
-		switch h.Typeflag {
-		case tar.TypeDir:
-			if err := os.MkdirAll(out, 0o700); err != nil {
-				return err
-			}
-		case tar.TypeReg:
-			if err := os.MkdirAll(filepath.Dir(out), 0o700); err != nil {
-				return err
-			}
-			w, err := os.OpenFile(out, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
-			if err != nil {
-				return err
-			}
-			_, err = io.Copy(w, tr)
-			if cerr := w.Close(); err == nil {
-				err = cerr
-			}
-			if err != nil {
-				return err
-			}
-		}
-	}
 }
 
 // pulledPod runs image with imagePullPolicy Always.
