@@ -63,8 +63,8 @@ func (f *Flags) Bind(fs *flag.FlagSet) {
 	fs.StringVar(&f.LoginScopes, "login-scopes", DefaultLoginScopes, "Comma-separated scopes `kobe login` asks --login-issuer for; openid is added when missing.")
 	fs.StringVar(&f.TrustedProxyCIDRs, "trusted-proxy-cidrs", "", "Comma-separated CIDRs (or addresses) of the proxies in front of the lease API, such as an ingress controller's pods. Only a connection from one of them has its X-Forwarded-For read: the caller is the right-most address in it that is not itself a trusted proxy, and the per-source limits charge that caller instead of the proxy. Empty: the header is ignored and each connection's peer is its caller.")
 	fs.Int64Var(&f.MaxImageBytes, "image-load-max-bytes", DefaultMaxImageBytes, "Largest image archive `kobe load` may send, and the most it may unpack to (413 beyond it).")
-	fs.IntVar(&f.MaxImageLoads, "image-loads", DefaultMaxImageLoads, "Image loads (`kobe load`) served at once before answering 429; each holds up to twice --image-load-max-bytes in --image-load-dir while it runs.")
-	fs.StringVar(&f.ImageDir, "image-load-dir", "", "Directory that holds image archives while `kobe load` imports them (default: the system's temporary directory); give it room for --image-loads times twice --image-load-max-bytes.")
+	fs.IntVar(&f.MaxImageLoads, "image-loads", DefaultMaxImageLoads, "Image loads (`kobe load`) served at once before answering 429; each holds up to three times --image-load-max-bytes in --image-load-dir while it runs (the upload, a gzip archive unpacked, the copy the nodes import).")
+	fs.StringVar(&f.ImageDir, "image-load-dir", "", "Directory that holds image archives while `kobe load` imports them (default: the system's temporary directory); give it room for --image-loads times three times --image-load-max-bytes.")
 	fs.IntVar(&f.ConnectMaxInFlight, "connect-max-in-flight", connect.DefaultMaxInFlight, "Concurrent connect proxy requests (open watches and exec, attach, logs -f and port-forward sessions included) served before answering 429; separate from --api-max-in-flight.")
 }
 

@@ -19,7 +19,8 @@ const (
 	// DefaultMaxImageBytes bounds one archive (413 beyond it).
 	DefaultMaxImageBytes = 1 << 30
 	// DefaultMaxImageLoads bounds the loads served at once (429 beyond):
-	// each holds up to twice its archive on disk while it runs.
+	// each holds up to three times its archive on disk while it runs
+	// (the upload, a gzip archive unpacked, the copy the nodes import).
 	DefaultMaxImageLoads = 2
 	// imageIdleTimeout is how long an upload may send nothing before it is
 	// cut: a caller that stalls holds one of few load slots.

@@ -104,8 +104,8 @@ type Options struct {
 	// MaxImageBytes bounds one image archive of kobe load, as sent and
 	// unpacked (DefaultMaxImageBytes when 0); MaxImageLoads bounds the
 	// loads served at once (DefaultMaxImageLoads when 0). ImageDir holds
-	// the archives while they load (os.TempDir() when empty): up to twice
-	// MaxImageBytes for each load.
+	// the archives while they load (os.TempDir() when empty): up to three
+	// times MaxImageBytes for each load.
 	MaxImageBytes int64
 	MaxImageLoads int
 	ImageDir      string

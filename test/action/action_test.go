@@ -34,6 +34,9 @@ import (
 	"time"
 
 	"github.com/go-jose/go-jose/v4"
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/random"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -560,6 +563,30 @@ func TestAction(t *testing.T) {
 		}
 	})
 
+	// The load input: kobe load runs with the lease before the command,
+	// and its failure (a sim member has no nodes) fails the step without
+	// running the command; the lease is released all the same.
+	t.Run("a load the cluster refuses fails the step before the command", func(t *testing.T) {
+		r := newRunner(t, g, op.APIURL)
+		img, err := random.Image(1024, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tag, err := name.NewTag("app:dev")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tarball.WriteToFile(filepath.Join(r.work, "app.tar"), tag, img); err != nil {
+			t.Fatal(err)
+		}
+		r.env["KOBE_ACTION_LOAD"] = "app.tar"
+		r.env["KOBE_ACTION_COMMAND"] = "echo the command ran"
+		out, code := r.run(t)
+		if code == 0 || !strings.Contains(out, "ImagesUnsupported") || strings.Contains(out, "the command ran") {
+			t.Errorf("exit %d, want kobe load's refusal (ImagesUnsupported) without running the command; output:\n%s", code, out)
+		}
+	})
+
 	// Each refusal: a clear message, a failed step, and no lease.
 	before := len(leases(t, env.Client))
 	for _, tc := range []struct {
@@ -586,6 +613,8 @@ func TestAction(t *testing.T) {
 			want: "no kobe endpoint: set the endpoint input"},
 		{name: "no pool", set: map[string]string{"KOBE_ACTION_POOL": ""},
 			want: "the pool input is empty"},
+		{name: "a load archive that is not there", set: map[string]string{"KOBE_ACTION_LOAD": "missing.tar"},
+			want: "the load input names missing.tar, which is no file here"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g.tamper.Store(tc.tamp)
