@@ -64,7 +64,7 @@ func (s *Service) LoadImages(ctx context.Context, p *auth.Principal, ref, archiv
 	nodes, err := s.opts.LoadImages(ctx, inst, archive)
 	switch {
 	case errors.Is(err, backend.ErrNoNodes):
-		err = fmt.Errorf("%w: member %s has no nodes (pool %s: backend.%s.nodes)", ErrNoImages, inst.Name, l.Spec.Pool, inst.Spec.Backend.Type)
+		err = fmt.Errorf("%w: member %s has no nodes (%s)", ErrNoImages, inst.Name, noNodesHint(inst.Spec.Backend.Type, l.Spec.Pool))
 	case errors.Is(err, backend.ErrOtherHost), errors.Is(err, backend.ErrUnavailable):
 		err = fmt.Errorf("%w: %w", ErrMemberUnavailable, err)
 	case err != nil && ctx.Err() == nil:
@@ -80,4 +80,13 @@ func (s *Service) LoadImages(ctx context.Context, p *auth.Principal, ref, archiv
 		return nil, nil, nodes, err
 	}
 	return l, inst, nodes, nil
+}
+
+// noNodesHint says how a pool's members get nodes, where they can.
+func noNodesHint(t kobev1.BackendType, pool string) string {
+	switch t {
+	case kobev1.BackendLocal, kobev1.BackendKubernetes:
+		return fmt.Sprintf("pool %s sets backend.%s.nodes to 0", pool, t)
+	}
+	return fmt.Sprintf("%s members never have nodes", t)
 }
