@@ -21,6 +21,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/clusterdns"
 	"github.com/kunobi-ninja/kobe/internal/testenv"
 	"github.com/kunobi-ninja/kobe/test/hostile"
+	"github.com/kunobi-ninja/kobe/test/outside"
 )
 
 const (
@@ -69,6 +70,12 @@ func TestLeasedMemberWithANode(t *testing.T) {
 					Images: &kobev1.KubernetesImages{Node: nodeImage, PullPolicy: corev1.PullNever},
 				}},
 				Access: &kobev1.AccessSpec{Mode: kobev1.AccessProxy},
+				// The outside registry (pull_test.go), over plain HTTP,
+				// granted to the member's egress.
+				Cluster: kobev1.ClusterTemplate{
+					RegistryMirrors: []kobev1.RegistryMirror{{Registry: outside.PublicIP + ":5000", Endpoints: []string{"http://" + outside.PublicIP + ":5000"}}},
+					Egress:          &kobev1.EgressSpec{AllowCIDRs: []string{outside.PublicIP + "/32"}},
+				},
 			},
 		},
 	} {
@@ -157,6 +164,9 @@ func TestLeasedMemberWithANode(t *testing.T) {
 	f.overlayHostile(t, kc, nodes, spoofer)
 	f.egressThroughNodePods(t, kc)
 	f.dnsStaysInside(t, kc, nodes)
+	t.Run("a pod pulls an image by tag from a registry its pool's egress grants", func(t *testing.T) {
+		f.pullsOverEgress(t, kc)
+	})
 	t.Run("kobe load puts an image on every node of the member", func(t *testing.T) {
 		f.loadsOnEveryNode(t, l.ID, kc, nodes)
 	})

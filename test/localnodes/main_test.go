@@ -29,6 +29,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/testenv"
 	"github.com/kunobi-ninja/kobe/internal/testenv/hostcluster"
 	"github.com/kunobi-ninja/kobe/internal/testenv/kobesuite"
+	"github.com/kunobi-ninja/kobe/test/outside"
 )
 
 const (
@@ -160,7 +161,7 @@ func runWithOperator(m *testing.M) (int, error) {
 		}
 		// Both name the outside registry (hostile_test.go), whose endpoint
 		// is plain HTTP; only the proxy pool's egress reaches it.
-		p.Spec.Cluster.RegistryMirrors = []kobev1.RegistryMirror{{Registry: outsidePublic + ":5000", Endpoints: []string{"http://" + outsidePublic + ":5000"}}}
+		p.Spec.Cluster.RegistryMirrors = []kobev1.RegistryMirror{{Registry: outside.PublicIP + ":5000", Endpoints: []string{"http://" + outside.PublicIP + ":5000"}}}
 		if name == directPool {
 			// The noisy neighbour's attacks run here (limits_test.go).
 			p.Spec.Cluster.Limits = &kobev1.MemberLimits{Memory: ptr.To(resource.MustParse(directMemory)),

@@ -33,6 +33,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/testenv/memberproc"
 	"github.com/kunobi-ninja/kobe/internal/wire"
 	"github.com/kunobi-ninja/kobe/test/hostile"
+	"github.com/kunobi-ninja/kobe/test/outside"
 )
 
 // workload is what one leased member runs: the testapp Deployment behind
@@ -132,8 +133,8 @@ func TestLeasedMembersRunPods(t *testing.T) {
 	t.Run("a claim of the default StorageClass binds, keeps its data for the next pod, and goes with the claim", func(t *testing.T) {
 		storage(t, direct)
 	})
-	out := startOutside(t)
-	defer out.stop()
+	out := outside.Start(t, filepath.Join(imageDir, "rootfs", "testapp"))
+	defer out.Stop()
 	t.Run("a hostile holder of a member without egress gets nothing beyond it", func(t *testing.T) {
 		hostileHolder(t, direct, out, false)
 	})

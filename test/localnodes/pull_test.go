@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/kunobi-ninja/kobe/internal/testenv"
+	"github.com/kunobi-ninja/kobe/test/outside"
 	"github.com/kunobi-ninja/kobe/test/testimage"
 )
 
@@ -56,8 +57,8 @@ func pulledPod(image string) string {
 // namespace's, at a public address) and runs it; the same pod in a member
 // without egress never gets it. Both pools name the registry in
 // registryMirrors, with its plain-HTTP endpoint.
-func pullsOverEgress(t *testing.T, withEgress, without *workload, out *outside) {
-	ref, digest := pushImage(t, out.registry)
+func pullsOverEgress(t *testing.T, withEgress, without *workload, out *outside.Outside) {
+	ref, digest := pushImage(t, out.Registry)
 	manifest := writeFile(t, pulledPod(ref))
 	for _, w := range []*workload{withEgress, without} {
 		t.Cleanup(func() {

@@ -19,6 +19,7 @@ import (
 	"github.com/kunobi-ninja/kobe/internal/node"
 	"github.com/kunobi-ninja/kobe/internal/testenv"
 	"github.com/kunobi-ninja/kobe/internal/testenv/memberproc"
+	"github.com/kunobi-ninja/kobe/test/outside"
 )
 
 // hookManifest is an admission webhook served by a member pod (testapp
@@ -91,7 +92,7 @@ webhooks:
 // reaches the pod behind the Service), and one pointed through an
 // ExternalName Service at a listener on the host's own address is never
 // called (the API server resolves Services through endpoints only).
-func webhooks(t *testing.T, w *workload, out *outside) {
+func webhooks(t *testing.T, w *workload, out *outside.Outside) {
 	ca, err := pki.NewCA("kobe-test-webhook", time.Hour)
 	if err != nil {
 		t.Fatal(err)
@@ -130,8 +131,8 @@ func webhooks(t *testing.T, w *workload, out *outside) {
 	})
 
 	t.Run("a webhook through an ExternalName Service reaches nothing", func(t *testing.T) {
-		host, port, _ := strings.Cut(out.host, ":")
-		before := out.hostConns.Load()
+		host, port, _ := strings.Cut(out.Host, ":")
+		before := out.HostConns.Load()
 		manifest := `apiVersion: v1
 kind: Namespace
 metadata: {name: hooked-outside}
@@ -172,8 +173,8 @@ webhooks:
 			}
 			return nil
 		})
-		if n := out.hostConns.Load() - before; n != 0 {
-			t.Errorf("the member's API server connected %d time(s) to %s through an ExternalName Service", n, out.host)
+		if n := out.HostConns.Load() - before; n != 0 {
+			t.Errorf("the member's API server connected %d time(s) to %s through an ExternalName Service", n, out.Host)
 		}
 	})
 
