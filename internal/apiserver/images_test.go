@@ -37,7 +37,11 @@ const maxImageBytes = 8 << 20
 // what reaches a member. Members of pool noImagesPool have no nodes.
 var loads = &loadRecorder{}
 
-const noImagesPool = "ci-small"
+// The pools of these tests, which no other test leases from.
+const (
+	imagesPool   = "images"
+	noImagesPool = "images-sim"
+)
 
 type loaded struct {
 	member string
@@ -163,7 +167,7 @@ func imagesRequest(t *testing.T, creds apiclient.Credentials, id string, body, d
 // reaches a member.
 func TestLoadImages(t *testing.T) {
 	owner := tokenOf("everything")
-	l := createLease(t, owner, "ci-large", "10m")
+	l := createLease(t, owner, imagesPool, "10m")
 	archive := imageArchive(t, "app:v1", "registry.example:5000/team/app:v2")
 	raw, err := os.ReadFile(archive)
 	if err != nil {
@@ -237,7 +241,7 @@ func TestLoadImages(t *testing.T) {
 		requireReleased(t, owner, small.ID)
 	})
 	t.Run("a released lease", func(t *testing.T) {
-		ended := createLease(t, owner, "ci-large", "10m")
+		ended := createLease(t, owner, imagesPool, "10m")
 		requireReleased(t, owner, ended.ID)
 		refused(t, send(t, imagesRequest(t, owner, ended.ID, raw, raw)), http.StatusGone, "lease has ended", wire.ReasonLeaseEnded)
 	})
@@ -322,7 +326,7 @@ func TestLoadImagesSigned(t *testing.T) {
 // at once, and a slot is free again once its load ends.
 func TestLoadImagesSlots(t *testing.T) {
 	owner := tokenOf("everything")
-	l := createLease(t, owner, "ci-large", "10m")
+	l := createLease(t, owner, imagesPool, "10m")
 	raw, err := os.ReadFile(imageArchive(t, "slow:v1"))
 	if err != nil {
 		t.Fatal(err)

@@ -86,6 +86,10 @@ var pools = []struct {
 	{"ci-large", 2 * time.Hour, 8, 0},
 	{"dev", time.Hour, 6, 0},
 	{heartbeatPool, time.Hour, 6, 30 * time.Second},
+	// kobe load's tests (images_test.go); members of noImagesPool have no
+	// nodes.
+	{imagesPool, time.Hour, 4, 0},
+	{noImagesPool, time.Hour, 2, 0},
 }
 
 // fx is the package fixture, built once by TestMain.

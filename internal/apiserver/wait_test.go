@@ -3,6 +3,7 @@
 package apiserver_test
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"testing"
@@ -47,6 +48,10 @@ func waitPool(t *testing.T, name string) {
 	if err := fx.env.Client.Create(t.Context(), p); err != nil {
 		t.Fatal(err)
 	}
+	// Leases are refused until the server's cache holds the pool.
+	eventually(t, "pool "+name+" in the cache", func(context.Context) bool {
+		return call(t, tokenOf("everything"), http.MethodGet, "/v1/pools/"+name, nil).code == http.StatusOK
+	})
 }
 
 // TestGetWaitsWhilePending: GET /v1/leases/{id}?wait= holds its answer while

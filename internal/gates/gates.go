@@ -162,7 +162,7 @@ func NodesReady(ctx context.Context, kubeconfig []byte, want int32, timeout time
 	}
 	for i := range nodes.Items {
 		if !isReady(&nodes.Items[i]) {
-			return fmt.Errorf("node %s is not Ready, or still tainted not-ready or unreachable", nodes.Items[i].Name)
+			return fmt.Errorf("node %s is not Ready, or still tainted unreachable", nodes.Items[i].Name)
 		}
 	}
 	return nil

@@ -236,17 +236,18 @@ func probeNodes(ctx context.Context, cs kubernetes.Interface, want int32, image 
 	return nil
 }
 
-// isReady: the node is Ready and carries none of the taints its node
-// controller sets while it has not seen the kubelet (not-ready,
-// unreachable). A node Ready again after a freeze keeps its unreachable
-// NoExecute taint until the controller's next pass: a hand-out in that
+// isReady: the node is Ready and not tainted unreachable. A node Ready
+// again after a freeze keeps the unreachable NoExecute taint its node
+// controller set until the controller's next pass: a hand-out in that
 // window would get a node that schedules nothing and evicts what it runs.
+// (The not-ready taint is not waited for: admission puts it on every new
+// Node, and only a node controller lifts it.)
 func isReady(n *corev1.Node) bool {
 	ready := slices.ContainsFunc(n.Status.Conditions, func(c corev1.NodeCondition) bool {
 		return c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue
 	})
 	return ready && !slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool {
-		return t.Key == corev1.TaintNodeNotReady || t.Key == corev1.TaintNodeUnreachable
+		return t.Key == corev1.TaintNodeUnreachable
 	})
 }
 

@@ -110,7 +110,7 @@ func TestIsReady(t *testing.T) {
 		{"not Ready", []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionUnknown}}, nil, false},
 		{"no Ready condition", nil, nil, false},
 		{"Ready again after a freeze, still unreachable", ready, []corev1.Taint{{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute}}, false},
-		{"Ready, still not-ready", ready, []corev1.Taint{{Key: corev1.TaintNodeNotReady, Effect: corev1.TaintEffectNoSchedule}}, false},
+		{"Ready with the not-ready taint admission puts on every new Node", ready, []corev1.Taint{{Key: corev1.TaintNodeNotReady, Effect: corev1.TaintEffectNoSchedule}}, true},
 	}
 	for _, c := range cases {
 		n := &corev1.Node{Spec: corev1.NodeSpec{Taints: c.taints}, Status: corev1.NodeStatus{Conditions: c.conds}}
