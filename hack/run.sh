@@ -132,9 +132,14 @@ shutdown() {
 # still names members/.
 sweep_members() {
 	local left
-	if [ -x bin/membersweep ] && [ -d "$members" ] && [ -n "$(ls -A "$members" 2>/dev/null)" ]; then
+	# Builtins only for the test, and the sweep in a session of its own: a
+	# stop signal sent to the whole process group (a CI cancellation sends
+	# several) kills a command substitution's subshell, which would make
+	# the test false and skip the sweep, and would kill the sweep midway,
+	# leaving members' mounts behind.
+	if [ -x bin/membersweep ] && compgen -G "$members/*" >/dev/null; then
 		echo "destroying the members that are left..."
-		timeout 60 bin/membersweep --data-dir "$members" >/dev/null 2>>"$state/membersweep.log" || true
+		setsid --wait timeout 60 bin/membersweep --data-dir "$members" >/dev/null 2>>"$state/membersweep.log" || true
 	fi
 	left=$(naming "$members/" | wc -l)
 	if ((left > 0)); then
