@@ -273,7 +273,11 @@ func TestAuditRecordsAreBatched(t *testing.T) {
 	for i := range n {
 		h.eventually(15*time.Second, "the leases to bind", phaseIs(h, fmt.Sprintf("l%d", i), kobev1.LeaseBound, -1))
 	}
-	endedAt := time.Now()
+	// The next second's start: the batch is due 1.5 s after it, so the five
+	// ends (five status writes and their reconciles) have at least that
+	// long to meet in it, however busy the machine; an end read from the
+	// clock could fall at a second's last milliseconds and leave 0.5 s.
+	endedAt := time.Now().Truncate(time.Second).Add(time.Second)
 	var leases []*kobev1.ClusterLease
 	for i := range n {
 		cur := h.get(fmt.Sprintf("l%d", i))
