@@ -346,7 +346,7 @@ func TestLoadProgressOnTerminal(t *testing.T) {
 
 	ptmx, tty, err := pty.Open()
 	if err != nil {
-		t.Skipf("no pseudo-terminal: %v", err)
+		t.Fatalf("opening a pseudo-terminal: %v", err)
 	}
 	defer func() { _ = ptmx.Close() }()
 	drawn := make(chan []byte)
@@ -373,7 +373,7 @@ func TestLoadStdinTerminal(t *testing.T) {
 	e.withServer(t, srv)
 	ptmx, tty, err := pty.Open()
 	if err != nil {
-		t.Skipf("no pseudo-terminal: %v", err)
+		t.Fatalf("opening a pseudo-terminal: %v", err)
 	}
 	defer func() { _ = ptmx.Close(); _ = tty.Close() }()
 	r := kobeIn(t, tty, "load", firstLease, "-")

@@ -37,7 +37,7 @@ import (
 // mounts checked gone, at the end.
 func TestImportIntoContainerd(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root, to run containerd")
+		t.Fatal("the root layer runs as root: containerd needs it")
 	}
 	ctr := startContainerd(t)
 	host := v1.Platform{OS: "linux", Architecture: runtime.GOARCH}
@@ -163,11 +163,11 @@ func startContainerd(t *testing.T) func(t *testing.T, args ...string) string {
 	t.Helper()
 	bin, err := exec.LookPath("containerd")
 	if err != nil {
-		t.Skip("no containerd on this machine")
+		t.Fatal("no containerd on this machine: run make node-deps")
 	}
 	ctrBin, err := exec.LookPath("ctr")
 	if err != nil {
-		t.Skip("no ctr on this machine")
+		t.Fatal("no ctr on this machine: run make node-deps")
 	}
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "containerd.sock")
